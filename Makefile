@@ -1,0 +1,28 @@
+# kwire: the front door. `make demo` runs the main job, `make test` runs the tests.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup generate test lint clean demo
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+generate: $(STAMP)
+	$(BIN)/python -m generator
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 tests
+
+lint: $(STAMP)
+	$(BIN)/black --check generator generated capture udfs tests
+	$(BIN)/mypy generated generator
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .hypothesis out
