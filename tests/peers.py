@@ -97,10 +97,15 @@ kafka-python quirks the adapter handles
 * Field names are ``re.sub('(?<!^)(?=[A-Z])', '_', name).lower()``, which
   differs from ``snake_case`` on acronyms; the adapter maps through the JSON
   field names, never through spelling.
-* ``ApiMessage`` clamps every message's minimum version to 0 (to talk to old
-  brokers) and will happily encode versions below the schema's
-  ``validVersions``; those versions are excluded here because the bundled
-  (Kafka 4.x) schemas no longer describe them.
+* ``ApiMessage`` clamps every message's minimum version to 0 and speaks
+  versions below the JSON's ``validVersions`` to old brokers; the bundled
+  (Kafka 4.x) JSON still carries those versions' field ranges.  They are
+  included only where that layout was checked against the pre-4.0 upstream
+  schemas: OffsetCommitRequest/Response v0-1 and OffsetFetchRequest/Response
+  v0 (kio has none of these, so kafka-python is the only reference there).
+  Elsewhere versions below ``validVersions`` are excluded as unverified.
+  RequestHeader v0 (no ClientId) is excluded: ``ApiHeader.encode`` can only
+  produce v1 or v2.
 * Encoding takes the message object (``cls(version=v)`` + attributes) and
   ``obj.encode(version=v)``, which writes the body only (``header=False``,
   ``framed=False`` are the defaults).  Nested structs must be objects (the
@@ -411,6 +416,16 @@ class _KioPeer(Peer):
 class _KafkaPythonPeer(Peer):
     name = "kafka-python"
 
+    # Lowest version to offer where it is below the bundled JSON's validVersions:
+    # Kafka 4.0 dropped these versions from validVersions but kept their field
+    # ranges, which match the 3.x schemas (e.g. CommitTimestamp "versions": "1").
+    _VERIFIED_BELOW_VALID = {
+        "OffsetCommitRequest": 0,
+        "OffsetCommitResponse": 0,
+        "OffsetFetchRequest": 0,
+        "OffsetFetchResponse": 0,
+    }
+
     def __init__(self) -> None:
         # Importing the API modules defines (and so registers) the message classes,
         # each loading its JSON through importlib.resources.read_text, which warns.
@@ -456,8 +471,10 @@ class _KafkaPythonPeer(Peer):
         if cls is None:
             # e.g. ConsumerGroupHeartbeat/Describe: no bundled schema.
             return []
-        # The JSON's validVersions, not cls.min_version (always 0, see docstring).
+        # The JSON's validVersions, not cls.min_version (always 0, see docstring),
+        # except where the older layouts were verified.
         lo, hi = self._parse_versions(cls._json["validVersions"])
+        lo = min(lo, self._VERIFIED_BELOW_VALID.get(message_name, lo))
         return list(range(lo, hi + 1))
 
     def _cls(self, message_name: str, version: int) -> Any:

@@ -7,7 +7,8 @@ value is encoded by both peers; the bytes must be identical, and each peer
 must decode the other's bytes back to the original dict.  The peers share no
 code, so agreement shows that both adapters map the plain-data shape onto the
 wire the same way.  Messages only kio has (ConsumerGroupHeartbeat/Describe) get
-hand-computed byte checks instead.
+hand-computed byte checks instead, as do the old OffsetCommit/OffsetFetch
+versions only kafka-python offers.
 """
 
 from __future__ import annotations
@@ -349,3 +350,100 @@ KIO_ONLY = [
 def test_kio_only_messages(message: str, version: int, value: dict, hexbytes: str) -> None:
     assert KIO.encode(message, version, value).hex() == hexbytes
     assert KIO.decode(message, version, bytes.fromhex(hexbytes)) == value
+
+
+# ------------------------------------- kafka-python-only versions (below kio's range)
+
+KAFKA_PYTHON_ONLY = [
+    (
+        "OffsetCommitRequest",
+        0,
+        {
+            "group_id": "g",
+            "topics": [
+                {
+                    "name": "t",
+                    "partitions": [
+                        {"partition_index": 3, "committed_offset": 42, "committed_metadata": None}
+                    ],
+                }
+            ],
+        },
+        "000167" "00000001" "000174" "00000001" "00000003" "000000000000002a" "ffff",
+    ),
+    (
+        "OffsetCommitRequest",
+        1,
+        {
+            "group_id": "g",
+            "generation_id_or_member_epoch": 5,
+            "member_id": "m",
+            "topics": [
+                {
+                    "name": "t",
+                    "partitions": [
+                        {
+                            "partition_index": 3,
+                            "committed_offset": 42,
+                            "commit_timestamp": -1,
+                            "committed_metadata": "x",
+                        }
+                    ],
+                }
+            ],
+        },
+        "000167"
+        "00000005"
+        "00016d"
+        "00000001"
+        "000174"
+        "00000001"
+        "00000003"
+        "000000000000002a"
+        "ffffffffffffffff"
+        "000178",
+    ),
+    (
+        "OffsetCommitResponse",
+        1,
+        {"topics": [{"name": "t", "partitions": [{"partition_index": 3, "error_code": 25}]}]},
+        "00000001" "000174" "00000001" "00000003" "0019",
+    ),
+    (
+        "OffsetFetchRequest",
+        0,
+        {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0, 7]}]},
+        "000167" "00000001" "000174" "00000002" "00000000" "00000007",
+    ),
+    (
+        "OffsetFetchResponse",
+        0,
+        {
+            "topics": [
+                {
+                    "name": "t",
+                    "partitions": [
+                        {
+                            "partition_index": 7,
+                            "committed_offset": -1,
+                            "metadata": "",
+                            "error_code": 0,
+                        }
+                    ],
+                }
+            ]
+        },
+        "00000001" "000174" "00000001" "00000007" "ffffffffffffffff" "0000" "0000",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "message,version,value,hexbytes",
+    KAFKA_PYTHON_ONLY,
+    ids=[f"{c[0]}-v{c[1]}" for c in KAFKA_PYTHON_ONLY],
+)
+def test_kafka_python_only_versions(message: str, version: int, value: dict, hexbytes: str) -> None:
+    assert version not in KIO.versions(message)
+    assert KAFKA_PYTHON.encode(message, version, value).hex() == hexbytes
+    assert KAFKA_PYTHON.decode(message, version, bytes.fromhex(hexbytes)) == value
