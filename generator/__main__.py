@@ -20,6 +20,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("inputs", nargs="*", type=Path, help="schema files or directories (default: schemas/)")
     parser.add_argument("--out", type=Path, help="output package directory (default: generated/)")
+    parser.add_argument(
+        "--no-format", action="store_true", help="skip black (faster; for throwaway output)"
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     args = parser.parse_args(argv)
     inputs = args.inputs or [ROOT / "schemas"]
@@ -28,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--out is required when schema paths are given")
     started = time.perf_counter()
     try:
-        files = compile_schemas(inputs)
+        files = compile_schemas(inputs, format=not args.no_format)
     except SchemaError as e:
         for problem in e.problems:
             print(problem, file=sys.stderr)

@@ -270,8 +270,11 @@ def _display(path: Path) -> str:
         return str(path)
 
 
-def compile_schemas(inputs: list[Path]) -> dict[str, str]:
-    """Loads, checks and renders; returns file name -> formatted source, or raises SchemaError."""
+def compile_schemas(inputs: list[Path], format: bool = True) -> dict[str, str]:
+    """Loads, checks and renders; returns file name -> source, or raises SchemaError.
+
+    format=False skips black (valid Python either way) for throwaway compiles in tests.
+    """
     problems: list[SchemaProblem] = []
     messages: list[tuple[Message, str]] = []
     files = schema_files(inputs)
@@ -300,6 +303,8 @@ def compile_schemas(inputs: list[Path]) -> dict[str, str]:
     runtime = (TEMPLATES / "runtime.py").read_text(encoding="utf-8")
     sources["_runtime.py"] = f"{MARKER}: runtime of the generated codecs. Do not edit.\n{runtime}"
     items = sorted(sources.items())
+    if not format:
+        return dict(items)
     if len(items) > 8 and (os.cpu_count() or 1) > 1:
         with ProcessPoolExecutor() as pool:
             formatted = dict(pool.map(_format, items, chunksize=4))
