@@ -334,7 +334,7 @@ class _Builder:
         # Tags: unique and contiguous from 0, per struct.
         tags: dict[int, str] = {}
         for i, f in enumerate(out):
-            if f.tag is None:
+            if f.tag is None or f.tag < 0:  # negative tags are reported on their own
                 continue
             if f.tag in tags:
                 self.bad(
