@@ -43,6 +43,14 @@ class KwireError(Exception):
     """Root of every error kwire's codecs raise."""
 
 
+def _join_path(parts: list[str]) -> str:
+    """Topics[2].Partitions[0].CommittedMetadata from innermost-first parts."""
+    out = ""
+    for part in reversed(parts):
+        out += part if part.startswith("[") or not out else "." + part
+    return out
+
+
 class DecodeError(KwireError):
     """Bytes that do not decode: names the message, version, field path and byte offset."""
 
@@ -56,10 +64,7 @@ class DecodeError(KwireError):
 
     @property
     def path(self) -> str:
-        out = ""
-        for part in reversed(self._path):
-            out += part if part.startswith("[") or not out else "." + part
-        return out
+        return _join_path(self._path)
 
     def within(self, part: str, offset: int) -> "DecodeError":
         if part:
@@ -117,7 +122,9 @@ class EncodeError(KwireError):
         self.version: int | None = None
         self._path: list[str] = []
 
-    path = DecodeError.path
+    @property
+    def path(self) -> str:
+        return _join_path(self._path)
 
     def within(self, part: str) -> "EncodeError":
         if part:
@@ -487,7 +494,7 @@ def _utf8_bytes(s: Any) -> bytes:
     return b
 
 
-def w_string(out: bytearray, s: str) -> None:
+def w_string(out: bytearray, s: str | None) -> None:
     b = _utf8_bytes(s)
     out += _h.pack(len(b))
     out += b
@@ -500,7 +507,7 @@ def w_nullable_string(out: bytearray, s: str | None) -> None:
         w_string(out, s)
 
 
-def w_compact_string(out: bytearray, s: str) -> None:
+def w_compact_string(out: bytearray, s: str | None) -> None:
     b = _utf8_bytes(s)
     n = len(b) + 1
     if n < 0x80:
@@ -517,15 +524,16 @@ def w_compact_nullable_string(out: bytearray, s: str | None) -> None:
         w_compact_string(out, s)
 
 
-def _blob(b: Any) -> int:
+def _blob(b: Any) -> bytes | bytearray | memoryview:
     if not isinstance(b, (bytes, bytearray, memoryview)):
         raise _bad_type(b, "bytes")
-    return len(b)
+    return b
 
 
-def w_bytes(out: bytearray, b: bytes) -> None:
-    out += _i.pack(_blob(b))
-    out += b
+def w_bytes(out: bytearray, b: bytes | None) -> None:
+    blob = _blob(b)
+    out += _i.pack(len(blob))
+    out += blob
 
 
 def w_nullable_bytes(out: bytearray, b: bytes | None) -> None:
@@ -535,9 +543,10 @@ def w_nullable_bytes(out: bytearray, b: bytes | None) -> None:
         w_bytes(out, b)
 
 
-def w_compact_bytes(out: bytearray, b: bytes) -> None:
-    w_uvarint(out, _blob(b) + 1)
-    out += b
+def w_compact_bytes(out: bytearray, b: bytes | None) -> None:
+    blob = _blob(b)
+    w_uvarint(out, len(blob) + 1)
+    out += blob
 
 
 def w_compact_nullable_bytes(out: bytearray, b: bytes | None) -> None:
@@ -576,10 +585,10 @@ def w_uuid(out: bytearray, u: UUID) -> None:
         raise _bad_type(u, "uuid.UUID") from None
 
 
-def _count(items: Any) -> int:
+def _listed(items: Any) -> list[Any]:
     if not isinstance(items, list):
         raise _bad_type(items, "list")
-    return len(items)
+    return items
 
 
 def _write_elements(out: bytearray, items: list[Any], elem: Any) -> None:
@@ -601,9 +610,10 @@ def _write_elements(out: bytearray, items: list[Any], elem: Any) -> None:
         raise e.within(f"[{i}]") from None
 
 
-def w_array(out: bytearray, items: list[Any], elem: Any) -> None:
-    out += _i.pack(_count(items))
-    _write_elements(out, items, elem)
+def w_array(out: bytearray, items: list[Any] | None, elem: Any) -> None:
+    checked = _listed(items)
+    out += _i.pack(len(checked))
+    _write_elements(out, checked, elem)
 
 
 def w_nullable_array(out: bytearray, items: list[Any] | None, elem: Any) -> None:
@@ -613,9 +623,10 @@ def w_nullable_array(out: bytearray, items: list[Any] | None, elem: Any) -> None
         w_array(out, items, elem)
 
 
-def w_compact_array(out: bytearray, items: list[Any], elem: Any) -> None:
-    w_uvarint(out, _count(items) + 1)
-    _write_elements(out, items, elem)
+def w_compact_array(out: bytearray, items: list[Any] | None, elem: Any) -> None:
+    checked = _listed(items)
+    w_uvarint(out, len(checked) + 1)
+    _write_elements(out, checked, elem)
 
 
 def w_compact_nullable_array(out: bytearray, items: list[Any] | None, elem: Any) -> None:
@@ -835,7 +846,7 @@ def decode_request_frame(
 ) -> tuple[Any, Any]:
     data = _frame_bytes(frame)
     if len(data) < 4:
-        e = TruncatedError(f"a request needs at least 4 bytes, got {len(data)}", 0)
+        e: DecodeError = TruncatedError(f"a request needs at least 4 bytes, got {len(data)}", 0)
         e.message_name, e.version = header_cls.__name__, 1
         raise e
     api_key, api_version = _hh.unpack_from(data, 0)
@@ -925,7 +936,7 @@ def decode_version_prefixed(cls: Any, data: Any) -> tuple[int, Any]:
     """
     data = _frame_bytes(data)
     if len(data) < 2:
-        e = TruncatedError(f"a version prefix needs 2 bytes, got {len(data)}", 0)
+        e: DecodeError = TruncatedError(f"a version prefix needs 2 bytes, got {len(data)}", 0)
         e.message_name = cls.__name__
         raise e
     (version,) = _h.unpack_from(data, 0)

@@ -137,7 +137,7 @@ def _decode_ApiVersionsRequest_v3(data: bytes, pos: int) -> tuple[ApiVersionsReq
         client_software_version, pos = r_compact_string(data, pos)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)

@@ -311,7 +311,7 @@ def _decode_ApiVersion_v3(data: bytes, pos: int) -> tuple[ApiVersion, int]:
         pos += 6
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -361,7 +361,7 @@ def _decode_SupportedFeatureKey_v3(data: bytes, pos: int) -> tuple[SupportedFeat
         pos += 4
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -412,7 +412,7 @@ def _decode_FinalizedFeatureKey_v3(data: bytes, pos: int) -> tuple[FinalizedFeat
         pos += 4
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)

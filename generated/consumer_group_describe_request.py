@@ -110,7 +110,7 @@ def _decode_ConsumerGroupDescribeRequest_v0(
         pos += 1
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)

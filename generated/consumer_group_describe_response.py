@@ -356,7 +356,7 @@ def _decode_TopicPartitions_v0(data: bytes, pos: int) -> tuple[TopicPartitions, 
         partitions, pos = r_compact_array(data, pos, "i")
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -400,7 +400,7 @@ def _decode_Assignment_v0(data: bytes, pos: int) -> tuple[Assignment, int]:
         topic_partitions, pos = r_compact_array(data, pos, _decode_TopicPartitions_v0)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -457,7 +457,7 @@ def _decode_Member_v0(data: bytes, pos: int) -> tuple[Member, int]:
         target_assignment, pos = _decode_Assignment_v0(data, pos)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -545,7 +545,7 @@ def _decode_Member_v1(data: bytes, pos: int) -> tuple[Member, int]:
         pos += 1
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -633,7 +633,7 @@ def _decode_DescribedGroup_v0(data: bytes, pos: int) -> tuple[DescribedGroup, in
         pos += 4
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -716,7 +716,7 @@ def _decode_DescribedGroup_v1(data: bytes, pos: int) -> tuple[DescribedGroup, in
         pos += 4
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -784,7 +784,7 @@ def _decode_ConsumerGroupDescribeResponse_v0(
         groups, pos = r_compact_array(data, pos, _decode_DescribedGroup_v0)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -832,7 +832,7 @@ def _decode_ConsumerGroupDescribeResponse_v1(
         groups, pos = r_compact_array(data, pos, _decode_DescribedGroup_v1)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)

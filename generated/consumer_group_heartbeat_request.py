@@ -210,7 +210,7 @@ def _decode_TopicPartitions_v0(data: bytes, pos: int) -> tuple[TopicPartitions, 
         partitions, pos = r_compact_array(data, pos, "i")
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -271,7 +271,7 @@ def _decode_ConsumerGroupHeartbeatRequest_v0(
         topic_partitions, pos = r_compact_nullable_array(data, pos, _decode_TopicPartitions_v0)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -361,7 +361,7 @@ def _decode_ConsumerGroupHeartbeatRequest_v1(
         topic_partitions, pos = r_compact_nullable_array(data, pos, _decode_TopicPartitions_v0)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)

@@ -212,7 +212,7 @@ def _decode_TopicPartitions_v0(data: bytes, pos: int) -> tuple[TopicPartitions, 
         partitions, pos = r_compact_array(data, pos, "i")
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -253,7 +253,7 @@ def _decode_Assignment_v0(data: bytes, pos: int) -> tuple[Assignment, int]:
         topic_partitions, pos = r_compact_array(data, pos, _decode_TopicPartitions_v0)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -309,7 +309,7 @@ def _decode_ConsumerGroupHeartbeatResponse_v0(
         assignment, pos = r_nullable_struct(data, pos, _decode_Assignment_v0)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)

@@ -177,7 +177,7 @@ def _decode_DeletableGroupResult_v2(data: bytes, pos: int) -> tuple[DeletableGro
         pos += 2
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -256,7 +256,7 @@ def _decode_DeleteGroupsResponse_v2(data: bytes, pos: int) -> tuple[DeleteGroups
         results, pos = r_compact_array(data, pos, _decode_DeletableGroupResult_v2)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)

@@ -178,7 +178,7 @@ def _decode_DescribeGroupsRequest_v5(data: bytes, pos: int) -> tuple[DescribeGro
         pos += 1
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)

@@ -375,7 +375,7 @@ def _decode_DescribedGroupMember_v5(data: bytes, pos: int) -> tuple[DescribedGro
         member_assignment, pos = r_compact_bytes(data, pos)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -635,7 +635,7 @@ def _decode_DescribedGroup_v5(data: bytes, pos: int) -> tuple[DescribedGroup, in
         pos += 4
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -711,7 +711,7 @@ def _decode_DescribedGroup_v6(data: bytes, pos: int) -> tuple[DescribedGroup, in
         pos += 4
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -908,7 +908,7 @@ def _decode_DescribeGroupsResponse_v5(data: bytes, pos: int) -> tuple[DescribeGr
         groups, pos = r_compact_array(data, pos, _decode_DescribedGroup_v5)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -952,7 +952,7 @@ def _decode_DescribeGroupsResponse_v6(data: bytes, pos: int) -> tuple[DescribeGr
         groups, pos = r_compact_array(data, pos, _decode_DescribedGroup_v6)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)

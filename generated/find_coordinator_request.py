@@ -187,7 +187,7 @@ def _decode_FindCoordinatorRequest_v3(data: bytes, pos: int) -> tuple[FindCoordi
         pos += 1
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -235,7 +235,7 @@ def _decode_FindCoordinatorRequest_v4(data: bytes, pos: int) -> tuple[FindCoordi
         coordinator_keys, pos = r_compact_array(data, pos, r_compact_string)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)

@@ -200,7 +200,7 @@ def _decode_Coordinator_v4(data: bytes, pos: int) -> tuple[Coordinator, int]:
         error_message, pos = r_compact_nullable_string(data, pos)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -390,7 +390,7 @@ def _decode_FindCoordinatorResponse_v3(
         pos += 4
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -453,7 +453,7 @@ def _decode_FindCoordinatorResponse_v4(
         coordinators, pos = r_compact_array(data, pos, _decode_Coordinator_v4)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)

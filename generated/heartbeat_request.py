@@ -211,7 +211,7 @@ def _decode_HeartbeatRequest_v4(data: bytes, pos: int) -> tuple[HeartbeatRequest
         group_instance_id, pos = r_compact_nullable_string(data, pos)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)

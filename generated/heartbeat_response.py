@@ -172,7 +172,7 @@ def _decode_HeartbeatResponse_v4(data: bytes, pos: int) -> tuple[HeartbeatRespon
         pos += 6
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)

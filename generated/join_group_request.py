@@ -227,7 +227,7 @@ def _decode_JoinGroupRequestProtocol_v6(
         metadata, pos = r_compact_bytes(data, pos)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -463,7 +463,7 @@ def _decode_JoinGroupRequest_v6(data: bytes, pos: int) -> tuple[JoinGroupRequest
         protocols, pos = r_compact_array(data, pos, _decode_JoinGroupRequestProtocol_v6)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -537,7 +537,7 @@ def _decode_JoinGroupRequest_v8(data: bytes, pos: int) -> tuple[JoinGroupRequest
         reason, pos = r_compact_nullable_string(data, pos)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)

@@ -294,7 +294,7 @@ def _decode_JoinGroupResponseMember_v6(
         metadata, pos = r_compact_bytes(data, pos)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -544,7 +544,7 @@ def _decode_JoinGroupResponse_v6(data: bytes, pos: int) -> tuple[JoinGroupRespon
         members, pos = r_compact_array(data, pos, _decode_JoinGroupResponseMember_v6)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -620,7 +620,7 @@ def _decode_JoinGroupResponse_v7(data: bytes, pos: int) -> tuple[JoinGroupRespon
         members, pos = r_compact_array(data, pos, _decode_JoinGroupResponseMember_v6)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -701,7 +701,7 @@ def _decode_JoinGroupResponse_v9(data: bytes, pos: int) -> tuple[JoinGroupRespon
         members, pos = r_compact_array(data, pos, _decode_JoinGroupResponseMember_v6)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)

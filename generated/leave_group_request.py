@@ -183,7 +183,7 @@ def _decode_MemberIdentity_v4(data: bytes, pos: int) -> tuple[MemberIdentity, in
         group_instance_id, pos = r_compact_nullable_string(data, pos)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -229,7 +229,7 @@ def _decode_MemberIdentity_v5(data: bytes, pos: int) -> tuple[MemberIdentity, in
         reason, pos = r_compact_nullable_string(data, pos)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -351,7 +351,7 @@ def _decode_LeaveGroupRequest_v4(data: bytes, pos: int) -> tuple[LeaveGroupReque
         members, pos = r_compact_array(data, pos, _decode_MemberIdentity_v4)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -398,7 +398,7 @@ def _decode_LeaveGroupRequest_v5(data: bytes, pos: int) -> tuple[LeaveGroupReque
         members, pos = r_compact_array(data, pos, _decode_MemberIdentity_v5)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)

@@ -203,7 +203,7 @@ def _decode_MemberResponse_v4(data: bytes, pos: int) -> tuple[MemberResponse, in
         pos += 2
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -371,7 +371,7 @@ def _decode_LeaveGroupResponse_v4(data: bytes, pos: int) -> tuple[LeaveGroupResp
         members, pos = r_compact_array(data, pos, _decode_MemberResponse_v4)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)

@@ -127,7 +127,7 @@ def _decode_ListGroupsRequest_v3(data: bytes, pos: int) -> tuple[ListGroupsReque
     try:
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -170,7 +170,7 @@ def _decode_ListGroupsRequest_v4(data: bytes, pos: int) -> tuple[ListGroupsReque
         states_filter, pos = r_compact_array(data, pos, r_compact_string)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -214,7 +214,7 @@ def _decode_ListGroupsRequest_v5(data: bytes, pos: int) -> tuple[ListGroupsReque
         types_filter, pos = r_compact_array(data, pos, r_compact_string)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)

@@ -183,7 +183,7 @@ def _decode_ListedGroup_v3(data: bytes, pos: int) -> tuple[ListedGroup, int]:
         protocol_type, pos = r_compact_string(data, pos)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -230,7 +230,7 @@ def _decode_ListedGroup_v4(data: bytes, pos: int) -> tuple[ListedGroup, int]:
         group_state, pos = r_compact_string(data, pos)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -281,7 +281,7 @@ def _decode_ListedGroup_v5(data: bytes, pos: int) -> tuple[ListedGroup, int]:
         group_type, pos = r_compact_string(data, pos)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -412,7 +412,7 @@ def _decode_ListGroupsResponse_v3(data: bytes, pos: int) -> tuple[ListGroupsResp
         groups, pos = r_compact_array(data, pos, _decode_ListedGroup_v3)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -463,7 +463,7 @@ def _decode_ListGroupsResponse_v4(data: bytes, pos: int) -> tuple[ListGroupsResp
         groups, pos = r_compact_array(data, pos, _decode_ListedGroup_v4)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -514,7 +514,7 @@ def _decode_ListGroupsResponse_v5(data: bytes, pos: int) -> tuple[ListGroupsResp
         groups, pos = r_compact_array(data, pos, _decode_ListedGroup_v5)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)

@@ -431,7 +431,7 @@ def _decode_OffsetCommitRequestPartition_v8(
         committed_metadata, pos = r_compact_nullable_string(data, pos)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -599,7 +599,7 @@ def _decode_OffsetCommitRequestTopic_v8(
         partitions, pos = r_compact_array(data, pos, _decode_OffsetCommitRequestPartition_v8)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -645,7 +645,7 @@ def _decode_OffsetCommitRequestTopic_v10(
         partitions, pos = r_compact_array(data, pos, _decode_OffsetCommitRequestPartition_v8)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -993,7 +993,7 @@ def _decode_OffsetCommitRequest_v8(data: bytes, pos: int) -> tuple[OffsetCommitR
         topics, pos = r_compact_array(data, pos, _decode_OffsetCommitRequestTopic_v8)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -1053,7 +1053,7 @@ def _decode_OffsetCommitRequest_v10(data: bytes, pos: int) -> tuple[OffsetCommit
         topics, pos = r_compact_array(data, pos, _decode_OffsetCommitRequestTopic_v10)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)

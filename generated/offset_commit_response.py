@@ -231,7 +231,7 @@ def _decode_OffsetCommitResponsePartition_v8(
         pos += 6
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -316,7 +316,7 @@ def _decode_OffsetCommitResponseTopic_v8(
         partitions, pos = r_compact_array(data, pos, _decode_OffsetCommitResponsePartition_v8)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -362,7 +362,7 @@ def _decode_OffsetCommitResponseTopic_v10(
         partitions, pos = r_compact_array(data, pos, _decode_OffsetCommitResponsePartition_v8)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -472,7 +472,7 @@ def _decode_OffsetCommitResponse_v8(data: bytes, pos: int) -> tuple[OffsetCommit
         topics, pos = r_compact_array(data, pos, _decode_OffsetCommitResponseTopic_v8)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -516,7 +516,7 @@ def _decode_OffsetCommitResponse_v10(data: bytes, pos: int) -> tuple[OffsetCommi
         topics, pos = r_compact_array(data, pos, _decode_OffsetCommitResponseTopic_v10)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)

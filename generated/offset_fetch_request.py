@@ -279,7 +279,7 @@ def _decode_OffsetFetchRequestTopic_v6(
         partition_indexes, pos = r_compact_array(data, pos, "i")
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -324,7 +324,7 @@ def _decode_OffsetFetchRequestTopics_v8(
         partition_indexes, pos = r_compact_array(data, pos, "i")
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -370,7 +370,7 @@ def _decode_OffsetFetchRequestTopics_v10(
         partition_indexes, pos = r_compact_array(data, pos, "i")
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -416,7 +416,7 @@ def _decode_OffsetFetchRequestGroup_v8(
         topics, pos = r_compact_nullable_array(data, pos, _decode_OffsetFetchRequestTopics_v8)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -468,7 +468,7 @@ def _decode_OffsetFetchRequestGroup_v9(
         topics, pos = r_compact_nullable_array(data, pos, _decode_OffsetFetchRequestTopics_v8)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -524,7 +524,7 @@ def _decode_OffsetFetchRequestGroup_v10(
         topics, pos = r_compact_nullable_array(data, pos, _decode_OffsetFetchRequestTopics_v10)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -657,7 +657,7 @@ def _decode_OffsetFetchRequest_v6(data: bytes, pos: int) -> tuple[OffsetFetchReq
         topics, pos = r_compact_nullable_array(data, pos, _decode_OffsetFetchRequestTopic_v6)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -711,7 +711,7 @@ def _decode_OffsetFetchRequest_v7(data: bytes, pos: int) -> tuple[OffsetFetchReq
         pos += 1
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -762,7 +762,7 @@ def _decode_OffsetFetchRequest_v8(data: bytes, pos: int) -> tuple[OffsetFetchReq
         pos += 1
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -814,7 +814,7 @@ def _decode_OffsetFetchRequest_v9(data: bytes, pos: int) -> tuple[OffsetFetchReq
         pos += 1
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -866,7 +866,7 @@ def _decode_OffsetFetchRequest_v10(data: bytes, pos: int) -> tuple[OffsetFetchRe
         pos += 1
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)

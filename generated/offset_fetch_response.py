@@ -477,7 +477,7 @@ def _decode_OffsetFetchResponsePartition_v6(
         pos += 2
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -605,7 +605,7 @@ def _decode_OffsetFetchResponseTopic_v6(
         partitions, pos = r_compact_array(data, pos, _decode_OffsetFetchResponsePartition_v6)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -658,7 +658,7 @@ def _decode_OffsetFetchResponsePartitions_v8(
         pos += 2
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -714,7 +714,7 @@ def _decode_OffsetFetchResponseTopics_v8(
         partitions, pos = r_compact_array(data, pos, _decode_OffsetFetchResponsePartitions_v8)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -760,7 +760,7 @@ def _decode_OffsetFetchResponseTopics_v10(
         partitions, pos = r_compact_array(data, pos, _decode_OffsetFetchResponsePartitions_v8)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -809,7 +809,7 @@ def _decode_OffsetFetchResponseGroup_v8(
         pos += 2
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -860,7 +860,7 @@ def _decode_OffsetFetchResponseGroup_v10(
         pos += 2
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -1075,7 +1075,7 @@ def _decode_OffsetFetchResponse_v6(data: bytes, pos: int) -> tuple[OffsetFetchRe
         pos += 2
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -1126,7 +1126,7 @@ def _decode_OffsetFetchResponse_v8(data: bytes, pos: int) -> tuple[OffsetFetchRe
         groups, pos = r_compact_array(data, pos, _decode_OffsetFetchResponseGroup_v8)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -1175,7 +1175,7 @@ def _decode_OffsetFetchResponse_v10(data: bytes, pos: int) -> tuple[OffsetFetchR
         groups, pos = r_compact_array(data, pos, _decode_OffsetFetchResponseGroup_v10)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)

@@ -206,7 +206,7 @@ def _decode_RequestHeader_v2(data: bytes, pos: int) -> tuple[RequestHeader, int]
         client_id, pos = r_nullable_string(data, pos)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)

@@ -120,7 +120,7 @@ def _decode_ResponseHeader_v1(data: bytes, pos: int) -> tuple[ResponseHeader, in
         pos += 4
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)

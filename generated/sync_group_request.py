@@ -221,7 +221,7 @@ def _decode_SyncGroupRequestAssignment_v4(
         assignment, pos = r_compact_bytes(data, pos)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -374,7 +374,7 @@ def _decode_SyncGroupRequest_v4(data: bytes, pos: int) -> tuple[SyncGroupRequest
         assignments, pos = r_compact_array(data, pos, _decode_SyncGroupRequestAssignment_v4)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -439,7 +439,7 @@ def _decode_SyncGroupRequest_v5(data: bytes, pos: int) -> tuple[SyncGroupRequest
         assignments, pos = r_compact_array(data, pos, _decode_SyncGroupRequestAssignment_v4)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)

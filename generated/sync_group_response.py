@@ -221,7 +221,7 @@ def _decode_SyncGroupResponse_v4(data: bytes, pos: int) -> tuple[SyncGroupRespon
         assignment, pos = r_compact_bytes(data, pos)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)
@@ -278,7 +278,7 @@ def _decode_SyncGroupResponse_v5(data: bytes, pos: int) -> tuple[SyncGroupRespon
         assignment, pos = r_compact_bytes(data, pos)
         f = ""
         if data[pos] == 0:  # no tagged fields
-            unknown_tags = {}
+            unknown_tags: dict[int, bytes] = {}
             pos += 1
         else:
             unknown_tags, pos = r_tags(data, pos)

@@ -18,7 +18,9 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m generator",
         description="Compile Kafka-dialect JSON message schemas into a Python codec package.",
     )
-    parser.add_argument("inputs", nargs="*", type=Path, help="schema files or directories (default: schemas/)")
+    parser.add_argument(
+        "inputs", nargs="*", type=Path, help="schema files or directories (default: schemas/)"
+    )
     parser.add_argument("--out", type=Path, help="output package directory (default: generated/)")
     parser.add_argument(
         "--no-format", action="store_true", help="skip black (faster; for throwaway output)"

@@ -377,7 +377,9 @@ class _Builder:
         self.bad(path, f"can't parse type {text!r}")
         return None
 
-    def field(self, raw: dict[str, Any], parent: Versions, path: list[Any], top: bool) -> Field | None:
+    def field(
+        self, raw: dict[str, Any], parent: Versions, path: list[Any], top: bool
+    ) -> Field | None:
         name: str = raw["name"]
         if not FIELD_NAME.match(name):
             self.bad(path + ["name"], f"invalid field name {name!r}")
@@ -407,9 +409,13 @@ class _Builder:
             if tag is not None and tag < 0:
                 self.bad(path + ["tag"], "tags cannot be negative")
         if tag is not None and tagged.empty:
-            self.bad(path + ["tag"], "if a tag is specified, taggedVersions must be specified as well")
+            self.bad(
+                path + ["tag"], "if a tag is specified, taggedVersions must be specified as well"
+            )
         if tag is None and not tagged.empty and "tag" not in raw:
-            self.bad(path + ["taggedVersions"], "please specify a tag, or remove the taggedVersions")
+            self.bad(
+                path + ["taggedVersions"], "please specify a tag, or remove the taggedVersions"
+            )
         if not tagged.empty:
             if not tagged.open_ended:
                 self.bad(
@@ -461,7 +467,9 @@ class _Builder:
 
         zero_copy = _boolish(raw.get("zeroCopy", False))
         if zero_copy and kind != "bytes":
-            self.bad(path + ["zeroCopy"], f"invalid zeroCopy for {name}: only bytes fields can use it")
+            self.bad(
+                path + ["zeroCopy"], f"invalid zeroCopy for {name}: only bytes fields can use it"
+            )
         map_key = _boolish(raw.get("mapKey", False))
         if map_key and not tagged.empty:
             self.bad(path + ["mapKey"], "tagged fields cannot be used as map keys")
@@ -491,14 +499,18 @@ class _Builder:
             elif sname in self.structs:
                 self.bad(path + ["type"], f"struct {sname} was specified twice")
             elif "fields" not in raw:
-                self.bad(path + ["type"], f"unknown struct {sname}: no common struct or inline fields")
+                self.bad(
+                    path + ["type"], f"unknown struct {sname}: no common struct or inline fields"
+                )
             else:
                 if (declared & parent).empty and not declared.empty:
                     self.bad(
                         path + ["versions"],
                         f"version ranges {declared} and {parent} have no versions in common",
                     )
-                struct = self.struct(sname, versions, raw["fields"], path + ["fields"], common=False)
+                struct = self.struct(
+                    sname, versions, raw["fields"], path + ["fields"], common=False
+                )
 
         nullable = nullable_declared & declared
         default, default_null = self.default(raw, name, ftype, declared, nullable_declared, path)
@@ -574,9 +586,11 @@ class _Builder:
                 else:
                     raise ValueError
             except ValueError:
-                detail = " (leading zeros would be octal in Kafka's Java output)" if re.fullmatch(
-                    r"-?0[0-9]+", text
-                ) else ""
+                detail = (
+                    " (leading zeros would be octal in Kafka's Java output)"
+                    if re.fullmatch(r"-?0[0-9]+", text)
+                    else ""
+                )
                 self.bad(where, f"invalid default for {kind} field {name}: {text}{detail}")
                 return 0, False
             if not lo <= number <= hi:
@@ -587,13 +601,13 @@ class _Builder:
             if text == "":
                 return 0.0, False
             try:
-                number = float(text)
-                if math.isnan(number):
+                real = float(text)
+                if math.isnan(real):
                     raise ValueError
             except ValueError:
                 self.bad(where, f"invalid default for float64 field {name}: {text}")
                 return 0.0, False
-            return number, False
+            return real, False
         if kind == "uuid":
             if text == "":
                 return uuid.UUID(int=0), False
@@ -663,7 +677,9 @@ def check_api_pairs(messages: list[Message]) -> list[SchemaProblem]:
     for m in messages:
         if m.module in modules:
             problems.append(
-                SchemaProblem(m.file, "name", f"message {m.name} is also defined in {modules[m.module].file}")
+                SchemaProblem(
+                    m.file, "name", f"message {m.name} is also defined in {modules[m.module].file}"
+                )
             )
         modules[m.module] = m
     return problems

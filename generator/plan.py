@@ -74,7 +74,7 @@ class Codec:
 def _ranges(versions: list[int]) -> list[str]:
     out: list[str] = []
     start = prev = versions[0]
-    for v in versions[1:] + [None]:  # type: ignore[list-item]
+    for v in [*versions[1:], None]:
         if v is not None and v == prev + 1:
             prev = v
             continue
@@ -222,7 +222,9 @@ class Planner:
                 return
             fmt = "".join(FIXED[f.type.kind][0] for f in run)
             width = sum(FIXED[f.type.kind][1] for f in run)
-            steps.append(Step("fixed", tuple(run), fmt=fmt, const=self.fixed_const(fmt), width=width))
+            steps.append(
+                Step("fixed", tuple(run), fmt=fmt, const=self.fixed_const(fmt), width=width)
+            )
             sig.append(("fixed", tuple(f.name for f in run), fmt))
             run.clear()
 
@@ -296,7 +298,8 @@ class Planner:
                 out.append(codec)
         # Resolve references to nested codecs.
         for codec in out:
-            for step in [*codec.steps, *codec.tagged]:
+            linked: list[Step | TaggedStep] = [*codec.steps, *codec.tagged]
+            for step in linked:
                 if step.child is None:
                     continue
                 child_struct, v = step.child

@@ -178,7 +178,9 @@ def render_module(message: Message, source: str) -> str:
     for struct in view.classes:
         is_message = struct is message.root
         about = f"{message.name}: a Kafka {message.kind}" if is_message else f"{struct.name}"
-        doc = about + (f" (api key {message.api_key})" if is_message and message.api_key is not None else "")
+        doc = about + (
+            f" (api key {message.api_key})" if is_message and message.api_key is not None else ""
+        )
         doc += f", versions {message.valid}." if is_message else f": struct of {message.name}."
         classes.append(
             ClassView(

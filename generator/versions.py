@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 MAX_VERSION = 32767  # Kafka keeps versions in a Java short
@@ -58,7 +59,7 @@ class Versions:
         low, high = max(self.low, other.low), min(self.high, other.high)
         return Versions(low, high) if low <= high else NONE
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[int]:
         return iter(range(self.low, self.high + 1))
 
     def __str__(self) -> str:

@@ -29,7 +29,9 @@ def _scalar(kind: str) -> st.SearchStrategy[Any]:
         return st.booleans()
     if kind in INT_RANGES:
         lo, hi = INT_RANGES[kind]
-        return st.one_of(st.integers(lo, hi), st.sampled_from([lo, hi, -1, 0]).filter(lambda x: lo <= x <= hi))
+        return st.one_of(
+            st.integers(lo, hi), st.sampled_from([lo, hi, -1, 0]).filter(lambda x: lo <= x <= hi)
+        )
     if kind == "float64":
         return st.floats(allow_nan=False)
     if kind == "uuid":

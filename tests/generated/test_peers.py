@@ -50,7 +50,9 @@ def test_same_bytes_as_peer(peer: Peer, name: str, version: int, data: st.DataOb
     module = importlib.import_module(f"generated.{message.module}")
     cls = getattr(module, name)
     # kio holds error codes as an enum of the codes Kafka defines: draw from those for kio.
-    overrides = {"ErrorCode": st.sampled_from(sorted(int(c) for c in ErrorCode))} if peer is KIO else {}
+    overrides = (
+        {"ErrorCode": st.sampled_from(sorted(int(c) for c in ErrorCode))} if peer is KIO else {}
+    )
     strategies = Strategies(message, module, unknown_tags=False, overrides=overrides)
     obj = data.draw(strategies.message_at(version))
     plain = present_dict(obj, version)

@@ -63,7 +63,14 @@ def test_cli_compiles_a_single_good_file(tmp_path: Path) -> None:
     out = tmp_path / "one"
     shutil.copy(ROOT / "schemas" / "HeartbeatRequest.json", tmp_path / "HeartbeatRequest.json")
     result = subprocess.run(
-        [sys.executable, "-m", "generator", str(tmp_path / "HeartbeatRequest.json"), "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "generator",
+            str(tmp_path / "HeartbeatRequest.json"),
+            "--out",
+            str(out),
+        ],
         capture_output=True,
         text=True,
         cwd=ROOT,

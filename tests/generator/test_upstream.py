@@ -61,7 +61,9 @@ def test_all_bundled_upstream_files_compile(upstream: ModuleType) -> None:
 @pytest.mark.parametrize(("name", "version"), CASES, ids=[f"{n}-v{v}" for n, v in CASES])
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
-def test_upstream_roundtrip(upstream: ModuleType, name: str, version: int, data: st.DataObject) -> None:
+def test_upstream_roundtrip(
+    upstream: ModuleType, name: str, version: int, data: st.DataObject
+) -> None:
     message = MESSAGES[name]
     module = importlib.import_module(f"kp_upstream.{message.module}")
     obj = data.draw(Strategies(message, module).message_at(version))
