@@ -24,5 +24,8 @@ lint: $(STAMP)
 	$(BIN)/black --check generator generated capture udfs tests
 	$(BIN)/mypy generated generator
 
+demo: $(STAMP)
+	$(BIN)/python examples/decode_demo.py
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .hypothesis out
