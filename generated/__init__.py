@@ -14,6 +14,7 @@ from ._runtime import (
     DecodeError,
     EncodeError,
     FieldInfo,
+    FrameReport,
     InvalidLengthError,
     InvalidUtf8Error,
     KwireError,
@@ -31,6 +32,8 @@ from ._runtime import (
     encode_request_frame,
     encode_response_frame,
     encode_version_prefixed,
+    inspect_request_frame,
+    inspect_response_frame,
     kafka_uuid,
 )
 from ._runtime import request_header_version as _request_header_version
@@ -175,6 +178,31 @@ def decode_response(
     )
 
 
+def inspect_request(frame: bytes | bytearray | memoryview, tolerant: bool = True) -> FrameReport:
+    """Decodes what it can and never raises: for capture analysis.
+
+    With tolerant=True a version newer than the schema's highest is read as the highest known
+    (and flagged in warnings); the report keeps the header when only the body failed.
+    """
+    return inspect_request_frame(frame, REGISTRY, RequestHeader, REQUEST_HEADER_V0, tolerant)
+
+
+def inspect_response(
+    frame: bytes | bytearray | memoryview, api_key: int, api_version: int, tolerant: bool = True
+) -> FrameReport:
+    """The response counterpart of inspect_request."""
+    return inspect_response_frame(
+        frame,
+        api_key,
+        api_version,
+        REGISTRY,
+        ResponseHeader,
+        RESPONSE_HEADER_ALWAYS_V0,
+        RESPONSE_V0_FALLBACK,
+        tolerant,
+    )
+
+
 def encode_request(header: RequestHeader, message: Any) -> bytes:
     """Encodes a request frame, length prefix included; the header names the version."""
     return encode_request_frame(header, message, REGISTRY, REQUEST_HEADER_V0)
@@ -190,6 +218,7 @@ __all__ = [
     "MESSAGES",
     "ApiInfo",
     "FieldInfo",
+    "FrameReport",
     "KwireError",
     "DecodeError",
     "EncodeError",
@@ -210,6 +239,8 @@ __all__ = [
     "response_header_version",
     "decode_request",
     "decode_response",
+    "inspect_request",
+    "inspect_response",
     "encode_request",
     "encode_response",
     "ApiVersionsRequest",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import struct
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Callable, Iterable, NamedTuple, TypeVar
 from uuid import UUID
 
 ZERO_UUID = UUID(int=0)
@@ -956,3 +956,96 @@ def encode_version_prefixed(message: Any, version: int) -> bytes:
     out = bytearray(_h.pack(version))
     message.write(out, version)
     return bytes(out)
+
+
+class FrameReport(NamedTuple):
+    """What could be read of one frame: never raised, always returned (for capture analysis)."""
+
+    header: Any  # None when even the header did not decode
+    message: Any  # None when the body did not decode
+    version: int | None  # the version the body was read at (may differ from the header's)
+    error: KwireError | None
+    warnings: tuple[str, ...]
+
+
+def _tolerant_body(
+    cls: Any, data: bytes, pos: int, version: int, tolerant: bool, warnings: list[str]
+) -> tuple[Any, int]:
+    valid: range = cls.VALID_VERSIONS
+    used = version
+    if tolerant and version >= valid.stop:
+        used = valid.stop - 1
+        warnings.append(f"version {version} is newer than the schema's {used}: read as v{used}")
+    body, end = cls.read(data, pos, used)
+    if end != len(data):
+        if used != version:
+            warnings.append(f"{len(data) - end} trailing bytes of the newer version ignored")
+        else:
+            e = TrailingBytesError(f"{len(data) - end} bytes left after a complete message", end)
+            e.message_name, e.version = cls.__name__, version
+            raise e
+    return body, used
+
+
+def inspect_request_frame(
+    frame: Any,
+    registry: dict[int, ApiInfo],
+    header_cls: Any,
+    header_v0: frozenset[tuple[int, int]],
+    tolerant: bool = True,
+) -> FrameReport:
+    data = _frame_bytes(frame)
+    warnings: list[str] = []
+    header = None
+    try:
+        if len(data) < 4:
+            e: DecodeError = TruncatedError(f"a request needs at least 4 bytes, got {len(data)}", 0)
+            e.message_name, e.version = header_cls.__name__, 1
+            raise e
+        api_key, api_version = _hh.unpack_from(data, 0)
+        info = registry.get(api_key)
+        if info is None or info.request is None:
+            # The header layout of an unknown api is still v1 up to the client id: keep it.
+            if (api_key, api_version) not in header_v0:
+                try:
+                    header, _ = header_cls.read(data, 0, 1)
+                except KwireError:
+                    header = None
+            raise UnknownApiKeyError(api_key)
+        hv = request_header_version(registry, header_v0, api_key, api_version)
+        header, pos = header_cls.read(data, 0, hv)
+        body, used = _tolerant_body(info.request, data, pos, api_version, tolerant, warnings)
+        return FrameReport(header, body, used, None, tuple(warnings))
+    except KwireError as e:
+        return FrameReport(header, None, None, e, tuple(warnings))
+
+
+def inspect_response_frame(
+    frame: Any,
+    api_key: int,
+    api_version: int,
+    registry: dict[int, ApiInfo],
+    header_cls: Any,
+    always_v0: frozenset[int],
+    v0_fallback: frozenset[int],
+    tolerant: bool = True,
+) -> FrameReport:
+    data = _frame_bytes(frame)
+    warnings: list[str] = []
+    header = None
+    try:
+        info = registry.get(api_key)
+        if info is None or info.response is None:
+            raise UnknownApiKeyError(api_key)
+        hv = response_header_version(registry, always_v0, api_key, api_version)
+        header, pos = header_cls.read(data, 0, hv)
+        try:
+            body, used = _tolerant_body(info.response, data, pos, api_version, tolerant, warnings)
+        except KwireError:
+            if api_key not in v0_fallback or api_version == 0:
+                raise
+            body, used = _tolerant_body(info.response, data, pos, 0, False, warnings)
+            warnings.append(f"the broker answered v{api_version} with a v0 body")
+        return FrameReport(header, body, used, None, tuple(warnings))
+    except KwireError as e:
+        return FrameReport(header, None, None, e, tuple(warnings))
