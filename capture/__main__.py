@@ -1,0 +1,119 @@
+"""`python -m capture IN.pcap [more files or directories] -o frames.parquet`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from .pcapfile import CaptureFileError
+from .reader import DEFAULT_BROKER_PORTS, read_frames, write_parquet
+from .summary import Summary
+
+
+def _ports(text: str) -> list[int]:
+    try:
+        ports = [int(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port list: {text!r}") from None
+    if any(not 0 < p < 65536 for p in ports):
+        raise argparse.ArgumentTypeError(f"port out of range in {text!r}")
+    return ports
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+class _Progress:
+    def __init__(self) -> None:
+        self.shown = False
+
+    def __call__(self, p: dict[str, Any]) -> None:
+        if p["final"] and not self.shown:
+            return
+        self.shown = True
+        name = os.path.basename(p["path"])
+        line = (
+            f"capture: file {p['file_index'] + 1}/{p['files']} {name} "
+            f"{_mb(p['file_done'])}/{_mb(p['file_size'])}, total {_mb(p['done'])}/"
+            f"{_mb(p['total'])}, {p['frames']} frames"
+        )
+        sys.stderr.write(line + ("\n" if p["final"] else "\n"))
+        sys.stderr.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m capture",
+        description="Turn pcap/pcapng captures of Kafka traffic into a Parquet frames table "
+        "(one row per Kafka frame, requests paired with responses).",
+    )
+    parser.add_argument("inputs", nargs="+", help="capture files or directories of them")
+    parser.add_argument("-o", "--output", help="Parquet file to write")
+    parser.add_argument(
+        "-p",
+        "--broker-ports",
+        type=_ports,
+        action="extend",
+        metavar="PORT[,PORT...]",
+        help="TCP ports brokers listen on (default 9092; repeatable)",
+    )
+    parser.add_argument(
+        "--no-infer",
+        action="store_true",
+        help="only decode connections to a broker port (no direction inference from frames)",
+    )
+    parser.add_argument("--summary-json", metavar="FILE", help="also write the summary as JSON")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress, no summary")
+    args = parser.parse_args(argv)
+    if not args.output and not args.summary_json:
+        parser.error("give -o FILE.parquet (and/or --summary-json FILE)")
+
+    ports = args.broker_ports or list(DEFAULT_BROKER_PORTS)
+    summary = Summary()
+
+    def warn(message: str) -> None:
+        print(f"capture: warning: {message}", file=sys.stderr)
+
+    options: dict[str, Any] = {
+        "infer_direction": not args.no_infer,
+        "errors": "report",
+        "warn": warn,
+        "progress": None if args.quiet else _Progress(),
+    }
+    try:
+        if args.output:
+            write_parquet(args.inputs, args.output, ports, summary=summary, **options)
+        else:
+            for _ in read_frames(args.inputs, ports, summary=summary, **options):
+                pass
+    except CaptureFileError as e:  # pragma: no cover - "report" mode records file errors
+        print(f"capture: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"capture: error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("capture: interrupted; no output written", file=sys.stderr)
+        return 130
+    failed = [f for f in summary.files if f.get("error")]
+    for f in failed:
+        print(f"capture: error: {f['path']}: {f['error']}", file=sys.stderr)
+    if args.summary_json:
+        with open(args.summary_json, "w") as out:
+            json.dump(summary.as_dict(), out, indent=2)
+            out.write("\n")
+    if not args.quiet:
+        print(summary.format())
+        if args.output:
+            print(f"wrote {args.output}")
+    if failed:
+        return 2 if len(failed) == len(summary.files) else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

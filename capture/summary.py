@@ -1,0 +1,103 @@
+"""Counters for one capture run: what was read, what became rows, what went wrong and why."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from .kafka import api_name
+
+
+@dataclass
+class Summary:
+    files: list[dict[str, Any]] = field(default_factory=list)
+    file_bytes: int = 0
+    packets: int = 0
+    tcp_segments: int = 0
+    # Packets that carried no usable TCP segment, by reason (not IP, fragments, ...).
+    skipped_packets: Counter[str] = field(default_factory=Counter)
+    # Kafka connections with at least one row; and TCP connections given up on, by reason.
+    connections: int = 0
+    connections_ignored: Counter[str] = field(default_factory=Counter)
+    direction_decided_by: Counter[str] = field(default_factory=Counter)
+    frames: Counter[str] = field(default_factory=Counter)
+    frame_bytes: Counter[str] = field(default_factory=Counter)
+    # (direction, api_key, api_version) -> rows
+    api: Counter[tuple[str, int, int]] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+    retransmitted_bytes: int = 0
+    missing_bytes: int = 0
+    snaplen_bytes: int = 0
+    bytes_before_capture_start: int = 0
+    late_packets: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON-friendly data."""
+        per_api: dict[str, dict[str, Any]] = {}
+        for (direction, key, version), n in sorted(self.api.items(), key=lambda kv: kv[0][1:]):
+            entry = per_api.setdefault(
+                str(key), {"name": api_name(key), "request": 0, "response": 0, "versions": {}}
+            )
+            entry[direction] += n
+            v = entry["versions"].setdefault(str(version), {"request": 0, "response": 0})
+            v[direction] += n
+        return {
+            "files": self.files,
+            "file_bytes": self.file_bytes,
+            "packets": self.packets,
+            "tcp_segments": self.tcp_segments,
+            "skipped_packets": dict(self.skipped_packets),
+            "connections": self.connections,
+            "connections_ignored": dict(self.connections_ignored),
+            "direction_decided_by": dict(self.direction_decided_by),
+            "frames": {d: self.frames[d] for d in ("request", "response")},
+            "frame_bytes": {d: self.frame_bytes[d] for d in ("request", "response")},
+            "api_keys": per_api,
+            "errors": dict(sorted(self.errors.items())),
+            "tcp": {
+                "retransmitted_bytes": self.retransmitted_bytes,
+                "missing_bytes": self.missing_bytes,
+                "snaplen_truncated_bytes": self.snaplen_bytes,
+                "bytes_before_capture_start": self.bytes_before_capture_start,
+                "late_packets": self.late_packets,
+            },
+        }
+
+    def format(self) -> str:
+        """A short human-readable report (what the CLI prints)."""
+        d = self.as_dict()
+        lines = [
+            f"files: {len(self.files)} ({self.file_bytes} bytes), packets: {self.packets}, "
+            f"TCP segments: {self.tcp_segments}",
+            f"Kafka connections: {self.connections}"
+            + (f" (direction by {dict(self.direction_decided_by)})" if self.connections else ""),
+            f"frames: {self.frames['request']} requests ({self.frame_bytes['request']} bytes), "
+            f"{self.frames['response']} responses ({self.frame_bytes['response']} bytes)",
+        ]
+        for f in self.files:
+            if f.get("error") or f.get("warning"):
+                lines.append(f"  {f['path']}: {f.get('error') or f.get('warning')}")
+        if d["api_keys"]:
+            lines.append("per api key (requests/responses, versions):")
+            for key, e in d["api_keys"].items():
+                versions = ", ".join(
+                    f"v{v}: {c['request']}/{c['response']}" for v, c in e["versions"].items()
+                )
+                lines.append(
+                    f"  {key:>3} {e['name']:<28} {e['request']:>7} {e['response']:>7}  {versions}"
+                )
+        if self.errors:
+            lines.append("rows with errors, by reason:")
+            for reason, n in sorted(self.errors.items()):
+                lines.append(f"  {n:>7}  {reason}")
+        else:
+            lines.append("rows with errors: none")
+        if self.connections_ignored:
+            lines.append(f"TCP connections ignored: {dict(self.connections_ignored)}")
+        if self.skipped_packets:
+            lines.append(f"packets without a usable TCP segment: {dict(self.skipped_packets)}")
+        tcp = d["tcp"]
+        if any(tcp.values()):
+            lines.append("TCP: " + ", ".join(f"{k} {v}" for k, v in tcp.items() if v))
+        return "\n".join(lines)
