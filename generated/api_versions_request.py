@@ -121,6 +121,7 @@ def _encode_ApiVersionsRequest_v0(out: bytearray, o: ApiVersionsRequest) -> None
     """Writes ApiVersionsRequest v0-2."""
     f: _Any = ""
     try:
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:

@@ -292,6 +292,7 @@ def _encode_ApiVersion_v0(out: bytearray, o: ApiVersion) -> None:
             ("MaxVersion", "max_version", "h"),
         )
         out += _S_hhh.pack(o.api_key, o.min_version, o.max_version)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -483,6 +484,7 @@ def _encode_ApiVersionsResponse_v0(out: bytearray, o: ApiVersionsResponse) -> No
         out += _S_h.pack(o.error_code)
         f = "ApiKeys"
         w_array(out, o.api_keys, _encode_ApiVersion_v0)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -528,6 +530,7 @@ def _encode_ApiVersionsResponse_v1(out: bytearray, o: ApiVersionsResponse) -> No
         w_array(out, o.api_keys, _encode_ApiVersion_v0)
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
         out += _S_i.pack(o.throttle_time_ms)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:

@@ -36,7 +36,8 @@ from ._runtime import (
     write_message,
 )
 
-_S_B_ = _struct.Struct(">?")
+_S_B = _struct.Struct(">B")
+_S_o = _struct.Struct(">?")
 
 
 @_dataclass(slots=True)
@@ -106,7 +107,7 @@ def _decode_ConsumerGroupDescribeRequest_v0(
         f = "GroupIds"
         group_ids, pos = r_compact_array(data, pos, r_compact_string)
         f = (("IncludeAuthorizedOperations", "include_authorized_operations", "?"),)
-        (include_authorized_operations,) = _S_B_.unpack_from(data, pos)
+        (include_authorized_operations,) = _S_o.unpack_from(data, pos)
         pos += 1
         f = ""
         if data[pos] == 0:  # no tagged fields
@@ -135,7 +136,7 @@ def _encode_ConsumerGroupDescribeRequest_v0(
         f = "GroupIds"
         w_compact_array(out, o.group_ids, w_compact_string)
         f = (("IncludeAuthorizedOperations", "include_authorized_operations", "?"),)
-        out += _S_B_.pack(o.include_authorized_operations)
+        out += _S_B.pack(o.include_authorized_operations)
         f = ""
         if o.unknown_tags:
             w_tags(out, [], o.unknown_tags)

@@ -151,6 +151,7 @@ def _encode_TopicPartition_v0(out: bytearray, o: TopicPartition) -> None:
         w_string(out, o.topic)
         f = "Partitions"
         w_array(out, o.partitions, "i")
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -187,6 +188,7 @@ def _encode_ConsumerProtocolAssignment_v0(out: bytearray, o: ConsumerProtocolAss
         w_array(out, o.assigned_partitions, _encode_TopicPartition_v0)
         f = "UserData"
         w_nullable_bytes(out, o.user_data)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:

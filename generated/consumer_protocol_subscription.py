@@ -168,6 +168,7 @@ def _encode_TopicPartition_v1(out: bytearray, o: TopicPartition) -> None:
         w_string(out, o.topic)
         f = "Partitions"
         w_array(out, o.partitions, "i")
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -209,6 +210,7 @@ def _encode_ConsumerProtocolSubscription_v0(
         w_array(out, o.topics, w_string)
         f = "UserData"
         w_nullable_bytes(out, o.user_data)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -254,6 +256,7 @@ def _encode_ConsumerProtocolSubscription_v1(
         w_nullable_bytes(out, o.user_data)
         f = "OwnedPartitions"
         w_array(out, o.owned_partitions, _encode_TopicPartition_v1)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -304,6 +307,7 @@ def _encode_ConsumerProtocolSubscription_v2(
         w_array(out, o.owned_partitions, _encode_TopicPartition_v1)
         f = (("GenerationId", "generation_id", "i"),)
         out += _S_i.pack(o.generation_id)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -358,6 +362,7 @@ def _encode_ConsumerProtocolSubscription_v3(
         out += _S_i.pack(o.generation_id)
         f = "RackId"
         w_nullable_string(out, o.rack_id)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:

@@ -110,6 +110,7 @@ def _encode_DeleteGroupsRequest_v0(out: bytearray, o: DeleteGroupsRequest) -> No
     try:
         f = "GroupsNames"
         w_array(out, o.groups_names, w_string)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:

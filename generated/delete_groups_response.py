@@ -160,6 +160,7 @@ def _encode_DeletableGroupResult_v0(out: bytearray, o: DeletableGroupResult) -> 
         w_string(out, o.group_id)
         f = (("ErrorCode", "error_code", "h"),)
         out += _S_h.pack(o.error_code)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -239,6 +240,7 @@ def _encode_DeleteGroupsResponse_v0(out: bytearray, o: DeleteGroupsResponse) -> 
         out += _S_i.pack(o.throttle_time_ms)
         f = "Results"
         w_array(out, o.results, _encode_DeletableGroupResult_v0)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:

@@ -40,7 +40,8 @@ from ._runtime import (
     write_message,
 )
 
-_S_B_ = _struct.Struct(">?")
+_S_B = _struct.Struct(">B")
+_S_o = _struct.Struct(">?")
 
 
 @_dataclass(slots=True)
@@ -126,6 +127,7 @@ def _encode_DescribeGroupsRequest_v0(out: bytearray, o: DescribeGroupsRequest) -
         f = "IncludeAuthorizedOperations"
         if o.include_authorized_operations != False:
             raise absent_field("IncludeAuthorizedOperations")
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -139,7 +141,7 @@ def _decode_DescribeGroupsRequest_v3(data: bytes, pos: int) -> tuple[DescribeGro
         f = "Groups"
         groups, pos = r_array(data, pos, r_string)
         f = (("IncludeAuthorizedOperations", "include_authorized_operations", "?"),)
-        (include_authorized_operations,) = _S_B_.unpack_from(data, pos)
+        (include_authorized_operations,) = _S_o.unpack_from(data, pos)
         pos += 1
     except Exception as e:
         raise decode_failure(e, f, pos, data) from None
@@ -160,7 +162,8 @@ def _encode_DescribeGroupsRequest_v3(out: bytearray, o: DescribeGroupsRequest) -
         f = "Groups"
         w_array(out, o.groups, w_string)
         f = (("IncludeAuthorizedOperations", "include_authorized_operations", "?"),)
-        out += _S_B_.pack(o.include_authorized_operations)
+        out += _S_B.pack(o.include_authorized_operations)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -174,7 +177,7 @@ def _decode_DescribeGroupsRequest_v5(data: bytes, pos: int) -> tuple[DescribeGro
         f = "Groups"
         groups, pos = r_compact_array(data, pos, r_compact_string)
         f = (("IncludeAuthorizedOperations", "include_authorized_operations", "?"),)
-        (include_authorized_operations,) = _S_B_.unpack_from(data, pos)
+        (include_authorized_operations,) = _S_o.unpack_from(data, pos)
         pos += 1
         f = ""
         if data[pos] == 0:  # no tagged fields
@@ -201,7 +204,7 @@ def _encode_DescribeGroupsRequest_v5(out: bytearray, o: DescribeGroupsRequest) -
         f = "Groups"
         w_compact_array(out, o.groups, w_compact_string)
         f = (("IncludeAuthorizedOperations", "include_authorized_operations", "?"),)
-        out += _S_B_.pack(o.include_authorized_operations)
+        out += _S_B.pack(o.include_authorized_operations)
         f = ""
         if o.unknown_tags:
             w_tags(out, [], o.unknown_tags)

@@ -297,6 +297,7 @@ def _encode_DescribedGroupMember_v0(out: bytearray, o: DescribedGroupMember) -> 
         w_bytes(out, o.member_metadata)
         f = "MemberAssignment"
         w_bytes(out, o.member_assignment)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -351,6 +352,7 @@ def _encode_DescribedGroupMember_v4(out: bytearray, o: DescribedGroupMember) -> 
         w_bytes(out, o.member_metadata)
         f = "MemberAssignment"
         w_bytes(out, o.member_assignment)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -477,6 +479,7 @@ def _encode_DescribedGroup_v0(out: bytearray, o: DescribedGroup) -> None:
         f = "AuthorizedOperations"
         if o.authorized_operations != -2147483648:
             raise absent_field("AuthorizedOperations")
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -542,6 +545,7 @@ def _encode_DescribedGroup_v3(out: bytearray, o: DescribedGroup) -> None:
         w_array(out, o.members, _encode_DescribedGroupMember_v0)
         f = (("AuthorizedOperations", "authorized_operations", "i"),)
         out += _S_i.pack(o.authorized_operations)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -607,6 +611,7 @@ def _encode_DescribedGroup_v4(out: bytearray, o: DescribedGroup) -> None:
         w_array(out, o.members, _encode_DescribedGroupMember_v4)
         f = (("AuthorizedOperations", "authorized_operations", "i"),)
         out += _S_i.pack(o.authorized_operations)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -786,6 +791,7 @@ def _encode_DescribeGroupsResponse_v0(out: bytearray, o: DescribeGroupsResponse)
     try:
         f = "Groups"
         w_array(out, o.groups, _encode_DescribedGroup_v0)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -821,6 +827,7 @@ def _encode_DescribeGroupsResponse_v1(out: bytearray, o: DescribeGroupsResponse)
         out += _S_i.pack(o.throttle_time_ms)
         f = "Groups"
         w_array(out, o.groups, _encode_DescribedGroup_v0)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -856,6 +863,7 @@ def _encode_DescribeGroupsResponse_v3(out: bytearray, o: DescribeGroupsResponse)
         out += _S_i.pack(o.throttle_time_ms)
         f = "Groups"
         w_array(out, o.groups, _encode_DescribedGroup_v3)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -891,6 +899,7 @@ def _encode_DescribeGroupsResponse_v4(out: bytearray, o: DescribeGroupsResponse)
         out += _S_i.pack(o.throttle_time_ms)
         f = "Groups"
         w_array(out, o.groups, _encode_DescribedGroup_v4)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:

@@ -131,6 +131,7 @@ def _encode_FindCoordinatorRequest_v0(out: bytearray, o: FindCoordinatorRequest)
         f = "CoordinatorKeys"
         if len(o.coordinator_keys) != 0:
             raise absent_field("CoordinatorKeys")
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -170,6 +171,7 @@ def _encode_FindCoordinatorRequest_v1(out: bytearray, o: FindCoordinatorRequest)
         f = "CoordinatorKeys"
         if len(o.coordinator_keys) != 0:
             raise absent_field("CoordinatorKeys")
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:

@@ -295,6 +295,7 @@ def _encode_FindCoordinatorResponse_v0(out: bytearray, o: FindCoordinatorRespons
         f = "Coordinators"
         if len(o.coordinators) != 0:
             raise absent_field("Coordinators")
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -360,6 +361,7 @@ def _encode_FindCoordinatorResponse_v1(out: bytearray, o: FindCoordinatorRespons
         f = "Coordinators"
         if len(o.coordinators) != 0:
             raise absent_field("Coordinators")
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:

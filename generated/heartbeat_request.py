@@ -145,6 +145,7 @@ def _encode_HeartbeatRequest_v0(out: bytearray, o: HeartbeatRequest) -> None:
         f = "GroupInstanceId"
         if o.group_instance_id is not None:
             raise absent_field("GroupInstanceId")
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -190,6 +191,7 @@ def _encode_HeartbeatRequest_v3(out: bytearray, o: HeartbeatRequest) -> None:
         w_string(out, o.member_id)
         f = "GroupInstanceId"
         w_nullable_string(out, o.group_instance_id)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:

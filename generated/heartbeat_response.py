@@ -117,6 +117,7 @@ def _encode_HeartbeatResponse_v0(out: bytearray, o: HeartbeatResponse) -> None:
     try:
         f = (("ErrorCode", "error_code", "h"),)
         out += _S_h.pack(o.error_code)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -154,6 +155,7 @@ def _encode_HeartbeatResponse_v1(out: bytearray, o: HeartbeatResponse) -> None:
             ("ErrorCode", "error_code", "h"),
         )
         out += _S_ih.pack(o.throttle_time_ms, o.error_code)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:

@@ -209,6 +209,7 @@ def _encode_JoinGroupRequestProtocol_v0(out: bytearray, o: JoinGroupRequestProto
         w_string(out, o.name)
         f = "Metadata"
         w_bytes(out, o.metadata)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -310,6 +311,7 @@ def _encode_JoinGroupRequest_v0(out: bytearray, o: JoinGroupRequest) -> None:
         w_string(out, o.protocol_type)
         f = "Protocols"
         w_array(out, o.protocols, _encode_JoinGroupRequestProtocol_v0)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -372,6 +374,7 @@ def _encode_JoinGroupRequest_v1(out: bytearray, o: JoinGroupRequest) -> None:
         w_string(out, o.protocol_type)
         f = "Protocols"
         w_array(out, o.protocols, _encode_JoinGroupRequestProtocol_v0)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -435,6 +438,7 @@ def _encode_JoinGroupRequest_v5(out: bytearray, o: JoinGroupRequest) -> None:
         w_string(out, o.protocol_type)
         f = "Protocols"
         w_array(out, o.protocols, _encode_JoinGroupRequestProtocol_v0)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:

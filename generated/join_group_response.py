@@ -48,9 +48,10 @@ from ._runtime import (
     write_message,
 )
 
-_S_B_ = _struct.Struct(">?")
+_S_B = _struct.Struct(">B")
 _S_hi = _struct.Struct(">hi")
 _S_ihi = _struct.Struct(">ihi")
+_S_o = _struct.Struct(">?")
 
 
 @_dataclass(slots=True)
@@ -233,6 +234,7 @@ def _encode_JoinGroupResponseMember_v0(out: bytearray, o: JoinGroupResponseMembe
         w_string(out, o.member_id)
         f = "Metadata"
         w_bytes(out, o.metadata)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -274,6 +276,7 @@ def _encode_JoinGroupResponseMember_v5(out: bytearray, o: JoinGroupResponseMembe
         w_nullable_string(out, o.group_instance_id)
         f = "Metadata"
         w_bytes(out, o.metadata)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -387,6 +390,7 @@ def _encode_JoinGroupResponse_v0(out: bytearray, o: JoinGroupResponse) -> None:
         w_string(out, o.member_id)
         f = "Members"
         w_array(out, o.members, _encode_JoinGroupResponseMember_v0)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -452,6 +456,7 @@ def _encode_JoinGroupResponse_v2(out: bytearray, o: JoinGroupResponse) -> None:
         w_string(out, o.member_id)
         f = "Members"
         w_array(out, o.members, _encode_JoinGroupResponseMember_v0)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -517,6 +522,7 @@ def _encode_JoinGroupResponse_v5(out: bytearray, o: JoinGroupResponse) -> None:
         w_string(out, o.member_id)
         f = "Members"
         w_array(out, o.members, _encode_JoinGroupResponseMember_v5)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -693,7 +699,7 @@ def _decode_JoinGroupResponse_v9(data: bytes, pos: int) -> tuple[JoinGroupRespon
         f = "Leader"
         leader, pos = r_compact_string(data, pos)
         f = (("SkipAssignment", "skip_assignment", "?"),)
-        (skip_assignment,) = _S_B_.unpack_from(data, pos)
+        (skip_assignment,) = _S_o.unpack_from(data, pos)
         pos += 1
         f = "MemberId"
         member_id, pos = r_compact_string(data, pos)
@@ -741,7 +747,7 @@ def _encode_JoinGroupResponse_v9(out: bytearray, o: JoinGroupResponse) -> None:
         f = "Leader"
         w_compact_string(out, o.leader)
         f = (("SkipAssignment", "skip_assignment", "?"),)
-        out += _S_B_.pack(o.skip_assignment)
+        out += _S_B.pack(o.skip_assignment)
         f = "MemberId"
         w_compact_string(out, o.member_id)
         f = "Members"

@@ -167,6 +167,7 @@ def _encode_MemberIdentity_v3(out: bytearray, o: MemberIdentity) -> None:
         w_string(out, o.member_id)
         f = "GroupInstanceId"
         w_nullable_string(out, o.group_instance_id)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -297,6 +298,7 @@ def _encode_LeaveGroupRequest_v0(out: bytearray, o: LeaveGroupRequest) -> None:
         f = "Members"
         if len(o.members) != 0:
             raise absent_field("Members")
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -335,6 +337,7 @@ def _encode_LeaveGroupRequest_v3(out: bytearray, o: LeaveGroupRequest) -> None:
             raise absent_field("MemberId")
         f = "Members"
         w_array(out, o.members, _encode_MemberIdentity_v3)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:

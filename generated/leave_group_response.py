@@ -184,6 +184,7 @@ def _encode_MemberResponse_v3(out: bytearray, o: MemberResponse) -> None:
         w_nullable_string(out, o.group_instance_id)
         f = (("ErrorCode", "error_code", "h"),)
         out += _S_h.pack(o.error_code)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -268,6 +269,7 @@ def _encode_LeaveGroupResponse_v0(out: bytearray, o: LeaveGroupResponse) -> None
         f = "Members"
         if len(o.members) != 0:
             raise absent_field("Members")
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -309,6 +311,7 @@ def _encode_LeaveGroupResponse_v1(out: bytearray, o: LeaveGroupResponse) -> None
         f = "Members"
         if len(o.members) != 0:
             raise absent_field("Members")
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -351,6 +354,7 @@ def _encode_LeaveGroupResponse_v3(out: bytearray, o: LeaveGroupResponse) -> None
         out += _S_ih.pack(o.throttle_time_ms, o.error_code)
         f = "Members"
         w_array(out, o.members, _encode_MemberResponse_v3)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:

@@ -115,6 +115,7 @@ def _encode_ListGroupsRequest_v0(out: bytearray, o: ListGroupsRequest) -> None:
         f = "TypesFilter"
         if len(o.types_filter) != 0:
             raise absent_field("TypesFilter")
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:

@@ -167,6 +167,7 @@ def _encode_ListedGroup_v0(out: bytearray, o: ListedGroup) -> None:
         w_string(out, o.group_id)
         f = "ProtocolType"
         w_string(out, o.protocol_type)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -350,6 +351,7 @@ def _encode_ListGroupsResponse_v0(out: bytearray, o: ListGroupsResponse) -> None
         out += _S_h.pack(o.error_code)
         f = "Groups"
         w_array(out, o.groups, _encode_ListedGroup_v0)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -392,6 +394,7 @@ def _encode_ListGroupsResponse_v1(out: bytearray, o: ListGroupsResponse) -> None
         out += _S_ih.pack(o.throttle_time_ms, o.error_code)
         f = "Groups"
         w_array(out, o.groups, _encode_ListedGroup_v0)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:

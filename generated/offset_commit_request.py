@@ -302,6 +302,7 @@ def _encode_OffsetCommitRequestPartition_v0(
             raise absent_field("CommitTimestamp")
         f = "CommittedMetadata"
         w_nullable_string(out, o.committed_metadata)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -355,6 +356,7 @@ def _encode_OffsetCommitRequestPartition_v1(
         out += _S_q.pack(o.commit_timestamp)
         f = "CommittedMetadata"
         w_nullable_string(out, o.committed_metadata)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -408,6 +410,7 @@ def _encode_OffsetCommitRequestPartition_v6(
             raise absent_field("CommitTimestamp")
         f = "CommittedMetadata"
         w_nullable_string(out, o.committed_metadata)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -507,6 +510,7 @@ def _encode_OffsetCommitRequestTopic_v0(out: bytearray, o: OffsetCommitRequestTo
         w_string(out, o.name)
         f = "Partitions"
         w_array(out, o.partitions, _encode_OffsetCommitRequestPartition_v0)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -544,6 +548,7 @@ def _encode_OffsetCommitRequestTopic_v1(out: bytearray, o: OffsetCommitRequestTo
         w_string(out, o.name)
         f = "Partitions"
         w_array(out, o.partitions, _encode_OffsetCommitRequestPartition_v1)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -581,6 +586,7 @@ def _encode_OffsetCommitRequestTopic_v6(out: bytearray, o: OffsetCommitRequestTo
         w_string(out, o.name)
         f = "Partitions"
         w_array(out, o.partitions, _encode_OffsetCommitRequestPartition_v6)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -714,6 +720,7 @@ def _encode_OffsetCommitRequest_v0(out: bytearray, o: OffsetCommitRequest) -> No
             raise absent_field("GroupInstanceId")
         f = "Topics"
         w_array(out, o.topics, _encode_OffsetCommitRequestTopic_v0)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -764,6 +771,7 @@ def _encode_OffsetCommitRequest_v1(out: bytearray, o: OffsetCommitRequest) -> No
             raise absent_field("GroupInstanceId")
         f = "Topics"
         w_array(out, o.topics, _encode_OffsetCommitRequestTopic_v1)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -819,6 +827,7 @@ def _encode_OffsetCommitRequest_v2(out: bytearray, o: OffsetCommitRequest) -> No
         out += _S_q.pack(o.retention_time_ms)
         f = "Topics"
         w_array(out, o.topics, _encode_OffsetCommitRequestTopic_v0)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -869,6 +878,7 @@ def _encode_OffsetCommitRequest_v5(out: bytearray, o: OffsetCommitRequest) -> No
             raise absent_field("GroupInstanceId")
         f = "Topics"
         w_array(out, o.topics, _encode_OffsetCommitRequestTopic_v0)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -919,6 +929,7 @@ def _encode_OffsetCommitRequest_v6(out: bytearray, o: OffsetCommitRequest) -> No
             raise absent_field("GroupInstanceId")
         f = "Topics"
         w_array(out, o.topics, _encode_OffsetCommitRequestTopic_v6)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -970,6 +981,7 @@ def _encode_OffsetCommitRequest_v7(out: bytearray, o: OffsetCommitRequest) -> No
         w_nullable_string(out, o.group_instance_id)
         f = "Topics"
         w_array(out, o.topics, _encode_OffsetCommitRequestTopic_v6)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:

@@ -211,6 +211,7 @@ def _encode_OffsetCommitResponsePartition_v0(
             ("ErrorCode", "error_code", "h"),
         )
         out += _S_ih.pack(o.partition_index, o.error_code)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -298,6 +299,7 @@ def _encode_OffsetCommitResponseTopic_v0(out: bytearray, o: OffsetCommitResponse
         w_string(out, o.name)
         f = "Partitions"
         w_array(out, o.partitions, _encode_OffsetCommitResponsePartition_v0)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -420,6 +422,7 @@ def _encode_OffsetCommitResponse_v0(out: bytearray, o: OffsetCommitResponse) -> 
     try:
         f = "Topics"
         w_array(out, o.topics, _encode_OffsetCommitResponseTopic_v0)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -455,6 +458,7 @@ def _encode_OffsetCommitResponse_v3(out: bytearray, o: OffsetCommitResponse) -> 
         out += _S_i.pack(o.throttle_time_ms)
         f = "Topics"
         w_array(out, o.topics, _encode_OffsetCommitResponseTopic_v0)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:

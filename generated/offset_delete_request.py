@@ -182,6 +182,7 @@ def _encode_OffsetDeleteRequestPartition_v0(
     try:
         f = (("PartitionIndex", "partition_index", "i"),)
         out += _S_i.pack(o.partition_index)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -218,6 +219,7 @@ def _encode_OffsetDeleteRequestTopic_v0(out: bytearray, o: OffsetDeleteRequestTo
         w_string(out, o.name)
         f = "Partitions"
         w_array(out, o.partitions, _encode_OffsetDeleteRequestPartition_v0)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -252,6 +254,7 @@ def _encode_OffsetDeleteRequest_v0(out: bytearray, o: OffsetDeleteRequest) -> No
         w_string(out, o.group_id)
         f = "Topics"
         w_array(out, o.topics, _encode_OffsetDeleteRequestTopic_v0)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:

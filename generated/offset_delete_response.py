@@ -205,6 +205,7 @@ def _encode_OffsetDeleteResponsePartition_v0(
             ("ErrorCode", "error_code", "h"),
         )
         out += _S_ih.pack(o.partition_index, o.error_code)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -241,6 +242,7 @@ def _encode_OffsetDeleteResponseTopic_v0(out: bytearray, o: OffsetDeleteResponse
         w_string(out, o.name)
         f = "Partitions"
         w_array(out, o.partitions, _encode_OffsetDeleteResponsePartition_v0)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -283,6 +285,7 @@ def _encode_OffsetDeleteResponse_v0(out: bytearray, o: OffsetDeleteResponse) -> 
         out += _S_hi.pack(o.error_code, o.throttle_time_ms)
         f = "Topics"
         w_array(out, o.topics, _encode_OffsetDeleteResponseTopic_v0)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:

@@ -48,8 +48,9 @@ from ._runtime import (
     write_message,
 )
 
-_S_B_ = _struct.Struct(">?")
+_S_B = _struct.Struct(">B")
 _S_i = _struct.Struct(">i")
+_S_o = _struct.Struct(">?")
 
 
 @_dataclass(slots=True)
@@ -261,6 +262,7 @@ def _encode_OffsetFetchRequestTopic_v0(out: bytearray, o: OffsetFetchRequestTopi
         w_string(out, o.name)
         f = "PartitionIndexes"
         w_array(out, o.partition_indexes, "i")
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -599,6 +601,7 @@ def _encode_OffsetFetchRequest_v0(out: bytearray, o: OffsetFetchRequest) -> None
         f = "RequireStable"
         if o.require_stable != False:
             raise absent_field("RequireStable")
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -641,6 +644,7 @@ def _encode_OffsetFetchRequest_v2(out: bytearray, o: OffsetFetchRequest) -> None
         f = "RequireStable"
         if o.require_stable != False:
             raise absent_field("RequireStable")
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -707,7 +711,7 @@ def _decode_OffsetFetchRequest_v7(data: bytes, pos: int) -> tuple[OffsetFetchReq
         f = "Topics"
         topics, pos = r_compact_nullable_array(data, pos, _decode_OffsetFetchRequestTopic_v6)
         f = (("RequireStable", "require_stable", "?"),)
-        (require_stable,) = _S_B_.unpack_from(data, pos)
+        (require_stable,) = _S_o.unpack_from(data, pos)
         pos += 1
         f = ""
         if data[pos] == 0:  # no tagged fields
@@ -741,7 +745,7 @@ def _encode_OffsetFetchRequest_v7(out: bytearray, o: OffsetFetchRequest) -> None
         if len(o.groups) != 0:
             raise absent_field("Groups")
         f = (("RequireStable", "require_stable", "?"),)
-        out += _S_B_.pack(o.require_stable)
+        out += _S_B.pack(o.require_stable)
         f = ""
         if o.unknown_tags:
             w_tags(out, [], o.unknown_tags)
@@ -758,7 +762,7 @@ def _decode_OffsetFetchRequest_v8(data: bytes, pos: int) -> tuple[OffsetFetchReq
         f = "Groups"
         groups, pos = r_compact_array(data, pos, _decode_OffsetFetchRequestGroup_v8)
         f = (("RequireStable", "require_stable", "?"),)
-        (require_stable,) = _S_B_.unpack_from(data, pos)
+        (require_stable,) = _S_o.unpack_from(data, pos)
         pos += 1
         f = ""
         if data[pos] == 0:  # no tagged fields
@@ -793,7 +797,7 @@ def _encode_OffsetFetchRequest_v8(out: bytearray, o: OffsetFetchRequest) -> None
         f = "Groups"
         w_compact_array(out, o.groups, _encode_OffsetFetchRequestGroup_v8)
         f = (("RequireStable", "require_stable", "?"),)
-        out += _S_B_.pack(o.require_stable)
+        out += _S_B.pack(o.require_stable)
         f = ""
         if o.unknown_tags:
             w_tags(out, [], o.unknown_tags)
@@ -810,7 +814,7 @@ def _decode_OffsetFetchRequest_v9(data: bytes, pos: int) -> tuple[OffsetFetchReq
         f = "Groups"
         groups, pos = r_compact_array(data, pos, _decode_OffsetFetchRequestGroup_v9)
         f = (("RequireStable", "require_stable", "?"),)
-        (require_stable,) = _S_B_.unpack_from(data, pos)
+        (require_stable,) = _S_o.unpack_from(data, pos)
         pos += 1
         f = ""
         if data[pos] == 0:  # no tagged fields
@@ -845,7 +849,7 @@ def _encode_OffsetFetchRequest_v9(out: bytearray, o: OffsetFetchRequest) -> None
         f = "Groups"
         w_compact_array(out, o.groups, _encode_OffsetFetchRequestGroup_v9)
         f = (("RequireStable", "require_stable", "?"),)
-        out += _S_B_.pack(o.require_stable)
+        out += _S_B.pack(o.require_stable)
         f = ""
         if o.unknown_tags:
             w_tags(out, [], o.unknown_tags)
@@ -862,7 +866,7 @@ def _decode_OffsetFetchRequest_v10(data: bytes, pos: int) -> tuple[OffsetFetchRe
         f = "Groups"
         groups, pos = r_compact_array(data, pos, _decode_OffsetFetchRequestGroup_v10)
         f = (("RequireStable", "require_stable", "?"),)
-        (require_stable,) = _S_B_.unpack_from(data, pos)
+        (require_stable,) = _S_o.unpack_from(data, pos)
         pos += 1
         f = ""
         if data[pos] == 0:  # no tagged fields
@@ -897,7 +901,7 @@ def _encode_OffsetFetchRequest_v10(out: bytearray, o: OffsetFetchRequest) -> Non
         f = "Groups"
         w_compact_array(out, o.groups, _encode_OffsetFetchRequestGroup_v10)
         f = (("RequireStable", "require_stable", "?"),)
-        out += _S_B_.pack(o.require_stable)
+        out += _S_B.pack(o.require_stable)
         f = ""
         if o.unknown_tags:
             w_tags(out, [], o.unknown_tags)

@@ -396,6 +396,7 @@ def _encode_OffsetFetchResponsePartition_v0(
         w_nullable_string(out, o.metadata)
         f = (("ErrorCode", "error_code", "h"),)
         out += _S_h.pack(o.error_code)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -451,6 +452,7 @@ def _encode_OffsetFetchResponsePartition_v5(
         w_nullable_string(out, o.metadata)
         f = (("ErrorCode", "error_code", "h"),)
         out += _S_h.pack(o.error_code)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -551,6 +553,7 @@ def _encode_OffsetFetchResponseTopic_v0(out: bytearray, o: OffsetFetchResponseTo
         w_string(out, o.name)
         f = "Partitions"
         w_array(out, o.partitions, _encode_OffsetFetchResponsePartition_v0)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -587,6 +590,7 @@ def _encode_OffsetFetchResponseTopic_v5(out: bytearray, o: OffsetFetchResponseTo
         w_string(out, o.name)
         f = "Partitions"
         w_array(out, o.partitions, _encode_OffsetFetchResponsePartition_v5)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -925,6 +929,7 @@ def _encode_OffsetFetchResponse_v0(out: bytearray, o: OffsetFetchResponse) -> No
         f = "Groups"
         if len(o.groups) != 0:
             raise absent_field("Groups")
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -965,6 +970,7 @@ def _encode_OffsetFetchResponse_v2(out: bytearray, o: OffsetFetchResponse) -> No
         f = "Groups"
         if len(o.groups) != 0:
             raise absent_field("Groups")
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -1010,6 +1016,7 @@ def _encode_OffsetFetchResponse_v3(out: bytearray, o: OffsetFetchResponse) -> No
         f = "Groups"
         if len(o.groups) != 0:
             raise absent_field("Groups")
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -1055,6 +1062,7 @@ def _encode_OffsetFetchResponse_v5(out: bytearray, o: OffsetFetchResponse) -> No
         f = "Groups"
         if len(o.groups) != 0:
             raise absent_field("Groups")
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:

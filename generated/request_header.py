@@ -140,6 +140,7 @@ def _encode_RequestHeader_v0(out: bytearray, o: RequestHeader) -> None:
             ("CorrelationId", "correlation_id", "i"),
         )
         out += _S_hhi.pack(o.request_api_key, o.request_api_version, o.correlation_id)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -185,6 +186,7 @@ def _encode_RequestHeader_v1(out: bytearray, o: RequestHeader) -> None:
         out += _S_hhi.pack(o.request_api_key, o.request_api_version, o.correlation_id)
         f = "ClientId"
         w_nullable_string(out, o.client_id)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:

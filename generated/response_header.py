@@ -105,6 +105,7 @@ def _encode_ResponseHeader_v0(out: bytearray, o: ResponseHeader) -> None:
     try:
         f = (("CorrelationId", "correlation_id", "i"),)
         out += _S_i.pack(o.correlation_id)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:

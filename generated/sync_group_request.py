@@ -203,6 +203,7 @@ def _encode_SyncGroupRequestAssignment_v0(out: bytearray, o: SyncGroupRequestAss
         w_string(out, o.member_id)
         f = "Assignment"
         w_bytes(out, o.assignment)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -299,6 +300,7 @@ def _encode_SyncGroupRequest_v0(out: bytearray, o: SyncGroupRequest) -> None:
             raise absent_field("GroupInstanceId")
         f = "Assignments"
         w_array(out, o.assignments, _encode_SyncGroupRequestAssignment_v0)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -351,6 +353,7 @@ def _encode_SyncGroupRequest_v3(out: bytearray, o: SyncGroupRequest) -> None:
         w_nullable_string(out, o.group_instance_id)
         f = "Assignments"
         w_array(out, o.assignments, _encode_SyncGroupRequestAssignment_v0)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:

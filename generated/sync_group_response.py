@@ -157,6 +157,7 @@ def _encode_SyncGroupResponse_v0(out: bytearray, o: SyncGroupResponse) -> None:
         out += _S_h.pack(o.error_code)
         f = "Assignment"
         w_bytes(out, o.assignment)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:
@@ -201,6 +202,7 @@ def _encode_SyncGroupResponse_v1(out: bytearray, o: SyncGroupResponse) -> None:
         out += _S_ih.pack(o.throttle_time_ms, o.error_code)
         f = "Assignment"
         w_bytes(out, o.assignment)
+        f = ""
         if o.unknown_tags:
             raise tags_unsupported()
     except Exception as e:

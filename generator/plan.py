@@ -29,7 +29,8 @@ class Step:
     read_arg: str = ""  # element reader or nested decoder handed to an array/struct helper
     write_arg: str = ""
     fmt: str = ""  # struct format of a fixed run
-    const: str = ""  # name of the precompiled struct.Struct of a fixed run
+    const: str = ""  # name of the precompiled struct.Struct that reads a fixed run
+    wconst: str = ""  # ... and the one that writes it (bools as "B", which rejects non-integers)
     width: int = 0
     check: str = ""  # encode: Python test that is true when an absent field holds a non-default
     child: tuple[Struct, int] | None = None
@@ -162,7 +163,7 @@ class Planner:
         self.runtime.update(n for n in names if n and n[0] not in "_@")
 
     def fixed_const(self, fmt: str) -> str:
-        name = "_S_" + fmt.replace("?", "B_")
+        name = "_S_" + fmt.replace("?", "o")
         self.fixed_formats[name] = ">" + fmt
         return name
 
@@ -223,7 +224,14 @@ class Planner:
             fmt = "".join(FIXED[f.type.kind][0] for f in run)
             width = sum(FIXED[f.type.kind][1] for f in run)
             steps.append(
-                Step("fixed", tuple(run), fmt=fmt, const=self.fixed_const(fmt), width=width)
+                Step(
+                    "fixed",
+                    tuple(run),
+                    fmt=fmt,
+                    const=self.fixed_const(fmt),
+                    wconst=self.fixed_const(fmt.replace("?", "B")),
+                    width=width,
+                )
             )
             sig.append(("fixed", tuple(f.name for f in run), fmt))
             run.clear()

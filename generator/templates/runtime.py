@@ -19,7 +19,7 @@ MAX_STRING_BYTES = 32767
 _h = struct.Struct(">h")
 _i = struct.Struct(">i")
 _hh = struct.Struct(">hh")
-_FIXED = {c: struct.Struct(">" + c) for c in "?bhHiIqd"}
+_FIXED = {c: struct.Struct(">" + c) for c in "?BbhHiIqd"}
 _WIDTH = {c: s.size for c, s in _FIXED.items()}
 _RANGES = {
     "b": (-(2**7), 2**7 - 1),
@@ -556,7 +556,7 @@ def w_compact_nullable_bytes(out: bytearray, b: bytes | None) -> None:
 
 
 def _fixed_writer(fmt: str) -> Writer:
-    s = _FIXED[fmt]
+    s = _FIXED["B" if fmt == "?" else fmt]  # "?" would take any object's truthiness
 
     def write(out: bytearray, value: Any) -> None:
         try:
@@ -593,7 +593,7 @@ def _listed(items: Any) -> list[Any]:
 def _write_elements(out: bytearray, items: list[Any], elem: Any) -> None:
     if type(elem) is str:
         try:
-            out += struct.pack(f">{len(items)}{elem}", *items)
+            out += struct.pack(f">{len(items)}{'B' if elem == '?' else elem}", *items)
             return
         except struct.error:
             for i, item in enumerate(items):
