@@ -1,0 +1,224 @@
+"""Decoding Arrow batches of Kafka frames into one typed Arrow struct per frame.
+
+Pure pyarrow + generated: these functions run inside Spark's Python workers (and anywhere else).
+A frame that fails to decode never fails the batch: its row gets an error naming the message,
+version, field path and byte offset, and whatever header did decode.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Iterable
+
+import pyarrow as pa
+from pyspark.sql.pandas.types import to_arrow_type
+from pyspark.sql.types import ShortType, IntegerType, StringType, StructField, StructType
+
+import generated
+from generated import KwireError
+from udfs.model import FAMILIES, Selection, StructColumns, message_columns, parse_selection
+
+_HEADER8 = struct.Struct(">hhi")
+
+REQUEST_HEADER_FIELDS = [
+    StructField("api_key", ShortType()),
+    StructField("api_version", ShortType()),
+    StructField("correlation_id", IntegerType()),
+    StructField("client_id", StringType()),
+]
+RESPONSE_HEADER_FIELDS = [
+    StructField("api_key", ShortType()),
+    StructField("api_version", ShortType()),
+    StructField("correlation_id", IntegerType()),
+]
+ERROR_FIELD = StructField("error", StringType())
+HEADER_COLUMNS = ("api_key", "api_version", "correlation_id", "client_id")
+
+
+class Plan:
+    """What to decode for one direction: which families, which of their columns, their types."""
+
+    def __init__(
+        self,
+        direction: str,
+        families: Iterable[str] | None = None,
+        fields: Iterable[str] | None = None,
+    ):
+        if direction not in ("request", "response"):
+            raise ValueError(f"direction must be 'request' or 'response', not {direction!r}")
+        self.direction = direction
+        tree = parse_selection(fields or [])
+        chosen = list(families) if families is not None else []
+        for name in tree:
+            if name not in chosen:
+                chosen.append(name)
+        if families is None and not tree:
+            chosen = list(FAMILIES)
+        unknown = [f for f in chosen if f not in FAMILIES]
+        if unknown:
+            raise ValueError(f"unknown message families {unknown}; known: {', '.join(FAMILIES)}")
+        self.families: list[tuple[int, str, StructColumns]] = []
+        for name in sorted(chosen, key=FAMILIES.__getitem__):
+            key = FAMILIES[name]
+            info = generated.REGISTRY[key]
+            cls = info.request if direction == "request" else info.response
+            sel: Selection = tree.get(name)
+            self.families.append((key, name, message_columns(cls, sel, name)))
+        self.by_key = {key: (name, cols) for key, name, cols in self.families}
+        header = REQUEST_HEADER_FIELDS if direction == "request" else RESPONSE_HEADER_FIELDS
+        self.spark_type = StructType(
+            header
+            + [ERROR_FIELD]
+            + [StructField(name, cols.spark_type) for _, name, cols in self.families]
+        )
+        self.arrow_type = to_arrow_type(self.spark_type)
+
+    @property
+    def family_names(self) -> list[str]:
+        return [name for _, name, _ in self.families]
+
+
+def _raw_header(frame: bytes) -> tuple[Any, Any, Any, Any]:
+    """Header fields of a request whose schema is unknown: every request header starts with
+    api key, version and correlation id; v1 and v2 continue with a classic nullable client id."""
+    if len(frame) < 8:
+        if len(frame) >= 4:
+            k, v = struct.unpack_from(">hh", frame)
+            return k, v, None, None
+        return None, None, None, None
+    k, v, c = _HEADER8.unpack_from(frame)
+    client_id = None
+    try:
+        header, _ = generated.RequestHeader.read(frame, 0, 1)
+        client_id = header.client_id
+    except KwireError:
+        pass
+    return k, v, c, client_id
+
+
+def _error_text(e: BaseException) -> str:
+    if isinstance(e, KwireError):
+        return str(e)
+    return f"internal error: {type(e).__name__}: {e}"  # the codecs promise KwireError only
+
+
+def _families(
+    plan: Plan,
+    n: int,
+    found: dict[int, tuple[list[int], list[Any], list[int]]],
+) -> list[pa.Array]:
+    """One column per planned family: built from the rows of that family only, then spread out
+    to the batch's rows with `take` (null where another family or an error)."""
+    out = []
+    for key, _name, cols in plan.families:
+        rows = found.get(key)
+        if rows is None:
+            out.append(pa.nulls(n, cols.arrow_type))
+            continue
+        idx, objs, vers = rows
+        first = vers[0]
+        versions: Any = first if all(v == first for v in vers) else vers
+        compact = cols.build(objs, versions)
+        if len(idx) == n:
+            out.append(compact)
+        else:
+            where: list[int | None] = [None] * n
+            for j, i in enumerate(idx):
+                where[i] = j
+            out.append(compact.take(pa.array(where, pa.int32())))
+    return out
+
+
+def decode_request_array(frames: pa.Array, plan: Plan) -> pa.StructArray:
+    """Request frames (without length prefix) -> struct<header..., error, family...> per row."""
+    n = len(frames)
+    keys: list[Any] = [None] * n
+    vers: list[Any] = [None] * n
+    corr: list[Any] = [None] * n
+    client: list[Any] = [None] * n
+    errors: list[Any] = [None] * n
+    found: dict[int, tuple[list[int], list[Any], list[int]]] = {}
+    by_key = plan.by_key
+    decode = generated.decode_request
+    for i, frame in enumerate(frames.to_pylist()):
+        if frame is None:
+            continue
+        header: Any
+        message: Any
+        try:
+            header, message = decode(frame)
+        except Exception as e:
+            errors[i] = _error_text(e)
+            header = getattr(e, "header", None)
+            if header is None:
+                keys[i], vers[i], corr[i], client[i] = _raw_header(frame)
+                continue
+            message = None
+        keys[i] = k = header.request_api_key
+        vers[i] = v = header.request_api_version
+        corr[i] = header.correlation_id
+        client[i] = header.client_id
+        if message is not None and k in by_key:
+            rows = found.get(k)
+            if rows is None:
+                rows = found[k] = ([], [], [])
+            rows[0].append(i)
+            rows[1].append(message)
+            rows[2].append(v)
+    arrays = [
+        pa.array(keys, pa.int16()),
+        pa.array(vers, pa.int16()),
+        pa.array(corr, pa.int32()),
+        pa.array(client, pa.string()),
+        pa.array(errors, pa.string()),
+    ] + _families(plan, n, found)
+    return pa.StructArray.from_arrays(arrays, fields=list(plan.arrow_type))
+
+
+def decode_response_array(
+    frames: pa.Array, api_keys: pa.Array, api_versions: pa.Array, plan: Plan
+) -> pa.StructArray:
+    """Response frames, with their paired requests' api key and version, -> one struct per row."""
+    n = len(frames)
+    keys = api_keys.to_pylist()
+    vers = api_versions.to_pylist()
+    corr: list[Any] = [None] * n
+    errors: list[Any] = [None] * n
+    found: dict[int, tuple[list[int], list[Any], list[int]]] = {}
+    by_key = plan.by_key
+    decode = generated.decode_response
+    for i, frame in enumerate(frames.to_pylist()):
+        if frame is None:
+            continue
+        k, v = keys[i], vers[i]
+        if k is None or v is None:
+            errors[i] = "no api key and version: the response was not paired with a request"
+            if len(frame) >= 4:
+                corr[i] = int.from_bytes(frame[:4], "big", signed=True)
+            continue
+        header: Any
+        message: Any
+        try:
+            header, message = decode(frame, k, v)
+        except Exception as e:
+            errors[i] = _error_text(e)
+            header = getattr(e, "header", None)
+            if header is None and len(frame) >= 4:
+                corr[i] = int.from_bytes(frame[:4], "big", signed=True)
+            message = None
+        if header is not None:
+            corr[i] = header.correlation_id
+        if message is not None and k in by_key:
+            rows = found.get(k)
+            if rows is None:
+                rows = found[k] = ([], [], [])
+            rows[0].append(i)
+            rows[1].append(message)
+            rows[2].append(v)
+    arrays = [
+        pa.array(keys, pa.int16()),
+        pa.array(vers, pa.int16()),
+        pa.array(corr, pa.int32()),
+        pa.array(errors, pa.string()),
+    ] + _families(plan, n, found)
+    return pa.StructArray.from_arrays(arrays, fields=list(plan.arrow_type))

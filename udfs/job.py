@@ -1,0 +1,357 @@
+"""The decode job: `python -m udfs.job FRAMES_OR_PCAPS... -o OUT [--master URL]`.
+
+Captures (pcap/pcapng) go through the capture step first (OUT/frames.parquet); frames tables
+(Parquet files or directories) are read as they are. Requests and responses are decoded on Spark
+and written to OUT/requests and OUT/responses, partitioned by api_key; a short summary follows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+import generated
+from udfs.api import decode_requests, decode_responses
+from udfs.model import FAMILIES
+
+PCAP_MAGIC = {
+    b"\xa1\xb2\xc3\xd4",
+    b"\xd4\xc3\xb2\xa1",
+    b"\xa1\xb2\x3c\x4d",
+    b"\x4d\x3c\xb2\xa1",
+    b"\x0a\x0d\x0d\x0a",
+}
+
+
+class JobError(Exception):
+    """A problem with the job's inputs or options, reported in one line."""
+
+
+def say(message: str) -> None:
+    print(f"kwire: {message}", file=sys.stderr, flush=True)
+
+
+def _kind(path: str) -> str:
+    """'parquet' or 'capture', by content (directories: by what they hold)."""
+    p = Path(path)
+    if "://" in path:
+        return "parquet"  # remote storage: only frames tables can be read from there
+    if not p.exists():
+        raise JobError(f"{path}: no such file or directory")
+    if p.is_dir():
+        if any(p.rglob("*.parquet")):
+            return "parquet"
+        return "capture"
+    with open(p, "rb") as f:
+        head = f.read(4)
+    if head == b"PAR1":
+        return "parquet"
+    if head in PCAP_MAGIC:
+        return "capture"
+    raise JobError(f"{path}: neither a frames table (Parquet) nor a pcap/pcapng capture")
+
+
+def run_capture(captures: list[str], out: str, broker_ports: list[int] | None) -> str:
+    """Runs the capture step on the driver; returns the frames table's path."""
+    try:
+        import capture
+    except ImportError as e:
+        raise JobError(
+            f"{captures[0]} is a capture, but the capture package is not importable ({e}); "
+            "run `python -m capture` first and give the job its frames table"
+        ) from None
+    frames = os.path.join(out, "frames.parquet")
+    os.makedirs(out, exist_ok=True)
+    ports = broker_ports or list(capture.DEFAULT_BROKER_PORTS)
+    say(f"capture: {len(captures)} file(s) -> {frames} (broker ports {ports})")
+    summary = capture.write_parquet(captures, frames, ports, errors="report")
+    failed = [f for f in summary.files if f.get("error")]
+    for f in failed:
+        say(f"capture: {f['path']}: {f['error']}")
+    if failed and len(failed) == len(summary.files):
+        raise JobError("no capture could be read")
+    return frames
+
+
+def decode_frames(
+    frames: DataFrame, families: Sequence[str] | None = None
+) -> tuple[DataFrame, DataFrame]:
+    """The frames table -> (decoded requests, decoded responses)."""
+    if "direction" not in frames.columns or "frame" not in frames.columns:
+        raise JobError("a frames table needs `frame` and `direction` columns")
+    requests = decode_requests(frames.where(F.col("direction") == "request"), families=families)
+    responses = decode_responses(frames.where(F.col("direction") == "response"), families=families)
+    return requests, responses
+
+
+def write(df: DataFrame, path: str, mode: str) -> None:
+    df.write.mode(mode).partitionBy("api_key").parquet(path)
+
+
+# -- summary ------------------------------------------------------------------------------------
+
+
+def _table(rows: list[list[Any]], header: list[str]) -> str:
+    cells = [header] + [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = []
+    for j, r in enumerate(cells):
+        lines.append(
+            "  "
+            + "  ".join(
+                c.rjust(w) if j and c.isdigit() else c.ljust(w) for c, w in zip(r, widths)
+            ).rstrip()
+        )
+    return "\n".join(lines)
+
+
+def _api_name(key: Any) -> str:
+    info = generated.REGISTRY.get(key)
+    if info is not None:
+        return str(info.name)
+    if key is None:
+        return "?"
+    try:  # capture knows every api key's name, including those kwire has no schema for
+        from capture import api_name
+
+        return str(api_name(key))
+    except ImportError:
+        return f"key {key}"
+
+
+def _group_columns(df: DataFrame) -> list[Any]:
+    """Group ids named at the top of request messages (a field called group_id), per family."""
+    cols = []
+    for name in FAMILIES:
+        if name not in df.columns:
+            continue
+        fields = df.schema[name].dataType.fieldNames()  # type: ignore[attr-defined]
+        if "group_id" in fields:
+            cols.append(
+                (
+                    name,
+                    F.col(name)["group_id"],
+                    F.col(name)["member_id"] if "member_id" in fields else F.lit(None),
+                )
+            )
+    return cols
+
+
+def summarize(spark: SparkSession, out: str, elapsed: float) -> dict[str, Any]:
+    """Prints requests per api key and version, errors and consumer groups; returns the numbers."""
+    requests = spark.read.parquet(os.path.join(out, "requests"))
+    responses = spark.read.parquet(os.path.join(out, "responses"))
+    by_version = (
+        requests.groupBy("api_key", "api_version")
+        .agg(F.count(F.lit(1)).alias("n"), F.count("error").alias("errors"))
+        .orderBy("api_key", "api_version")
+        .collect()
+    )
+    resp = (
+        responses.groupBy("api_key")
+        .agg(F.count(F.lit(1)).alias("n"), F.count("error").alias("errors"))
+        .collect()
+    )
+    resp_by_key = {r["api_key"]: (r["n"], r["errors"]) for r in resp}
+    top_errors = (
+        requests.select(F.lit("request").alias("d"), "error")
+        .unionByName(responses.select(F.lit("response").alias("d"), "error"))
+        .where(F.col("error").isNotNull())
+        .groupBy("d", "error")
+        .count()
+        .orderBy(F.desc("count"), "error")
+        .limit(8)
+        .collect()
+    )
+    parts = []
+    for name, gid, mid in _group_columns(requests):
+        parts.append(
+            requests.where(F.col(name).isNotNull()).select(
+                gid.alias("group_id"), mid.cast("string").alias("member_id"), F.col("client_id")
+            )
+        )
+    groups: list[Any] = []
+    if parts:
+        union = parts[0]
+        for p in parts[1:]:
+            union = union.unionByName(p)
+        topics = F.lit(None)
+        if "join_group" in requests.columns:
+            sub = (
+                requests.where(F.col("join_group").isNotNull())
+                .select(
+                    F.col("join_group.group_id").alias("group_id"),
+                    F.explode_outer("join_group.protocols").alias("p"),
+                )
+                .select(
+                    "group_id", F.explode_outer("p.consumer_subscription.topics").alias("topic")
+                )
+                .groupBy("group_id")
+                .agg(F.array_sort(F.collect_set("topic")).alias("topics"))
+            )
+        stats = (
+            union.where(F.col("group_id").isNotNull())
+            .groupBy("group_id")
+            .agg(
+                F.count(F.lit(1)).alias("requests"),
+                F.countDistinct("client_id").alias("clients"),
+                F.countDistinct(F.when(F.col("member_id") != "", F.col("member_id"))).alias(
+                    "members"
+                ),
+            )
+        )
+        if "join_group" in requests.columns:
+            stats = stats.join(sub, "group_id", "left")
+        else:
+            stats = stats.withColumn("topics", topics)
+        groups = stats.orderBy("group_id").collect()
+
+    n_req = sum(r["n"] for r in by_version)
+    n_req_err = sum(r["errors"] for r in by_version)
+    n_resp = sum(n for n, _ in resp_by_key.values())
+    n_resp_err = sum(e for _, e in resp_by_key.values())
+    print(f"\nkwire decode: {n_req} requests, {n_resp} responses in {elapsed:.1f} s -> {out}")
+    print("\nrequests per api key and version (responses: paired request's key)")
+    rows = []
+    for r in by_version:
+        rows.append([_api_name(r["api_key"]), r["api_key"], r["api_version"], r["n"], r["errors"]])
+    print(_table(rows, ["api", "key", "version", "requests", "errors"]))
+    print(
+        "\n  responses: "
+        + ", ".join(
+            f"{_api_name(k)} {n}" + (f" ({e} errors)" if e else "")
+            for k, (n, e) in sorted(resp_by_key.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))
+        )
+    )
+    print(f"\nerrors: {n_req_err} requests, {n_resp_err} responses")
+    for r in top_errors:
+        text = r["error"] if len(r["error"]) <= 110 else r["error"][:107] + "..."
+        print(f"  {r['count']:>6}  {r['d']:<8}  {text}")
+    print(f"\nconsumer groups seen: {len(groups)}")
+    if groups:
+        print(
+            _table(
+                [
+                    [
+                        g["group_id"],
+                        g["requests"],
+                        g["clients"],
+                        g["members"],
+                        ",".join(g["topics"] or []) if g["topics"] is not None else "",
+                    ]
+                    for g in groups
+                ],
+                ["group", "requests", "clients", "members", "subscribed topics"],
+            )
+        )
+    return {
+        "requests": n_req,
+        "responses": n_resp,
+        "request_errors": n_req_err,
+        "response_errors": n_resp_err,
+        "by_version": {(r["api_key"], r["api_version"]): r["n"] for r in by_version},
+        "groups": [g["group_id"] for g in groups],
+    }
+
+
+# -- command line -------------------------------------------------------------------------------
+
+
+def _conf(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m udfs.job",
+        description="Decode captured Kafka traffic (pcap/pcapng captures or frames tables) into "
+        "typed Parquet tables, partitioned by api key.",
+    )
+    parser.add_argument("inputs", nargs="+", help="pcap/pcapng files, frames Parquet files or dirs")
+    parser.add_argument("-o", "--output", required=True, help="output directory")
+    parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    parser.add_argument(
+        "--conf",
+        type=_conf,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra Spark configuration (repeatable)",
+    )
+    parser.add_argument(
+        "--families",
+        help="comma-separated message families to decode (default: all), "
+        f"from: {', '.join(FAMILIES)}",
+    )
+    parser.add_argument(
+        "-p",
+        "--broker-ports",
+        type=lambda s: [int(p) for p in s.split(",")],
+        default=None,
+        help="broker ports for the capture step (default 9092)",
+    )
+    parser.add_argument("--overwrite", action="store_true", help="replace existing output")
+    parser.add_argument("--no-summary", action="store_true", help="skip the summary")
+    return parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace, spark: SparkSession | None = None) -> dict[str, Any]:
+    """Runs the job; uses `spark` if given (tests), else starts a session on args.master."""
+    from udfs.session import build_session
+
+    start = time.monotonic()
+    out = args.output
+    families = [f.strip() for f in args.families.split(",")] if args.families else None
+    if families:
+        unknown = [f for f in families if f not in FAMILIES]
+        if unknown:
+            raise JobError(f"unknown families {unknown}; known: {', '.join(FAMILIES)}")
+    for sub in ("requests", "responses"):
+        target = os.path.join(out, sub)
+        if "://" not in out and os.path.exists(target) and not args.overwrite:
+            raise JobError(f"{target} exists; give --overwrite to replace it")
+    kinds = [(p, _kind(p)) for p in args.inputs]
+    tables = [p for p, k in kinds if k == "parquet"]
+    captures = [p for p, k in kinds if k == "capture"]
+    if captures:
+        tables.append(run_capture(captures, out, args.broker_ports))
+    if spark is None:
+        say(f"starting Spark on {args.master}")
+        spark = build_session(args.master, "kwire-decode", args.conf)
+    sc = spark.sparkContext
+    say(f"Spark {spark.version} on {sc.master}, default parallelism {sc.defaultParallelism}")
+    frames = spark.read.parquet(*tables)
+    requests, responses = decode_frames(frames, families)
+    mode = "overwrite"
+    for name, df in (("requests", requests), ("responses", responses)):
+        t = time.monotonic()
+        write(df, os.path.join(out, name), mode)
+        say(f"decoded {name} -> {os.path.join(out, name)} ({time.monotonic() - t:.1f} s)")
+    elapsed = time.monotonic() - start
+    if args.no_summary:
+        return {}
+    return summarize(spark, out, elapsed)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        run(args)
+    except JobError as e:
+        say(f"error: {e}")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
