@@ -39,6 +39,8 @@ MAX_UNDECIDED_FRAMES = 1000
 MAX_UNDECIDED_BYTES = 64 * 1024 * 1024
 # Requests held per connection waiting for responses; past this the oldest are reported.
 MAX_OUTSTANDING = 10000
+# acks=0 Produce requests remembered in case a broker answers them anyway.
+MAX_ACKS0 = 1024
 # Closed connections remembered so that late packets do not open a new one.
 MAX_CLOSED = 100_000
 
@@ -70,6 +72,7 @@ class Connection:
         self.sides_framed = [0, 0]
         self.sides_plausible = [0, 0]
         self.outstanding: dict[int, list[Row]] = {}
+        self.acks0: dict[int, Row] = {}
         self.n_outstanding = 0
         ports = tracker.broker_ports
         a, b = ends[0][1] in ports, ends[1][1] in ports
@@ -193,7 +196,12 @@ class Connection:
             row[CORRELATION_ID] = header.correlation_id
             row[CLIENT_ID] = header.client_id
             if header.api_key == kafka.PRODUCE and kafka.produce_acks(frame.head, header) == 0:
-                emit(row)  # acks=0: the broker sends no response
+                # acks=0: no response is expected, so none is waited for. Some brokers (Tansu)
+                # answer anyway; remember enough to label such an answer.
+                self.acks0[header.correlation_id] = row
+                if len(self.acks0) > MAX_ACKS0:
+                    del self.acks0[next(iter(self.acks0))]
+                emit(row)
                 return
             self.outstanding.setdefault(header.correlation_id, []).append(row)
             self.n_outstanding += 1
@@ -207,6 +215,10 @@ class Connection:
         corr = kafka.response_correlation_id(frame.head)
         row[CORRELATION_ID] = corr
         waiting = self.outstanding.get(corr) if corr is not None else None
+        if not waiting and corr in self.acks0:
+            self._paired(row, self.acks0.pop(corr), frame)
+            emit(row)
+            return
         if not waiting:
             row[ERROR].append(
                 (
@@ -221,13 +233,17 @@ class Connection:
         if not waiting:
             del self.outstanding[corr]
         self.n_outstanding -= 1
+        self._paired(row, request, frame)
+        emit(request)
+        emit(row)
+
+    @staticmethod
+    def _paired(row: Row, request: Row, frame: RawFrame) -> None:
         row[API_KEY] = request[API_KEY]
         row[API_VERSION] = request[API_VERSION]
         row[CLIENT_ID] = request[CLIENT_ID]
         # From the request's last captured byte to the response's first.
         row[LATENCY_US] = frame.ts_first - request[TS_LAST]
-        emit(request)
-        emit(row)
 
     def _drop_oldest(self) -> None:
         corr, rows = min(self.outstanding.items(), key=lambda kv: kv[1][0][TS_FIRST])
