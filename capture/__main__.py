@@ -111,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.output:
             print(f"wrote {args.output}")
     if failed:
-        return 2 if len(failed) == len(summary.files) else 1
+        read = [f for f in summary.files if "skipped" not in f]
+        return 2 if len(failed) == len(read) else 1
     return 0
 
 

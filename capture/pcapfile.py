@@ -66,6 +66,16 @@ def first_timestamp(path: str) -> int | None:
     return None
 
 
+def looks_like_capture(path: str) -> bool:
+    """Whether a file starts with a pcap or pcapng magic number."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError:
+        return False
+    return len(head) == 4 and struct.unpack(">I", head)[0] in (_PCAPNG_MAGIC, *_PCAP_MAGICS)
+
+
 def iter_packets(f: BinaryIO, stats: FileStats) -> Iterator[Packet]:
     head = f.read(4)
     if len(head) < 4:

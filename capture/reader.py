@@ -13,7 +13,13 @@ import pyarrow.parquet as pq
 
 from .engine import Tracker
 from .packets import SUPPORTED_LINKTYPES, Skip, decode
-from .pcapfile import CaptureFileError, FileStats, first_timestamp, iter_packets
+from .pcapfile import (
+    CaptureFileError,
+    FileStats,
+    first_timestamp,
+    iter_packets,
+    looks_like_capture,
+)
 from .summary import Summary
 from .table import SCHEMA, BatchBuilder
 
@@ -23,27 +29,34 @@ Progress = Callable[[dict[str, Any]], None]
 
 
 def expand_paths(paths: PathLike | Iterable[PathLike]) -> list[str]:
-    """Files named, plus the files inside directories named, ordered by first capture time.
+    """Files named, plus the capture files inside directories named, by first capture time.
 
     Ordering by time lets ring files (name0, name1, ... name10) be given in any order or as a
-    directory and still be read as one continuous capture.
+    directory and still be read as one continuous capture. Inside a directory, files that do
+    not start like a pcap or pcapng file are passed over (see `skipped_in_directories`).
     """
+    return _expand(paths)[0]
+
+
+def _expand(paths: PathLike | Iterable[PathLike]) -> tuple[list[str], list[str]]:
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     files: list[str] = []
+    skipped: list[str] = []
     for p in paths:
         p = os.fspath(p)
         if os.path.isdir(p):
             for name in sorted(os.listdir(p)):
                 full = os.path.join(p, name)
-                if not name.startswith(".") and os.path.isfile(full):
-                    files.append(full)
+                if name.startswith(".") or not os.path.isfile(full):
+                    continue
+                (files if looks_like_capture(full) else skipped).append(full)
         else:
             files.append(p)
     keyed = [(first_timestamp(f), i, f) for i, f in enumerate(files)]
     # Unreadable files keep their place at the end; the reader reports them.
     keyed.sort(key=lambda k: (k[0] is None, k[0] or 0, k[1]))
-    return [f for _, _, f in keyed]
+    return [f for _, _, f in keyed], skipped
 
 
 def read_frames(
@@ -69,7 +82,9 @@ def read_frames(
     summary = summary if summary is not None else Summary()
     builder = BatchBuilder(batch_size)
     tracker = Tracker(broker_ports, infer_direction, builder.add, summary)
-    files = expand_paths(paths)
+    files, passed_over = _expand(paths)
+    for path in passed_over:
+        summary.files.append({"path": path, "skipped": "not a capture file (in a directory)"})
     sizes = [_size(f) for f in files]
     total = sum(sizes)
     done = 0

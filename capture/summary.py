@@ -68,7 +68,8 @@ class Summary:
         """A short human-readable report (what the CLI prints)."""
         d = self.as_dict()
         lines = [
-            f"files: {len(self.files)} ({self.file_bytes} bytes), packets: {self.packets}, "
+            f"files: {sum(1 for f in self.files if 'skipped' not in f)} ({self.file_bytes} bytes), "
+            f"packets: {self.packets}, "
             f"TCP segments: {self.tcp_segments}",
             f"Kafka connections: {self.connections}"
             + (f" (direction by {dict(self.direction_decided_by)})" if self.connections else ""),
@@ -76,8 +77,9 @@ class Summary:
             f"{self.frames['response']} responses ({self.frame_bytes['response']} bytes)",
         ]
         for f in self.files:
-            if f.get("error") or f.get("warning"):
-                lines.append(f"  {f['path']}: {f.get('error') or f.get('warning')}")
+            note = f.get("error") or f.get("warning") or f.get("skipped")
+            if note:
+                lines.append(f"  {f['path']}: {note}")
         if d["api_keys"]:
             lines.append("per api key (requests/responses, versions):")
             for key, e in d["api_keys"].items():
