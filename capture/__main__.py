@@ -41,7 +41,7 @@ class _Progress:
             f"{_mb(p['file_done'])}/{_mb(p['file_size'])}, total {_mb(p['done'])}/"
             f"{_mb(p['total'])}, {p['frames']} frames"
         )
-        sys.stderr.write(line + ("\n" if p["final"] else "\n"))
+        sys.stderr.write(line + "\n")
         sys.stderr.flush()
 
 

@@ -141,14 +141,16 @@ class Connection:
             return
         self.sides_framed[side] += 1
         head = frame.head
-        if kafka.plausible_request(head) is not None:
-            self.sides_plausible[side] += 1
+        # A frame that starts with the correlation id of a request from the other side is its
+        # response: that side is the client.
         corr = kafka.response_correlation_id(head)
         if corr is not None and corr in self.request_ids[1 - side]:
             self._decide(1 - side, "frames")
             return
-        if kafka.plausible_request(head) is not None and corr is not None:
-            self.request_ids[side].add(corr)
+        header = kafka.plausible_request(head)
+        if header is not None:
+            self.sides_plausible[side] += 1
+            self.request_ids[side].add(header.correlation_id)
         if len(self.waiting) > MAX_UNDECIDED_FRAMES or self.waiting_bytes > MAX_UNDECIDED_BYTES:
             if not self._guess():
                 self._give_up("direction unknown (not Kafka?)")
@@ -230,7 +232,7 @@ class Connection:
             emit(row)
             return
         request = waiting.pop()
-        if not waiting:
+        if not waiting and corr is not None:
             del self.outstanding[corr]
         self.n_outstanding -= 1
         self._paired(row, request, frame)

@@ -47,6 +47,18 @@ class RawFrame:
 Accept = Callable[[int, bytes], bool]
 
 
+@dataclass(slots=True)
+class _Skip:
+    """Bytes being passed over while looking for the next frame boundary."""
+
+    category: str
+    message: str
+    start: int
+    ts_first: int
+    ts_last: int
+    skipped: int
+
+
 def _hole_error(kind: str, a: int, b: int) -> tuple[str, str]:
     if kind == SNAPLEN:
         return E_SNAPLEN, f"{E_SNAPLEN}: stream bytes {a}-{b} not captured"
@@ -65,10 +77,9 @@ class Framer:
         self.accept = accept
         self.pos = 0
         self._reset()
-        # Skipping: [category, message, first offset, ts_first, ts_last, bytes skipped]
-        self.lost: list | None = None
+        self.lost: _Skip | None = None
         if midstream:
-            self.lost = [E_MIDSTREAM, "", 0, 0, 0, 0]
+            self.lost = _Skip(E_MIDSTREAM, "", 0, 0, 0, 0)
 
     def _reset(self) -> None:
         self.length = -1
@@ -88,10 +99,10 @@ class Framer:
         if self.lost is not None:
             if not self._resync(buf, ts):
                 lost = self.lost
-                if not lost[5]:
-                    lost[3] = ts
-                lost[4] = ts
-                lost[5] += n
+                if not lost.skipped:
+                    lost.ts_first = ts
+                lost.ts_last = ts
+                lost.skipped += n
                 self.pos += n
                 return
         i = 0
@@ -148,12 +159,11 @@ class Framer:
         self.pos = b
         if self.lost is not None:
             lost = self.lost
-            if not lost[5]:
-                lost[3] = ts
-                if lost[0] == E_MIDSTREAM:
-                    lost[2] = a
-            lost[4] = ts
-            lost[5] += n
+            if not lost.skipped:
+                lost.ts_first = ts
+                lost.start = a
+            lost.ts_last = ts
+            lost.skipped += n
             return
         if self.length >= 0:
             remaining = self.length - self.got
@@ -221,11 +231,11 @@ class Framer:
     def _bad_length(self, length: int, start: int, ts: int, rest: int) -> None:
         msg = f"{E_BAD_LENGTH} {length} at stream offset {start}: not Kafka or desynchronised"
         self._reset()
-        self.lost = [E_BAD_LENGTH, msg, start, ts, ts, 4 + rest]
+        self.lost = _Skip(E_BAD_LENGTH, msg, start, ts, ts, 4 + rest)
 
     def _lose(self, kind: str, a: int, b: int, n: int, ts: int) -> None:
         category, msg = _hole_error(kind, a, b)
-        self.lost = [category, msg, a, ts, ts, n]
+        self.lost = _Skip(category, msg, a, ts, ts, n)
 
     def _resync(self, buf: bytes, ts: int) -> bool:
         if len(buf) < 8:
@@ -241,11 +251,14 @@ class Framer:
     def _emit_lost(self) -> None:
         lost = self.lost
         self.lost = None
-        if lost is None or not lost[5]:
+        if lost is None or not lost.skipped:
             return
-        category, msg, start, ts_first, ts_last, skipped = lost
-        if category == E_MIDSTREAM:
-            msg = f"{E_MIDSTREAM} ({skipped} bytes before the first frame boundary)"
+        if lost.category == E_MIDSTREAM:
+            msg = f"{E_MIDSTREAM} ({lost.skipped} bytes before the first frame boundary)"
         else:
-            msg = f"{msg}; {skipped} bytes skipped to the next frame boundary"
-        self.emit(RawFrame(start, None, None, b"", ts_first, ts_last, [(category, msg)]))
+            msg = f"{lost.message}; {lost.skipped} bytes skipped to the next frame boundary"
+        self.emit(
+            RawFrame(
+                lost.start, None, None, b"", lost.ts_first, lost.ts_last, [(lost.category, msg)]
+            )
+        )

@@ -54,24 +54,33 @@ COLUMNS = SCHEMA.names
 Row = list[Any]
 
 
+# A batch is also cut when its frames add up to this much, so big frames do not pile up.
+MAX_BATCH_BYTES = 64 * 1024 * 1024
+
+
 class BatchBuilder:
     """Collects rows column-wise and cuts them into record batches of about `size` rows."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, max_bytes: int = MAX_BATCH_BYTES) -> None:
         self.size = size
+        self.max_bytes = max_bytes
         self._cols: list[list[Any]] = [[] for _ in COLUMNS]
         self.rows = 0
+        self.bytes = 0
 
     def add(self, row: Row) -> None:
         for col, value in zip(self._cols, row):
             col.append(value)
         self.rows += 1
+        if row[FRAME] is not None:
+            self.bytes += len(row[FRAME])
 
     def full(self) -> bool:
-        return self.rows >= self.size
+        return self.rows >= self.size or self.bytes >= self.max_bytes
 
     def take(self) -> pa.RecordBatch:
         arrays = [pa.array(col, type=f.type) for col, f in zip(self._cols, SCHEMA)]
         self._cols = [[] for _ in COLUMNS]
         self.rows = 0
+        self.bytes = 0
         return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)

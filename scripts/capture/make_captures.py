@@ -289,6 +289,8 @@ def main() -> None:
     for tool in ("tshark",) if args.recount else ("unshare", "ip", "tcpdump", "dumpcap", "tshark"):
         if shutil.which(tool) is None:
             raise SystemExit(f"{tool} is needed (apt-get install tcpdump tshark)")
+    if not args.recount and os.geteuid() != 0:
+        raise SystemExit("making captures needs root for a private network namespace (sudo)")
     wanted = [c for c in CAPTURES if not args.only or c.file in args.only]
     if args.only and len(wanted) != len(args.only):
         raise SystemExit(f"unknown capture; known: {', '.join(c.file for c in CAPTURES)}")

@@ -3,6 +3,7 @@ other link layers and file formats. Each edit must give the rows the edit implie
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import dpkt
@@ -299,3 +300,49 @@ def test_port_reuse_gets_a_new_connection_id(tmp_path: Path, original) -> None:
     ids = {r["connection_id"] for r in out}
     assert any(i.endswith("#2") for i in ids)
     assert len(out) == 2 * len(rows(capture_path(CLASSIC), PORTS))
+
+
+def _replace_payloads(
+    linktype: int, packets: list, which: Callable[[int, tuple], bool], fill: bytes
+) -> list:
+    """Overwrite the payload of chosen packets with text of the same length."""
+    out = []
+    for i, (ts, data) in enumerate(packets):
+        f = flow(linktype, data)
+        _, tcp = tcp_of(linktype, data)
+        if len(tcp.data) and which(i, f):
+            eth = dpkt.ethernet.Ethernet(data)
+            n = len(eth.data.data.data)
+            eth.data.data.data = (fill * (n // len(fill) + 1))[:n]
+            data = bytes(eth)
+        out.append((ts, data))
+    return out
+
+
+def test_not_kafka_on_a_broker_port_is_reported_and_skipped(
+    tmp_path: Path, original, baseline
+) -> None:
+    linktype, packets = original
+    first = data_packets(linktype, packets)[0]
+    edited = _replace_payloads(linktype, packets, lambda i, f: i == first, b"GET / HTTP/1.1\r\n")
+    summary = capture.Summary()
+    out = rows(write_pcap(tmp_path / "http.pcap", linktype, edited), PORTS, summary=summary)
+    bad = [r for r in out if r["error"] and capture.E_BAD_LENGTH in r["error"]]
+    assert len(bad) == 1 and bad[0]["frame"] is None
+    assert "not Kafka or desynchronised" in bad[0]["error"]
+    # The next request on that connection starts a segment: reading resumes there.
+    assert len(out) >= len(baseline) - 2
+
+
+def test_not_kafka_without_broker_ports_is_ignored(tmp_path: Path, original, baseline) -> None:
+    linktype, packets = original
+    victim = flow(linktype, packets[data_packets(linktype, packets)[0]][1])
+    pair = {victim, (victim[2], victim[3], victim[0], victim[1])}
+    edited = _replace_payloads(
+        linktype, packets, lambda i, f: f in pair, b"ssh-2.0 and other non-Kafka chatter "
+    )
+    summary = capture.Summary()
+    out = rows(write_pcap(tmp_path / "mixed.pcap", linktype, edited), (), summary=summary)
+    assert sum(summary.connections_ignored.values()) == 1
+    assert summary.connections == len({r["connection_id"] for r in baseline}) - 1
+    assert not [r for r in out if r["error"] and capture.E_BAD_LENGTH in r["error"]]

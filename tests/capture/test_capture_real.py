@@ -91,7 +91,7 @@ def test_direction_inferred_without_broker_ports(result) -> None:  # type: ignor
     # Frames wait until the direction is known, so rows may come out in another order.
     order = lambda r: (r["connection_id"], r["direction"], r["ts_first"], r["correlation_id"])
     assert sorted(inferred.to_pylist(), key=order) == sorted(table.to_pylist(), key=order)
-    assert set(summary.direction_decided_by) <= {"frames", "guess"}
+    assert set(summary.direction_decided_by) == {"frames"}
 
 
 def test_acks0_produce_is_not_waiting_for_a_response(tmp_path) -> None:  # type: ignore[no-untyped-def]
