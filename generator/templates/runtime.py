@@ -250,11 +250,8 @@ def _uvarint_long(data: bytes, pos: int) -> tuple[int, int]:
     raise VarintError("varint is longer than 5 bytes", start)
 
 
-def _utf8(data: bytes, pos: int, end: int) -> str:
-    try:
-        return data[pos:end].decode()
-    except UnicodeDecodeError as e:
-        raise InvalidUtf8Error(f"invalid UTF-8 at byte {pos + e.start}: {e.reason}") from None
+def _bad_utf8(e: UnicodeDecodeError, pos: int) -> InvalidUtf8Error:
+    return InvalidUtf8Error(f"invalid UTF-8 at byte {pos + e.start}: {e.reason}")
 
 
 def _too_long(what: str, n: int, left: int) -> InvalidLengthError:
@@ -269,14 +266,24 @@ def r_string(data: bytes, pos: int) -> tuple[str, int]:
     end = pos + n
     if end > len(data):
         raise _too_long("string", n, len(data) - pos)
-    return _utf8(data, pos, end), end
+    try:
+        return data[pos:end].decode(), end
+    except UnicodeDecodeError as e:
+        raise _bad_utf8(e, pos) from None
 
 
 def r_nullable_string(data: bytes, pos: int) -> tuple[str | None, int]:
     (n,) = _h.unpack_from(data, pos)
     if n < 0:
         return None, pos + 2
-    return r_string(data, pos)
+    pos += 2
+    end = pos + n
+    if end > len(data):
+        raise _too_long("string", n, len(data) - pos)
+    try:
+        return data[pos:end].decode(), end
+    except UnicodeDecodeError as e:
+        raise _bad_utf8(e, pos) from None
 
 
 def r_compact_string(data: bytes, pos: int) -> tuple[str, int]:
@@ -287,17 +294,30 @@ def r_compact_string(data: bytes, pos: int) -> tuple[str, int]:
         n, pos = _uvarint_long(data, pos)
     if n == 0:
         raise NullValueError("null string in a field that is not nullable here")
-    n -= 1
-    end = pos + n
-    if end > len(data) or n > MAX_STRING_BYTES:
-        raise _too_long("string", n, len(data) - pos)
-    return _utf8(data, pos, end), end
+    end = pos + n - 1
+    if end > len(data) or n > MAX_STRING_BYTES + 1:
+        raise _too_long("string", n - 1, len(data) - pos)
+    try:
+        return data[pos:end].decode(), end
+    except UnicodeDecodeError as e:
+        raise _bad_utf8(e, pos) from None
 
 
 def r_compact_nullable_string(data: bytes, pos: int) -> tuple[str | None, int]:
-    if data[pos] == 0:
-        return None, pos + 1
-    return r_compact_string(data, pos)
+    n = data[pos]
+    if n < 0x80:
+        pos += 1
+    else:
+        n, pos = _uvarint_long(data, pos)
+    if n == 0:
+        return None, pos
+    end = pos + n - 1
+    if end > len(data) or n > MAX_STRING_BYTES + 1:
+        raise _too_long("string", n - 1, len(data) - pos)
+    try:
+        return data[pos:end].decode(), end
+    except UnicodeDecodeError as e:
+        raise _bad_utf8(e, pos) from None
 
 
 def r_bytes(data: bytes, pos: int) -> tuple[bytes, int]:
