@@ -72,6 +72,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.output and not args.summary_json:
         parser.error("give -o FILE.parquet (and/or --summary-json FILE)")
 
+    if args.output:
+        out_dir = os.path.dirname(os.path.abspath(args.output))
+        if not os.path.isdir(out_dir):
+            print(f"capture: error: no such directory for the output: {out_dir}", file=sys.stderr)
+            return 2
     ports = args.broker_ports or list(DEFAULT_BROKER_PORTS)
     summary = Summary()
 
@@ -94,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"capture: error: {e}", file=sys.stderr)
         return 1
     except OSError as e:
-        print(f"capture: error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"capture: error: {where}{e.strerror or e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("capture: interrupted; no output written", file=sys.stderr)
@@ -117,4 +123,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:
+        # Output piped into `head` and the like: stop quietly.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)

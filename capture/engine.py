@@ -63,6 +63,7 @@ class Connection:
         self.fin = [False, False]
         self.closed = False
         self.emitted = False
+        self.how = ""
         self.ident = ""
         self.prefix: list[Any] = []
         # While undecided: frames in arrival order, and plausible request ids seen per side.
@@ -85,7 +86,7 @@ class Connection:
 
     def _decide(self, client: int, how: str) -> None:
         self.client = client
-        self.tracker.summary.direction_decided_by[how] += 1
+        self.how = how
         (caddr, cport), (baddr, bport) = self.ends[client], self.ends[1 - client]
         ident = f"{_endpoint(caddr, cport)}->{_endpoint(baddr, bport)}"
         if self.gen > 1:
@@ -157,6 +158,14 @@ class Connection:
 
     # -- pairing and rows -----------------------------------------------------------------
 
+    def _emit(self, row: Row) -> None:
+        if not self.emitted:
+            # Counted once it has a row: connections without a frame are not Kafka's yet.
+            self.emitted = True
+            self.tracker.summary.connections += 1
+            self.tracker.summary.direction_decided_by[self.how] += 1
+        self.tracker.emit(row)
+
     def _row(self, src: str, direction: str, frame: RawFrame) -> Row:
         return [
             src,
@@ -175,7 +184,7 @@ class Connection:
         ]
 
     def _process(self, side: int, frame: RawFrame, src: str) -> None:
-        emit = self.tracker.emit
+        emit = self._emit
         if side == self.client:
             row = self._row(src, "request", frame)
             if frame.length is None:
@@ -260,7 +269,7 @@ class Connection:
                 f"{MAX_OUTSTANDING} requests outstanding)",
             )
         )
-        self.tracker.emit(row)
+        self._emit(row)
 
     # -- packets --------------------------------------------------------------------------
 
@@ -319,7 +328,7 @@ class Connection:
         self.outstanding = {}
         for row in left:
             row[ERROR].append((E_NO_RESPONSE, f"{E_NO_RESPONSE} ({why})"))
-            self.tracker.emit(row)
+            self._emit(row)
         self.halves = (HalfStream(), HalfStream())
 
 
@@ -342,7 +351,6 @@ class Tracker:
         self.generation: dict[Key, int] = {}
         # The file being read: a frame's source_file is the file its last byte came from.
         self.src = ""
-        self.seen_ids: set[str] = set()
 
     def emit(self, row: Row) -> None:
         s = self.summary
@@ -359,9 +367,6 @@ class Tracker:
             row[ERROR] = "; ".join(msg for _, msg in errors)
         else:
             row[ERROR] = None
-        if row[1] not in self.seen_ids:
-            self.seen_ids.add(row[1])
-            s.connections += 1
         self.sink(row)
 
     def segment(self, seg: Segment, ts: int) -> None:
