@@ -128,7 +128,7 @@ class Connection:
         if side == self.client:
             return length >= 8 and kafka.plausible_request(head) is not None
         corr = kafka.response_correlation_id(head)
-        return corr is not None and corr in self.outstanding
+        return corr is not None and (corr in self.outstanding or corr in self.acks0)
 
     def on_frame(self, side: int, frame: RawFrame, src: str) -> None:
         if self.ignored:

@@ -10,7 +10,7 @@ import dpkt
 import pytest
 
 import capture
-from tests.capture.helpers import (
+from capture_helpers import (
     by_name,
     capture_path,
     data_packets,

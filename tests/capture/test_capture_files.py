@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import capture
-from tests.capture.helpers import DATA, by_name, capture_path
+from capture_helpers import DATA, by_name, capture_path
 
 REPO = Path(__file__).resolve().parent.parent.parent
 CLASSIC = by_name("mock_group_classic.pcap")

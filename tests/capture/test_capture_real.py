@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 
 import capture
-from tests.capture.helpers import (
+from capture_helpers import (
     capture_path,
     counts,
     expectations,
