@@ -92,7 +92,8 @@ CAPTURES = [
         "admin-groups",
         "Tansu broker: producers (librdkafka acks=all, librdkafka and kafka-python acks=0), "
         "kafka-python consumers commit and leave, then kafka-python and "
-        "librdkafka admin clients list, describe and delete groups and delete offsets",
+        "librdkafka admin clients list and describe groups, fetch offsets, delete groups; "
+        "an OffsetDelete that Tansu does not support (it closes the connection)",
         ("librdkafka", "kafka-python"),
         "tansu",
         LO_DUMPCAP,

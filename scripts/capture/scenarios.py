@@ -371,6 +371,17 @@ def admin_groups(args: argparse.Namespace) -> list[int]:
         "g-admin-1",
         [TopicPartition("ledger", 0)],
     )
+    # Tansu does not list OffsetDelete in its ApiVersions, so kafka-python refuses to send it.
+    # Claim v0 support and send it anyway, to capture how Tansu answers an api it lacks.
+    versions = kadmin._manager.broker_version_data
+    if versions is not None and versions.api_versions is not None:
+        versions.api_versions[47] = (0, 0)
+        attempt(
+            "kafka-python delete_group_offsets (forced v0)",
+            kadmin.delete_group_offsets,
+            "g-admin-2",
+            [TopicPartition("ledger", 1)],
+        )
     attempt("kafka-python delete_groups", kadmin.delete_groups, ["g-admin-1"])
     kadmin.close()
     admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "rdk-admin"})

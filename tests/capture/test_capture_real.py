@@ -126,3 +126,13 @@ def test_acks0_produce_is_not_waiting_for_a_response(tmp_path) -> None:  # type:
         write_pcap(tmp_path / "acks0.pcap", linktype, kept), record["broker_ports"]
     ).to_pylist()
     assert all(r["error"] is None for r in edited if r["connection_id"] in conns)
+
+
+def test_api_the_broker_lacks_is_a_request_without_response() -> None:
+    """Tansu closes the connection on OffsetDelete (which it does not advertise)."""
+    record = next(r for r in RECORDS if r["scenario"] == "admin-groups")
+    table = capture.frames_table(capture_path(record), record["broker_ports"]).to_pylist()
+    (row,) = [r for r in table if r["api_key"] == 47]
+    assert row["direction"] == "request" and row["client_id"] == "kpy-admin"
+    assert row["error"] == f"{capture.E_NO_RESPONSE} (connection closed)"
+    assert row["frame"] is not None
