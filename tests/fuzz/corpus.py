@@ -76,7 +76,10 @@ class Corpus:
 
     def __init__(self) -> None:
         self.seeds: dict[str, list[bytes]] = {}
-        self.captures: list[tuple[bytes, pcaps.Fields]] = []  # file bytes, length positions
+        self.captures: list[pcaps.CaptureSeed] = []
+        # Real captured frames of known apis that did not decode: (capture, target, error).
+        self.real_failures: list[tuple[str, str, str]] = []
+        self.real_taken: dict[tuple[Any, ...], int] = {}
 
     def add(self, target: str, data: bytes) -> None:
         bucket = self.seeds.setdefault(target, [])
@@ -87,15 +90,20 @@ class Corpus:
         return [d for seeds in self.seeds.values() for d in seeds]
 
 
-def build(n: int = 4, at_seed: int = 0, captures: bool = True) -> Corpus:
+def build(
+    n: int = 4, at_seed: int = 0, captures: bool = True, real_per_version: int | None = None
+) -> Corpus:
     """Bodies for every message and version, request/response frames for every api key and
-    version, version-prefixed payloads, and synthetic (plus any real) capture files."""
+    version, version-prefixed payloads, and synthetic (plus any real) capture files.
+
+    `real_per_version` caps the frames taken from real captures per (api key, version, direction).
+    """
     rng = random.Random(at_seed)
     corpus = Corpus()
     drawn = values(n, at_seed)
     requests: list[tuple[bytes, bytes | None]] = []
     for (name, v), objs in drawn.items():
-        cls = g.MESSAGES[name]
+        cls: Any = g.MESSAGES[name]
         for i, obj in enumerate(objs):
             body = obj.encode(v)
             corpus.add(f"decode:{name}:v{v}", body)
@@ -122,75 +130,78 @@ def build(n: int = 4, at_seed: int = 0, captures: bool = True) -> Corpus:
                 corpus.add(f"response:{api_key}:v{v}", frame[4:])
                 corpus.add(f"inspect_response:{api_key}:v{v}", frame[4:])
     if captures:
-        add_captures(corpus, requests, rng)
+        add_captures(corpus, requests, rng, real_per_version)
     return corpus
 
 
 def add_captures(
-    corpus: Corpus, exchanges: list[tuple[bytes, bytes | None]], rng: random.Random
+    corpus: Corpus,
+    exchanges: list[tuple[bytes, bytes | None]],
+    rng: random.Random,
+    real_per_version: int | None = None,
 ) -> None:
     """Synthetic pcap/pcapng files of the exchanges (a few per file), plus real captures."""
     rng.shuffle(exchanges)
     makers = [
-        lambda p: pcaps.pcap_file(p),
-        lambda p: pcaps.pcap_file(p, big_endian=True, nano=True),
-        lambda p: pcaps.pcapng_file(p),
-        lambda p: pcaps.pcapng_file(p, big_endian=True),
+        ("pcap", lambda p, link: pcaps.pcap_file(p, link)),
+        ("pcap-be-nano", lambda p, link: pcaps.pcap_file(p, link, big_endian=True, nano=True)),
+        ("pcapng", lambda p, link: pcaps.pcapng_file(p, link)),
+        ("pcapng-be", lambda p, link: pcaps.pcapng_file(p, link, big_endian=True)),
     ]
     for i in range(0, min(len(exchanges), 48), 4):
-        group = exchanges[i : i + 4]
         link = pcaps.LINK_RAW if i % 8 else pcaps.LINK_ETHERNET
         packets = pcaps.conversation(
-            group,
+            exchanges[i : i + 4],
             client_port=40000 + i,
             mss=rng.choice((7, 64, 1460)),
             close=bool(i % 3),
             link=link,
         )
-        data, fields = (
-            makers[(i // 4) % len(makers)](packets)
-            if link == pcaps.LINK_ETHERNET
-            else _with_link(makers[(i // 4) % len(makers)], packets, link)
-        )
-        corpus.captures.append((data, fields))
-    for path in pcaps.real_captures():
+        kind, maker = makers[(i // 4) % len(makers)]
+        data, fields = maker(packets, link)
+        corpus.captures.append(pcaps.CaptureSeed(f"synthetic-{kind}-{i // 4}", data, fields))
+    for path, ports in pcaps.real_captures():
         data = path.read_bytes()
-        if len(data) <= 1 << 20:  # big captures are fuzzed through their frames only
-            corpus.captures.append((data, []))
-        add_real_frames(corpus, path)
+        if len(data) <= 1 << 20:  # bigger captures are fuzzed through their frames only
+            corpus.captures.append(pcaps.CaptureSeed(path.name, data, [], ports))
+        add_real_frames(corpus, path, ports, real_per_version)
 
 
-def _with_link(maker: Any, packets: Any, link: int) -> tuple[bytes, pcaps.Fields]:
-    data, fields = maker(packets)
-    # The makers write Ethernet; patch the link type field for raw-IP conversations.
-    if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1"):
-        data = data[:20] + link.to_bytes(4, "little") + data[24:]
-    elif data[:4] in (b"\xa1\xb2\xc3\xd4", b"\xa1\xb2\x3c\x4d"):
-        data = data[:20] + link.to_bytes(4, "big") + data[24:]
-    else:  # pcapng: the interface block follows the 28-byte section header
-        le = data[8:12] == b"\x4d\x3c\x2b\x1a"
-        data = data[:36] + link.to_bytes(2, "little" if le else "big") + data[38:]
-    return data, fields
-
-
-def add_real_frames(corpus: Corpus, path: Path) -> None:
-    """Frames of a real capture, read by the capture step, as seeds for the frame decoders."""
+def add_real_frames(
+    corpus: Corpus, path: Path, ports: tuple[int, ...] = (9092,), limit: int | None = None
+) -> None:
+    """Frames of a real capture, read by the capture step, as seeds for the frame decoders
+    (at most `limit` per api key, version and direction over the whole corpus)."""
     try:
-        rows, _ = pcaps.read_capture(path, "report")
+        rows, _ = pcaps.read_capture(path, "report", ports)
     except Exception:  # noqa: BLE001 - the capture tests report this; here it only loses seeds
         return
     for row in rows:
         frame = row["frame"]
         if frame is None or len(frame) > 1 << 16:
             continue
+        shape = (row["direction"], row["api_key"], row["api_version"])
+        if limit is not None and corpus.real_taken.get(shape, 0) >= limit:
+            continue
         if row["direction"] == "request":
-            corpus.add("request", frame)
-            corpus.add("inspect_request", frame)
-        elif row["api_key"] in g.REGISTRY:
+            if len(frame) < 2 or int.from_bytes(frame[:2], "big") not in g.REGISTRY:
+                continue
+            names = ["request", "inspect_request"]
+            call: Callable[[bytes], Any] = g.decode_request
+        else:
             key, v = row["api_key"], row["api_version"]
-            if v in g.REGISTRY[key].response.VALID_VERSIONS:
-                corpus.add(f"response:{key}:v{v}", frame)
-                corpus.add(f"inspect_response:{key}:v{v}", frame)
+            if key not in g.REGISTRY or v not in g.REGISTRY[key].response.VALID_VERSIONS:
+                continue
+            names = [f"response:{key}:v{v}", f"inspect_response:{key}:v{v}"]
+            call = pcaps.response_target(key, v).call
+        try:
+            call(frame)
+        except g.KwireError as e:
+            corpus.real_failures.append((path.name, names[0], f"{type(e).__name__}: {e}"))
+            continue
+        corpus.real_taken[shape] = corpus.real_taken.get(shape, 0) + 1
+        for name in names:
+            corpus.add(name, frame)
 
 
 # -- the kitchen sink: dialect corners the shipped schemas do not use -----------------------------

@@ -44,10 +44,40 @@ class Crash(Exception):
         super().__init__(f"{target}: {type(exc).__name__}: {exc} (input {data.hex()})")
 
 
+def signature(exc: BaseException) -> str:
+    """'<Type> in <file>:<function>' at the innermost frame of kwire's own code (generated/,
+    capture/), or of the whole traceback: groups crashes that share a cause."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    ours = [f for f in frames if "/generated/" in f.filename or "/capture/" in f.filename]
+    named = [f for f in ours if not f.name.startswith("<")]  # not <listcomp>, <genexpr>
+    if not frames:
+        return type(exc).__name__
+    where = (named or ours or frames)[-1]
+    path = where.filename.replace("\\", "/")
+    short = "/".join(path.split("/")[-2:])
+    return f"{type(exc).__name__} in {short}:{where.name}"
+
+
+# Crashes already reported and pinned by a strict xfail regression test (tests/fuzz/test_*.py):
+# the general fuzz tests step over these so that `make test` stays green until the fix lands,
+# while scripts/fuzz/run.py still counts and saves them. Remove an entry when its fix lands.
+KNOWN_CRASHES = {
+    # test_capture.py::test_pcapng_packet_block_shorter_than_its_fixed_part
+    "error in capture/pcapfile.py:_iter_pcapng",
+    # test_capture.py::test_pcapng_timestamp_beyond_int64
+    "OverflowError in capture/table.py:take",
+}
+
+
+def is_known(err: BaseException) -> bool:
+    exc = getattr(err, "exc", None)
+    return isinstance(err, Crash) and exc is not None and signature(exc) in KNOWN_CRASHES
+
+
 class Violation(Exception):
     """A kwire error that breaks the error contract (offset, path, message name, str)."""
 
-    def __init__(self, target: str, data: bytes, exc: BaseException | None, problem: str):
+    def __init__(self, target: str, data: bytes, exc: Any, problem: str):
         self.target = target
         self.data = data
         self.exc = exc
@@ -72,12 +102,12 @@ def is_masked(e: BaseException) -> bool:
     return str(getattr(e, "problem", "")).startswith("cannot decode:")
 
 
-def kind_of(e: BaseException) -> str:
+def kind_of(e: Any) -> str:
     """'<ExceptionType>: <problem shape>': the key the runner counts distinct errors by."""
     return f"{type(e).__name__}: {shape(problem_of(e))}"
 
 
-def contract_problems(e: BaseException, data: bytes, decode_error: type = DecodeError) -> list[str]:
+def contract_problems(e: Any, data: bytes, decode_error: Any = DecodeError) -> list[str]:
     """What is wrong with a kwire error raised for `data` (empty when it keeps the contract)."""
     if not isinstance(e, decode_error):
         return []
@@ -114,8 +144,8 @@ class Target:
     call: Callable[[bytes], Any]
     tolerant: bool = False  # inspect_*: must never raise, errors come back in the report
     # The error family: another compiled package (the kitchen sink) carries its own runtime.
-    kwire_error: type = KwireError
-    decode_error: type = DecodeError
+    kwire_error: Any = KwireError
+    decode_error: Any = DecodeError
 
 
 def message_targets(package: Any = g, prefix: str = "decode") -> list[Target]:
@@ -144,7 +174,7 @@ def _response_call(key: int, v: int) -> Callable[[bytes], Any]:
 
 
 def _inspect_response_call(key: int, v: int) -> Callable[[bytes], Any]:
-    return lambda data: g.inspect_response(data, key, v)  # type: ignore[attr-defined]
+    return lambda data: g.inspect_response(data, key, v)
 
 
 def _prefixed_call(cls: Any) -> Callable[[bytes], Any]:

@@ -6,11 +6,12 @@ inflate exactly those. Captures in tests/data/*.pcap* (when present) are used as
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from tests.fuzz.harness import Crash, Target, Violation, run_one
 
@@ -22,6 +23,13 @@ LINK_ETHERNET, LINK_RAW = 1, 101
 
 # (offset, "u32le"/"u32be") of the length fields in a built file.
 Fields = list[tuple[int, str]]
+
+
+class CaptureSeed(NamedTuple):
+    name: str
+    data: bytes
+    fields: Fields  # empty for real captures
+    broker_ports: tuple[int, ...] = (9092,)
 
 
 def _checksum(b: bytes) -> int:
@@ -170,13 +178,16 @@ U32_VALUES = (0xFFFFFFFF, 0x7FFFFFFF, 0x10000001, 0x0FFFFFFF, 0x00100000, 0, 1, 
 # -- running the capture step ---------------------------------------------------------------------
 
 
-def read_capture(path: str | os.PathLike[str], errors: str) -> tuple[list[dict[str, Any]], Any]:
+def read_capture(
+    path: str | os.PathLike[str], errors: str, broker_ports: Sequence[int] = (9092,)
+) -> tuple[list[dict[str, Any]], Any]:
     """All rows of one capture file through capture.read_frames, and the summary."""
     import capture
 
     summary = capture.Summary()
     rows: list[dict[str, Any]] = []
-    for batch in capture.read_frames([os.fspath(path)], summary=summary, errors=errors):
+    batches = capture.read_frames([os.fspath(path)], broker_ports, summary=summary, errors=errors)
+    for batch in batches:
         if batch.schema != capture.SCHEMA:
             raise AssertionError(f"batch schema differs from capture.SCHEMA: {batch.schema}")
         rows.extend(batch.to_pylist())
@@ -184,7 +195,10 @@ def read_capture(path: str | os.PathLike[str], errors: str) -> tuple[list[dict[s
 
 
 def check_capture(
-    data: bytes, path: str | os.PathLike[str], decode_frames: bool = True
+    data: bytes,
+    path: str | os.PathLike[str],
+    broker_ports: Sequence[int] = (9092,),
+    decode_frames: bool = True,
 ) -> list[str]:
     """Writes `data` to path and runs the capture step on it in both error modes.
 
@@ -199,14 +213,14 @@ def check_capture(
         f.write(data)
     kinds = []
     try:
-        read_capture(path, "raise")
+        read_capture(path, "raise", broker_ports)
         kinds.append("capture ok")
     except capture.CaptureFileError as e:
         kinds.append("capture CaptureFileError: " + _file_error_shape(str(e), os.fspath(path)))
     except Exception as e:  # noqa: BLE001
         raise Crash("capture:raise", data, e) from None
     try:
-        rows, summary = read_capture(path, "report")
+        rows, summary = read_capture(path, "report", broker_ports)
     except Exception as e:  # noqa: BLE001
         raise Crash("capture:report", data, e) from None
     for entry in summary.files:
@@ -227,10 +241,7 @@ def check_capture(
             kinds.append(run_one(REQUEST, frame))
         elif row["api_key"] is not None and row["api_key"] in g.REGISTRY:
             key, version = row["api_key"], row["api_version"]
-            target = Target(
-                f"response:{key}:v{version}", lambda d, k=key, v=version: g.decode_response(d, k, v)
-            )
-            kinds.append(run_one(target, frame))
+            kinds.append(run_one(response_target(key, version), frame))
     return kinds
 
 
@@ -246,6 +257,16 @@ def _row_error_shape(text: str) -> str:
     return shape(text.split(" (")[0].split(":")[0])[:80]
 
 
+def response_target(key: int, version: int) -> Target:
+    return Target(f"response:{key}:v{version}", lambda d: _response(d, key, version))
+
+
+def _response(data: bytes, key: int, version: int) -> Any:
+    import generated as g
+
+    return g.decode_response(data, key, version)
+
+
 def _request(data: bytes) -> Any:
     import generated as g
 
@@ -255,14 +276,28 @@ def _request(data: bytes) -> Any:
 REQUEST = Target("request", _request)
 
 
-def real_captures() -> list[Path]:
-    """Committed captures (tests/data/*.pcap, *.pcapng), if any."""
+def real_captures() -> list[tuple[Path, tuple[int, ...]]]:
+    """Committed captures under tests/data (*.pcap, *.pcapng, any depth), each with the broker
+    ports its sidecar JSON names (9092 when it has none)."""
     if not DATA.is_dir():
         return []
-    return sorted(p for p in DATA.iterdir() if p.suffix in (".pcap", ".pcapng") and p.is_file())
+    out = []
+    for p in sorted(DATA.rglob("*")):
+        if p.suffix not in (".pcap", ".pcapng") or not p.is_file():
+            continue
+        ports: tuple[int, ...] = (9092,)
+        sidecar = p.with_suffix(".json")
+        if sidecar.is_file():
+            try:
+                ports = tuple(int(x) for x in json.loads(sidecar.read_text())["broker_ports"])
+            except (ValueError, KeyError, TypeError):
+                pass
+        out.append((p, ports))
+    return out
 
 
 __all__ = [
+    "CaptureSeed",
     "Crash",
     "Violation",
     "U32_VALUES",

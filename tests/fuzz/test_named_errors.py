@@ -21,7 +21,6 @@ from generated import (
     HeartbeatRequest,
     HeartbeatResponse,
 )
-from tests.fuzz import corpus
 from tests.fuzz.harness import contract_problems
 
 
@@ -85,14 +84,10 @@ def test_named_error(
     assert f"at byte {offset}" in str(e)
 
 
-@pytest.fixture(scope="module")
-def ks(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
-    return corpus.kitchen_sink(tmp_path_factory.mktemp("ks-fuzz"))
-
-
-def test_unexpected_tag_error(ks: ModuleType) -> None:
+def test_unexpected_tag_error(kitchen_sink: ModuleType) -> None:
     """No shipped schema has a tag that is invalid in a flexible version, so the generator's
     kitchen-sink fixture supplies one: Entries[].Weight is tag 0 only from v3."""
+    ks = kitchen_sink
     module = ks.kitchen_sink_request
     body = module.KitchenSinkRequest(entries=[module.Entry("k", weight=4)]).encode(3)
     with pytest.raises(ks.KwireError) as info:  # the compiled package has its own runtime
@@ -150,7 +145,8 @@ def _call(target: str, data: bytes) -> Any:
     if target.startswith("prefixed:"):
         return g.decode_version_prefixed(g.MESSAGES[target.split(":")[1]], data)
     _, name, v = target.split(":")
-    return g.MESSAGES[name].decode(data, int(v[1:]))
+    cls: Any = g.MESSAGES[name]
+    return cls.decode(data, int(v[1:]))
 
 
 @pytest.mark.parametrize(("target", "data"), HUGE, ids=[f"{t}-{d.hex()}" for t, d in HUGE])
