@@ -98,14 +98,24 @@ CAPTURES = [
         "tansu",
         LO_DUMPCAP,
     ),
+    Capture(
+        "tansu_ipv6.pcap",
+        "ipv6-produce-consume",
+        "Tansu broker on [::] advertised as localhost: librdkafka producer and kafka-python "
+        "consumer group bootstrap over IPv6 ([::1]), then reach localhost over IPv6 or IPv4",
+        ("librdkafka", "kafka-python"),
+        "tansu6",
+        LO_TCPDUMP,
+    ),
 ]
 
 
-def _wait_port(port: int, timeout: float) -> None:
+def _wait_port(host: str, port: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
     while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
+        with socket.socket(family) as s:
+            if s.connect_ex((host, port)) == 0:
                 return
         time.sleep(0.05)
     raise SystemExit(f"nothing listens on 127.0.0.1:{port}")
@@ -151,24 +161,27 @@ def inside(name: str, out_dir: Path) -> None:
         tool = _start_tool([*cap.tool, "-w", str(raw)])
         broker = None
         try:
-            if cap.broker == "tansu":
+            if cap.broker in ("tansu", "tansu6"):
+                # On [::] (dual stack) so that clients reach "localhost" over either family.
+                host = "[::]" if cap.broker == "tansu6" else "127.0.0.1"
                 broker = subprocess.Popen(
                     [
                         _tansu_binary(),
                         "broker",
                         "--listener-url",
-                        f"tcp://127.0.0.1:{TANSU_PORT}",
+                        f"tcp://{host}:{TANSU_PORT}",
                         "--advertised-listener-url",
-                        f"tcp://127.0.0.1:{TANSU_PORT}",
+                        # kafka-python cannot resolve a bracketed address from Metadata.
+                        f"tcp://{'localhost' if cap.broker == 'tansu6' else host}:{TANSU_PORT}",
                         "--storage-engine",
                         "memory://tansu/",
                     ],
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                 )
-                _wait_port(TANSU_PORT, 20)
+                _wait_port("::1" if cap.broker == "tansu6" else host, TANSU_PORT, 20)
             ports_file = Path(tmp) / "ports.json"
-            subprocess.run(
+            scenario = subprocess.run(
                 [
                     sys.executable,
                     str(HERE / "scenarios.py"),
@@ -176,9 +189,10 @@ def inside(name: str, out_dir: Path) -> None:
                     "--ports-file",
                     str(ports_file),
                 ],
-                check=True,
                 timeout=300,
             )
+            if scenario.returncode:
+                raise SystemExit(f"scenario {cap.scenario} failed (exit {scenario.returncode})")
             meta = json.loads(ports_file.read_text())
             time.sleep(0.5)
         finally:
@@ -197,6 +211,7 @@ def inside(name: str, out_dir: Path) -> None:
         "description": cap.description,
         "clients": list(cap.clients),
         "broker": "librdkafka mock cluster" if cap.broker == "mock" else "Tansu",
+        "ip": "IPv6 and IPv4" if cap.broker == "tansu6" else "IPv4",
         "broker_ports": meta["broker_ports"],
         "librdkafka": meta.get("librdkafka"),
         "counted_by": tshark_version(),
@@ -304,7 +319,7 @@ def main() -> None:
             record["count_method"] = COUNT_NOTE
             meta_path.write_text(json.dumps(record, indent=2) + "\n")
             continue
-        subprocess.run(
+        done = subprocess.run(
             [
                 "unshare",
                 "-n",
@@ -314,9 +329,10 @@ def main() -> None:
                 cap.file,
                 "--out",
                 str(args.out),
-            ],
-            check=True,
+            ]
         )
+        if done.returncode:
+            raise SystemExit(f"{cap.file}: scenario failed (exit {done.returncode})")
 
 
 if __name__ == "__main__":

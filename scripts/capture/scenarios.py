@@ -410,6 +410,21 @@ def admin_groups(args: argparse.Namespace) -> list[int]:
     return [9092]
 
 
+@scenario
+def ipv6_produce_consume(args: argparse.Namespace) -> list[int]:
+    """Against Tansu on [::1]:9092: a librdkafka producer and a kafka-python consumer group
+    over IPv6."""
+    bootstrap = "[::1]:9092"
+    p = Producer({"bootstrap.servers": bootstrap, "client.id": "rdk-v6-producer"})
+    produce(p, "sensor", 5)
+    c = kpy_consumer(bootstrap, "g-v6-kpy", "kpy-v6-consumer")
+    c.subscribe(["sensor"])
+    kpy_poll_until_assigned(c)
+    c.commit()
+    c.close()
+    return [9092]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("name", choices=sorted(SCENARIOS))

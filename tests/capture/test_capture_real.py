@@ -136,3 +136,12 @@ def test_api_the_broker_lacks_is_a_request_without_response() -> None:
     assert row["direction"] == "request" and row["client_id"] == "kpy-admin"
     assert row["error"] == f"{capture.E_NO_RESPONSE} (connection closed)"
     assert row["frame"] is not None
+
+
+def test_real_ipv6_connections() -> None:
+    record = next(r for r in RECORDS if r["scenario"] == "ipv6-produce-consume")
+    table = capture.frames_table(capture_path(record), record["broker_ports"]).to_pylist()
+    v6 = [r for r in table if r["client_addr"] == "::1"]
+    assert v6 and all(r["broker_addr"] == "::1" for r in v6)
+    assert all(r["connection_id"].startswith("[::1]:") for r in v6)
+    assert {r["api_key"] for r in v6} >= {18, 3}
