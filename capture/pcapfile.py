@@ -19,6 +19,9 @@ from dpkt import pcapng as dpcapng
 
 # A packet record claiming more than this is corruption, not a packet.
 MAX_RECORD = 256 * 1024 * 1024
+# Capture times must fit the timestamp column and Python's datetime (years 1 to 9999).
+MIN_TS_US = -62_135_596_800_000_000
+MAX_TS_US = 253_402_300_799_999_999
 
 _PCAP_MAGICS = {
     # magic as read big-endian -> (byte order, nanosecond timestamps, modified header)
@@ -77,6 +80,17 @@ def looks_like_capture(path: str) -> bool:
 
 
 def iter_packets(f: BinaryIO, stats: FileStats) -> Iterator[Packet]:
+    """The packets of an open capture file; CaptureFileError if it cannot be read at all."""
+    try:
+        yield from _iter_packets(f, stats)
+    except (struct.error, ValueError, OverflowError, IndexError, dpkt.UnpackError) as e:
+        # A corruption the checks above did not foresee: still a clean, located error.
+        raise CaptureFileError(
+            f"unreadable {stats.format or 'capture'} data after packet {stats.packets}: {e}"
+        ) from None
+
+
+def _iter_packets(f: BinaryIO, stats: FileStats) -> Iterator[Packet]:
     head = f.read(4)
     if len(head) < 4:
         raise CaptureFileError("empty or too short to be a capture file")
@@ -213,6 +227,9 @@ def _iter_pcapng(f: BinaryIO, stats: FileStats) -> Iterator[Packet]:
             ifaces.append(iface)
             stats.linktypes.add(iface.linktype)
         elif btype in (dpcapng.PCAPNG_BT_EPB, dpcapng.PCAPNG_BT_PB):
+            if len(body) < 24:  # 20 bytes of fixed fields and the trailing length
+                stats.warning = f"corrupt packet block {blocks}: too short; stopped"
+                return
             if btype == dpcapng.PCAPNG_BT_EPB:
                 iface_id, ts_hi, ts_lo, caplen, pkt_len = struct.unpack_from(
                     "<IIIII" if le else ">IIIII", body
@@ -227,12 +244,18 @@ def _iter_pcapng(f: BinaryIO, stats: FileStats) -> Iterator[Packet]:
             iface = ifaces[iface_id]
             ticks = (ts_hi << 32) | ts_lo
             ts_us = iface.offset_s * 1_000_000 + ticks * 1_000_000 // iface.units
+            if not MIN_TS_US <= ts_us <= MAX_TS_US:
+                stats.warning = (
+                    f"corrupt packet block {blocks}: timestamp {ts_us} us is outside years "
+                    "1-9999; stopped"
+                )
+                return
             last_ts = ts_us
             stats.packets += 1
             yield Packet(ts_us, iface.linktype, body[20 : 20 + caplen], max(pkt_len, caplen))
         elif btype == dpcapng.PCAPNG_BT_SPB:
-            if not ifaces:
-                stats.warning = f"corrupt packet block {blocks}: no interface; stopped"
+            if not ifaces or len(body) < 8:
+                stats.warning = f"corrupt packet block {blocks}: no interface or too short; stopped"
                 return
             (pkt_len,) = struct.unpack_from("<I" if le else ">I", body)
             caplen = min(pkt_len, len(body) - 8)

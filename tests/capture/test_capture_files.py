@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import capture
-from capture_helpers import DATA, by_name, capture_path
+from capture_helpers import DATA, by_name, capture_path, read_packets, write_pcapng
 
 REPO = Path(__file__).resolve().parent.parent.parent
 CLASSIC = by_name("mock_group_classic.pcap")
@@ -132,3 +133,37 @@ def test_cli_usage_errors() -> None:
     assert proc.returncode == 2 and "-o" in proc.stderr
     proc = run_cli("x.pcap", "-o", "y.parquet", "-p", "99999")
     assert proc.returncode == 2 and "port" in proc.stderr
+
+
+def _pcapng_with(tmp_path: Path, block: bytes) -> Path:
+    """A real pcapng capture's first packets, then one hand-made block."""
+    linktype, packets = read_packets(capture_path(CLASSIC))
+    path = write_pcapng(tmp_path / "x.pcapng", linktype, packets[:10])
+    with open(path, "ab") as f:
+        f.write(block)
+    return path
+
+
+@pytest.mark.parametrize(
+    "block, warning",
+    [
+        # An enhanced packet block whose length (12) leaves no room for its fixed fields.
+        (struct.pack("<III", 6, 12, 12), "too short"),
+        # A timestamp beyond what the column (and datetime) can hold.
+        (
+            struct.pack("<IIIIIII", 6, 32, 0, 0xFFFFFFFF, 0, 0, 0) + struct.pack("<I", 32),
+            "timestamp",
+        ),
+        # A simple packet block without room for its length field.
+        (struct.pack("<III", 3, 12, 12), "too short"),
+    ],
+)
+def test_corrupt_pcapng_blocks_stop_with_a_warning(
+    tmp_path: Path, block: bytes, warning: str
+) -> None:
+    path = _pcapng_with(tmp_path, block)
+    for mode in ("raise", "report"):
+        summary = capture.Summary()
+        capture.frames_table(path, CLASSIC["broker_ports"], summary=summary, errors=mode)
+        assert warning in summary.files[0]["warning"]
+        assert summary.packets == 10
