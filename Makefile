@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup generate test lint clean demo
+.PHONY: setup generate test lint clean demo capture
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -26,6 +26,11 @@ lint: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python examples/decode_demo.py
+
+# Remakes tests/data/capture (needs root for `unshare -n`, plus tcpdump, dumpcap and tshark).
+capture: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[captures]'
+	$(BIN)/python scripts/capture/make_captures.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .hypothesis out

@@ -66,6 +66,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only decode connections to a broker port (no direction inference from frames)",
     )
+    parser.add_argument(
+        "--keep-auth-bytes",
+        action="store_true",
+        help="keep SaslHandshake/SaslAuthenticate frame bytes (they carry credentials; dropped by default)",
+    )
     parser.add_argument("--summary-json", metavar="FILE", help="also write the summary as JSON")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress, no summary")
     args = parser.parse_args(argv)
@@ -85,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
 
     options: dict[str, Any] = {
         "infer_direction": not args.no_infer,
+        "keep_auth_bytes": args.keep_auth_bytes,
         "errors": "report",
         "warn": warn,
         "progress": None if args.quiet else _Progress(),

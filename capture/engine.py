@@ -18,6 +18,7 @@ from .stream import HalfStream
 from .summary import Summary
 from .table import (
     API_KEY,
+    FRAME,
     API_VERSION,
     CLIENT_ID,
     CORRELATION_ID,
@@ -332,6 +333,12 @@ class Connection:
         self.halves = (HalfStream(), HalfStream())
 
 
+# SaslHandshake (17) and SaslAuthenticate (36): their frames never leave capture with payloads
+# unless the caller asks for them.
+AUTH_API_KEYS = frozenset({17, 36})
+REDACTED = "redacted: SASL frame bytes dropped (credentials); --keep-auth-bytes keeps them"
+
+
 class Tracker:
     """Routes TCP segments to connections and collects the rows they produce."""
 
@@ -341,7 +348,9 @@ class Tracker:
         infer: bool,
         sink: Callable[[Row], None],
         summary: Summary,
+        keep_auth_bytes: bool = False,
     ) -> None:
+        self.keep_auth_bytes = keep_auth_bytes
         self.broker_ports = frozenset(broker_ports)
         self.infer = infer
         self.sink = sink
@@ -355,6 +364,11 @@ class Tracker:
     def emit(self, row: Row) -> None:
         s = self.summary
         direction = row[DIRECTION]
+        if row[API_KEY] in AUTH_API_KEYS and row[FRAME] is not None and not self.keep_auth_bytes:
+            # SASL payloads carry credentials: keep the row (nothing lost), drop the bytes.
+            row[FRAME] = None
+            reason = ("redacted", REDACTED)
+            row[ERROR] = [*(row[ERROR] or []), reason]
         s.frames[direction] += 1
         if row[FRAME_LENGTH] is not None:
             s.frame_bytes[direction] += row[FRAME_LENGTH]

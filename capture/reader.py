@@ -69,6 +69,7 @@ def read_frames(
     errors: str = "raise",
     progress: Progress | None = None,
     warn: Callable[[str], None] | None = None,
+    keep_auth_bytes: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """Yield the frames of the given captures as record batches with schema `SCHEMA`.
 
@@ -81,7 +82,7 @@ def read_frames(
         raise ValueError("errors must be 'raise' or 'report'")
     summary = summary if summary is not None else Summary()
     builder = BatchBuilder(batch_size)
-    tracker = Tracker(broker_ports, infer_direction, builder.add, summary)
+    tracker = Tracker(broker_ports, infer_direction, builder.add, summary, keep_auth_bytes)
     files, passed_over = _expand(paths)
     for path in passed_over:
         summary.files.append({"path": path, "skipped": "not a capture file (in a directory)"})
