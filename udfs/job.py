@@ -17,9 +17,9 @@ from typing import Any, Sequence
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-import generated
 from udfs.api import decode_requests, decode_responses
 from udfs.model import FAMILIES
+from udfs.summary import Summary, summarize
 
 PCAP_MAGIC = {
     b"\xa1\xb2\xc3\xd4",
@@ -95,172 +95,6 @@ def write(df: DataFrame, path: str, mode: str) -> None:
     df.write.mode(mode).partitionBy("api_key").parquet(path)
 
 
-# -- summary ------------------------------------------------------------------------------------
-
-
-def _table(rows: list[list[Any]], header: list[str]) -> str:
-    cells = [header] + [["" if c is None else str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    lines = []
-    for j, r in enumerate(cells):
-        lines.append(
-            "  "
-            + "  ".join(
-                c.rjust(w) if j and c.isdigit() else c.ljust(w) for c, w in zip(r, widths)
-            ).rstrip()
-        )
-    return "\n".join(lines)
-
-
-def _api_name(key: Any) -> str:
-    info = generated.REGISTRY.get(key)
-    if info is not None:
-        return str(info.name)
-    if key is None:
-        return "?"
-    try:  # capture knows every api key's name, including those kwire has no schema for
-        from capture import api_name
-
-        return str(api_name(key))
-    except ImportError:
-        return f"key {key}"
-
-
-def _group_columns(df: DataFrame) -> list[Any]:
-    """Group ids named at the top of request messages (a field called group_id), per family."""
-    cols = []
-    for name in FAMILIES:
-        if name not in df.columns:
-            continue
-        fields = df.schema[name].dataType.fieldNames()  # type: ignore[attr-defined]
-        if "group_id" in fields:
-            cols.append(
-                (
-                    name,
-                    F.col(name)["group_id"],
-                    F.col(name)["member_id"] if "member_id" in fields else F.lit(None),
-                )
-            )
-    return cols
-
-
-def summarize(spark: SparkSession, out: str, elapsed: float) -> dict[str, Any]:
-    """Prints requests per api key and version, errors and consumer groups; returns the numbers."""
-    requests = spark.read.parquet(os.path.join(out, "requests"))
-    responses = spark.read.parquet(os.path.join(out, "responses"))
-    by_version = (
-        requests.groupBy("api_key", "api_version")
-        .agg(F.count(F.lit(1)).alias("n"), F.count("error").alias("errors"))
-        .orderBy("api_key", "api_version")
-        .collect()
-    )
-    resp = (
-        responses.groupBy("api_key")
-        .agg(F.count(F.lit(1)).alias("n"), F.count("error").alias("errors"))
-        .collect()
-    )
-    resp_by_key = {r["api_key"]: (r["n"], r["errors"]) for r in resp}
-    top_errors = (
-        requests.select(F.lit("request").alias("d"), "error")
-        .unionByName(responses.select(F.lit("response").alias("d"), "error"))
-        .where(F.col("error").isNotNull())
-        .groupBy("d", "error")
-        .count()
-        .orderBy(F.desc("count"), "error")
-        .limit(8)
-        .collect()
-    )
-    parts = []
-    for name, gid, mid in _group_columns(requests):
-        parts.append(
-            requests.where(F.col(name).isNotNull()).select(
-                gid.alias("group_id"), mid.cast("string").alias("member_id"), F.col("client_id")
-            )
-        )
-    groups: list[Any] = []
-    if parts:
-        union = parts[0]
-        for p in parts[1:]:
-            union = union.unionByName(p)
-        topics = F.lit(None)
-        if "join_group" in requests.columns:
-            sub = (
-                requests.where(F.col("join_group").isNotNull())
-                .select(
-                    F.col("join_group.group_id").alias("group_id"),
-                    F.explode_outer("join_group.protocols").alias("p"),
-                )
-                .select(
-                    "group_id", F.explode_outer("p.consumer_subscription.topics").alias("topic")
-                )
-                .groupBy("group_id")
-                .agg(F.array_sort(F.collect_set("topic")).alias("topics"))
-            )
-        stats = (
-            union.where(F.col("group_id").isNotNull())
-            .groupBy("group_id")
-            .agg(
-                F.count(F.lit(1)).alias("requests"),
-                F.countDistinct("client_id").alias("clients"),
-                F.countDistinct(F.when(F.col("member_id") != "", F.col("member_id"))).alias(
-                    "members"
-                ),
-            )
-        )
-        if "join_group" in requests.columns:
-            stats = stats.join(sub, "group_id", "left")
-        else:
-            stats = stats.withColumn("topics", topics)
-        groups = stats.orderBy("group_id").collect()
-
-    n_req = sum(r["n"] for r in by_version)
-    n_req_err = sum(r["errors"] for r in by_version)
-    n_resp = sum(n for n, _ in resp_by_key.values())
-    n_resp_err = sum(e for _, e in resp_by_key.values())
-    print(f"\nkwire decode: {n_req} requests, {n_resp} responses in {elapsed:.1f} s -> {out}")
-    print("\nrequests per api key and version (responses: paired request's key)")
-    rows = []
-    for r in by_version:
-        rows.append([_api_name(r["api_key"]), r["api_key"], r["api_version"], r["n"], r["errors"]])
-    print(_table(rows, ["api", "key", "version", "requests", "errors"]))
-    print(
-        "\n  responses: "
-        + ", ".join(
-            f"{_api_name(k)} {n}" + (f" ({e} errors)" if e else "")
-            for k, (n, e) in sorted(resp_by_key.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))
-        )
-    )
-    print(f"\nerrors: {n_req_err} requests, {n_resp_err} responses")
-    for r in top_errors:
-        text = r["error"] if len(r["error"]) <= 110 else r["error"][:107] + "..."
-        print(f"  {r['count']:>6}  {r['d']:<8}  {text}")
-    print(f"\nconsumer groups seen: {len(groups)}")
-    if groups:
-        print(
-            _table(
-                [
-                    [
-                        g["group_id"],
-                        g["requests"],
-                        g["clients"],
-                        g["members"],
-                        ",".join(g["topics"] or []) if g["topics"] is not None else "",
-                    ]
-                    for g in groups
-                ],
-                ["group", "requests", "clients", "members", "subscribed topics"],
-            )
-        )
-    return {
-        "requests": n_req,
-        "responses": n_resp,
-        "request_errors": n_req_err,
-        "response_errors": n_resp_err,
-        "by_version": {(r["api_key"], r["api_version"]): r["n"] for r in by_version},
-        "groups": [g["group_id"] for g in groups],
-    }
-
-
 # -- command line -------------------------------------------------------------------------------
 
 
@@ -305,7 +139,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def run(args: argparse.Namespace, spark: SparkSession | None = None) -> dict[str, Any]:
+def run(args: argparse.Namespace, spark: SparkSession | None = None) -> Summary | None:
     """Runs the job; uses `spark` if given (tests), else starts a session on args.master."""
     from udfs.session import build_session
 
@@ -339,8 +173,17 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> dict[str
         say(f"decoded {name} -> {os.path.join(out, name)} ({time.monotonic() - t:.1f} s)")
     elapsed = time.monotonic() - start
     if args.no_summary:
-        return {}
-    return summarize(spark, out, elapsed)
+        return None
+    summary = summarize(
+        spark.read.parquet(os.path.join(out, "requests")),
+        spark.read.parquet(os.path.join(out, "responses")),
+    )
+    print(
+        f"\nkwire decode: {summary.requests} requests, {summary.response_count} responses "
+        f"in {elapsed:.1f} s -> {out}\n"
+    )
+    print(summary.format(), flush=True)
+    return summary
 
 
 def main(argv: Sequence[str] | None = None) -> int:

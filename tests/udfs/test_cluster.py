@@ -1,0 +1,196 @@
+"""The decode job on a real Spark standalone cluster (one master, two workers on 127.0.0.1).
+
+The job is submitted from a separate driver process with --master spark://...; executors run in
+the workers' own directories, so they can import `udfs` and `generated` only from the zip the
+job ships. The output must equal the local run's, row for row.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pyspark
+import pytest
+from pyspark.sql import SparkSession
+
+from udfs import job, synth
+
+ROOT = Path(__file__).resolve().parents[2]
+SPARK_HOME = Path(pyspark.__file__).resolve().parent
+DEADLINE_S = 150  # for the whole test, startup included; it takes ~30-60 s on 2 cores
+
+
+def _java() -> str | None:
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return str(Path(home) / "bin" / "java")
+    return shutil.which("java")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Cluster:
+    """A standalone master and workers, each spark-class process in its own process group so
+    that stopping it also stops the executors and Python workers it started."""
+
+    def __init__(self, base: Path, workers: int = 2):
+        self.base = base
+        self.port = _free_port()
+        self.ui_port = _free_port()
+        self.url = f"spark://127.0.0.1:{self.port}"
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.logs: list[Path] = []
+        self.env = {
+            **os.environ,
+            "SPARK_HOME": str(SPARK_HOME),
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_NO_DAEMONIZE": "1",
+            "PYSPARK_PYTHON": sys.executable,
+        }
+        self.workers = workers
+
+    def _spawn(self, name: str, args: list[str]) -> None:
+        log = self.base / f"{name}.log"
+        self.logs.append(log)
+        with open(log, "wb") as out:
+            self.procs.append(
+                subprocess.Popen(
+                    [str(SPARK_HOME / "bin" / "spark-class"), *args],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=self.env,
+                    cwd=self.base,
+                    start_new_session=True,
+                )
+            )
+
+    def start(self, timeout: float) -> None:
+        self._spawn(
+            "master",
+            [
+                "org.apache.spark.deploy.master.Master",
+                "--host", "127.0.0.1",
+                "--port", str(self.port),
+                "--webui-port", str(self.ui_port),
+            ],
+        )  # fmt: skip
+        for i in range(self.workers):
+            work = self.base / f"worker-{i}"
+            work.mkdir()
+            self._spawn(
+                f"worker-{i}",
+                [
+                    "org.apache.spark.deploy.worker.Worker",
+                    "--host", "127.0.0.1",
+                    "--cores", "1",
+                    "--memory", "1g",
+                    "--webui-port", str(_free_port()),
+                    "--work-dir", str(work),
+                    self.url,
+                ],
+            )  # fmt: skip
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            for p in self.procs:
+                if p.poll() is not None:
+                    raise RuntimeError(f"a Spark daemon exited early:\n{self.tail()}")
+            try:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{self.ui_port}/json/", timeout=2
+                ) as r:
+                    state = json.load(r)
+                if state.get("aliveworkers", 0) >= self.workers:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.5)
+        raise RuntimeError(f"workers did not register within {timeout:.0f} s:\n{self.tail()}")
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        end = time.monotonic() + 15
+        for p in self.procs:
+            try:
+                p.wait(timeout=max(0.1, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        # Executors and Python workers live in the daemons' process groups: make sure they went.
+        for p in self.procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def tail(self, n: int = 3000) -> str:
+        return "\n".join(
+            f"--- {log.name}\n{log.read_text(errors='replace')[-n:]}"
+            for log in self.logs
+            if log.exists()
+        )
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    if _java() is None:
+        pytest.skip("Java is not installed: a standalone Spark cluster needs a JVM")
+    c = Cluster(tmp_path)
+    try:
+        c.start(timeout=60)
+        yield c
+    finally:
+        c.stop()
+
+
+def _rows(spark: SparkSession, path: Path) -> list[Any]:
+    df = spark.read.parquet(str(path))
+    order = ["connection_id", "ts_first", "correlation_id", "api_key"]
+    return [r.asDict(recursive=True) for r in df.orderBy(*order).collect()]
+
+
+def test_cluster_output_equals_local(cluster: Cluster, spark: SparkSession, tmp_path: Path) -> None:
+    start = time.monotonic()
+    frames = tmp_path / "frames.parquet"
+    pq.write_table(synth.frames_table(), frames, row_group_size=40)  # several tasks
+    local = tmp_path / "local"
+    job.run(job.parse_args([str(frames), "-o", str(local), "--no-summary"]), spark=spark)
+
+    remote = tmp_path / "cluster"
+    cmd = [
+        sys.executable, "-m", "udfs.job", str(frames), "-o", str(remote),
+        "--master", cluster.url,
+        "--conf", "spark.executor.memory=512m",
+        "--conf", "spark.executor.cores=1",
+        "--conf", "spark.ui.enabled=false",
+        "--no-summary",
+    ]  # fmt: skip
+    left = DEADLINE_S - (time.monotonic() - start)
+    result = subprocess.run(
+        cmd, cwd=ROOT, capture_output=True, text=True, timeout=left, env=cluster.env
+    )
+    assert result.returncode == 0, result.stderr[-4000:] + cluster.tail()
+
+    # The executors ran in the workers' directories and got the code from the shipped zip.
+    shipped = list(tmp_path.glob("worker-*/app-*/*/kwire_code.zip"))
+    assert len(shipped) == 2, cluster.tail()
+    for part in ("requests", "responses"):
+        assert _rows(spark, remote / part) == _rows(spark, local / part), part
+    assert time.monotonic() - start < DEADLINE_S
