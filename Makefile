@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup generate test lint clean demo capture
+.PHONY: setup generate test lint clean demo capture fuzz bench
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -31,6 +31,19 @@ demo: $(STAMP)
 capture: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[captures]'
 	$(BIN)/python scripts/capture/make_captures.py
+
+# Long fuzz run (>= 1M inputs; about FUZZ_MINUTES at most). atheris is optional: if its wheel does
+# not install here the run is random and systematic mutation only, and says so.
+FUZZ_INPUTS ?= 1000000
+FUZZ_MINUTES ?= 60
+fuzz: $(STAMP)
+	-$(BIN)/pip install --quiet -e '.[fuzz]'
+	$(BIN)/python scripts/fuzz/run.py --inputs $(FUZZ_INPUTS) --minutes $(FUZZ_MINUTES) --workers 2 \
+		--crash-dir out/fuzz --json out/fuzz/figures.json
+
+# Speed, measured side by side with the peers (ratios, never assertions).
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.codecs
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .hypothesis out

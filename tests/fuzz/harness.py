@@ -61,12 +61,7 @@ def signature(exc: BaseException) -> str:
 # Crashes already reported and pinned by a strict xfail regression test (tests/fuzz/test_*.py):
 # the general fuzz tests step over these so that `make test` stays green until the fix lands,
 # while scripts/fuzz/run.py still counts and saves them. Remove an entry when its fix lands.
-KNOWN_CRASHES = {
-    # test_capture.py::test_pcapng_packet_block_shorter_than_its_fixed_part
-    "error in capture/pcapfile.py:_iter_pcapng",
-    # test_capture.py::test_pcapng_timestamp_beyond_int64
-    "OverflowError in capture/table.py:take",
-}
+KNOWN_CRASHES: set[str] = set()
 
 
 def is_known(err: BaseException) -> bool:

@@ -181,8 +181,13 @@ U32_VALUES = (0xFFFFFFFF, 0x7FFFFFFF, 0x10000001, 0x0FFFFFFF, 0x00100000, 0, 1, 
 def read_capture(
     path: str | os.PathLike[str], errors: str, broker_ports: Sequence[int] = (9092,)
 ) -> tuple[list[dict[str, Any]], Any]:
-    """All rows of one capture file through capture.read_frames, and the summary."""
+    """All rows of one capture file through capture.read_frames, and the summary.
+
+    Timestamps come back as int microseconds: a corrupted capture can carry times that Arrow
+    holds but Python's datetime cannot (after year 9999); check_capture reports those.
+    """
     import capture
+    import pyarrow as pa
 
     summary = capture.Summary()
     rows: list[dict[str, Any]] = []
@@ -190,8 +195,18 @@ def read_capture(
     for batch in batches:
         if batch.schema != capture.SCHEMA:
             raise AssertionError(f"batch schema differs from capture.SCHEMA: {batch.schema}")
-        rows.extend(batch.to_pylist())
+        columns = {}
+        for name, column in zip(batch.schema.names, batch.columns):
+            if pa.types.is_timestamp(column.type):
+                column = column.cast(pa.int64())
+            columns[name] = column.to_pylist()
+        rows.extend(dict(zip(columns, values)) for values in zip(*columns.values()))
     return rows, summary
+
+
+# Microseconds since the epoch that Python's datetime (and Spark's TimestampType) can hold.
+DATETIME_MIN_US = -62135596800 * 10**6
+DATETIME_MAX_US = 253402300800 * 10**6 - 1
 
 
 def check_capture(
@@ -231,6 +246,9 @@ def check_capture(
         if entry.get("warning"):
             kinds.append("capture file warning: " + _file_error_shape(entry["warning"], ""))
     for row in rows:
+        for column in ("ts_first", "ts_last"):
+            if not DATETIME_MIN_US <= row[column] <= DATETIME_MAX_US:
+                kinds.append(f"capture row {column} outside datetime's years 1-9999")
         if row["error"]:
             for part in row["error"].split("; "):
                 kinds.append("capture row error: " + _row_error_shape(part))
