@@ -25,7 +25,7 @@ lint: $(STAMP)
 	$(BIN)/mypy generated generator
 
 demo: $(STAMP)
-	$(BIN)/python examples/decode_demo.py
+	$(BIN)/python -m udfs.demo
 
 # Remakes tests/data/capture (needs root for `unshare -n`, plus tcpdump, dumpcap and tshark).
 capture: $(STAMP)

@@ -181,7 +181,16 @@ def decode_responses(
 
 
 def api_names() -> dict[int, str]:
-    return {key: info.name for key, info in generated.REGISTRY.items()}
+    """Api key -> name: the generated package's, and capture's list of every Kafka api key."""
+    names: dict[int, str] = {}
+    try:
+        from capture.kafka import API_NAMES
+
+        names.update(API_NAMES)
+    except ImportError:
+        pass
+    names.update({key: info.name for key, info in generated.REGISTRY.items()})
+    return names
 
 
 def register(

@@ -10,24 +10,17 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-import generated
+from udfs.api import api_names
 from udfs.model import FAMILIES
 
 NO_SCHEMA = "unknown api key"
+_NAMES = api_names()
 
 
 def api_name(key: Any) -> str:
-    info = generated.REGISTRY.get(key)
-    if info is not None:
-        return str(info.name)
     if key is None:
         return "?"
-    try:  # capture knows every api key's name, including those kwire has no schema for
-        from capture import api_name as capture_name
-
-        return str(capture_name(key))
-    except ImportError:
-        return f"ApiKey{key}"
+    return _NAMES.get(key, f"ApiKey{key}")
 
 
 @dataclass

@@ -1,0 +1,116 @@
+"""`make demo`: the decode job on the captures bundled in tests/data, then a few SQL queries.
+
+Without bundled captures (or without the capture package) it decodes a synthetic frames table
+instead. Output goes to out/demo (or the directory given as the first argument).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from udfs import job, register, synth
+from udfs.session import build_session
+
+ROOT = Path(__file__).resolve().parent.parent
+
+QUERIES: list[tuple[str, str]] = [
+    (
+        "Who joined which group, with which assignors and subscriptions (JoinGroup requests)",
+        """
+        SELECT DISTINCT join_group.group_id AS group_id, client_id, api_version AS v,
+               p.name AS assignor, p.consumer_subscription.version AS sub_v,
+               p.consumer_subscription.topics AS topics
+        FROM requests LATERAL VIEW explode(join_group.protocols) AS p
+        WHERE api_key = 11
+        ORDER BY group_id, client_id, assignor
+        """,
+    ),
+    (
+        "What each group leader assigned (SyncGroup requests, consumer assignments)",
+        """
+        SELECT sync_group.group_id AS group_id, a.member_id,
+               tp.topic, tp.partitions
+        FROM requests
+          LATERAL VIEW explode(sync_group.assignments) AS a
+          LATERAL VIEW explode(a.consumer_assignment.assigned_partitions) AS tp
+        WHERE api_key = 14
+        ORDER BY group_id, member_id, topic
+        """,
+    ),
+    (
+        "Latest committed offset per group, topic and partition (OffsetCommit requests)",
+        """
+        SELECT offset_commit.group_id AS group_id, t.name AS topic, p.partition_index AS part,
+               max_by(p.committed_offset, ts_first) AS committed_offset, count(*) AS commits
+        FROM requests
+          LATERAL VIEW explode(offset_commit.topics) AS t
+          LATERAL VIEW explode(t.partitions) AS p
+        WHERE api_key = 8
+        GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+        """,
+    ),
+    (
+        "Broker answers per api: latency and error codes of group-coordination responses",
+        """
+        SELECT kafka_api_name(api_key) AS api, count(*) AS responses,
+               percentile_approx(latency_us, 0.5) AS p50_us,
+               max(latency_us) AS max_us,
+               count_if(coalesce(heartbeat.error_code, join_group.error_code,
+                                 sync_group.error_code, leave_group.error_code) != 0) AS error_codes,
+               count(error) AS decode_errors
+        FROM responses
+        WHERE api_key IN (11, 12, 13, 14)
+        GROUP BY api_key ORDER BY api_key
+        """,
+    ),
+    (
+        "The SQL functions straight on the frames table",
+        """
+        SELECT kafka_api_name(d.api_key) AS api, d.api_version AS v, count(*) AS frames,
+               count(d.error) AS errors, first(d.error, true) AS an_error
+        FROM (SELECT kafka_decode_request(frame) AS d FROM frames WHERE direction = 'request')
+        GROUP BY 1, 2 ORDER BY 1, 2
+        """,
+    ),
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    out = Path(argv[0]) if argv else ROOT / "out" / "demo"
+    out.mkdir(parents=True, exist_ok=True)
+    captures = sorted(
+        str(p) for p in (ROOT / "tests" / "data").rglob("*") if p.suffix in (".pcap", ".pcapng")
+    )
+    if captures and importlib.util.find_spec("capture") is not None:
+        inputs = captures
+        job.say(f"demo: {len(captures)} bundled capture(s) from tests/data")
+    else:
+        frames = out / "synthetic-frames.parquet"
+        pq.write_table(synth.frames_table(), frames)
+        inputs = [str(frames)]
+        job.say("demo: no bundled captures (or no capture package): synthetic traffic instead")
+    args = job.parse_args([*inputs, "-o", str(out), "--overwrite"])
+    spark = build_session(args.master, "kwire-demo")
+    try:
+        job.run(args, spark=spark)
+        register(spark)
+        spark.read.parquet(str(out / "requests")).createOrReplaceTempView("requests")
+        spark.read.parquet(str(out / "responses")).createOrReplaceTempView("responses")
+        frames_path = out / "frames.parquet" if captures and inputs == captures else Path(inputs[0])
+        spark.read.parquet(str(frames_path)).createOrReplaceTempView("frames")
+        for title, sql in QUERIES:
+            print(f"\n-- {title}")
+            print("\n".join(line[8:] for line in sql.strip("\n").splitlines()))
+            spark.sql(sql).show(20, truncate=60)
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
