@@ -362,37 +362,115 @@ def frames_table(rows: list[dict[str, Any]] | None = None) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=FRAMES_SCHEMA)
 
 
-def mixed_requests(n: int, seed: int = 1, pool: int = 400) -> Iterator[pa.RecordBatch]:
-    """The benchmark's mix of request frames: 60% Heartbeat, 20% OffsetCommit (5 topics x 10
-    partitions), 10% JoinGroup, 10% SyncGroup, half at modern (flexible) and half at legacy
-    (non-flexible) versions. Frames are drawn from a pool of distinct encoded frames."""
-    rng = random.Random(seed)
-    frames: dict[str, list[tuple[bytes, int, int]]] = {"hb": [], "oc": [], "jg": [], "sg": []}
-    topics = {f"topic-{k}": 10 for k in range(5)}
-    for i in range(pool // 8):
-        for legacy in (False, True):
-            conns = consumer_group(
-                f"bench-{i}", 2, topics, heartbeats=1, commits=1, legacy=legacy, first_ip=2
+# The benchmark mix: api key -> (share of frames, versions). Every version of each api is
+# represented (OffsetCommit from v2: v0 and v1 are gone from Kafka 4 and from kio's schemas).
+MIX: dict[int, tuple[float, range]] = {
+    12: (0.6, range(0, 5)),  # Heartbeat
+    8: (0.2, range(2, 11)),  # OffsetCommit, 5 topics x 10 partitions
+    11: (0.1, range(0, 10)),  # JoinGroup
+    14: (0.1, range(0, 6)),  # SyncGroup
+}
+MIX_TOPICS = {f"topic-{k}": 10 for k in range(5)}
+
+
+def _at(cls: Any, version: int, **values: Any) -> Any:
+    """An instance with the given values, keeping only the fields the version has."""
+    present = {f.attr for f in cls.FIELDS if version in f.versions}
+    return cls(**{k: v for k, v in values.items() if k in present})
+
+
+def _mix_message(key: int, version: int, k: int) -> Any:
+    """The k-th distinct request of an api at a version, shaped like a Java consumer's."""
+    group, member = f"bench-group-{k % 7}", f"bench-client-{k}-{k * 7919:08x}"
+    instance = f"instance-{k}" if k % 2 else None
+    sub_version = 1 if version % 2 else 0
+    if key == 12:
+        return _at(
+            g.HeartbeatRequest, version, group_id=group, generation_id=3 + k % 5,
+            member_id=member, group_instance_id=instance,
+        )  # fmt: skip
+    if key == 8:
+        t_cls = sub(g.OffsetCommitRequest, "topics")
+        p_cls = sub(t_cls, "partitions")
+        topics = [
+            t_cls(
+                name=t,
+                partitions=[
+                    _at(
+                        p_cls, version, partition_index=p,
+                        committed_offset=1_000_000 + 17 * k + p, committed_leader_epoch=5,
+                        committed_metadata="" if p % 3 else None,
+                    )  # fmt: skip
+                    for p in range(n)
+                ],
             )
-            for c in conns:
-                for r in c.rows:
-                    if r["direction"] != "request":
-                        continue
-                    kind = {12: "hb", 8: "oc", 11: "jg", 14: "sg"}.get(r["api_key"])
-                    if kind is None:
-                        continue
-                    # OffsetCommit with all 5 x 10 partitions: only the leader of 2 owns half;
-                    # give every commit the full set by re-encoding below.
-                    frames[kind].append((r["frame"], r["api_key"], r["api_version"]))
-    full_commit = _full_commits(topics)
-    frames["oc"] = full_commit
-    weights = [("hb", 0.6), ("oc", 0.2), ("jg", 0.1), ("sg", 0.1)]
-    kinds = [k for k, w in weights for _ in range(int(w * 10))]
-    batch = 65536
+            for t, n in MIX_TOPICS.items()
+        ]
+        return _at(
+            g.OffsetCommitRequest, version, group_id=group, generation_id_or_member_epoch=3,
+            member_id=member, group_instance_id=instance, retention_time_ms=-1, topics=topics,
+        )  # fmt: skip
+    names = sorted(MIX_TOPICS)
+    if key == 11:
+        proto = sub(g.JoinGroupRequest, "protocols")
+        meta = subscription(names[: 1 + k % 5], {names[0]: [0, 1]}, sub_version)
+        return _at(
+            g.JoinGroupRequest, version, group_id=group, session_timeout_ms=45000,
+            rebalance_timeout_ms=300000, member_id="" if k % 3 == 0 else member,
+            group_instance_id=instance, protocol_type="consumer",
+            protocols=[proto(name="range", metadata=meta), proto(name="cooperative-sticky", metadata=meta)],
+            reason="rebalance" if k % 2 else None,
+        )  # fmt: skip
+    assign = sub(g.SyncGroupRequest, "assignments")
+    leader = k % 2 == 0
+    parts = {t: list(range(k % 2, 10, 2)) for t in names[: 1 + k % 5]}
+    return _at(
+        g.SyncGroupRequest, version, group_id=group, generation_id=3, member_id=member,
+        group_instance_id=instance, protocol_type="consumer", protocol_name="range",
+        assignments=(
+            [assign(member_id=f"{member}-{j}", assignment=assignment(parts, sub_version)) for j in range(3)]
+            if leader
+            else []
+        ),
+    )  # fmt: skip
+
+
+def mix_pool(per_version: int = 8) -> dict[int, dict[bool, list[tuple[bytes, int, int]]]]:
+    """api key -> flexible? -> distinct encoded request frames (frame, api key, version)."""
+    pool: dict[int, dict[bool, list[tuple[bytes, int, int]]]] = {}
+    for key, (_share, versions) in MIX.items():
+        cls = g.REGISTRY[key].request
+        by_flex: dict[bool, list[tuple[bytes, int, int]]] = {False: [], True: []}
+        for v in versions:
+            for k in range(per_version):
+                header = g.RequestHeader(
+                    request_api_key=key,
+                    request_api_version=v,
+                    correlation_id=1000 * k + v,
+                    client_id=f"bench-client-{k}",
+                )
+                frame = g.encode_request(header, _mix_message(key, v, k))[4:]
+                by_flex[v in cls.FLEXIBLE_VERSIONS].append((frame, key, v))
+        pool[key] = by_flex
+    return pool
+
+
+def mixed_requests(n: int, seed: int = 1, batch: int = 65536) -> Iterator[pa.RecordBatch]:
+    """The benchmark's mix of request frames: 60% Heartbeat, 20% OffsetCommit (5 topics x 10
+    partitions), 10% JoinGroup, 10% SyncGroup; within each api half the frames are at its
+    flexible versions and half at its non-flexible ones, every version represented. Frames are
+    drawn from a pool of distinct encoded frames (`mix_pool`)."""
+    rng = random.Random(seed)
+    pool = mix_pool()
+    keys = list(MIX)
+    weights = [MIX[k][0] for k in keys]
     done = 0
     while done < n:
         m = min(batch, n - done)
-        picks = [rng.choice(frames[rng.choice(kinds)]) for _ in range(m)]
+        picks = [
+            rng.choice(pool[key][rng.random() < 0.5])
+            for key in rng.choices(keys, weights, k=m)
+        ]
         yield pa.RecordBatch.from_arrays(
             [
                 pa.array([p[0] for p in picks], pa.binary()),
@@ -403,34 +481,3 @@ def mixed_requests(n: int, seed: int = 1, pool: int = 400) -> Iterator[pa.Record
             names=["frame", "api_key", "api_version", "direction"],
         )
         done += m
-
-
-def _full_commits(topics: dict[str, int]) -> list[tuple[bytes, int, int]]:
-    oc_topic = sub(g.OffsetCommitRequest, "topics")
-    oc_part = sub(oc_topic, "partitions")
-    out = []
-    for version in (MODERN[8], LEGACY[8]):
-        for k in range(20):
-            msg = g.OffsetCommitRequest(
-                group_id=f"bench-{k}",
-                generation_id_or_member_epoch=3,
-                member_id=f"member-{k}",
-                topics=[
-                    oc_topic(
-                        name=t,
-                        partitions=[
-                            oc_part(partition_index=p, committed_offset=1_000_000 + 17 * k + p)
-                            for p in range(n)
-                        ],
-                    )
-                    for t, n in topics.items()
-                ],
-            )
-            header = g.RequestHeader(
-                request_api_key=8,
-                request_api_version=version,
-                correlation_id=k,
-                client_id=f"bench-{k}",
-            )
-            out.append((g.encode_request(header, msg)[4:], 8, version))
-    return out
