@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
@@ -33,6 +33,38 @@ _PCAP_MAGICS = {
     dpcap.PACPDOM_MAGIC: ("<", False, True),
 }
 _PCAPNG_MAGIC = dpcapng.PCAPNG_BT_SHB
+
+
+# Reads up to this size go straight to the file; larger ones are first cut to what the file holds.
+_SMALL_READ = 1 << 16
+
+
+def _bounded_reader(f: BinaryIO) -> Callable[[int], bytes]:
+    """f.read, except that a large read is cut to the bytes left in the file first: Python's
+    buffered read(n) allocates n bytes up front, so a corrupt length of 200 MB in a 1 KB file
+    would otherwise allocate 200 MB before finding out that the file is short."""
+    read = f.read
+
+    def left() -> int | None:
+        try:
+            return os.fstat(f.fileno()).st_size - f.tell()
+        except (AttributeError, OSError, ValueError):
+            try:
+                here = f.tell()
+                end = f.seek(0, os.SEEK_END)
+                f.seek(here)
+                return end - here
+            except (AttributeError, OSError, ValueError):
+                return None
+
+    def bounded(n: int) -> bytes:
+        if n > _SMALL_READ:
+            remaining = left()
+            if remaining is not None and remaining < n:
+                return read(max(remaining, 0))
+        return read(n)
+
+    return bounded
 
 
 class CaptureFileError(Exception):
@@ -120,7 +152,7 @@ def _iter_pcap(
     stats.linktypes.add(linktype)
     rec = struct.Struct(order + ("IIIIIHBB" if modified else "IIII"))
     divisor = 1000 if nano else 1
-    read = f.read
+    read = _bounded_reader(f)
     n = 0
     while True:
         raw = read(rec.size)
@@ -173,7 +205,7 @@ def _interface(block: bytes, le: bool) -> _Interface:
 
 
 def _iter_pcapng(f: BinaryIO, stats: FileStats) -> Iterator[Packet]:
-    read = f.read
+    read = _bounded_reader(f)
     le = True
     ifaces: list[_Interface] = []
     blocks = 0

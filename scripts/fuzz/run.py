@@ -117,18 +117,20 @@ _crash_dir = Path(".")
 _tmpdir = Path(".")
 _deadline = 0.0
 _max_alloc = 0
+_max_capture_alloc = 0
 _counter = 0  # inputs this process ran: picks the traced-allocation samples
 
 
-def _init(crash_dir: str, deadline: float, max_alloc: int) -> None:
+def _init(crash_dir: str, deadline: float, max_alloc: int, max_capture_alloc: int) -> None:
     """Pool initializer: the world itself is inherited from the parent (fork)."""
-    global _crash_dir, _tmpdir, _deadline, _max_alloc
+    global _crash_dir, _tmpdir, _deadline, _max_alloc, _max_capture_alloc
     sys.setrecursionlimit(10_000)
     base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
     _tmpdir = Path(tempfile.mkdtemp(prefix="kwire-fuzz-", dir=base))
     _crash_dir = Path(crash_dir)
     _deadline = deadline
     _max_alloc = max_alloc
+    _max_capture_alloc = max_capture_alloc
 
 
 class Stats:
@@ -210,10 +212,16 @@ def _one(stats: Stats, name: str, data: bytes, how: str) -> None:
         stats.masked.append({"target": name, "input_hex": data.hex(), "kind": kind})
 
 
-def _capture(stats: Stats, data: bytes, how: str, ports: tuple[int, ...] = (9092,)) -> None:
+def _capture(
+    stats: Stats,
+    data: bytes,
+    how: str,
+    ports: tuple[int, ...] = (9092,),
+    always_sample: bool = False,
+) -> None:
     stats.inputs += 1
     stats.capture_inputs += 1
-    sample = stats.capture_inputs % 50 == 0
+    sample = always_sample or stats.capture_inputs % 50 == 0
     try:
         if sample:
             tracemalloc.start()
@@ -230,6 +238,12 @@ def _capture(stats: Stats, data: bytes, how: str, ports: tuple[int, ...] = (9092
             peak = tracemalloc.get_traced_memory()[1]
             tracemalloc.stop()
             stats.capture_peak_alloc = max(stats.capture_peak_alloc, peak)
+            if peak > _max_capture_alloc:
+                v = Violation("capture", data, None, f"traced allocation peak {peak} bytes")
+                stats.crashes.append(
+                    _save("violation", v, f"mutation: {how}\nproblem: {v.problem}\n")
+                )
+                stats.kinds[f"VIOLATION {v.problem[:60]}"] += 1
 
 
 def sweep_capture_job(index: int) -> dict[str, Any]:
@@ -244,12 +258,14 @@ def sweep_capture_job(index: int) -> dict[str, Any]:
     for n in range(0, len(data), step):
         if time.time() > _deadline:
             break
-        _capture(stats, data[:n], "truncate", ports)
+        _capture(stats, data[:n], "truncate", ports, always_sample=True)
     for pos, kind in seed.fields[:48]:
         if time.time() > _deadline:
             break
         for value in pcaps.U32_VALUES:
-            _capture(stats, pcaps.set_u32(data, pos, kind, value), "inflate", ports)
+            _capture(
+                stats, pcaps.set_u32(data, pos, kind, value), "inflate", ports, always_sample=True
+            )
     return stats.as_dict()
 
 
@@ -513,6 +529,13 @@ def main(argv: list[str] | None = None) -> int:
         default=1.0,
         help="traced allocation peak above which a sampled decode is a violation",
     )
+    ap.add_argument(
+        "--max-capture-alloc-mb",
+        type=float,
+        default=32.0,
+        help="traced allocation peak above which a capture-step input is a violation "
+        "(every sweep input is traced, one in 50 random ones)",
+    )
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args(argv)
 
@@ -557,7 +580,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     ctx = mp.get_context("fork")
     last = time.time()
-    init = (str(crash_dir), own_deadline, int(args.max_alloc_mb * 2**20))
+    init = (
+        str(crash_dir),
+        own_deadline,
+        int(args.max_alloc_mb * 2**20),
+        int(args.max_capture_alloc_mb * 2**20),
+    )
     # Length-field positions of every seed, found before forking so that workers share them.
     size = sum(len(d) + 12 * len(world.fields(n, d)) for n, d in world.all_seeds)
     size += sum(64 + len(c.fields[:48]) * len(pcaps.U32_VALUES) for c in world.captures)

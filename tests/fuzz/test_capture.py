@@ -194,3 +194,33 @@ def test_pcapng_timestamp_beyond_int64(tmp_path: Path) -> None:
         "capture ok",
         "capture file warning: corrupt packet block #: timestamp # us is outside years ##; stopped",
     ]
+
+
+@pytest.mark.parametrize("kind", ["pcap", "pcapng"])
+def test_huge_record_length_in_a_small_file_allocates_nothing_big(
+    tmp_path: Path, kind: str
+) -> None:
+    """Regression (found by the long fuzz run: a 168 MB traced peak on a small capture): a record
+    claiming 200 MB made Python's buffered read allocate 200 MB before seeing the file end."""
+    import tracemalloc
+
+    import capture
+
+    claim = 200 * 1024 * 1024
+    if kind == "pcap":
+        header = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)
+        data = header + struct.pack("<IIII", 1, 0, claim, claim) + b"\0" * 64
+    else:
+        data = SHB + IDB_RAW + struct.pack("<II", 6, claim) + b"\0" * 64
+    path = tmp_path / f"huge.{kind}"
+    path.write_bytes(data)
+    summary = capture.Summary()
+    tracemalloc.start()
+    try:
+        rows = [b for b in capture.read_frames([str(path)], summary=summary, errors="report")]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert sum(b.num_rows for b in rows) == 0
+    assert "truncated" in (summary.files[0].get("warning") or ""), summary.files
+    assert peak < 8 * 1024 * 1024, f"peak {peak:,} bytes"
