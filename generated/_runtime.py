@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import struct
-from typing import Any, Callable, Iterable, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple, TypeVar
 from uuid import UUID
 
 ZERO_UUID = UUID(int=0)
@@ -34,6 +34,20 @@ _RANGES = {
 T = TypeVar("T")
 Reader = Callable[[bytes, int], tuple[Any, int]]
 Writer = Callable[[bytearray, Any], None]
+
+
+if TYPE_CHECKING:
+
+    def new_object(cls: type[T]) -> T:
+        """An instance without __init__: the fast decoders store every slot themselves."""
+
+else:
+    new_object = object.__new__
+
+
+class Recheck(Exception):
+    """Raised by a fast decoder or encoder on anything unusual. Never escapes: the caller then
+    runs the checked codec, which either raises the precise KwireError or handles the case."""
 
 
 # -- errors -------------------------------------------------------------------------------------

@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_compact_string,
     r_tag_count,
     r_tag_header,
@@ -79,19 +81,45 @@ class ApiVersionsRequest:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> ApiVersionsRequest:
         """Decodes a whole ApiVersionsRequest body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[ApiVersionsRequest, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -100,8 +128,84 @@ class ApiVersionsRequest:
         return result
 
 
+def _read_ApiVersionsRequest_v0(data: bytes, pos: int) -> tuple[ApiVersionsRequest, int]:
+    """Reads ApiVersionsRequest v0-2 on the fast path.
+
+    On any failure the caller re-reads with _decode_ApiVersionsRequest_v0, which names field and offset.
+    """
+    o = new_object(ApiVersionsRequest)
+    o.client_software_name = ""
+    o.client_software_version = ""
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_ApiVersionsRequest_v0(out: bytearray, o: ApiVersionsRequest) -> None:
+    """Writes ApiVersionsRequest v0-2 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ApiVersionsRequest_v0.
+    """
+    s: _Any  # the string being written
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_ApiVersionsRequest_v3(data: bytes, pos: int) -> tuple[ApiVersionsRequest, int]:
+    """Reads ApiVersionsRequest v3-4 on the fast path.
+
+    On any failure the caller re-reads with _decode_ApiVersionsRequest_v3, which names field and offset.
+    """
+    o = new_object(ApiVersionsRequest)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.client_software_name = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.client_software_name, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.client_software_version = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.client_software_version, pos = r_compact_string(data, pos)
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_ApiVersionsRequest_v3(out: bytearray, o: ApiVersionsRequest) -> None:
+    """Writes ApiVersionsRequest v3-4 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ApiVersionsRequest_v3.
+    """
+    s: _Any  # the string being written
+    s = o.client_software_name
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.client_software_version
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_ApiVersionsRequest_v0(data: bytes, pos: int) -> tuple[ApiVersionsRequest, int]:
-    """Reads ApiVersionsRequest v0-2."""
+    """Reads ApiVersionsRequest v0-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         pass  # nothing on the wire in these versions
@@ -118,7 +222,7 @@ def _decode_ApiVersionsRequest_v0(data: bytes, pos: int) -> tuple[ApiVersionsReq
 
 
 def _encode_ApiVersionsRequest_v0(out: bytearray, o: ApiVersionsRequest) -> None:
-    """Writes ApiVersionsRequest v0-2."""
+    """Writes ApiVersionsRequest v0-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = ""
@@ -129,7 +233,7 @@ def _encode_ApiVersionsRequest_v0(out: bytearray, o: ApiVersionsRequest) -> None
 
 
 def _decode_ApiVersionsRequest_v3(data: bytes, pos: int) -> tuple[ApiVersionsRequest, int]:
-    """Reads ApiVersionsRequest v3-4."""
+    """Reads ApiVersionsRequest v3-4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "ClientSoftwareName"
@@ -155,7 +259,7 @@ def _decode_ApiVersionsRequest_v3(data: bytes, pos: int) -> tuple[ApiVersionsReq
 
 
 def _encode_ApiVersionsRequest_v3(out: bytearray, o: ApiVersionsRequest) -> None:
-    """Writes ApiVersionsRequest v3-4."""
+    """Writes ApiVersionsRequest v3-4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "ClientSoftwareName"
@@ -171,6 +275,20 @@ def _encode_ApiVersionsRequest_v3(out: bytearray, o: ApiVersionsRequest) -> None
         raise encode_failure(e, f, o, ApiVersionsRequest) from None
 
 
+_READERS = {
+    0: _read_ApiVersionsRequest_v0,
+    1: _read_ApiVersionsRequest_v0,
+    2: _read_ApiVersionsRequest_v0,
+    3: _read_ApiVersionsRequest_v3,
+    4: _read_ApiVersionsRequest_v3,
+}
+_WRITERS = {
+    0: _write_ApiVersionsRequest_v0,
+    1: _write_ApiVersionsRequest_v0,
+    2: _write_ApiVersionsRequest_v0,
+    3: _write_ApiVersionsRequest_v3,
+    4: _write_ApiVersionsRequest_v3,
+}
 _DECODERS = {
     0: _decode_ApiVersionsRequest_v0,
     1: _decode_ApiVersionsRequest_v0,

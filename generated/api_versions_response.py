@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_array,
     r_bool,
     r_compact_array,
@@ -28,6 +30,7 @@ from ._runtime import (
     r_tag_count,
     r_tag_header,
     r_tags,
+    r_uvarint,
     read_message,
     tag_size_mismatch,
     tags_unsupported,
@@ -39,6 +42,7 @@ from ._runtime import (
     w_compact_string,
     w_int64,
     w_tags,
+    w_uvarint,
     write_message,
 )
 
@@ -237,19 +241,45 @@ class ApiVersionsResponse:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> ApiVersionsResponse:
         """Decodes a whole ApiVersionsResponse body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[ApiVersionsResponse, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -258,8 +288,313 @@ class ApiVersionsResponse:
         return result
 
 
+def _read_ApiVersion_v0(data: bytes, pos: int) -> tuple[ApiVersion, int]:
+    """Reads ApiVersion v0-2 on the fast path.
+
+    On any failure the caller re-reads with _decode_ApiVersion_v0, which names field and offset.
+    """
+    o = new_object(ApiVersion)
+    o.api_key, o.min_version, o.max_version = _S_hhh.unpack_from(data, pos)
+    pos += 6
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_ApiVersion_v0(out: bytearray, o: ApiVersion) -> None:
+    """Writes ApiVersion v0-2 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ApiVersion_v0.
+    """
+    s: _Any  # the string being written
+    out += _S_hhh.pack(o.api_key, o.min_version, o.max_version)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_ApiVersion_v3(data: bytes, pos: int) -> tuple[ApiVersion, int]:
+    """Reads ApiVersion v3-4 on the fast path.
+
+    On any failure the caller re-reads with _decode_ApiVersion_v3, which names field and offset.
+    """
+    o = new_object(ApiVersion)
+    o.api_key, o.min_version, o.max_version = _S_hhh.unpack_from(data, pos)
+    pos += 6
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_ApiVersion_v3(out: bytearray, o: ApiVersion) -> None:
+    """Writes ApiVersion v3-4 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ApiVersion_v3.
+    """
+    s: _Any  # the string being written
+    out += _S_hhh.pack(o.api_key, o.min_version, o.max_version)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_SupportedFeatureKey_v3(data: bytes, pos: int) -> tuple[SupportedFeatureKey, int]:
+    """Reads SupportedFeatureKey v3-4 on the fast path.
+
+    On any failure the caller re-reads with _decode_SupportedFeatureKey_v3, which names field and offset.
+    """
+    o = new_object(SupportedFeatureKey)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.name = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.name, pos = r_compact_string(data, pos)
+    o.min_version, o.max_version = _S_hh.unpack_from(data, pos)
+    pos += 4
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_SupportedFeatureKey_v3(out: bytearray, o: SupportedFeatureKey) -> None:
+    """Writes SupportedFeatureKey v3-4 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_SupportedFeatureKey_v3.
+    """
+    s: _Any  # the string being written
+    s = o.name
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    out += _S_hh.pack(o.min_version, o.max_version)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_FinalizedFeatureKey_v3(data: bytes, pos: int) -> tuple[FinalizedFeatureKey, int]:
+    """Reads FinalizedFeatureKey v3-4 on the fast path.
+
+    On any failure the caller re-reads with _decode_FinalizedFeatureKey_v3, which names field and offset.
+    """
+    o = new_object(FinalizedFeatureKey)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.name = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.name, pos = r_compact_string(data, pos)
+    o.max_version_level, o.min_version_level = _S_hh.unpack_from(data, pos)
+    pos += 4
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_FinalizedFeatureKey_v3(out: bytearray, o: FinalizedFeatureKey) -> None:
+    """Writes FinalizedFeatureKey v3-4 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_FinalizedFeatureKey_v3.
+    """
+    s: _Any  # the string being written
+    s = o.name
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    out += _S_hh.pack(o.max_version_level, o.min_version_level)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_ApiVersionsResponse_v0(data: bytes, pos: int) -> tuple[ApiVersionsResponse, int]:
+    """Reads ApiVersionsResponse v0 on the fast path.
+
+    On any failure the caller re-reads with _decode_ApiVersionsResponse_v0, which names field and offset.
+    """
+    o = new_object(ApiVersionsResponse)
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    api_keys = []
+    for _ in range(n):
+        api_keys_item, pos = _read_ApiVersion_v0(data, pos)
+        api_keys.append(api_keys_item)
+    o.api_keys = api_keys
+    o.throttle_time_ms = 0
+    o.supported_features = []
+    o.finalized_features_epoch = -1
+    o.finalized_features = []
+    o.zk_migration_ready = False
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_ApiVersionsResponse_v0(out: bytearray, o: ApiVersionsResponse) -> None:
+    """Writes ApiVersionsResponse v0 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ApiVersionsResponse_v0.
+    """
+    s: _Any  # the string being written
+    out += _S_h.pack(o.error_code)
+    if type(o.api_keys) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.api_keys))
+    for api_keys_item in o.api_keys:
+        _write_ApiVersion_v0(out, api_keys_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_ApiVersionsResponse_v1(data: bytes, pos: int) -> tuple[ApiVersionsResponse, int]:
+    """Reads ApiVersionsResponse v1-2 on the fast path.
+
+    On any failure the caller re-reads with _decode_ApiVersionsResponse_v1, which names field and offset.
+    """
+    o = new_object(ApiVersionsResponse)
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    api_keys = []
+    for _ in range(n):
+        api_keys_item, pos = _read_ApiVersion_v0(data, pos)
+        api_keys.append(api_keys_item)
+    o.api_keys = api_keys
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.supported_features = []
+    o.finalized_features_epoch = -1
+    o.finalized_features = []
+    o.zk_migration_ready = False
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_ApiVersionsResponse_v1(out: bytearray, o: ApiVersionsResponse) -> None:
+    """Writes ApiVersionsResponse v1-2 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ApiVersionsResponse_v1.
+    """
+    s: _Any  # the string being written
+    out += _S_h.pack(o.error_code)
+    if type(o.api_keys) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.api_keys))
+    for api_keys_item in o.api_keys:
+        _write_ApiVersion_v0(out, api_keys_item)
+    out += _S_i.pack(o.throttle_time_ms)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_ApiVersionsResponse_v3(data: bytes, pos: int) -> tuple[ApiVersionsResponse, int]:
+    """Reads ApiVersionsResponse v3-4 on the fast path.
+
+    On any failure the caller re-reads with _decode_ApiVersionsResponse_v3, which names field and offset.
+    """
+    o = new_object(ApiVersionsResponse)
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    api_keys = []
+    for _ in range(n):
+        api_keys_item, pos = _read_ApiVersion_v3(data, pos)
+        api_keys.append(api_keys_item)
+    o.api_keys = api_keys
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.supported_features = []
+    o.finalized_features_epoch = -1
+    o.finalized_features = []
+    o.zk_migration_ready = False
+    unknown_tags: dict[int, bytes] = {}
+    n, pos = r_tag_count(data, pos)
+    for _ in range(n):
+        tag, end, pos = r_tag_header(data, pos)
+        start = pos
+        if tag == 0:
+            o.supported_features, pos = r_compact_array(data, pos, _read_SupportedFeatureKey_v3)
+        elif tag == 1:
+            o.finalized_features_epoch, pos = r_int64(data, pos)
+        elif tag == 2:
+            o.finalized_features, pos = r_compact_array(data, pos, _read_FinalizedFeatureKey_v3)
+        elif tag == 3:
+            o.zk_migration_ready, pos = r_bool(data, pos)
+        else:
+            unknown_tags[tag] = data[pos:end]
+            pos = end
+        if pos != end:
+            raise Recheck
+    o.unknown_tags = unknown_tags
+    return o, pos
+
+
+def _write_ApiVersionsResponse_v3(out: bytearray, o: ApiVersionsResponse) -> None:
+    """Writes ApiVersionsResponse v3-4 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ApiVersionsResponse_v3.
+    """
+    s: _Any  # the string being written
+    out += _S_h.pack(o.error_code)
+    if type(o.api_keys) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.api_keys) + 1)
+    for api_keys_item in o.api_keys:
+        _write_ApiVersion_v3(out, api_keys_item)
+    out += _S_i.pack(o.throttle_time_ms)
+    tags: list[tuple[int, bytearray]] = []
+    if len(o.supported_features) != 0:
+        b = bytearray()
+        w_compact_array(b, o.supported_features, _write_SupportedFeatureKey_v3)
+        tags.append((0, b))
+    if o.finalized_features_epoch != -1:
+        b = bytearray()
+        w_int64(b, o.finalized_features_epoch)
+        tags.append((1, b))
+    if len(o.finalized_features) != 0:
+        b = bytearray()
+        w_compact_array(b, o.finalized_features, _write_FinalizedFeatureKey_v3)
+        tags.append((2, b))
+    if o.zk_migration_ready != False:
+        b = bytearray()
+        w_bool(b, o.zk_migration_ready)
+        tags.append((3, b))
+    w_tags(out, tags, o.unknown_tags, (0, 1, 2, 3))
+
+
 def _decode_ApiVersion_v0(data: bytes, pos: int) -> tuple[ApiVersion, int]:
-    """Reads ApiVersion v0-2."""
+    """Reads ApiVersion v0-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -283,7 +618,7 @@ def _decode_ApiVersion_v0(data: bytes, pos: int) -> tuple[ApiVersion, int]:
 
 
 def _encode_ApiVersion_v0(out: bytearray, o: ApiVersion) -> None:
-    """Writes ApiVersion v0-2."""
+    """Writes ApiVersion v0-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -300,7 +635,7 @@ def _encode_ApiVersion_v0(out: bytearray, o: ApiVersion) -> None:
 
 
 def _decode_ApiVersion_v3(data: bytes, pos: int) -> tuple[ApiVersion, int]:
-    """Reads ApiVersion v3-4."""
+    """Reads ApiVersion v3-4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -330,7 +665,7 @@ def _decode_ApiVersion_v3(data: bytes, pos: int) -> tuple[ApiVersion, int]:
 
 
 def _encode_ApiVersion_v3(out: bytearray, o: ApiVersion) -> None:
-    """Writes ApiVersion v3-4."""
+    """Writes ApiVersion v3-4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -349,7 +684,7 @@ def _encode_ApiVersion_v3(out: bytearray, o: ApiVersion) -> None:
 
 
 def _decode_SupportedFeatureKey_v3(data: bytes, pos: int) -> tuple[SupportedFeatureKey, int]:
-    """Reads SupportedFeatureKey v3-4."""
+    """Reads SupportedFeatureKey v3-4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -380,7 +715,7 @@ def _decode_SupportedFeatureKey_v3(data: bytes, pos: int) -> tuple[SupportedFeat
 
 
 def _encode_SupportedFeatureKey_v3(out: bytearray, o: SupportedFeatureKey) -> None:
-    """Writes SupportedFeatureKey v3-4."""
+    """Writes SupportedFeatureKey v3-4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -400,7 +735,7 @@ def _encode_SupportedFeatureKey_v3(out: bytearray, o: SupportedFeatureKey) -> No
 
 
 def _decode_FinalizedFeatureKey_v3(data: bytes, pos: int) -> tuple[FinalizedFeatureKey, int]:
-    """Reads FinalizedFeatureKey v3-4."""
+    """Reads FinalizedFeatureKey v3-4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -431,7 +766,7 @@ def _decode_FinalizedFeatureKey_v3(data: bytes, pos: int) -> tuple[FinalizedFeat
 
 
 def _encode_FinalizedFeatureKey_v3(out: bytearray, o: FinalizedFeatureKey) -> None:
-    """Writes FinalizedFeatureKey v3-4."""
+    """Writes FinalizedFeatureKey v3-4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -451,7 +786,7 @@ def _encode_FinalizedFeatureKey_v3(out: bytearray, o: FinalizedFeatureKey) -> No
 
 
 def _decode_ApiVersionsResponse_v0(data: bytes, pos: int) -> tuple[ApiVersionsResponse, int]:
-    """Reads ApiVersionsResponse v0."""
+    """Reads ApiVersionsResponse v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -477,7 +812,7 @@ def _decode_ApiVersionsResponse_v0(data: bytes, pos: int) -> tuple[ApiVersionsRe
 
 
 def _encode_ApiVersionsResponse_v0(out: bytearray, o: ApiVersionsResponse) -> None:
-    """Writes ApiVersionsResponse v0."""
+    """Writes ApiVersionsResponse v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -492,7 +827,7 @@ def _encode_ApiVersionsResponse_v0(out: bytearray, o: ApiVersionsResponse) -> No
 
 
 def _decode_ApiVersionsResponse_v1(data: bytes, pos: int) -> tuple[ApiVersionsResponse, int]:
-    """Reads ApiVersionsResponse v1-2."""
+    """Reads ApiVersionsResponse v1-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -521,7 +856,7 @@ def _decode_ApiVersionsResponse_v1(data: bytes, pos: int) -> tuple[ApiVersionsRe
 
 
 def _encode_ApiVersionsResponse_v1(out: bytearray, o: ApiVersionsResponse) -> None:
-    """Writes ApiVersionsResponse v1-2."""
+    """Writes ApiVersionsResponse v1-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -538,7 +873,7 @@ def _encode_ApiVersionsResponse_v1(out: bytearray, o: ApiVersionsResponse) -> No
 
 
 def _decode_ApiVersionsResponse_v3(data: bytes, pos: int) -> tuple[ApiVersionsResponse, int]:
-    """Reads ApiVersionsResponse v3-4."""
+    """Reads ApiVersionsResponse v3-4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -594,7 +929,7 @@ def _decode_ApiVersionsResponse_v3(data: bytes, pos: int) -> tuple[ApiVersionsRe
 
 
 def _encode_ApiVersionsResponse_v3(out: bytearray, o: ApiVersionsResponse) -> None:
-    """Writes ApiVersionsResponse v3-4."""
+    """Writes ApiVersionsResponse v3-4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -630,6 +965,20 @@ def _encode_ApiVersionsResponse_v3(out: bytearray, o: ApiVersionsResponse) -> No
         raise encode_failure(e, f, o, ApiVersionsResponse) from None
 
 
+_READERS = {
+    0: _read_ApiVersionsResponse_v0,
+    1: _read_ApiVersionsResponse_v1,
+    2: _read_ApiVersionsResponse_v1,
+    3: _read_ApiVersionsResponse_v3,
+    4: _read_ApiVersionsResponse_v3,
+}
+_WRITERS = {
+    0: _write_ApiVersionsResponse_v0,
+    1: _write_ApiVersionsResponse_v1,
+    2: _write_ApiVersionsResponse_v1,
+    3: _write_ApiVersionsResponse_v3,
+    4: _write_ApiVersionsResponse_v3,
+}
 _DECODERS = {
     0: _decode_ApiVersionsResponse_v0,
     1: _decode_ApiVersionsResponse_v1,

@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_compact_array,
     r_compact_string,
     r_tag_count,
@@ -77,19 +79,45 @@ class ConsumerGroupDescribeRequest:
         cls, data: bytes | bytearray | memoryview, version: int
     ) -> ConsumerGroupDescribeRequest:
         """Decodes a whole ConsumerGroupDescribeRequest body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[ConsumerGroupDescribeRequest, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -98,10 +126,43 @@ class ConsumerGroupDescribeRequest:
         return result
 
 
+def _read_ConsumerGroupDescribeRequest_v0(
+    data: bytes, pos: int
+) -> tuple[ConsumerGroupDescribeRequest, int]:
+    """Reads ConsumerGroupDescribeRequest v0-1 on the fast path.
+
+    On any failure the caller re-reads with _decode_ConsumerGroupDescribeRequest_v0, which names field and offset.
+    """
+    o = new_object(ConsumerGroupDescribeRequest)
+    o.group_ids, pos = r_compact_array(data, pos, r_compact_string)
+    (o.include_authorized_operations,) = _S_o.unpack_from(data, pos)
+    pos += 1
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_ConsumerGroupDescribeRequest_v0(out: bytearray, o: ConsumerGroupDescribeRequest) -> None:
+    """Writes ConsumerGroupDescribeRequest v0-1 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ConsumerGroupDescribeRequest_v0.
+    """
+    s: _Any  # the string being written
+    w_compact_array(out, o.group_ids, w_compact_string)
+    out += _S_B.pack(o.include_authorized_operations)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_ConsumerGroupDescribeRequest_v0(
     data: bytes, pos: int
 ) -> tuple[ConsumerGroupDescribeRequest, int]:
-    """Reads ConsumerGroupDescribeRequest v0-1."""
+    """Reads ConsumerGroupDescribeRequest v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupIds"
@@ -130,7 +191,7 @@ def _decode_ConsumerGroupDescribeRequest_v0(
 def _encode_ConsumerGroupDescribeRequest_v0(
     out: bytearray, o: ConsumerGroupDescribeRequest
 ) -> None:
-    """Writes ConsumerGroupDescribeRequest v0-1."""
+    """Writes ConsumerGroupDescribeRequest v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupIds"
@@ -146,6 +207,14 @@ def _encode_ConsumerGroupDescribeRequest_v0(
         raise encode_failure(e, f, o, ConsumerGroupDescribeRequest) from None
 
 
+_READERS = {
+    0: _read_ConsumerGroupDescribeRequest_v0,
+    1: _read_ConsumerGroupDescribeRequest_v0,
+}
+_WRITERS = {
+    0: _write_ConsumerGroupDescribeRequest_v0,
+    1: _write_ConsumerGroupDescribeRequest_v0,
+}
 _DECODERS = {
     0: _decode_ConsumerGroupDescribeRequest_v0,
     1: _decode_ConsumerGroupDescribeRequest_v0,

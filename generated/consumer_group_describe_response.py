@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_compact_array,
     r_compact_nullable_string,
     r_compact_string,
@@ -27,6 +29,7 @@ from ._runtime import (
     r_tag_header,
     r_tags,
     r_uuid,
+    r_uvarint,
     read_message,
     tag_size_mismatch,
     tags_unsupported,
@@ -37,6 +40,7 @@ from ._runtime import (
     w_compact_string,
     w_tags,
     w_uuid,
+    w_uvarint,
     write_message,
 )
 
@@ -323,19 +327,45 @@ class ConsumerGroupDescribeResponse:
         cls, data: bytes | bytearray | memoryview, version: int
     ) -> ConsumerGroupDescribeResponse:
         """Decodes a whole ConsumerGroupDescribeResponse body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[ConsumerGroupDescribeResponse, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -344,8 +374,691 @@ class ConsumerGroupDescribeResponse:
         return result
 
 
+def _read_TopicPartitions_v0(data: bytes, pos: int) -> tuple[TopicPartitions, int]:
+    """Reads TopicPartitions v0-1 on the fast path.
+
+    On any failure the caller re-reads with _decode_TopicPartitions_v0, which names field and offset.
+    """
+    o = new_object(TopicPartitions)
+    o.topic_id, pos = r_uuid(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.topic_name = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.topic_name, pos = r_compact_string(data, pos)
+    o.partitions, pos = r_compact_array(data, pos, "i")
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_TopicPartitions_v0(out: bytearray, o: TopicPartitions) -> None:
+    """Writes TopicPartitions v0-1 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_TopicPartitions_v0.
+    """
+    s: _Any  # the string being written
+    w_uuid(out, o.topic_id)
+    s = o.topic_name
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    w_compact_array(out, o.partitions, "i")
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_Assignment_v0(data: bytes, pos: int) -> tuple[Assignment, int]:
+    """Reads Assignment v0-1 on the fast path.
+
+    On any failure the caller re-reads with _decode_Assignment_v0, which names field and offset.
+    """
+    o = new_object(Assignment)
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    topic_partitions = []
+    for _ in range(n):
+        topic_partitions_item, pos = _read_TopicPartitions_v0(data, pos)
+        topic_partitions.append(topic_partitions_item)
+    o.topic_partitions = topic_partitions
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_Assignment_v0(out: bytearray, o: Assignment) -> None:
+    """Writes Assignment v0-1 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_Assignment_v0.
+    """
+    s: _Any  # the string being written
+    if type(o.topic_partitions) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.topic_partitions) + 1)
+    for topic_partitions_item in o.topic_partitions:
+        _write_TopicPartitions_v0(out, topic_partitions_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_Member_v0(data: bytes, pos: int) -> tuple[Member, int]:
+    """Reads Member v0 on the fast path.
+
+    On any failure the caller re-reads with _decode_Member_v0, which names field and offset.
+    """
+    o = new_object(Member)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.instance_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.instance_id = None
+        pos += 1
+    else:
+        o.instance_id, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.rack_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.rack_id = None
+        pos += 1
+    else:
+        o.rack_id, pos = r_compact_nullable_string(data, pos)
+    (o.member_epoch,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.client_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.client_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.client_host = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.client_host, pos = r_compact_string(data, pos)
+    o.subscribed_topic_names, pos = r_compact_array(data, pos, r_compact_string)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.subscribed_topic_regex = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.subscribed_topic_regex = None
+        pos += 1
+    else:
+        o.subscribed_topic_regex, pos = r_compact_nullable_string(data, pos)
+    o.assignment, pos = _read_Assignment_v0(data, pos)
+    o.target_assignment, pos = _read_Assignment_v0(data, pos)
+    o.member_type = -1
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_Member_v0(out: bytearray, o: Member) -> None:
+    """Writes Member v0 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_Member_v0.
+    """
+    s: _Any  # the string being written
+    s = o.member_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.instance_id
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    s = o.rack_id
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    out += _S_i.pack(o.member_epoch)
+    s = o.client_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.client_host
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    w_compact_array(out, o.subscribed_topic_names, w_compact_string)
+    s = o.subscribed_topic_regex
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    _write_Assignment_v0(out, o.assignment)
+    _write_Assignment_v0(out, o.target_assignment)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_Member_v1(data: bytes, pos: int) -> tuple[Member, int]:
+    """Reads Member v1 on the fast path.
+
+    On any failure the caller re-reads with _decode_Member_v1, which names field and offset.
+    """
+    o = new_object(Member)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.instance_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.instance_id = None
+        pos += 1
+    else:
+        o.instance_id, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.rack_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.rack_id = None
+        pos += 1
+    else:
+        o.rack_id, pos = r_compact_nullable_string(data, pos)
+    (o.member_epoch,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.client_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.client_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.client_host = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.client_host, pos = r_compact_string(data, pos)
+    o.subscribed_topic_names, pos = r_compact_array(data, pos, r_compact_string)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.subscribed_topic_regex = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.subscribed_topic_regex = None
+        pos += 1
+    else:
+        o.subscribed_topic_regex, pos = r_compact_nullable_string(data, pos)
+    o.assignment, pos = _read_Assignment_v0(data, pos)
+    o.target_assignment, pos = _read_Assignment_v0(data, pos)
+    (o.member_type,) = _S_b.unpack_from(data, pos)
+    pos += 1
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_Member_v1(out: bytearray, o: Member) -> None:
+    """Writes Member v1 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_Member_v1.
+    """
+    s: _Any  # the string being written
+    s = o.member_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.instance_id
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    s = o.rack_id
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    out += _S_i.pack(o.member_epoch)
+    s = o.client_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.client_host
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    w_compact_array(out, o.subscribed_topic_names, w_compact_string)
+    s = o.subscribed_topic_regex
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    _write_Assignment_v0(out, o.assignment)
+    _write_Assignment_v0(out, o.target_assignment)
+    out += _S_b.pack(o.member_type)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_DescribedGroup_v0(data: bytes, pos: int) -> tuple[DescribedGroup, int]:
+    """Reads DescribedGroup v0 on the fast path.
+
+    On any failure the caller re-reads with _decode_DescribedGroup_v0, which names field and offset.
+    """
+    o = new_object(DescribedGroup)
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.error_message = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.error_message = None
+        pos += 1
+    else:
+        o.error_message, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_state = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_state, pos = r_compact_string(data, pos)
+    o.group_epoch, o.assignment_epoch = _S_ii.unpack_from(data, pos)
+    pos += 8
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.assignor_name = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.assignor_name, pos = r_compact_string(data, pos)
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    members = []
+    for _ in range(n):
+        members_item, pos = _read_Member_v0(data, pos)
+        members.append(members_item)
+    o.members = members
+    (o.authorized_operations,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_DescribedGroup_v0(out: bytearray, o: DescribedGroup) -> None:
+    """Writes DescribedGroup v0 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_DescribedGroup_v0.
+    """
+    s: _Any  # the string being written
+    out += _S_h.pack(o.error_code)
+    s = o.error_message
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    s = o.group_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.group_state
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    out += _S_ii.pack(o.group_epoch, o.assignment_epoch)
+    s = o.assignor_name
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    if type(o.members) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.members) + 1)
+    for members_item in o.members:
+        _write_Member_v0(out, members_item)
+    out += _S_i.pack(o.authorized_operations)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_DescribedGroup_v1(data: bytes, pos: int) -> tuple[DescribedGroup, int]:
+    """Reads DescribedGroup v1 on the fast path.
+
+    On any failure the caller re-reads with _decode_DescribedGroup_v1, which names field and offset.
+    """
+    o = new_object(DescribedGroup)
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.error_message = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.error_message = None
+        pos += 1
+    else:
+        o.error_message, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_state = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_state, pos = r_compact_string(data, pos)
+    o.group_epoch, o.assignment_epoch = _S_ii.unpack_from(data, pos)
+    pos += 8
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.assignor_name = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.assignor_name, pos = r_compact_string(data, pos)
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    members = []
+    for _ in range(n):
+        members_item, pos = _read_Member_v1(data, pos)
+        members.append(members_item)
+    o.members = members
+    (o.authorized_operations,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_DescribedGroup_v1(out: bytearray, o: DescribedGroup) -> None:
+    """Writes DescribedGroup v1 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_DescribedGroup_v1.
+    """
+    s: _Any  # the string being written
+    out += _S_h.pack(o.error_code)
+    s = o.error_message
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    s = o.group_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.group_state
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    out += _S_ii.pack(o.group_epoch, o.assignment_epoch)
+    s = o.assignor_name
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    if type(o.members) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.members) + 1)
+    for members_item in o.members:
+        _write_Member_v1(out, members_item)
+    out += _S_i.pack(o.authorized_operations)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_ConsumerGroupDescribeResponse_v0(
+    data: bytes, pos: int
+) -> tuple[ConsumerGroupDescribeResponse, int]:
+    """Reads ConsumerGroupDescribeResponse v0 on the fast path.
+
+    On any failure the caller re-reads with _decode_ConsumerGroupDescribeResponse_v0, which names field and offset.
+    """
+    o = new_object(ConsumerGroupDescribeResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    groups = []
+    for _ in range(n):
+        groups_item, pos = _read_DescribedGroup_v0(data, pos)
+        groups.append(groups_item)
+    o.groups = groups
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_ConsumerGroupDescribeResponse_v0(
+    out: bytearray, o: ConsumerGroupDescribeResponse
+) -> None:
+    """Writes ConsumerGroupDescribeResponse v0 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ConsumerGroupDescribeResponse_v0.
+    """
+    s: _Any  # the string being written
+    out += _S_i.pack(o.throttle_time_ms)
+    if type(o.groups) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.groups) + 1)
+    for groups_item in o.groups:
+        _write_DescribedGroup_v0(out, groups_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_ConsumerGroupDescribeResponse_v1(
+    data: bytes, pos: int
+) -> tuple[ConsumerGroupDescribeResponse, int]:
+    """Reads ConsumerGroupDescribeResponse v1 on the fast path.
+
+    On any failure the caller re-reads with _decode_ConsumerGroupDescribeResponse_v1, which names field and offset.
+    """
+    o = new_object(ConsumerGroupDescribeResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    groups = []
+    for _ in range(n):
+        groups_item, pos = _read_DescribedGroup_v1(data, pos)
+        groups.append(groups_item)
+    o.groups = groups
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_ConsumerGroupDescribeResponse_v1(
+    out: bytearray, o: ConsumerGroupDescribeResponse
+) -> None:
+    """Writes ConsumerGroupDescribeResponse v1 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ConsumerGroupDescribeResponse_v1.
+    """
+    s: _Any  # the string being written
+    out += _S_i.pack(o.throttle_time_ms)
+    if type(o.groups) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.groups) + 1)
+    for groups_item in o.groups:
+        _write_DescribedGroup_v1(out, groups_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_TopicPartitions_v0(data: bytes, pos: int) -> tuple[TopicPartitions, int]:
-    """Reads TopicPartitions v0-1."""
+    """Reads TopicPartitions v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "TopicId"
@@ -374,7 +1087,7 @@ def _decode_TopicPartitions_v0(data: bytes, pos: int) -> tuple[TopicPartitions, 
 
 
 def _encode_TopicPartitions_v0(out: bytearray, o: TopicPartitions) -> None:
-    """Writes TopicPartitions v0-1."""
+    """Writes TopicPartitions v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "TopicId"
@@ -393,7 +1106,7 @@ def _encode_TopicPartitions_v0(out: bytearray, o: TopicPartitions) -> None:
 
 
 def _decode_Assignment_v0(data: bytes, pos: int) -> tuple[Assignment, int]:
-    """Reads Assignment v0-1."""
+    """Reads Assignment v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "TopicPartitions"
@@ -416,7 +1129,7 @@ def _decode_Assignment_v0(data: bytes, pos: int) -> tuple[Assignment, int]:
 
 
 def _encode_Assignment_v0(out: bytearray, o: Assignment) -> None:
-    """Writes Assignment v0-1."""
+    """Writes Assignment v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "TopicPartitions"
@@ -431,7 +1144,7 @@ def _encode_Assignment_v0(out: bytearray, o: Assignment) -> None:
 
 
 def _decode_Member_v0(data: bytes, pos: int) -> tuple[Member, int]:
-    """Reads Member v0."""
+    """Reads Member v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -483,7 +1196,7 @@ def _decode_Member_v0(data: bytes, pos: int) -> tuple[Member, int]:
 
 
 def _encode_Member_v0(out: bytearray, o: Member) -> None:
-    """Writes Member v0."""
+    """Writes Member v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -516,7 +1229,7 @@ def _encode_Member_v0(out: bytearray, o: Member) -> None:
 
 
 def _decode_Member_v1(data: bytes, pos: int) -> tuple[Member, int]:
-    """Reads Member v1."""
+    """Reads Member v1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -571,7 +1284,7 @@ def _decode_Member_v1(data: bytes, pos: int) -> tuple[Member, int]:
 
 
 def _encode_Member_v1(out: bytearray, o: Member) -> None:
-    """Writes Member v1."""
+    """Writes Member v1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -606,7 +1319,7 @@ def _encode_Member_v1(out: bytearray, o: Member) -> None:
 
 
 def _decode_DescribedGroup_v0(data: bytes, pos: int) -> tuple[DescribedGroup, int]:
-    """Reads DescribedGroup v0."""
+    """Reads DescribedGroup v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -657,7 +1370,7 @@ def _decode_DescribedGroup_v0(data: bytes, pos: int) -> tuple[DescribedGroup, in
 
 
 def _encode_DescribedGroup_v0(out: bytearray, o: DescribedGroup) -> None:
-    """Writes DescribedGroup v0."""
+    """Writes DescribedGroup v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -689,7 +1402,7 @@ def _encode_DescribedGroup_v0(out: bytearray, o: DescribedGroup) -> None:
 
 
 def _decode_DescribedGroup_v1(data: bytes, pos: int) -> tuple[DescribedGroup, int]:
-    """Reads DescribedGroup v1."""
+    """Reads DescribedGroup v1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -740,7 +1453,7 @@ def _decode_DescribedGroup_v1(data: bytes, pos: int) -> tuple[DescribedGroup, in
 
 
 def _encode_DescribedGroup_v1(out: bytearray, o: DescribedGroup) -> None:
-    """Writes DescribedGroup v1."""
+    """Writes DescribedGroup v1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -774,7 +1487,7 @@ def _encode_DescribedGroup_v1(out: bytearray, o: DescribedGroup) -> None:
 def _decode_ConsumerGroupDescribeResponse_v0(
     data: bytes, pos: int
 ) -> tuple[ConsumerGroupDescribeResponse, int]:
-    """Reads ConsumerGroupDescribeResponse v0."""
+    """Reads ConsumerGroupDescribeResponse v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -803,7 +1516,7 @@ def _decode_ConsumerGroupDescribeResponse_v0(
 def _encode_ConsumerGroupDescribeResponse_v0(
     out: bytearray, o: ConsumerGroupDescribeResponse
 ) -> None:
-    """Writes ConsumerGroupDescribeResponse v0."""
+    """Writes ConsumerGroupDescribeResponse v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -822,7 +1535,7 @@ def _encode_ConsumerGroupDescribeResponse_v0(
 def _decode_ConsumerGroupDescribeResponse_v1(
     data: bytes, pos: int
 ) -> tuple[ConsumerGroupDescribeResponse, int]:
-    """Reads ConsumerGroupDescribeResponse v1."""
+    """Reads ConsumerGroupDescribeResponse v1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -851,7 +1564,7 @@ def _decode_ConsumerGroupDescribeResponse_v1(
 def _encode_ConsumerGroupDescribeResponse_v1(
     out: bytearray, o: ConsumerGroupDescribeResponse
 ) -> None:
-    """Writes ConsumerGroupDescribeResponse v1."""
+    """Writes ConsumerGroupDescribeResponse v1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -867,6 +1580,14 @@ def _encode_ConsumerGroupDescribeResponse_v1(
         raise encode_failure(e, f, o, ConsumerGroupDescribeResponse) from None
 
 
+_READERS = {
+    0: _read_ConsumerGroupDescribeResponse_v0,
+    1: _read_ConsumerGroupDescribeResponse_v1,
+}
+_WRITERS = {
+    0: _write_ConsumerGroupDescribeResponse_v0,
+    1: _write_ConsumerGroupDescribeResponse_v1,
+}
 _DECODERS = {
     0: _decode_ConsumerGroupDescribeResponse_v0,
     1: _decode_ConsumerGroupDescribeResponse_v1,

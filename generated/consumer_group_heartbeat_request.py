@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_compact_array,
     r_compact_nullable_array,
     r_compact_nullable_string,
@@ -179,19 +181,45 @@ class ConsumerGroupHeartbeatRequest:
         cls, data: bytes | bytearray | memoryview, version: int
     ) -> ConsumerGroupHeartbeatRequest:
         """Decodes a whole ConsumerGroupHeartbeatRequest body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[ConsumerGroupHeartbeatRequest, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -200,8 +228,317 @@ class ConsumerGroupHeartbeatRequest:
         return result
 
 
+def _read_TopicPartitions_v0(data: bytes, pos: int) -> tuple[TopicPartitions, int]:
+    """Reads TopicPartitions v0-1 on the fast path.
+
+    On any failure the caller re-reads with _decode_TopicPartitions_v0, which names field and offset.
+    """
+    o = new_object(TopicPartitions)
+    o.topic_id, pos = r_uuid(data, pos)
+    o.partitions, pos = r_compact_array(data, pos, "i")
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_TopicPartitions_v0(out: bytearray, o: TopicPartitions) -> None:
+    """Writes TopicPartitions v0-1 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_TopicPartitions_v0.
+    """
+    s: _Any  # the string being written
+    w_uuid(out, o.topic_id)
+    w_compact_array(out, o.partitions, "i")
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_ConsumerGroupHeartbeatRequest_v0(
+    data: bytes, pos: int
+) -> tuple[ConsumerGroupHeartbeatRequest, int]:
+    """Reads ConsumerGroupHeartbeatRequest v0 on the fast path.
+
+    On any failure the caller re-reads with _decode_ConsumerGroupHeartbeatRequest_v0, which names field and offset.
+    """
+    o = new_object(ConsumerGroupHeartbeatRequest)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    (o.member_epoch,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.instance_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.instance_id = None
+        pos += 1
+    else:
+        o.instance_id, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.rack_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.rack_id = None
+        pos += 1
+    else:
+        o.rack_id, pos = r_compact_nullable_string(data, pos)
+    (o.rebalance_timeout_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.subscribed_topic_names, pos = r_compact_nullable_array(data, pos, r_compact_string)
+    o.subscribed_topic_regex = None
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.server_assignor = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.server_assignor = None
+        pos += 1
+    else:
+        o.server_assignor, pos = r_compact_nullable_string(data, pos)
+    o.topic_partitions, pos = r_compact_nullable_array(data, pos, _read_TopicPartitions_v0)
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_ConsumerGroupHeartbeatRequest_v0(
+    out: bytearray, o: ConsumerGroupHeartbeatRequest
+) -> None:
+    """Writes ConsumerGroupHeartbeatRequest v0 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ConsumerGroupHeartbeatRequest_v0.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.member_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    out += _S_i.pack(o.member_epoch)
+    s = o.instance_id
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    s = o.rack_id
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    out += _S_i.pack(o.rebalance_timeout_ms)
+    w_compact_nullable_array(out, o.subscribed_topic_names, w_compact_string)
+    if o.subscribed_topic_regex is not None:
+        raise Recheck
+    s = o.server_assignor
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    w_compact_nullable_array(out, o.topic_partitions, _write_TopicPartitions_v0)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_ConsumerGroupHeartbeatRequest_v1(
+    data: bytes, pos: int
+) -> tuple[ConsumerGroupHeartbeatRequest, int]:
+    """Reads ConsumerGroupHeartbeatRequest v1 on the fast path.
+
+    On any failure the caller re-reads with _decode_ConsumerGroupHeartbeatRequest_v1, which names field and offset.
+    """
+    o = new_object(ConsumerGroupHeartbeatRequest)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    (o.member_epoch,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.instance_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.instance_id = None
+        pos += 1
+    else:
+        o.instance_id, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.rack_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.rack_id = None
+        pos += 1
+    else:
+        o.rack_id, pos = r_compact_nullable_string(data, pos)
+    (o.rebalance_timeout_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.subscribed_topic_names, pos = r_compact_nullable_array(data, pos, r_compact_string)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.subscribed_topic_regex = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.subscribed_topic_regex = None
+        pos += 1
+    else:
+        o.subscribed_topic_regex, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.server_assignor = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.server_assignor = None
+        pos += 1
+    else:
+        o.server_assignor, pos = r_compact_nullable_string(data, pos)
+    o.topic_partitions, pos = r_compact_nullable_array(data, pos, _read_TopicPartitions_v0)
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_ConsumerGroupHeartbeatRequest_v1(
+    out: bytearray, o: ConsumerGroupHeartbeatRequest
+) -> None:
+    """Writes ConsumerGroupHeartbeatRequest v1 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ConsumerGroupHeartbeatRequest_v1.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.member_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    out += _S_i.pack(o.member_epoch)
+    s = o.instance_id
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    s = o.rack_id
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    out += _S_i.pack(o.rebalance_timeout_ms)
+    w_compact_nullable_array(out, o.subscribed_topic_names, w_compact_string)
+    s = o.subscribed_topic_regex
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    s = o.server_assignor
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    w_compact_nullable_array(out, o.topic_partitions, _write_TopicPartitions_v0)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_TopicPartitions_v0(data: bytes, pos: int) -> tuple[TopicPartitions, int]:
-    """Reads TopicPartitions v0-1."""
+    """Reads TopicPartitions v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "TopicId"
@@ -227,7 +564,7 @@ def _decode_TopicPartitions_v0(data: bytes, pos: int) -> tuple[TopicPartitions, 
 
 
 def _encode_TopicPartitions_v0(out: bytearray, o: TopicPartitions) -> None:
-    """Writes TopicPartitions v0-1."""
+    """Writes TopicPartitions v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "TopicId"
@@ -246,7 +583,7 @@ def _encode_TopicPartitions_v0(out: bytearray, o: TopicPartitions) -> None:
 def _decode_ConsumerGroupHeartbeatRequest_v0(
     data: bytes, pos: int
 ) -> tuple[ConsumerGroupHeartbeatRequest, int]:
-    """Reads ConsumerGroupHeartbeatRequest v0."""
+    """Reads ConsumerGroupHeartbeatRequest v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -298,7 +635,7 @@ def _decode_ConsumerGroupHeartbeatRequest_v0(
 def _encode_ConsumerGroupHeartbeatRequest_v0(
     out: bytearray, o: ConsumerGroupHeartbeatRequest
 ) -> None:
-    """Writes ConsumerGroupHeartbeatRequest v0."""
+    """Writes ConsumerGroupHeartbeatRequest v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -334,7 +671,7 @@ def _encode_ConsumerGroupHeartbeatRequest_v0(
 def _decode_ConsumerGroupHeartbeatRequest_v1(
     data: bytes, pos: int
 ) -> tuple[ConsumerGroupHeartbeatRequest, int]:
-    """Reads ConsumerGroupHeartbeatRequest v1."""
+    """Reads ConsumerGroupHeartbeatRequest v1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -388,7 +725,7 @@ def _decode_ConsumerGroupHeartbeatRequest_v1(
 def _encode_ConsumerGroupHeartbeatRequest_v1(
     out: bytearray, o: ConsumerGroupHeartbeatRequest
 ) -> None:
-    """Writes ConsumerGroupHeartbeatRequest v1."""
+    """Writes ConsumerGroupHeartbeatRequest v1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -420,6 +757,14 @@ def _encode_ConsumerGroupHeartbeatRequest_v1(
         raise encode_failure(e, f, o, ConsumerGroupHeartbeatRequest) from None
 
 
+_READERS = {
+    0: _read_ConsumerGroupHeartbeatRequest_v0,
+    1: _read_ConsumerGroupHeartbeatRequest_v1,
+}
+_WRITERS = {
+    0: _write_ConsumerGroupHeartbeatRequest_v0,
+    1: _write_ConsumerGroupHeartbeatRequest_v1,
+}
 _DECODERS = {
     0: _decode_ConsumerGroupHeartbeatRequest_v0,
     1: _decode_ConsumerGroupHeartbeatRequest_v1,

@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_compact_array,
     r_compact_nullable_string,
     r_nullable_struct,
@@ -27,6 +29,7 @@ from ._runtime import (
     r_tag_header,
     r_tags,
     r_uuid,
+    r_uvarint,
     read_message,
     tag_size_mismatch,
     tags_unsupported,
@@ -37,6 +40,7 @@ from ._runtime import (
     w_nullable_struct,
     w_tags,
     w_uuid,
+    w_uvarint,
     write_message,
 )
 
@@ -179,6 +183,14 @@ class ConsumerGroupHeartbeatResponse:
         cls, data: bytes | bytearray | memoryview, version: int
     ) -> ConsumerGroupHeartbeatResponse:
         """Decodes a whole ConsumerGroupHeartbeatResponse body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
@@ -186,14 +198,32 @@ class ConsumerGroupHeartbeatResponse:
         cls, data: bytes, pos: int, version: int
     ) -> tuple[ConsumerGroupHeartbeatResponse, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -202,8 +232,157 @@ class ConsumerGroupHeartbeatResponse:
         return result
 
 
+def _read_TopicPartitions_v0(data: bytes, pos: int) -> tuple[TopicPartitions, int]:
+    """Reads TopicPartitions v0-1 on the fast path.
+
+    On any failure the caller re-reads with _decode_TopicPartitions_v0, which names field and offset.
+    """
+    o = new_object(TopicPartitions)
+    o.topic_id, pos = r_uuid(data, pos)
+    o.partitions, pos = r_compact_array(data, pos, "i")
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_TopicPartitions_v0(out: bytearray, o: TopicPartitions) -> None:
+    """Writes TopicPartitions v0-1 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_TopicPartitions_v0.
+    """
+    s: _Any  # the string being written
+    w_uuid(out, o.topic_id)
+    w_compact_array(out, o.partitions, "i")
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_Assignment_v0(data: bytes, pos: int) -> tuple[Assignment, int]:
+    """Reads Assignment v0-1 on the fast path.
+
+    On any failure the caller re-reads with _decode_Assignment_v0, which names field and offset.
+    """
+    o = new_object(Assignment)
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    topic_partitions = []
+    for _ in range(n):
+        topic_partitions_item, pos = _read_TopicPartitions_v0(data, pos)
+        topic_partitions.append(topic_partitions_item)
+    o.topic_partitions = topic_partitions
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_Assignment_v0(out: bytearray, o: Assignment) -> None:
+    """Writes Assignment v0-1 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_Assignment_v0.
+    """
+    s: _Any  # the string being written
+    if type(o.topic_partitions) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.topic_partitions) + 1)
+    for topic_partitions_item in o.topic_partitions:
+        _write_TopicPartitions_v0(out, topic_partitions_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_ConsumerGroupHeartbeatResponse_v0(
+    data: bytes, pos: int
+) -> tuple[ConsumerGroupHeartbeatResponse, int]:
+    """Reads ConsumerGroupHeartbeatResponse v0-1 on the fast path.
+
+    On any failure the caller re-reads with _decode_ConsumerGroupHeartbeatResponse_v0, which names field and offset.
+    """
+    o = new_object(ConsumerGroupHeartbeatResponse)
+    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
+    pos += 6
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.error_message = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.error_message = None
+        pos += 1
+    else:
+        o.error_message, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.member_id = None
+        pos += 1
+    else:
+        o.member_id, pos = r_compact_nullable_string(data, pos)
+    o.member_epoch, o.heartbeat_interval_ms = _S_ii.unpack_from(data, pos)
+    pos += 8
+    o.assignment, pos = r_nullable_struct(data, pos, _read_Assignment_v0)
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_ConsumerGroupHeartbeatResponse_v0(
+    out: bytearray, o: ConsumerGroupHeartbeatResponse
+) -> None:
+    """Writes ConsumerGroupHeartbeatResponse v0-1 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ConsumerGroupHeartbeatResponse_v0.
+    """
+    s: _Any  # the string being written
+    out += _S_ih.pack(o.throttle_time_ms, o.error_code)
+    s = o.error_message
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    s = o.member_id
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    out += _S_ii.pack(o.member_epoch, o.heartbeat_interval_ms)
+    w_nullable_struct(out, o.assignment, _write_Assignment_v0)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_TopicPartitions_v0(data: bytes, pos: int) -> tuple[TopicPartitions, int]:
-    """Reads TopicPartitions v0-1."""
+    """Reads TopicPartitions v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "TopicId"
@@ -229,7 +408,7 @@ def _decode_TopicPartitions_v0(data: bytes, pos: int) -> tuple[TopicPartitions, 
 
 
 def _encode_TopicPartitions_v0(out: bytearray, o: TopicPartitions) -> None:
-    """Writes TopicPartitions v0-1."""
+    """Writes TopicPartitions v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "TopicId"
@@ -246,7 +425,7 @@ def _encode_TopicPartitions_v0(out: bytearray, o: TopicPartitions) -> None:
 
 
 def _decode_Assignment_v0(data: bytes, pos: int) -> tuple[Assignment, int]:
-    """Reads Assignment v0-1."""
+    """Reads Assignment v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "TopicPartitions"
@@ -269,7 +448,7 @@ def _decode_Assignment_v0(data: bytes, pos: int) -> tuple[Assignment, int]:
 
 
 def _encode_Assignment_v0(out: bytearray, o: Assignment) -> None:
-    """Writes Assignment v0-1."""
+    """Writes Assignment v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "TopicPartitions"
@@ -286,7 +465,7 @@ def _encode_Assignment_v0(out: bytearray, o: Assignment) -> None:
 def _decode_ConsumerGroupHeartbeatResponse_v0(
     data: bytes, pos: int
 ) -> tuple[ConsumerGroupHeartbeatResponse, int]:
-    """Reads ConsumerGroupHeartbeatResponse v0-1."""
+    """Reads ConsumerGroupHeartbeatResponse v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -333,7 +512,7 @@ def _decode_ConsumerGroupHeartbeatResponse_v0(
 def _encode_ConsumerGroupHeartbeatResponse_v0(
     out: bytearray, o: ConsumerGroupHeartbeatResponse
 ) -> None:
-    """Writes ConsumerGroupHeartbeatResponse v0-1."""
+    """Writes ConsumerGroupHeartbeatResponse v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -361,6 +540,14 @@ def _encode_ConsumerGroupHeartbeatResponse_v0(
         raise encode_failure(e, f, o, ConsumerGroupHeartbeatResponse) from None
 
 
+_READERS = {
+    0: _read_ConsumerGroupHeartbeatResponse_v0,
+    1: _read_ConsumerGroupHeartbeatResponse_v0,
+}
+_WRITERS = {
+    0: _write_ConsumerGroupHeartbeatResponse_v0,
+    1: _write_ConsumerGroupHeartbeatResponse_v0,
+}
 _DECODERS = {
     0: _decode_ConsumerGroupHeartbeatResponse_v0,
     1: _decode_ConsumerGroupHeartbeatResponse_v0,

@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_array,
     r_nullable_bytes,
     r_string,
@@ -37,6 +39,9 @@ from ._runtime import (
     w_tags,
     write_message,
 )
+
+_S_h = _struct.Struct(">h")
+_S_i = _struct.Struct(">i")
 
 
 @_dataclass(slots=True)
@@ -102,19 +107,45 @@ class ConsumerProtocolAssignment:
         cls, data: bytes | bytearray | memoryview, version: int
     ) -> ConsumerProtocolAssignment:
         """Decodes a whole ConsumerProtocolAssignment body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[ConsumerProtocolAssignment, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -123,8 +154,95 @@ class ConsumerProtocolAssignment:
         return result
 
 
+def _read_TopicPartition_v0(data: bytes, pos: int) -> tuple[TopicPartition, int]:
+    """Reads TopicPartition v0-3 on the fast path.
+
+    On any failure the caller re-reads with _decode_TopicPartition_v0, which names field and offset.
+    """
+    o = new_object(TopicPartition)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.topic = data[pos:end].decode()
+        pos = end
+    else:
+        o.topic, pos = r_string(data, pos)
+    o.partitions, pos = r_array(data, pos, "i")
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_TopicPartition_v0(out: bytearray, o: TopicPartition) -> None:
+    """Writes TopicPartition v0-3 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_TopicPartition_v0.
+    """
+    s: _Any  # the string being written
+    s = o.topic
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    w_array(out, o.partitions, "i")
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_ConsumerProtocolAssignment_v0(
+    data: bytes, pos: int
+) -> tuple[ConsumerProtocolAssignment, int]:
+    """Reads ConsumerProtocolAssignment v0-3 on the fast path.
+
+    On any failure the caller re-reads with _decode_ConsumerProtocolAssignment_v0, which names field and offset.
+    """
+    o = new_object(ConsumerProtocolAssignment)
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    assigned_partitions = []
+    for _ in range(n):
+        assigned_partitions_item, pos = _read_TopicPartition_v0(data, pos)
+        assigned_partitions.append(assigned_partitions_item)
+    o.assigned_partitions = assigned_partitions
+    (n,) = _S_i.unpack_from(data, pos)
+    if n >= 0:
+        pos += 4
+        end = pos + n
+        o.user_data = data[pos:end]
+        pos = end
+    else:
+        o.user_data, pos = r_nullable_bytes(data, pos)
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_ConsumerProtocolAssignment_v0(out: bytearray, o: ConsumerProtocolAssignment) -> None:
+    """Writes ConsumerProtocolAssignment v0-3 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ConsumerProtocolAssignment_v0.
+    """
+    s: _Any  # the string being written
+    if type(o.assigned_partitions) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.assigned_partitions))
+    for assigned_partitions_item in o.assigned_partitions:
+        _write_TopicPartition_v0(out, assigned_partitions_item)
+    if type(o.user_data) is bytes:
+        out += _S_i.pack(len(o.user_data))
+        out += o.user_data
+    else:
+        w_nullable_bytes(out, o.user_data)
+    if o.unknown_tags:
+        raise Recheck
+
+
 def _decode_TopicPartition_v0(data: bytes, pos: int) -> tuple[TopicPartition, int]:
-    """Reads TopicPartition v0-3."""
+    """Reads TopicPartition v0-3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Topic"
@@ -144,7 +262,7 @@ def _decode_TopicPartition_v0(data: bytes, pos: int) -> tuple[TopicPartition, in
 
 
 def _encode_TopicPartition_v0(out: bytearray, o: TopicPartition) -> None:
-    """Writes TopicPartition v0-3."""
+    """Writes TopicPartition v0-3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Topic"
@@ -161,7 +279,7 @@ def _encode_TopicPartition_v0(out: bytearray, o: TopicPartition) -> None:
 def _decode_ConsumerProtocolAssignment_v0(
     data: bytes, pos: int
 ) -> tuple[ConsumerProtocolAssignment, int]:
-    """Reads ConsumerProtocolAssignment v0-3."""
+    """Reads ConsumerProtocolAssignment v0-3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "AssignedPartitions"
@@ -181,7 +299,7 @@ def _decode_ConsumerProtocolAssignment_v0(
 
 
 def _encode_ConsumerProtocolAssignment_v0(out: bytearray, o: ConsumerProtocolAssignment) -> None:
-    """Writes ConsumerProtocolAssignment v0-3."""
+    """Writes ConsumerProtocolAssignment v0-3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "AssignedPartitions"
@@ -195,6 +313,18 @@ def _encode_ConsumerProtocolAssignment_v0(out: bytearray, o: ConsumerProtocolAss
         raise encode_failure(e, f, o, ConsumerProtocolAssignment) from None
 
 
+_READERS = {
+    0: _read_ConsumerProtocolAssignment_v0,
+    1: _read_ConsumerProtocolAssignment_v0,
+    2: _read_ConsumerProtocolAssignment_v0,
+    3: _read_ConsumerProtocolAssignment_v0,
+}
+_WRITERS = {
+    0: _write_ConsumerProtocolAssignment_v0,
+    1: _write_ConsumerProtocolAssignment_v0,
+    2: _write_ConsumerProtocolAssignment_v0,
+    3: _write_ConsumerProtocolAssignment_v0,
+}
 _DECODERS = {
     0: _decode_ConsumerProtocolAssignment_v0,
     1: _decode_ConsumerProtocolAssignment_v0,

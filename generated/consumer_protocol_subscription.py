@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_array,
     r_nullable_bytes,
     r_nullable_string,
@@ -40,6 +42,7 @@ from ._runtime import (
     write_message,
 )
 
+_S_h = _struct.Struct(">h")
 _S_i = _struct.Struct(">i")
 
 
@@ -119,19 +122,45 @@ class ConsumerProtocolSubscription:
         cls, data: bytes | bytearray | memoryview, version: int
     ) -> ConsumerProtocolSubscription:
         """Decodes a whole ConsumerProtocolSubscription body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[ConsumerProtocolSubscription, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -140,8 +169,268 @@ class ConsumerProtocolSubscription:
         return result
 
 
+def _read_TopicPartition_v1(data: bytes, pos: int) -> tuple[TopicPartition, int]:
+    """Reads TopicPartition v1-3 on the fast path.
+
+    On any failure the caller re-reads with _decode_TopicPartition_v1, which names field and offset.
+    """
+    o = new_object(TopicPartition)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.topic = data[pos:end].decode()
+        pos = end
+    else:
+        o.topic, pos = r_string(data, pos)
+    o.partitions, pos = r_array(data, pos, "i")
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_TopicPartition_v1(out: bytearray, o: TopicPartition) -> None:
+    """Writes TopicPartition v1-3 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_TopicPartition_v1.
+    """
+    s: _Any  # the string being written
+    s = o.topic
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    w_array(out, o.partitions, "i")
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_ConsumerProtocolSubscription_v0(
+    data: bytes, pos: int
+) -> tuple[ConsumerProtocolSubscription, int]:
+    """Reads ConsumerProtocolSubscription v0 on the fast path.
+
+    On any failure the caller re-reads with _decode_ConsumerProtocolSubscription_v0, which names field and offset.
+    """
+    o = new_object(ConsumerProtocolSubscription)
+    o.topics, pos = r_array(data, pos, r_string)
+    (n,) = _S_i.unpack_from(data, pos)
+    if n >= 0:
+        pos += 4
+        end = pos + n
+        o.user_data = data[pos:end]
+        pos = end
+    else:
+        o.user_data, pos = r_nullable_bytes(data, pos)
+    o.owned_partitions = []
+    o.generation_id = -1
+    o.rack_id = None
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_ConsumerProtocolSubscription_v0(out: bytearray, o: ConsumerProtocolSubscription) -> None:
+    """Writes ConsumerProtocolSubscription v0 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ConsumerProtocolSubscription_v0.
+    """
+    s: _Any  # the string being written
+    w_array(out, o.topics, w_string)
+    if type(o.user_data) is bytes:
+        out += _S_i.pack(len(o.user_data))
+        out += o.user_data
+    else:
+        w_nullable_bytes(out, o.user_data)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_ConsumerProtocolSubscription_v1(
+    data: bytes, pos: int
+) -> tuple[ConsumerProtocolSubscription, int]:
+    """Reads ConsumerProtocolSubscription v1 on the fast path.
+
+    On any failure the caller re-reads with _decode_ConsumerProtocolSubscription_v1, which names field and offset.
+    """
+    o = new_object(ConsumerProtocolSubscription)
+    o.topics, pos = r_array(data, pos, r_string)
+    (n,) = _S_i.unpack_from(data, pos)
+    if n >= 0:
+        pos += 4
+        end = pos + n
+        o.user_data = data[pos:end]
+        pos = end
+    else:
+        o.user_data, pos = r_nullable_bytes(data, pos)
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    owned_partitions = []
+    for _ in range(n):
+        owned_partitions_item, pos = _read_TopicPartition_v1(data, pos)
+        owned_partitions.append(owned_partitions_item)
+    o.owned_partitions = owned_partitions
+    o.generation_id = -1
+    o.rack_id = None
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_ConsumerProtocolSubscription_v1(out: bytearray, o: ConsumerProtocolSubscription) -> None:
+    """Writes ConsumerProtocolSubscription v1 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ConsumerProtocolSubscription_v1.
+    """
+    s: _Any  # the string being written
+    w_array(out, o.topics, w_string)
+    if type(o.user_data) is bytes:
+        out += _S_i.pack(len(o.user_data))
+        out += o.user_data
+    else:
+        w_nullable_bytes(out, o.user_data)
+    if type(o.owned_partitions) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.owned_partitions))
+    for owned_partitions_item in o.owned_partitions:
+        _write_TopicPartition_v1(out, owned_partitions_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_ConsumerProtocolSubscription_v2(
+    data: bytes, pos: int
+) -> tuple[ConsumerProtocolSubscription, int]:
+    """Reads ConsumerProtocolSubscription v2 on the fast path.
+
+    On any failure the caller re-reads with _decode_ConsumerProtocolSubscription_v2, which names field and offset.
+    """
+    o = new_object(ConsumerProtocolSubscription)
+    o.topics, pos = r_array(data, pos, r_string)
+    (n,) = _S_i.unpack_from(data, pos)
+    if n >= 0:
+        pos += 4
+        end = pos + n
+        o.user_data = data[pos:end]
+        pos = end
+    else:
+        o.user_data, pos = r_nullable_bytes(data, pos)
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    owned_partitions = []
+    for _ in range(n):
+        owned_partitions_item, pos = _read_TopicPartition_v1(data, pos)
+        owned_partitions.append(owned_partitions_item)
+    o.owned_partitions = owned_partitions
+    (o.generation_id,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.rack_id = None
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_ConsumerProtocolSubscription_v2(out: bytearray, o: ConsumerProtocolSubscription) -> None:
+    """Writes ConsumerProtocolSubscription v2 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ConsumerProtocolSubscription_v2.
+    """
+    s: _Any  # the string being written
+    w_array(out, o.topics, w_string)
+    if type(o.user_data) is bytes:
+        out += _S_i.pack(len(o.user_data))
+        out += o.user_data
+    else:
+        w_nullable_bytes(out, o.user_data)
+    if type(o.owned_partitions) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.owned_partitions))
+    for owned_partitions_item in o.owned_partitions:
+        _write_TopicPartition_v1(out, owned_partitions_item)
+    out += _S_i.pack(o.generation_id)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_ConsumerProtocolSubscription_v3(
+    data: bytes, pos: int
+) -> tuple[ConsumerProtocolSubscription, int]:
+    """Reads ConsumerProtocolSubscription v3 on the fast path.
+
+    On any failure the caller re-reads with _decode_ConsumerProtocolSubscription_v3, which names field and offset.
+    """
+    o = new_object(ConsumerProtocolSubscription)
+    o.topics, pos = r_array(data, pos, r_string)
+    (n,) = _S_i.unpack_from(data, pos)
+    if n >= 0:
+        pos += 4
+        end = pos + n
+        o.user_data = data[pos:end]
+        pos = end
+    else:
+        o.user_data, pos = r_nullable_bytes(data, pos)
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    owned_partitions = []
+    for _ in range(n):
+        owned_partitions_item, pos = _read_TopicPartition_v1(data, pos)
+        owned_partitions.append(owned_partitions_item)
+    o.owned_partitions = owned_partitions
+    (o.generation_id,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.rack_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.rack_id, pos = r_nullable_string(data, pos)
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_ConsumerProtocolSubscription_v3(out: bytearray, o: ConsumerProtocolSubscription) -> None:
+    """Writes ConsumerProtocolSubscription v3 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ConsumerProtocolSubscription_v3.
+    """
+    s: _Any  # the string being written
+    w_array(out, o.topics, w_string)
+    if type(o.user_data) is bytes:
+        out += _S_i.pack(len(o.user_data))
+        out += o.user_data
+    else:
+        w_nullable_bytes(out, o.user_data)
+    if type(o.owned_partitions) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.owned_partitions))
+    for owned_partitions_item in o.owned_partitions:
+        _write_TopicPartition_v1(out, owned_partitions_item)
+    out += _S_i.pack(o.generation_id)
+    s = o.rack_id
+    if s is None:
+        out += b"\xff\xff"
+    else:
+        b = s.encode()
+        if len(b) <= 0x7FFF:
+            out += _S_h.pack(len(b))
+            out += b
+        else:
+            w_nullable_string(out, s)
+    if o.unknown_tags:
+        raise Recheck
+
+
 def _decode_TopicPartition_v1(data: bytes, pos: int) -> tuple[TopicPartition, int]:
-    """Reads TopicPartition v1-3."""
+    """Reads TopicPartition v1-3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Topic"
@@ -161,7 +450,7 @@ def _decode_TopicPartition_v1(data: bytes, pos: int) -> tuple[TopicPartition, in
 
 
 def _encode_TopicPartition_v1(out: bytearray, o: TopicPartition) -> None:
-    """Writes TopicPartition v1-3."""
+    """Writes TopicPartition v1-3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Topic"
@@ -178,7 +467,7 @@ def _encode_TopicPartition_v1(out: bytearray, o: TopicPartition) -> None:
 def _decode_ConsumerProtocolSubscription_v0(
     data: bytes, pos: int
 ) -> tuple[ConsumerProtocolSubscription, int]:
-    """Reads ConsumerProtocolSubscription v0."""
+    """Reads ConsumerProtocolSubscription v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Topics"
@@ -203,7 +492,7 @@ def _decode_ConsumerProtocolSubscription_v0(
 def _encode_ConsumerProtocolSubscription_v0(
     out: bytearray, o: ConsumerProtocolSubscription
 ) -> None:
-    """Writes ConsumerProtocolSubscription v0."""
+    """Writes ConsumerProtocolSubscription v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Topics"
@@ -220,7 +509,7 @@ def _encode_ConsumerProtocolSubscription_v0(
 def _decode_ConsumerProtocolSubscription_v1(
     data: bytes, pos: int
 ) -> tuple[ConsumerProtocolSubscription, int]:
-    """Reads ConsumerProtocolSubscription v1."""
+    """Reads ConsumerProtocolSubscription v1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Topics"
@@ -247,7 +536,7 @@ def _decode_ConsumerProtocolSubscription_v1(
 def _encode_ConsumerProtocolSubscription_v1(
     out: bytearray, o: ConsumerProtocolSubscription
 ) -> None:
-    """Writes ConsumerProtocolSubscription v1."""
+    """Writes ConsumerProtocolSubscription v1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Topics"
@@ -266,7 +555,7 @@ def _encode_ConsumerProtocolSubscription_v1(
 def _decode_ConsumerProtocolSubscription_v2(
     data: bytes, pos: int
 ) -> tuple[ConsumerProtocolSubscription, int]:
-    """Reads ConsumerProtocolSubscription v2."""
+    """Reads ConsumerProtocolSubscription v2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Topics"
@@ -296,7 +585,7 @@ def _decode_ConsumerProtocolSubscription_v2(
 def _encode_ConsumerProtocolSubscription_v2(
     out: bytearray, o: ConsumerProtocolSubscription
 ) -> None:
-    """Writes ConsumerProtocolSubscription v2."""
+    """Writes ConsumerProtocolSubscription v2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Topics"
@@ -317,7 +606,7 @@ def _encode_ConsumerProtocolSubscription_v2(
 def _decode_ConsumerProtocolSubscription_v3(
     data: bytes, pos: int
 ) -> tuple[ConsumerProtocolSubscription, int]:
-    """Reads ConsumerProtocolSubscription v3."""
+    """Reads ConsumerProtocolSubscription v3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Topics"
@@ -349,7 +638,7 @@ def _decode_ConsumerProtocolSubscription_v3(
 def _encode_ConsumerProtocolSubscription_v3(
     out: bytearray, o: ConsumerProtocolSubscription
 ) -> None:
-    """Writes ConsumerProtocolSubscription v3."""
+    """Writes ConsumerProtocolSubscription v3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Topics"
@@ -369,6 +658,18 @@ def _encode_ConsumerProtocolSubscription_v3(
         raise encode_failure(e, f, o, ConsumerProtocolSubscription) from None
 
 
+_READERS = {
+    0: _read_ConsumerProtocolSubscription_v0,
+    1: _read_ConsumerProtocolSubscription_v1,
+    2: _read_ConsumerProtocolSubscription_v2,
+    3: _read_ConsumerProtocolSubscription_v3,
+}
+_WRITERS = {
+    0: _write_ConsumerProtocolSubscription_v0,
+    1: _write_ConsumerProtocolSubscription_v1,
+    2: _write_ConsumerProtocolSubscription_v2,
+    3: _write_ConsumerProtocolSubscription_v3,
+}
 _DECODERS = {
     0: _decode_ConsumerProtocolSubscription_v0,
     1: _decode_ConsumerProtocolSubscription_v1,

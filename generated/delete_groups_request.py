@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_array,
     r_compact_array,
     r_compact_string,
@@ -66,19 +68,45 @@ class DeleteGroupsRequest:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> DeleteGroupsRequest:
         """Decodes a whole DeleteGroupsRequest body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[DeleteGroupsRequest, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -87,8 +115,58 @@ class DeleteGroupsRequest:
         return result
 
 
+def _read_DeleteGroupsRequest_v0(data: bytes, pos: int) -> tuple[DeleteGroupsRequest, int]:
+    """Reads DeleteGroupsRequest v0-1 on the fast path.
+
+    On any failure the caller re-reads with _decode_DeleteGroupsRequest_v0, which names field and offset.
+    """
+    o = new_object(DeleteGroupsRequest)
+    o.groups_names, pos = r_array(data, pos, r_string)
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_DeleteGroupsRequest_v0(out: bytearray, o: DeleteGroupsRequest) -> None:
+    """Writes DeleteGroupsRequest v0-1 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_DeleteGroupsRequest_v0.
+    """
+    s: _Any  # the string being written
+    w_array(out, o.groups_names, w_string)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_DeleteGroupsRequest_v2(data: bytes, pos: int) -> tuple[DeleteGroupsRequest, int]:
+    """Reads DeleteGroupsRequest v2 on the fast path.
+
+    On any failure the caller re-reads with _decode_DeleteGroupsRequest_v2, which names field and offset.
+    """
+    o = new_object(DeleteGroupsRequest)
+    o.groups_names, pos = r_compact_array(data, pos, r_compact_string)
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_DeleteGroupsRequest_v2(out: bytearray, o: DeleteGroupsRequest) -> None:
+    """Writes DeleteGroupsRequest v2 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_DeleteGroupsRequest_v2.
+    """
+    s: _Any  # the string being written
+    w_compact_array(out, o.groups_names, w_compact_string)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_DeleteGroupsRequest_v0(data: bytes, pos: int) -> tuple[DeleteGroupsRequest, int]:
-    """Reads DeleteGroupsRequest v0-1."""
+    """Reads DeleteGroupsRequest v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupsNames"
@@ -105,7 +183,7 @@ def _decode_DeleteGroupsRequest_v0(data: bytes, pos: int) -> tuple[DeleteGroupsR
 
 
 def _encode_DeleteGroupsRequest_v0(out: bytearray, o: DeleteGroupsRequest) -> None:
-    """Writes DeleteGroupsRequest v0-1."""
+    """Writes DeleteGroupsRequest v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupsNames"
@@ -118,7 +196,7 @@ def _encode_DeleteGroupsRequest_v0(out: bytearray, o: DeleteGroupsRequest) -> No
 
 
 def _decode_DeleteGroupsRequest_v2(data: bytes, pos: int) -> tuple[DeleteGroupsRequest, int]:
-    """Reads DeleteGroupsRequest v2."""
+    """Reads DeleteGroupsRequest v2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupsNames"
@@ -141,7 +219,7 @@ def _decode_DeleteGroupsRequest_v2(data: bytes, pos: int) -> tuple[DeleteGroupsR
 
 
 def _encode_DeleteGroupsRequest_v2(out: bytearray, o: DeleteGroupsRequest) -> None:
-    """Writes DeleteGroupsRequest v2."""
+    """Writes DeleteGroupsRequest v2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupsNames"
@@ -155,6 +233,16 @@ def _encode_DeleteGroupsRequest_v2(out: bytearray, o: DeleteGroupsRequest) -> No
         raise encode_failure(e, f, o, DeleteGroupsRequest) from None
 
 
+_READERS = {
+    0: _read_DeleteGroupsRequest_v0,
+    1: _read_DeleteGroupsRequest_v0,
+    2: _read_DeleteGroupsRequest_v2,
+}
+_WRITERS = {
+    0: _write_DeleteGroupsRequest_v0,
+    1: _write_DeleteGroupsRequest_v0,
+    2: _write_DeleteGroupsRequest_v2,
+}
 _DECODERS = {
     0: _decode_DeleteGroupsRequest_v0,
     1: _decode_DeleteGroupsRequest_v0,

@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_array,
     r_compact_array,
     r_compact_string,
@@ -27,6 +29,7 @@ from ._runtime import (
     r_tag_count,
     r_tag_header,
     r_tags,
+    r_uvarint,
     read_message,
     tag_size_mismatch,
     tags_unsupported,
@@ -37,6 +40,7 @@ from ._runtime import (
     w_compact_string,
     w_string,
     w_tags,
+    w_uvarint,
     write_message,
 )
 
@@ -110,19 +114,45 @@ class DeleteGroupsResponse:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> DeleteGroupsResponse:
         """Decodes a whole DeleteGroupsResponse body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[DeleteGroupsResponse, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -131,8 +161,171 @@ class DeleteGroupsResponse:
         return result
 
 
+def _read_DeletableGroupResult_v0(data: bytes, pos: int) -> tuple[DeletableGroupResult, int]:
+    """Reads DeletableGroupResult v0-1 on the fast path.
+
+    On any failure the caller re-reads with _decode_DeletableGroupResult_v0, which names field and offset.
+    """
+    o = new_object(DeletableGroupResult)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_DeletableGroupResult_v0(out: bytearray, o: DeletableGroupResult) -> None:
+    """Writes DeletableGroupResult v0-1 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_DeletableGroupResult_v0.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    out += _S_h.pack(o.error_code)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_DeletableGroupResult_v2(data: bytes, pos: int) -> tuple[DeletableGroupResult, int]:
+    """Reads DeletableGroupResult v2 on the fast path.
+
+    On any failure the caller re-reads with _decode_DeletableGroupResult_v2, which names field and offset.
+    """
+    o = new_object(DeletableGroupResult)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_DeletableGroupResult_v2(out: bytearray, o: DeletableGroupResult) -> None:
+    """Writes DeletableGroupResult v2 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_DeletableGroupResult_v2.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    out += _S_h.pack(o.error_code)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_DeleteGroupsResponse_v0(data: bytes, pos: int) -> tuple[DeleteGroupsResponse, int]:
+    """Reads DeleteGroupsResponse v0-1 on the fast path.
+
+    On any failure the caller re-reads with _decode_DeleteGroupsResponse_v0, which names field and offset.
+    """
+    o = new_object(DeleteGroupsResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    results = []
+    for _ in range(n):
+        results_item, pos = _read_DeletableGroupResult_v0(data, pos)
+        results.append(results_item)
+    o.results = results
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_DeleteGroupsResponse_v0(out: bytearray, o: DeleteGroupsResponse) -> None:
+    """Writes DeleteGroupsResponse v0-1 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_DeleteGroupsResponse_v0.
+    """
+    s: _Any  # the string being written
+    out += _S_i.pack(o.throttle_time_ms)
+    if type(o.results) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.results))
+    for results_item in o.results:
+        _write_DeletableGroupResult_v0(out, results_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_DeleteGroupsResponse_v2(data: bytes, pos: int) -> tuple[DeleteGroupsResponse, int]:
+    """Reads DeleteGroupsResponse v2 on the fast path.
+
+    On any failure the caller re-reads with _decode_DeleteGroupsResponse_v2, which names field and offset.
+    """
+    o = new_object(DeleteGroupsResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    results = []
+    for _ in range(n):
+        results_item, pos = _read_DeletableGroupResult_v2(data, pos)
+        results.append(results_item)
+    o.results = results
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_DeleteGroupsResponse_v2(out: bytearray, o: DeleteGroupsResponse) -> None:
+    """Writes DeleteGroupsResponse v2 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_DeleteGroupsResponse_v2.
+    """
+    s: _Any  # the string being written
+    out += _S_i.pack(o.throttle_time_ms)
+    if type(o.results) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.results) + 1)
+    for results_item in o.results:
+        _write_DeletableGroupResult_v2(out, results_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_DeletableGroupResult_v0(data: bytes, pos: int) -> tuple[DeletableGroupResult, int]:
-    """Reads DeletableGroupResult v0-1."""
+    """Reads DeletableGroupResult v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -153,7 +346,7 @@ def _decode_DeletableGroupResult_v0(data: bytes, pos: int) -> tuple[DeletableGro
 
 
 def _encode_DeletableGroupResult_v0(out: bytearray, o: DeletableGroupResult) -> None:
-    """Writes DeletableGroupResult v0-1."""
+    """Writes DeletableGroupResult v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -168,7 +361,7 @@ def _encode_DeletableGroupResult_v0(out: bytearray, o: DeletableGroupResult) -> 
 
 
 def _decode_DeletableGroupResult_v2(data: bytes, pos: int) -> tuple[DeletableGroupResult, int]:
-    """Reads DeletableGroupResult v2."""
+    """Reads DeletableGroupResult v2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -195,7 +388,7 @@ def _decode_DeletableGroupResult_v2(data: bytes, pos: int) -> tuple[DeletableGro
 
 
 def _encode_DeletableGroupResult_v2(out: bytearray, o: DeletableGroupResult) -> None:
-    """Writes DeletableGroupResult v2."""
+    """Writes DeletableGroupResult v2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -212,7 +405,7 @@ def _encode_DeletableGroupResult_v2(out: bytearray, o: DeletableGroupResult) -> 
 
 
 def _decode_DeleteGroupsResponse_v0(data: bytes, pos: int) -> tuple[DeleteGroupsResponse, int]:
-    """Reads DeleteGroupsResponse v0-1."""
+    """Reads DeleteGroupsResponse v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -233,7 +426,7 @@ def _decode_DeleteGroupsResponse_v0(data: bytes, pos: int) -> tuple[DeleteGroups
 
 
 def _encode_DeleteGroupsResponse_v0(out: bytearray, o: DeleteGroupsResponse) -> None:
-    """Writes DeleteGroupsResponse v0-1."""
+    """Writes DeleteGroupsResponse v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -248,7 +441,7 @@ def _encode_DeleteGroupsResponse_v0(out: bytearray, o: DeleteGroupsResponse) -> 
 
 
 def _decode_DeleteGroupsResponse_v2(data: bytes, pos: int) -> tuple[DeleteGroupsResponse, int]:
-    """Reads DeleteGroupsResponse v2."""
+    """Reads DeleteGroupsResponse v2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -275,7 +468,7 @@ def _decode_DeleteGroupsResponse_v2(data: bytes, pos: int) -> tuple[DeleteGroups
 
 
 def _encode_DeleteGroupsResponse_v2(out: bytearray, o: DeleteGroupsResponse) -> None:
-    """Writes DeleteGroupsResponse v2."""
+    """Writes DeleteGroupsResponse v2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -291,6 +484,16 @@ def _encode_DeleteGroupsResponse_v2(out: bytearray, o: DeleteGroupsResponse) -> 
         raise encode_failure(e, f, o, DeleteGroupsResponse) from None
 
 
+_READERS = {
+    0: _read_DeleteGroupsResponse_v0,
+    1: _read_DeleteGroupsResponse_v0,
+    2: _read_DeleteGroupsResponse_v2,
+}
+_WRITERS = {
+    0: _write_DeleteGroupsResponse_v0,
+    1: _write_DeleteGroupsResponse_v0,
+    2: _write_DeleteGroupsResponse_v2,
+}
 _DECODERS = {
     0: _decode_DeleteGroupsResponse_v0,
     1: _decode_DeleteGroupsResponse_v0,

@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_array,
     r_compact_array,
     r_compact_string,
@@ -79,19 +81,45 @@ class DescribeGroupsRequest:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> DescribeGroupsRequest:
         """Decodes a whole DescribeGroupsRequest body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[DescribeGroupsRequest, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -100,8 +128,89 @@ class DescribeGroupsRequest:
         return result
 
 
+def _read_DescribeGroupsRequest_v0(data: bytes, pos: int) -> tuple[DescribeGroupsRequest, int]:
+    """Reads DescribeGroupsRequest v0-2 on the fast path.
+
+    On any failure the caller re-reads with _decode_DescribeGroupsRequest_v0, which names field and offset.
+    """
+    o = new_object(DescribeGroupsRequest)
+    o.groups, pos = r_array(data, pos, r_string)
+    o.include_authorized_operations = False
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_DescribeGroupsRequest_v0(out: bytearray, o: DescribeGroupsRequest) -> None:
+    """Writes DescribeGroupsRequest v0-2 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_DescribeGroupsRequest_v0.
+    """
+    s: _Any  # the string being written
+    w_array(out, o.groups, w_string)
+    if o.include_authorized_operations != False:
+        raise Recheck
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_DescribeGroupsRequest_v3(data: bytes, pos: int) -> tuple[DescribeGroupsRequest, int]:
+    """Reads DescribeGroupsRequest v3-4 on the fast path.
+
+    On any failure the caller re-reads with _decode_DescribeGroupsRequest_v3, which names field and offset.
+    """
+    o = new_object(DescribeGroupsRequest)
+    o.groups, pos = r_array(data, pos, r_string)
+    (o.include_authorized_operations,) = _S_o.unpack_from(data, pos)
+    pos += 1
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_DescribeGroupsRequest_v3(out: bytearray, o: DescribeGroupsRequest) -> None:
+    """Writes DescribeGroupsRequest v3-4 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_DescribeGroupsRequest_v3.
+    """
+    s: _Any  # the string being written
+    w_array(out, o.groups, w_string)
+    out += _S_B.pack(o.include_authorized_operations)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_DescribeGroupsRequest_v5(data: bytes, pos: int) -> tuple[DescribeGroupsRequest, int]:
+    """Reads DescribeGroupsRequest v5-6 on the fast path.
+
+    On any failure the caller re-reads with _decode_DescribeGroupsRequest_v5, which names field and offset.
+    """
+    o = new_object(DescribeGroupsRequest)
+    o.groups, pos = r_compact_array(data, pos, r_compact_string)
+    (o.include_authorized_operations,) = _S_o.unpack_from(data, pos)
+    pos += 1
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_DescribeGroupsRequest_v5(out: bytearray, o: DescribeGroupsRequest) -> None:
+    """Writes DescribeGroupsRequest v5-6 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_DescribeGroupsRequest_v5.
+    """
+    s: _Any  # the string being written
+    w_compact_array(out, o.groups, w_compact_string)
+    out += _S_B.pack(o.include_authorized_operations)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_DescribeGroupsRequest_v0(data: bytes, pos: int) -> tuple[DescribeGroupsRequest, int]:
-    """Reads DescribeGroupsRequest v0-2."""
+    """Reads DescribeGroupsRequest v0-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Groups"
@@ -119,7 +228,7 @@ def _decode_DescribeGroupsRequest_v0(data: bytes, pos: int) -> tuple[DescribeGro
 
 
 def _encode_DescribeGroupsRequest_v0(out: bytearray, o: DescribeGroupsRequest) -> None:
-    """Writes DescribeGroupsRequest v0-2."""
+    """Writes DescribeGroupsRequest v0-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Groups"
@@ -135,7 +244,7 @@ def _encode_DescribeGroupsRequest_v0(out: bytearray, o: DescribeGroupsRequest) -
 
 
 def _decode_DescribeGroupsRequest_v3(data: bytes, pos: int) -> tuple[DescribeGroupsRequest, int]:
-    """Reads DescribeGroupsRequest v3-4."""
+    """Reads DescribeGroupsRequest v3-4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Groups"
@@ -156,7 +265,7 @@ def _decode_DescribeGroupsRequest_v3(data: bytes, pos: int) -> tuple[DescribeGro
 
 
 def _encode_DescribeGroupsRequest_v3(out: bytearray, o: DescribeGroupsRequest) -> None:
-    """Writes DescribeGroupsRequest v3-4."""
+    """Writes DescribeGroupsRequest v3-4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Groups"
@@ -171,7 +280,7 @@ def _encode_DescribeGroupsRequest_v3(out: bytearray, o: DescribeGroupsRequest) -
 
 
 def _decode_DescribeGroupsRequest_v5(data: bytes, pos: int) -> tuple[DescribeGroupsRequest, int]:
-    """Reads DescribeGroupsRequest v5-6."""
+    """Reads DescribeGroupsRequest v5-6, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Groups"
@@ -198,7 +307,7 @@ def _decode_DescribeGroupsRequest_v5(data: bytes, pos: int) -> tuple[DescribeGro
 
 
 def _encode_DescribeGroupsRequest_v5(out: bytearray, o: DescribeGroupsRequest) -> None:
-    """Writes DescribeGroupsRequest v5-6."""
+    """Writes DescribeGroupsRequest v5-6, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Groups"
@@ -214,6 +323,24 @@ def _encode_DescribeGroupsRequest_v5(out: bytearray, o: DescribeGroupsRequest) -
         raise encode_failure(e, f, o, DescribeGroupsRequest) from None
 
 
+_READERS = {
+    0: _read_DescribeGroupsRequest_v0,
+    1: _read_DescribeGroupsRequest_v0,
+    2: _read_DescribeGroupsRequest_v0,
+    3: _read_DescribeGroupsRequest_v3,
+    4: _read_DescribeGroupsRequest_v3,
+    5: _read_DescribeGroupsRequest_v5,
+    6: _read_DescribeGroupsRequest_v5,
+}
+_WRITERS = {
+    0: _write_DescribeGroupsRequest_v0,
+    1: _write_DescribeGroupsRequest_v0,
+    2: _write_DescribeGroupsRequest_v0,
+    3: _write_DescribeGroupsRequest_v3,
+    4: _write_DescribeGroupsRequest_v3,
+    5: _write_DescribeGroupsRequest_v5,
+    6: _write_DescribeGroupsRequest_v5,
+}
 _DECODERS = {
     0: _decode_DescribeGroupsRequest_v0,
     1: _decode_DescribeGroupsRequest_v0,

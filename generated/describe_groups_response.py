@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_array,
     r_bytes,
     r_compact_array,
@@ -31,6 +33,7 @@ from ._runtime import (
     r_tag_count,
     r_tag_header,
     r_tags,
+    r_uvarint,
     read_message,
     tag_size_mismatch,
     tags_unsupported,
@@ -45,6 +48,7 @@ from ._runtime import (
     w_nullable_string,
     w_string,
     w_tags,
+    w_uvarint,
     write_message,
 )
 
@@ -232,19 +236,45 @@ class DescribeGroupsResponse:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> DescribeGroupsResponse:
         """Decodes a whole DescribeGroupsResponse body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[DescribeGroupsResponse, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -253,8 +283,1100 @@ class DescribeGroupsResponse:
         return result
 
 
+def _read_DescribedGroupMember_v0(data: bytes, pos: int) -> tuple[DescribedGroupMember, int]:
+    """Reads DescribedGroupMember v0-3 on the fast path.
+
+    On any failure the caller re-reads with _decode_DescribedGroupMember_v0, which names field and offset.
+    """
+    o = new_object(DescribedGroupMember)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    o.group_instance_id = None
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.client_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.client_id, pos = r_string(data, pos)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.client_host = data[pos:end].decode()
+        pos = end
+    else:
+        o.client_host, pos = r_string(data, pos)
+    (n,) = _S_i.unpack_from(data, pos)
+    if n >= 0:
+        pos += 4
+        end = pos + n
+        o.member_metadata = data[pos:end]
+        pos = end
+    else:
+        o.member_metadata, pos = r_bytes(data, pos)
+    (n,) = _S_i.unpack_from(data, pos)
+    if n >= 0:
+        pos += 4
+        end = pos + n
+        o.member_assignment = data[pos:end]
+        pos = end
+    else:
+        o.member_assignment, pos = r_bytes(data, pos)
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_DescribedGroupMember_v0(out: bytearray, o: DescribedGroupMember) -> None:
+    """Writes DescribedGroupMember v0-3 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_DescribedGroupMember_v0.
+    """
+    s: _Any  # the string being written
+    s = o.member_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    s = o.client_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    s = o.client_host
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if type(o.member_metadata) is bytes:
+        out += _S_i.pack(len(o.member_metadata))
+        out += o.member_metadata
+    else:
+        w_bytes(out, o.member_metadata)
+    if type(o.member_assignment) is bytes:
+        out += _S_i.pack(len(o.member_assignment))
+        out += o.member_assignment
+    else:
+        w_bytes(out, o.member_assignment)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_DescribedGroupMember_v4(data: bytes, pos: int) -> tuple[DescribedGroupMember, int]:
+    """Reads DescribedGroupMember v4 on the fast path.
+
+    On any failure the caller re-reads with _decode_DescribedGroupMember_v4, which names field and offset.
+    """
+    o = new_object(DescribedGroupMember)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_instance_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_instance_id, pos = r_nullable_string(data, pos)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.client_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.client_id, pos = r_string(data, pos)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.client_host = data[pos:end].decode()
+        pos = end
+    else:
+        o.client_host, pos = r_string(data, pos)
+    (n,) = _S_i.unpack_from(data, pos)
+    if n >= 0:
+        pos += 4
+        end = pos + n
+        o.member_metadata = data[pos:end]
+        pos = end
+    else:
+        o.member_metadata, pos = r_bytes(data, pos)
+    (n,) = _S_i.unpack_from(data, pos)
+    if n >= 0:
+        pos += 4
+        end = pos + n
+        o.member_assignment = data[pos:end]
+        pos = end
+    else:
+        o.member_assignment, pos = r_bytes(data, pos)
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_DescribedGroupMember_v4(out: bytearray, o: DescribedGroupMember) -> None:
+    """Writes DescribedGroupMember v4 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_DescribedGroupMember_v4.
+    """
+    s: _Any  # the string being written
+    s = o.member_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    s = o.group_instance_id
+    if s is None:
+        out += b"\xff\xff"
+    else:
+        b = s.encode()
+        if len(b) <= 0x7FFF:
+            out += _S_h.pack(len(b))
+            out += b
+        else:
+            w_nullable_string(out, s)
+    s = o.client_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    s = o.client_host
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if type(o.member_metadata) is bytes:
+        out += _S_i.pack(len(o.member_metadata))
+        out += o.member_metadata
+    else:
+        w_bytes(out, o.member_metadata)
+    if type(o.member_assignment) is bytes:
+        out += _S_i.pack(len(o.member_assignment))
+        out += o.member_assignment
+    else:
+        w_bytes(out, o.member_assignment)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_DescribedGroupMember_v5(data: bytes, pos: int) -> tuple[DescribedGroupMember, int]:
+    """Reads DescribedGroupMember v5-6 on the fast path.
+
+    On any failure the caller re-reads with _decode_DescribedGroupMember_v5, which names field and offset.
+    """
+    o = new_object(DescribedGroupMember)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_instance_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.group_instance_id = None
+        pos += 1
+    else:
+        o.group_instance_id, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.client_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.client_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.client_host = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.client_host, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_metadata = data[pos + 1 : end]
+        pos = end
+    else:
+        o.member_metadata, pos = r_compact_bytes(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_assignment = data[pos + 1 : end]
+        pos = end
+    else:
+        o.member_assignment, pos = r_compact_bytes(data, pos)
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_DescribedGroupMember_v5(out: bytearray, o: DescribedGroupMember) -> None:
+    """Writes DescribedGroupMember v5-6 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_DescribedGroupMember_v5.
+    """
+    s: _Any  # the string being written
+    s = o.member_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.group_instance_id
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    s = o.client_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.client_host
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    if type(o.member_metadata) is bytes and len(o.member_metadata) < 0x7F:
+        out.append(len(o.member_metadata) + 1)
+        out += o.member_metadata
+    else:
+        w_compact_bytes(out, o.member_metadata)
+    if type(o.member_assignment) is bytes and len(o.member_assignment) < 0x7F:
+        out.append(len(o.member_assignment) + 1)
+        out += o.member_assignment
+    else:
+        w_compact_bytes(out, o.member_assignment)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_DescribedGroup_v0(data: bytes, pos: int) -> tuple[DescribedGroup, int]:
+    """Reads DescribedGroup v0-2 on the fast path.
+
+    On any failure the caller re-reads with _decode_DescribedGroup_v0, which names field and offset.
+    """
+    o = new_object(DescribedGroup)
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    o.error_message = None
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_state = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_state, pos = r_string(data, pos)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.protocol_type = data[pos:end].decode()
+        pos = end
+    else:
+        o.protocol_type, pos = r_string(data, pos)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.protocol_data = data[pos:end].decode()
+        pos = end
+    else:
+        o.protocol_data, pos = r_string(data, pos)
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    members = []
+    for _ in range(n):
+        members_item, pos = _read_DescribedGroupMember_v0(data, pos)
+        members.append(members_item)
+    o.members = members
+    o.authorized_operations = -2147483648
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_DescribedGroup_v0(out: bytearray, o: DescribedGroup) -> None:
+    """Writes DescribedGroup v0-2 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_DescribedGroup_v0.
+    """
+    s: _Any  # the string being written
+    out += _S_h.pack(o.error_code)
+    if o.error_message is not None:
+        raise Recheck
+    s = o.group_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    s = o.group_state
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    s = o.protocol_type
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    s = o.protocol_data
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if type(o.members) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.members))
+    for members_item in o.members:
+        _write_DescribedGroupMember_v0(out, members_item)
+    if o.authorized_operations != -2147483648:
+        raise Recheck
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_DescribedGroup_v3(data: bytes, pos: int) -> tuple[DescribedGroup, int]:
+    """Reads DescribedGroup v3 on the fast path.
+
+    On any failure the caller re-reads with _decode_DescribedGroup_v3, which names field and offset.
+    """
+    o = new_object(DescribedGroup)
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    o.error_message = None
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_state = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_state, pos = r_string(data, pos)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.protocol_type = data[pos:end].decode()
+        pos = end
+    else:
+        o.protocol_type, pos = r_string(data, pos)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.protocol_data = data[pos:end].decode()
+        pos = end
+    else:
+        o.protocol_data, pos = r_string(data, pos)
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    members = []
+    for _ in range(n):
+        members_item, pos = _read_DescribedGroupMember_v0(data, pos)
+        members.append(members_item)
+    o.members = members
+    (o.authorized_operations,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_DescribedGroup_v3(out: bytearray, o: DescribedGroup) -> None:
+    """Writes DescribedGroup v3 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_DescribedGroup_v3.
+    """
+    s: _Any  # the string being written
+    out += _S_h.pack(o.error_code)
+    if o.error_message is not None:
+        raise Recheck
+    s = o.group_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    s = o.group_state
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    s = o.protocol_type
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    s = o.protocol_data
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if type(o.members) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.members))
+    for members_item in o.members:
+        _write_DescribedGroupMember_v0(out, members_item)
+    out += _S_i.pack(o.authorized_operations)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_DescribedGroup_v4(data: bytes, pos: int) -> tuple[DescribedGroup, int]:
+    """Reads DescribedGroup v4 on the fast path.
+
+    On any failure the caller re-reads with _decode_DescribedGroup_v4, which names field and offset.
+    """
+    o = new_object(DescribedGroup)
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    o.error_message = None
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_state = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_state, pos = r_string(data, pos)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.protocol_type = data[pos:end].decode()
+        pos = end
+    else:
+        o.protocol_type, pos = r_string(data, pos)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.protocol_data = data[pos:end].decode()
+        pos = end
+    else:
+        o.protocol_data, pos = r_string(data, pos)
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    members = []
+    for _ in range(n):
+        members_item, pos = _read_DescribedGroupMember_v4(data, pos)
+        members.append(members_item)
+    o.members = members
+    (o.authorized_operations,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_DescribedGroup_v4(out: bytearray, o: DescribedGroup) -> None:
+    """Writes DescribedGroup v4 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_DescribedGroup_v4.
+    """
+    s: _Any  # the string being written
+    out += _S_h.pack(o.error_code)
+    if o.error_message is not None:
+        raise Recheck
+    s = o.group_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    s = o.group_state
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    s = o.protocol_type
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    s = o.protocol_data
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if type(o.members) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.members))
+    for members_item in o.members:
+        _write_DescribedGroupMember_v4(out, members_item)
+    out += _S_i.pack(o.authorized_operations)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_DescribedGroup_v5(data: bytes, pos: int) -> tuple[DescribedGroup, int]:
+    """Reads DescribedGroup v5 on the fast path.
+
+    On any failure the caller re-reads with _decode_DescribedGroup_v5, which names field and offset.
+    """
+    o = new_object(DescribedGroup)
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    o.error_message = None
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_state = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_state, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.protocol_type = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.protocol_type, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.protocol_data = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.protocol_data, pos = r_compact_string(data, pos)
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    members = []
+    for _ in range(n):
+        members_item, pos = _read_DescribedGroupMember_v5(data, pos)
+        members.append(members_item)
+    o.members = members
+    (o.authorized_operations,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_DescribedGroup_v5(out: bytearray, o: DescribedGroup) -> None:
+    """Writes DescribedGroup v5 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_DescribedGroup_v5.
+    """
+    s: _Any  # the string being written
+    out += _S_h.pack(o.error_code)
+    if o.error_message is not None:
+        raise Recheck
+    s = o.group_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.group_state
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.protocol_type
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.protocol_data
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    if type(o.members) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.members) + 1)
+    for members_item in o.members:
+        _write_DescribedGroupMember_v5(out, members_item)
+    out += _S_i.pack(o.authorized_operations)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_DescribedGroup_v6(data: bytes, pos: int) -> tuple[DescribedGroup, int]:
+    """Reads DescribedGroup v6 on the fast path.
+
+    On any failure the caller re-reads with _decode_DescribedGroup_v6, which names field and offset.
+    """
+    o = new_object(DescribedGroup)
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.error_message = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.error_message = None
+        pos += 1
+    else:
+        o.error_message, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_state = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_state, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.protocol_type = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.protocol_type, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.protocol_data = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.protocol_data, pos = r_compact_string(data, pos)
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    members = []
+    for _ in range(n):
+        members_item, pos = _read_DescribedGroupMember_v5(data, pos)
+        members.append(members_item)
+    o.members = members
+    (o.authorized_operations,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_DescribedGroup_v6(out: bytearray, o: DescribedGroup) -> None:
+    """Writes DescribedGroup v6 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_DescribedGroup_v6.
+    """
+    s: _Any  # the string being written
+    out += _S_h.pack(o.error_code)
+    s = o.error_message
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    s = o.group_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.group_state
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.protocol_type
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.protocol_data
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    if type(o.members) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.members) + 1)
+    for members_item in o.members:
+        _write_DescribedGroupMember_v5(out, members_item)
+    out += _S_i.pack(o.authorized_operations)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_DescribeGroupsResponse_v0(data: bytes, pos: int) -> tuple[DescribeGroupsResponse, int]:
+    """Reads DescribeGroupsResponse v0 on the fast path.
+
+    On any failure the caller re-reads with _decode_DescribeGroupsResponse_v0, which names field and offset.
+    """
+    o = new_object(DescribeGroupsResponse)
+    o.throttle_time_ms = 0
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    groups = []
+    for _ in range(n):
+        groups_item, pos = _read_DescribedGroup_v0(data, pos)
+        groups.append(groups_item)
+    o.groups = groups
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_DescribeGroupsResponse_v0(out: bytearray, o: DescribeGroupsResponse) -> None:
+    """Writes DescribeGroupsResponse v0 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_DescribeGroupsResponse_v0.
+    """
+    s: _Any  # the string being written
+    if type(o.groups) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.groups))
+    for groups_item in o.groups:
+        _write_DescribedGroup_v0(out, groups_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_DescribeGroupsResponse_v1(data: bytes, pos: int) -> tuple[DescribeGroupsResponse, int]:
+    """Reads DescribeGroupsResponse v1-2 on the fast path.
+
+    On any failure the caller re-reads with _decode_DescribeGroupsResponse_v1, which names field and offset.
+    """
+    o = new_object(DescribeGroupsResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    groups = []
+    for _ in range(n):
+        groups_item, pos = _read_DescribedGroup_v0(data, pos)
+        groups.append(groups_item)
+    o.groups = groups
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_DescribeGroupsResponse_v1(out: bytearray, o: DescribeGroupsResponse) -> None:
+    """Writes DescribeGroupsResponse v1-2 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_DescribeGroupsResponse_v1.
+    """
+    s: _Any  # the string being written
+    out += _S_i.pack(o.throttle_time_ms)
+    if type(o.groups) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.groups))
+    for groups_item in o.groups:
+        _write_DescribedGroup_v0(out, groups_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_DescribeGroupsResponse_v3(data: bytes, pos: int) -> tuple[DescribeGroupsResponse, int]:
+    """Reads DescribeGroupsResponse v3 on the fast path.
+
+    On any failure the caller re-reads with _decode_DescribeGroupsResponse_v3, which names field and offset.
+    """
+    o = new_object(DescribeGroupsResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    groups = []
+    for _ in range(n):
+        groups_item, pos = _read_DescribedGroup_v3(data, pos)
+        groups.append(groups_item)
+    o.groups = groups
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_DescribeGroupsResponse_v3(out: bytearray, o: DescribeGroupsResponse) -> None:
+    """Writes DescribeGroupsResponse v3 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_DescribeGroupsResponse_v3.
+    """
+    s: _Any  # the string being written
+    out += _S_i.pack(o.throttle_time_ms)
+    if type(o.groups) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.groups))
+    for groups_item in o.groups:
+        _write_DescribedGroup_v3(out, groups_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_DescribeGroupsResponse_v4(data: bytes, pos: int) -> tuple[DescribeGroupsResponse, int]:
+    """Reads DescribeGroupsResponse v4 on the fast path.
+
+    On any failure the caller re-reads with _decode_DescribeGroupsResponse_v4, which names field and offset.
+    """
+    o = new_object(DescribeGroupsResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    groups = []
+    for _ in range(n):
+        groups_item, pos = _read_DescribedGroup_v4(data, pos)
+        groups.append(groups_item)
+    o.groups = groups
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_DescribeGroupsResponse_v4(out: bytearray, o: DescribeGroupsResponse) -> None:
+    """Writes DescribeGroupsResponse v4 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_DescribeGroupsResponse_v4.
+    """
+    s: _Any  # the string being written
+    out += _S_i.pack(o.throttle_time_ms)
+    if type(o.groups) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.groups))
+    for groups_item in o.groups:
+        _write_DescribedGroup_v4(out, groups_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_DescribeGroupsResponse_v5(data: bytes, pos: int) -> tuple[DescribeGroupsResponse, int]:
+    """Reads DescribeGroupsResponse v5 on the fast path.
+
+    On any failure the caller re-reads with _decode_DescribeGroupsResponse_v5, which names field and offset.
+    """
+    o = new_object(DescribeGroupsResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    groups = []
+    for _ in range(n):
+        groups_item, pos = _read_DescribedGroup_v5(data, pos)
+        groups.append(groups_item)
+    o.groups = groups
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_DescribeGroupsResponse_v5(out: bytearray, o: DescribeGroupsResponse) -> None:
+    """Writes DescribeGroupsResponse v5 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_DescribeGroupsResponse_v5.
+    """
+    s: _Any  # the string being written
+    out += _S_i.pack(o.throttle_time_ms)
+    if type(o.groups) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.groups) + 1)
+    for groups_item in o.groups:
+        _write_DescribedGroup_v5(out, groups_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_DescribeGroupsResponse_v6(data: bytes, pos: int) -> tuple[DescribeGroupsResponse, int]:
+    """Reads DescribeGroupsResponse v6 on the fast path.
+
+    On any failure the caller re-reads with _decode_DescribeGroupsResponse_v6, which names field and offset.
+    """
+    o = new_object(DescribeGroupsResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    groups = []
+    for _ in range(n):
+        groups_item, pos = _read_DescribedGroup_v6(data, pos)
+        groups.append(groups_item)
+    o.groups = groups
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_DescribeGroupsResponse_v6(out: bytearray, o: DescribeGroupsResponse) -> None:
+    """Writes DescribeGroupsResponse v6 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_DescribeGroupsResponse_v6.
+    """
+    s: _Any  # the string being written
+    out += _S_i.pack(o.throttle_time_ms)
+    if type(o.groups) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.groups) + 1)
+    for groups_item in o.groups:
+        _write_DescribedGroup_v6(out, groups_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_DescribedGroupMember_v0(data: bytes, pos: int) -> tuple[DescribedGroupMember, int]:
-    """Reads DescribedGroupMember v0-3."""
+    """Reads DescribedGroupMember v0-3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -284,7 +1406,7 @@ def _decode_DescribedGroupMember_v0(data: bytes, pos: int) -> tuple[DescribedGro
 
 
 def _encode_DescribedGroupMember_v0(out: bytearray, o: DescribedGroupMember) -> None:
-    """Writes DescribedGroupMember v0-3."""
+    """Writes DescribedGroupMember v0-3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -305,7 +1427,7 @@ def _encode_DescribedGroupMember_v0(out: bytearray, o: DescribedGroupMember) -> 
 
 
 def _decode_DescribedGroupMember_v4(data: bytes, pos: int) -> tuple[DescribedGroupMember, int]:
-    """Reads DescribedGroupMember v4."""
+    """Reads DescribedGroupMember v4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -337,7 +1459,7 @@ def _decode_DescribedGroupMember_v4(data: bytes, pos: int) -> tuple[DescribedGro
 
 
 def _encode_DescribedGroupMember_v4(out: bytearray, o: DescribedGroupMember) -> None:
-    """Writes DescribedGroupMember v4."""
+    """Writes DescribedGroupMember v4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -360,7 +1482,7 @@ def _encode_DescribedGroupMember_v4(out: bytearray, o: DescribedGroupMember) -> 
 
 
 def _decode_DescribedGroupMember_v5(data: bytes, pos: int) -> tuple[DescribedGroupMember, int]:
-    """Reads DescribedGroupMember v5-6."""
+    """Reads DescribedGroupMember v5-6, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -398,7 +1520,7 @@ def _decode_DescribedGroupMember_v5(data: bytes, pos: int) -> tuple[DescribedGro
 
 
 def _encode_DescribedGroupMember_v5(out: bytearray, o: DescribedGroupMember) -> None:
-    """Writes DescribedGroupMember v5-6."""
+    """Writes DescribedGroupMember v5-6, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -423,7 +1545,7 @@ def _encode_DescribedGroupMember_v5(out: bytearray, o: DescribedGroupMember) -> 
 
 
 def _decode_DescribedGroup_v0(data: bytes, pos: int) -> tuple[DescribedGroup, int]:
-    """Reads DescribedGroup v0-2."""
+    """Reads DescribedGroup v0-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -458,7 +1580,7 @@ def _decode_DescribedGroup_v0(data: bytes, pos: int) -> tuple[DescribedGroup, in
 
 
 def _encode_DescribedGroup_v0(out: bytearray, o: DescribedGroup) -> None:
-    """Writes DescribedGroup v0-2."""
+    """Writes DescribedGroup v0-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -487,7 +1609,7 @@ def _encode_DescribedGroup_v0(out: bytearray, o: DescribedGroup) -> None:
 
 
 def _decode_DescribedGroup_v3(data: bytes, pos: int) -> tuple[DescribedGroup, int]:
-    """Reads DescribedGroup v3."""
+    """Reads DescribedGroup v3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -525,7 +1647,7 @@ def _decode_DescribedGroup_v3(data: bytes, pos: int) -> tuple[DescribedGroup, in
 
 
 def _encode_DescribedGroup_v3(out: bytearray, o: DescribedGroup) -> None:
-    """Writes DescribedGroup v3."""
+    """Writes DescribedGroup v3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -553,7 +1675,7 @@ def _encode_DescribedGroup_v3(out: bytearray, o: DescribedGroup) -> None:
 
 
 def _decode_DescribedGroup_v4(data: bytes, pos: int) -> tuple[DescribedGroup, int]:
-    """Reads DescribedGroup v4."""
+    """Reads DescribedGroup v4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -591,7 +1713,7 @@ def _decode_DescribedGroup_v4(data: bytes, pos: int) -> tuple[DescribedGroup, in
 
 
 def _encode_DescribedGroup_v4(out: bytearray, o: DescribedGroup) -> None:
-    """Writes DescribedGroup v4."""
+    """Writes DescribedGroup v4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -619,7 +1741,7 @@ def _encode_DescribedGroup_v4(out: bytearray, o: DescribedGroup) -> None:
 
 
 def _decode_DescribedGroup_v5(data: bytes, pos: int) -> tuple[DescribedGroup, int]:
-    """Reads DescribedGroup v5."""
+    """Reads DescribedGroup v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -663,7 +1785,7 @@ def _decode_DescribedGroup_v5(data: bytes, pos: int) -> tuple[DescribedGroup, in
 
 
 def _encode_DescribedGroup_v5(out: bytearray, o: DescribedGroup) -> None:
-    """Writes DescribedGroup v5."""
+    """Writes DescribedGroup v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -693,7 +1815,7 @@ def _encode_DescribedGroup_v5(out: bytearray, o: DescribedGroup) -> None:
 
 
 def _decode_DescribedGroup_v6(data: bytes, pos: int) -> tuple[DescribedGroup, int]:
-    """Reads DescribedGroup v6."""
+    """Reads DescribedGroup v6, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -739,7 +1861,7 @@ def _decode_DescribedGroup_v6(data: bytes, pos: int) -> tuple[DescribedGroup, in
 
 
 def _encode_DescribedGroup_v6(out: bytearray, o: DescribedGroup) -> None:
-    """Writes DescribedGroup v6."""
+    """Writes DescribedGroup v6, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -768,7 +1890,7 @@ def _encode_DescribedGroup_v6(out: bytearray, o: DescribedGroup) -> None:
 
 
 def _decode_DescribeGroupsResponse_v0(data: bytes, pos: int) -> tuple[DescribeGroupsResponse, int]:
-    """Reads DescribeGroupsResponse v0."""
+    """Reads DescribeGroupsResponse v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Groups"
@@ -786,7 +1908,7 @@ def _decode_DescribeGroupsResponse_v0(data: bytes, pos: int) -> tuple[DescribeGr
 
 
 def _encode_DescribeGroupsResponse_v0(out: bytearray, o: DescribeGroupsResponse) -> None:
-    """Writes DescribeGroupsResponse v0."""
+    """Writes DescribeGroupsResponse v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Groups"
@@ -799,7 +1921,7 @@ def _encode_DescribeGroupsResponse_v0(out: bytearray, o: DescribeGroupsResponse)
 
 
 def _decode_DescribeGroupsResponse_v1(data: bytes, pos: int) -> tuple[DescribeGroupsResponse, int]:
-    """Reads DescribeGroupsResponse v1-2."""
+    """Reads DescribeGroupsResponse v1-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -820,7 +1942,7 @@ def _decode_DescribeGroupsResponse_v1(data: bytes, pos: int) -> tuple[DescribeGr
 
 
 def _encode_DescribeGroupsResponse_v1(out: bytearray, o: DescribeGroupsResponse) -> None:
-    """Writes DescribeGroupsResponse v1-2."""
+    """Writes DescribeGroupsResponse v1-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -835,7 +1957,7 @@ def _encode_DescribeGroupsResponse_v1(out: bytearray, o: DescribeGroupsResponse)
 
 
 def _decode_DescribeGroupsResponse_v3(data: bytes, pos: int) -> tuple[DescribeGroupsResponse, int]:
-    """Reads DescribeGroupsResponse v3."""
+    """Reads DescribeGroupsResponse v3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -856,7 +1978,7 @@ def _decode_DescribeGroupsResponse_v3(data: bytes, pos: int) -> tuple[DescribeGr
 
 
 def _encode_DescribeGroupsResponse_v3(out: bytearray, o: DescribeGroupsResponse) -> None:
-    """Writes DescribeGroupsResponse v3."""
+    """Writes DescribeGroupsResponse v3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -871,7 +1993,7 @@ def _encode_DescribeGroupsResponse_v3(out: bytearray, o: DescribeGroupsResponse)
 
 
 def _decode_DescribeGroupsResponse_v4(data: bytes, pos: int) -> tuple[DescribeGroupsResponse, int]:
-    """Reads DescribeGroupsResponse v4."""
+    """Reads DescribeGroupsResponse v4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -892,7 +2014,7 @@ def _decode_DescribeGroupsResponse_v4(data: bytes, pos: int) -> tuple[DescribeGr
 
 
 def _encode_DescribeGroupsResponse_v4(out: bytearray, o: DescribeGroupsResponse) -> None:
-    """Writes DescribeGroupsResponse v4."""
+    """Writes DescribeGroupsResponse v4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -907,7 +2029,7 @@ def _encode_DescribeGroupsResponse_v4(out: bytearray, o: DescribeGroupsResponse)
 
 
 def _decode_DescribeGroupsResponse_v5(data: bytes, pos: int) -> tuple[DescribeGroupsResponse, int]:
-    """Reads DescribeGroupsResponse v5."""
+    """Reads DescribeGroupsResponse v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -934,7 +2056,7 @@ def _decode_DescribeGroupsResponse_v5(data: bytes, pos: int) -> tuple[DescribeGr
 
 
 def _encode_DescribeGroupsResponse_v5(out: bytearray, o: DescribeGroupsResponse) -> None:
-    """Writes DescribeGroupsResponse v5."""
+    """Writes DescribeGroupsResponse v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -951,7 +2073,7 @@ def _encode_DescribeGroupsResponse_v5(out: bytearray, o: DescribeGroupsResponse)
 
 
 def _decode_DescribeGroupsResponse_v6(data: bytes, pos: int) -> tuple[DescribeGroupsResponse, int]:
-    """Reads DescribeGroupsResponse v6."""
+    """Reads DescribeGroupsResponse v6, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -978,7 +2100,7 @@ def _decode_DescribeGroupsResponse_v6(data: bytes, pos: int) -> tuple[DescribeGr
 
 
 def _encode_DescribeGroupsResponse_v6(out: bytearray, o: DescribeGroupsResponse) -> None:
-    """Writes DescribeGroupsResponse v6."""
+    """Writes DescribeGroupsResponse v6, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -994,6 +2116,24 @@ def _encode_DescribeGroupsResponse_v6(out: bytearray, o: DescribeGroupsResponse)
         raise encode_failure(e, f, o, DescribeGroupsResponse) from None
 
 
+_READERS = {
+    0: _read_DescribeGroupsResponse_v0,
+    1: _read_DescribeGroupsResponse_v1,
+    2: _read_DescribeGroupsResponse_v1,
+    3: _read_DescribeGroupsResponse_v3,
+    4: _read_DescribeGroupsResponse_v4,
+    5: _read_DescribeGroupsResponse_v5,
+    6: _read_DescribeGroupsResponse_v6,
+}
+_WRITERS = {
+    0: _write_DescribeGroupsResponse_v0,
+    1: _write_DescribeGroupsResponse_v1,
+    2: _write_DescribeGroupsResponse_v1,
+    3: _write_DescribeGroupsResponse_v3,
+    4: _write_DescribeGroupsResponse_v4,
+    5: _write_DescribeGroupsResponse_v5,
+    6: _write_DescribeGroupsResponse_v6,
+}
 _DECODERS = {
     0: _decode_DescribeGroupsResponse_v0,
     1: _decode_DescribeGroupsResponse_v1,

@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_compact_array,
     r_compact_string,
     r_string,
@@ -39,6 +41,7 @@ from ._runtime import (
 )
 
 _S_b = _struct.Struct(">b")
+_S_h = _struct.Struct(">h")
 
 
 @_dataclass(slots=True)
@@ -79,19 +82,45 @@ class FindCoordinatorRequest:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> FindCoordinatorRequest:
         """Decodes a whole FindCoordinatorRequest body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[FindCoordinatorRequest, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -100,8 +129,170 @@ class FindCoordinatorRequest:
         return result
 
 
+def _read_FindCoordinatorRequest_v0(data: bytes, pos: int) -> tuple[FindCoordinatorRequest, int]:
+    """Reads FindCoordinatorRequest v0 on the fast path.
+
+    On any failure the caller re-reads with _decode_FindCoordinatorRequest_v0, which names field and offset.
+    """
+    o = new_object(FindCoordinatorRequest)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.key = data[pos:end].decode()
+        pos = end
+    else:
+        o.key, pos = r_string(data, pos)
+    o.key_type = 0
+    o.coordinator_keys = []
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_FindCoordinatorRequest_v0(out: bytearray, o: FindCoordinatorRequest) -> None:
+    """Writes FindCoordinatorRequest v0 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_FindCoordinatorRequest_v0.
+    """
+    s: _Any  # the string being written
+    s = o.key
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if o.key_type != 0:
+        raise Recheck
+    if len(o.coordinator_keys) != 0:
+        raise Recheck
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_FindCoordinatorRequest_v1(data: bytes, pos: int) -> tuple[FindCoordinatorRequest, int]:
+    """Reads FindCoordinatorRequest v1-2 on the fast path.
+
+    On any failure the caller re-reads with _decode_FindCoordinatorRequest_v1, which names field and offset.
+    """
+    o = new_object(FindCoordinatorRequest)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.key = data[pos:end].decode()
+        pos = end
+    else:
+        o.key, pos = r_string(data, pos)
+    (o.key_type,) = _S_b.unpack_from(data, pos)
+    pos += 1
+    o.coordinator_keys = []
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_FindCoordinatorRequest_v1(out: bytearray, o: FindCoordinatorRequest) -> None:
+    """Writes FindCoordinatorRequest v1-2 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_FindCoordinatorRequest_v1.
+    """
+    s: _Any  # the string being written
+    s = o.key
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    out += _S_b.pack(o.key_type)
+    if len(o.coordinator_keys) != 0:
+        raise Recheck
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_FindCoordinatorRequest_v3(data: bytes, pos: int) -> tuple[FindCoordinatorRequest, int]:
+    """Reads FindCoordinatorRequest v3 on the fast path.
+
+    On any failure the caller re-reads with _decode_FindCoordinatorRequest_v3, which names field and offset.
+    """
+    o = new_object(FindCoordinatorRequest)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.key = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.key, pos = r_compact_string(data, pos)
+    (o.key_type,) = _S_b.unpack_from(data, pos)
+    pos += 1
+    o.coordinator_keys = []
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_FindCoordinatorRequest_v3(out: bytearray, o: FindCoordinatorRequest) -> None:
+    """Writes FindCoordinatorRequest v3 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_FindCoordinatorRequest_v3.
+    """
+    s: _Any  # the string being written
+    s = o.key
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    out += _S_b.pack(o.key_type)
+    if len(o.coordinator_keys) != 0:
+        raise Recheck
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_FindCoordinatorRequest_v4(data: bytes, pos: int) -> tuple[FindCoordinatorRequest, int]:
+    """Reads FindCoordinatorRequest v4-6 on the fast path.
+
+    On any failure the caller re-reads with _decode_FindCoordinatorRequest_v4, which names field and offset.
+    """
+    o = new_object(FindCoordinatorRequest)
+    o.key = ""
+    (o.key_type,) = _S_b.unpack_from(data, pos)
+    pos += 1
+    o.coordinator_keys, pos = r_compact_array(data, pos, r_compact_string)
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_FindCoordinatorRequest_v4(out: bytearray, o: FindCoordinatorRequest) -> None:
+    """Writes FindCoordinatorRequest v4-6 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_FindCoordinatorRequest_v4.
+    """
+    s: _Any  # the string being written
+    if o.key != "":
+        raise Recheck
+    out += _S_b.pack(o.key_type)
+    w_compact_array(out, o.coordinator_keys, w_compact_string)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_FindCoordinatorRequest_v0(data: bytes, pos: int) -> tuple[FindCoordinatorRequest, int]:
-    """Reads FindCoordinatorRequest v0."""
+    """Reads FindCoordinatorRequest v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Key"
@@ -120,7 +311,7 @@ def _decode_FindCoordinatorRequest_v0(data: bytes, pos: int) -> tuple[FindCoordi
 
 
 def _encode_FindCoordinatorRequest_v0(out: bytearray, o: FindCoordinatorRequest) -> None:
-    """Writes FindCoordinatorRequest v0."""
+    """Writes FindCoordinatorRequest v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Key"
@@ -139,7 +330,7 @@ def _encode_FindCoordinatorRequest_v0(out: bytearray, o: FindCoordinatorRequest)
 
 
 def _decode_FindCoordinatorRequest_v1(data: bytes, pos: int) -> tuple[FindCoordinatorRequest, int]:
-    """Reads FindCoordinatorRequest v1-2."""
+    """Reads FindCoordinatorRequest v1-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Key"
@@ -161,7 +352,7 @@ def _decode_FindCoordinatorRequest_v1(data: bytes, pos: int) -> tuple[FindCoordi
 
 
 def _encode_FindCoordinatorRequest_v1(out: bytearray, o: FindCoordinatorRequest) -> None:
-    """Writes FindCoordinatorRequest v1-2."""
+    """Writes FindCoordinatorRequest v1-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Key"
@@ -179,7 +370,7 @@ def _encode_FindCoordinatorRequest_v1(out: bytearray, o: FindCoordinatorRequest)
 
 
 def _decode_FindCoordinatorRequest_v3(data: bytes, pos: int) -> tuple[FindCoordinatorRequest, int]:
-    """Reads FindCoordinatorRequest v3."""
+    """Reads FindCoordinatorRequest v3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Key"
@@ -207,7 +398,7 @@ def _decode_FindCoordinatorRequest_v3(data: bytes, pos: int) -> tuple[FindCoordi
 
 
 def _encode_FindCoordinatorRequest_v3(out: bytearray, o: FindCoordinatorRequest) -> None:
-    """Writes FindCoordinatorRequest v3."""
+    """Writes FindCoordinatorRequest v3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Key"
@@ -227,7 +418,7 @@ def _encode_FindCoordinatorRequest_v3(out: bytearray, o: FindCoordinatorRequest)
 
 
 def _decode_FindCoordinatorRequest_v4(data: bytes, pos: int) -> tuple[FindCoordinatorRequest, int]:
-    """Reads FindCoordinatorRequest v4-6."""
+    """Reads FindCoordinatorRequest v4-6, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("KeyType", "key_type", "b"),)
@@ -255,7 +446,7 @@ def _decode_FindCoordinatorRequest_v4(data: bytes, pos: int) -> tuple[FindCoordi
 
 
 def _encode_FindCoordinatorRequest_v4(out: bytearray, o: FindCoordinatorRequest) -> None:
-    """Writes FindCoordinatorRequest v4-6."""
+    """Writes FindCoordinatorRequest v4-6, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Key"
@@ -274,6 +465,24 @@ def _encode_FindCoordinatorRequest_v4(out: bytearray, o: FindCoordinatorRequest)
         raise encode_failure(e, f, o, FindCoordinatorRequest) from None
 
 
+_READERS = {
+    0: _read_FindCoordinatorRequest_v0,
+    1: _read_FindCoordinatorRequest_v1,
+    2: _read_FindCoordinatorRequest_v1,
+    3: _read_FindCoordinatorRequest_v3,
+    4: _read_FindCoordinatorRequest_v4,
+    5: _read_FindCoordinatorRequest_v4,
+    6: _read_FindCoordinatorRequest_v4,
+}
+_WRITERS = {
+    0: _write_FindCoordinatorRequest_v0,
+    1: _write_FindCoordinatorRequest_v1,
+    2: _write_FindCoordinatorRequest_v1,
+    3: _write_FindCoordinatorRequest_v3,
+    4: _write_FindCoordinatorRequest_v4,
+    5: _write_FindCoordinatorRequest_v4,
+    6: _write_FindCoordinatorRequest_v4,
+}
 _DECODERS = {
     0: _decode_FindCoordinatorRequest_v0,
     1: _decode_FindCoordinatorRequest_v1,

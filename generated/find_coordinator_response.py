@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_compact_array,
     r_compact_nullable_string,
     r_compact_string,
@@ -28,6 +30,7 @@ from ._runtime import (
     r_tag_count,
     r_tag_header,
     r_tags,
+    r_uvarint,
     read_message,
     tag_size_mismatch,
     tags_unsupported,
@@ -39,6 +42,7 @@ from ._runtime import (
     w_nullable_string,
     w_string,
     w_tags,
+    w_uvarint,
     write_message,
 )
 
@@ -158,19 +162,45 @@ class FindCoordinatorResponse:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> FindCoordinatorResponse:
         """Decodes a whole FindCoordinatorResponse body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[FindCoordinatorResponse, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -179,8 +209,331 @@ class FindCoordinatorResponse:
         return result
 
 
+def _read_Coordinator_v4(data: bytes, pos: int) -> tuple[Coordinator, int]:
+    """Reads Coordinator v4-6 on the fast path.
+
+    On any failure the caller re-reads with _decode_Coordinator_v4, which names field and offset.
+    """
+    o = new_object(Coordinator)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.key = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.key, pos = r_compact_string(data, pos)
+    (o.node_id,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.host = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.host, pos = r_compact_string(data, pos)
+    o.port, o.error_code = _S_ih.unpack_from(data, pos)
+    pos += 6
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.error_message = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.error_message = None
+        pos += 1
+    else:
+        o.error_message, pos = r_compact_nullable_string(data, pos)
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_Coordinator_v4(out: bytearray, o: Coordinator) -> None:
+    """Writes Coordinator v4-6 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_Coordinator_v4.
+    """
+    s: _Any  # the string being written
+    s = o.key
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    out += _S_i.pack(o.node_id)
+    s = o.host
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    out += _S_ih.pack(o.port, o.error_code)
+    s = o.error_message
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_FindCoordinatorResponse_v0(data: bytes, pos: int) -> tuple[FindCoordinatorResponse, int]:
+    """Reads FindCoordinatorResponse v0 on the fast path.
+
+    On any failure the caller re-reads with _decode_FindCoordinatorResponse_v0, which names field and offset.
+    """
+    o = new_object(FindCoordinatorResponse)
+    o.throttle_time_ms = 0
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    o.error_message = ""
+    (o.node_id,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.host = data[pos:end].decode()
+        pos = end
+    else:
+        o.host, pos = r_string(data, pos)
+    (o.port,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.coordinators = []
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_FindCoordinatorResponse_v0(out: bytearray, o: FindCoordinatorResponse) -> None:
+    """Writes FindCoordinatorResponse v0 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_FindCoordinatorResponse_v0.
+    """
+    s: _Any  # the string being written
+    out += _S_h.pack(o.error_code)
+    out += _S_i.pack(o.node_id)
+    s = o.host
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    out += _S_i.pack(o.port)
+    if len(o.coordinators) != 0:
+        raise Recheck
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_FindCoordinatorResponse_v1(data: bytes, pos: int) -> tuple[FindCoordinatorResponse, int]:
+    """Reads FindCoordinatorResponse v1-2 on the fast path.
+
+    On any failure the caller re-reads with _decode_FindCoordinatorResponse_v1, which names field and offset.
+    """
+    o = new_object(FindCoordinatorResponse)
+    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
+    pos += 6
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.error_message = data[pos:end].decode()
+        pos = end
+    else:
+        o.error_message, pos = r_nullable_string(data, pos)
+    (o.node_id,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.host = data[pos:end].decode()
+        pos = end
+    else:
+        o.host, pos = r_string(data, pos)
+    (o.port,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.coordinators = []
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_FindCoordinatorResponse_v1(out: bytearray, o: FindCoordinatorResponse) -> None:
+    """Writes FindCoordinatorResponse v1-2 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_FindCoordinatorResponse_v1.
+    """
+    s: _Any  # the string being written
+    out += _S_ih.pack(o.throttle_time_ms, o.error_code)
+    s = o.error_message
+    if s is None:
+        out += b"\xff\xff"
+    else:
+        b = s.encode()
+        if len(b) <= 0x7FFF:
+            out += _S_h.pack(len(b))
+            out += b
+        else:
+            w_nullable_string(out, s)
+    out += _S_i.pack(o.node_id)
+    s = o.host
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    out += _S_i.pack(o.port)
+    if len(o.coordinators) != 0:
+        raise Recheck
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_FindCoordinatorResponse_v3(data: bytes, pos: int) -> tuple[FindCoordinatorResponse, int]:
+    """Reads FindCoordinatorResponse v3 on the fast path.
+
+    On any failure the caller re-reads with _decode_FindCoordinatorResponse_v3, which names field and offset.
+    """
+    o = new_object(FindCoordinatorResponse)
+    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
+    pos += 6
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.error_message = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.error_message = None
+        pos += 1
+    else:
+        o.error_message, pos = r_compact_nullable_string(data, pos)
+    (o.node_id,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.host = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.host, pos = r_compact_string(data, pos)
+    (o.port,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.coordinators = []
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_FindCoordinatorResponse_v3(out: bytearray, o: FindCoordinatorResponse) -> None:
+    """Writes FindCoordinatorResponse v3 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_FindCoordinatorResponse_v3.
+    """
+    s: _Any  # the string being written
+    out += _S_ih.pack(o.throttle_time_ms, o.error_code)
+    s = o.error_message
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    out += _S_i.pack(o.node_id)
+    s = o.host
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    out += _S_i.pack(o.port)
+    if len(o.coordinators) != 0:
+        raise Recheck
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_FindCoordinatorResponse_v4(data: bytes, pos: int) -> tuple[FindCoordinatorResponse, int]:
+    """Reads FindCoordinatorResponse v4-6 on the fast path.
+
+    On any failure the caller re-reads with _decode_FindCoordinatorResponse_v4, which names field and offset.
+    """
+    o = new_object(FindCoordinatorResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.error_code = 0
+    o.error_message = ""
+    o.node_id = 0
+    o.host = ""
+    o.port = 0
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    coordinators = []
+    for _ in range(n):
+        coordinators_item, pos = _read_Coordinator_v4(data, pos)
+        coordinators.append(coordinators_item)
+    o.coordinators = coordinators
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_FindCoordinatorResponse_v4(out: bytearray, o: FindCoordinatorResponse) -> None:
+    """Writes FindCoordinatorResponse v4-6 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_FindCoordinatorResponse_v4.
+    """
+    s: _Any  # the string being written
+    out += _S_i.pack(o.throttle_time_ms)
+    if o.error_code != 0:
+        raise Recheck
+    if o.node_id != 0:
+        raise Recheck
+    if o.host != "":
+        raise Recheck
+    if o.port != 0:
+        raise Recheck
+    if type(o.coordinators) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.coordinators) + 1)
+    for coordinators_item in o.coordinators:
+        _write_Coordinator_v4(out, coordinators_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_Coordinator_v4(data: bytes, pos: int) -> tuple[Coordinator, int]:
-    """Reads Coordinator v4-6."""
+    """Reads Coordinator v4-6, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Key"
@@ -221,7 +574,7 @@ def _decode_Coordinator_v4(data: bytes, pos: int) -> tuple[Coordinator, int]:
 
 
 def _encode_Coordinator_v4(out: bytearray, o: Coordinator) -> None:
-    """Writes Coordinator v4-6."""
+    """Writes Coordinator v4-6, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Key"
@@ -249,7 +602,7 @@ def _encode_Coordinator_v4(out: bytearray, o: Coordinator) -> None:
 def _decode_FindCoordinatorResponse_v0(
     data: bytes, pos: int
 ) -> tuple[FindCoordinatorResponse, int]:
-    """Reads FindCoordinatorResponse v0."""
+    """Reads FindCoordinatorResponse v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -281,7 +634,7 @@ def _decode_FindCoordinatorResponse_v0(
 
 
 def _encode_FindCoordinatorResponse_v0(out: bytearray, o: FindCoordinatorResponse) -> None:
-    """Writes FindCoordinatorResponse v0."""
+    """Writes FindCoordinatorResponse v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -305,7 +658,7 @@ def _encode_FindCoordinatorResponse_v0(out: bytearray, o: FindCoordinatorRespons
 def _decode_FindCoordinatorResponse_v1(
     data: bytes, pos: int
 ) -> tuple[FindCoordinatorResponse, int]:
-    """Reads FindCoordinatorResponse v1-2."""
+    """Reads FindCoordinatorResponse v1-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -342,7 +695,7 @@ def _decode_FindCoordinatorResponse_v1(
 
 
 def _encode_FindCoordinatorResponse_v1(out: bytearray, o: FindCoordinatorResponse) -> None:
-    """Writes FindCoordinatorResponse v1-2."""
+    """Writes FindCoordinatorResponse v1-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -371,7 +724,7 @@ def _encode_FindCoordinatorResponse_v1(out: bytearray, o: FindCoordinatorRespons
 def _decode_FindCoordinatorResponse_v3(
     data: bytes, pos: int
 ) -> tuple[FindCoordinatorResponse, int]:
-    """Reads FindCoordinatorResponse v3."""
+    """Reads FindCoordinatorResponse v3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -414,7 +767,7 @@ def _decode_FindCoordinatorResponse_v3(
 
 
 def _encode_FindCoordinatorResponse_v3(out: bytearray, o: FindCoordinatorResponse) -> None:
-    """Writes FindCoordinatorResponse v3."""
+    """Writes FindCoordinatorResponse v3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -445,7 +798,7 @@ def _encode_FindCoordinatorResponse_v3(out: bytearray, o: FindCoordinatorRespons
 def _decode_FindCoordinatorResponse_v4(
     data: bytes, pos: int
 ) -> tuple[FindCoordinatorResponse, int]:
-    """Reads FindCoordinatorResponse v4-6."""
+    """Reads FindCoordinatorResponse v4-6, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -477,7 +830,7 @@ def _decode_FindCoordinatorResponse_v4(
 
 
 def _encode_FindCoordinatorResponse_v4(out: bytearray, o: FindCoordinatorResponse) -> None:
-    """Writes FindCoordinatorResponse v4-6."""
+    """Writes FindCoordinatorResponse v4-6, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -505,6 +858,24 @@ def _encode_FindCoordinatorResponse_v4(out: bytearray, o: FindCoordinatorRespons
         raise encode_failure(e, f, o, FindCoordinatorResponse) from None
 
 
+_READERS = {
+    0: _read_FindCoordinatorResponse_v0,
+    1: _read_FindCoordinatorResponse_v1,
+    2: _read_FindCoordinatorResponse_v1,
+    3: _read_FindCoordinatorResponse_v3,
+    4: _read_FindCoordinatorResponse_v4,
+    5: _read_FindCoordinatorResponse_v4,
+    6: _read_FindCoordinatorResponse_v4,
+}
+_WRITERS = {
+    0: _write_FindCoordinatorResponse_v0,
+    1: _write_FindCoordinatorResponse_v1,
+    2: _write_FindCoordinatorResponse_v1,
+    3: _write_FindCoordinatorResponse_v3,
+    4: _write_FindCoordinatorResponse_v4,
+    5: _write_FindCoordinatorResponse_v4,
+    6: _write_FindCoordinatorResponse_v4,
+}
 _DECODERS = {
     0: _decode_FindCoordinatorResponse_v0,
     1: _decode_FindCoordinatorResponse_v1,

@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_compact_nullable_string,
     r_compact_string,
     r_nullable_string,
@@ -40,6 +42,7 @@ from ._runtime import (
     write_message,
 )
 
+_S_h = _struct.Struct(">h")
 _S_i = _struct.Struct(">i")
 
 
@@ -86,19 +89,45 @@ class HeartbeatRequest:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> HeartbeatRequest:
         """Decodes a whole HeartbeatRequest body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[HeartbeatRequest, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -107,8 +136,212 @@ class HeartbeatRequest:
         return result
 
 
+def _read_HeartbeatRequest_v0(data: bytes, pos: int) -> tuple[HeartbeatRequest, int]:
+    """Reads HeartbeatRequest v0-2 on the fast path.
+
+    On any failure the caller re-reads with _decode_HeartbeatRequest_v0, which names field and offset.
+    """
+    o = new_object(HeartbeatRequest)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    (o.generation_id,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    o.group_instance_id = None
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_HeartbeatRequest_v0(out: bytearray, o: HeartbeatRequest) -> None:
+    """Writes HeartbeatRequest v0-2 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_HeartbeatRequest_v0.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    out += _S_i.pack(o.generation_id)
+    s = o.member_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if o.group_instance_id is not None:
+        raise Recheck
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_HeartbeatRequest_v3(data: bytes, pos: int) -> tuple[HeartbeatRequest, int]:
+    """Reads HeartbeatRequest v3 on the fast path.
+
+    On any failure the caller re-reads with _decode_HeartbeatRequest_v3, which names field and offset.
+    """
+    o = new_object(HeartbeatRequest)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    (o.generation_id,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_instance_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_instance_id, pos = r_nullable_string(data, pos)
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_HeartbeatRequest_v3(out: bytearray, o: HeartbeatRequest) -> None:
+    """Writes HeartbeatRequest v3 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_HeartbeatRequest_v3.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    out += _S_i.pack(o.generation_id)
+    s = o.member_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    s = o.group_instance_id
+    if s is None:
+        out += b"\xff\xff"
+    else:
+        b = s.encode()
+        if len(b) <= 0x7FFF:
+            out += _S_h.pack(len(b))
+            out += b
+        else:
+            w_nullable_string(out, s)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_HeartbeatRequest_v4(data: bytes, pos: int) -> tuple[HeartbeatRequest, int]:
+    """Reads HeartbeatRequest v4 on the fast path.
+
+    On any failure the caller re-reads with _decode_HeartbeatRequest_v4, which names field and offset.
+    """
+    o = new_object(HeartbeatRequest)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    (o.generation_id,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_instance_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.group_instance_id = None
+        pos += 1
+    else:
+        o.group_instance_id, pos = r_compact_nullable_string(data, pos)
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_HeartbeatRequest_v4(out: bytearray, o: HeartbeatRequest) -> None:
+    """Writes HeartbeatRequest v4 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_HeartbeatRequest_v4.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    out += _S_i.pack(o.generation_id)
+    s = o.member_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.group_instance_id
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_HeartbeatRequest_v0(data: bytes, pos: int) -> tuple[HeartbeatRequest, int]:
-    """Reads HeartbeatRequest v0-2."""
+    """Reads HeartbeatRequest v0-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -133,7 +366,7 @@ def _decode_HeartbeatRequest_v0(data: bytes, pos: int) -> tuple[HeartbeatRequest
 
 
 def _encode_HeartbeatRequest_v0(out: bytearray, o: HeartbeatRequest) -> None:
-    """Writes HeartbeatRequest v0-2."""
+    """Writes HeartbeatRequest v0-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -153,7 +386,7 @@ def _encode_HeartbeatRequest_v0(out: bytearray, o: HeartbeatRequest) -> None:
 
 
 def _decode_HeartbeatRequest_v3(data: bytes, pos: int) -> tuple[HeartbeatRequest, int]:
-    """Reads HeartbeatRequest v3."""
+    """Reads HeartbeatRequest v3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -180,7 +413,7 @@ def _decode_HeartbeatRequest_v3(data: bytes, pos: int) -> tuple[HeartbeatRequest
 
 
 def _encode_HeartbeatRequest_v3(out: bytearray, o: HeartbeatRequest) -> None:
-    """Writes HeartbeatRequest v3."""
+    """Writes HeartbeatRequest v3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -199,7 +432,7 @@ def _encode_HeartbeatRequest_v3(out: bytearray, o: HeartbeatRequest) -> None:
 
 
 def _decode_HeartbeatRequest_v4(data: bytes, pos: int) -> tuple[HeartbeatRequest, int]:
-    """Reads HeartbeatRequest v4."""
+    """Reads HeartbeatRequest v4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -232,7 +465,7 @@ def _decode_HeartbeatRequest_v4(data: bytes, pos: int) -> tuple[HeartbeatRequest
 
 
 def _encode_HeartbeatRequest_v4(out: bytearray, o: HeartbeatRequest) -> None:
-    """Writes HeartbeatRequest v4."""
+    """Writes HeartbeatRequest v4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -252,6 +485,20 @@ def _encode_HeartbeatRequest_v4(out: bytearray, o: HeartbeatRequest) -> None:
         raise encode_failure(e, f, o, HeartbeatRequest) from None
 
 
+_READERS = {
+    0: _read_HeartbeatRequest_v0,
+    1: _read_HeartbeatRequest_v0,
+    2: _read_HeartbeatRequest_v0,
+    3: _read_HeartbeatRequest_v3,
+    4: _read_HeartbeatRequest_v4,
+}
+_WRITERS = {
+    0: _write_HeartbeatRequest_v0,
+    1: _write_HeartbeatRequest_v0,
+    2: _write_HeartbeatRequest_v0,
+    3: _write_HeartbeatRequest_v3,
+    4: _write_HeartbeatRequest_v4,
+}
 _DECODERS = {
     0: _decode_HeartbeatRequest_v0,
     1: _decode_HeartbeatRequest_v0,

@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_tag_count,
     r_tag_header,
     r_tags,
@@ -71,19 +73,45 @@ class HeartbeatResponse:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> HeartbeatResponse:
         """Decodes a whole HeartbeatResponse body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[HeartbeatResponse, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -92,8 +120,84 @@ class HeartbeatResponse:
         return result
 
 
+def _read_HeartbeatResponse_v0(data: bytes, pos: int) -> tuple[HeartbeatResponse, int]:
+    """Reads HeartbeatResponse v0 on the fast path.
+
+    On any failure the caller re-reads with _decode_HeartbeatResponse_v0, which names field and offset.
+    """
+    o = new_object(HeartbeatResponse)
+    o.throttle_time_ms = 0
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_HeartbeatResponse_v0(out: bytearray, o: HeartbeatResponse) -> None:
+    """Writes HeartbeatResponse v0 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_HeartbeatResponse_v0.
+    """
+    s: _Any  # the string being written
+    out += _S_h.pack(o.error_code)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_HeartbeatResponse_v1(data: bytes, pos: int) -> tuple[HeartbeatResponse, int]:
+    """Reads HeartbeatResponse v1-3 on the fast path.
+
+    On any failure the caller re-reads with _decode_HeartbeatResponse_v1, which names field and offset.
+    """
+    o = new_object(HeartbeatResponse)
+    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
+    pos += 6
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_HeartbeatResponse_v1(out: bytearray, o: HeartbeatResponse) -> None:
+    """Writes HeartbeatResponse v1-3 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_HeartbeatResponse_v1.
+    """
+    s: _Any  # the string being written
+    out += _S_ih.pack(o.throttle_time_ms, o.error_code)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_HeartbeatResponse_v4(data: bytes, pos: int) -> tuple[HeartbeatResponse, int]:
+    """Reads HeartbeatResponse v4 on the fast path.
+
+    On any failure the caller re-reads with _decode_HeartbeatResponse_v4, which names field and offset.
+    """
+    o = new_object(HeartbeatResponse)
+    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
+    pos += 6
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_HeartbeatResponse_v4(out: bytearray, o: HeartbeatResponse) -> None:
+    """Writes HeartbeatResponse v4 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_HeartbeatResponse_v4.
+    """
+    s: _Any  # the string being written
+    out += _S_ih.pack(o.throttle_time_ms, o.error_code)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_HeartbeatResponse_v0(data: bytes, pos: int) -> tuple[HeartbeatResponse, int]:
-    """Reads HeartbeatResponse v0."""
+    """Reads HeartbeatResponse v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -112,7 +216,7 @@ def _decode_HeartbeatResponse_v0(data: bytes, pos: int) -> tuple[HeartbeatRespon
 
 
 def _encode_HeartbeatResponse_v0(out: bytearray, o: HeartbeatResponse) -> None:
-    """Writes HeartbeatResponse v0."""
+    """Writes HeartbeatResponse v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -125,7 +229,7 @@ def _encode_HeartbeatResponse_v0(out: bytearray, o: HeartbeatResponse) -> None:
 
 
 def _decode_HeartbeatResponse_v1(data: bytes, pos: int) -> tuple[HeartbeatResponse, int]:
-    """Reads HeartbeatResponse v1-3."""
+    """Reads HeartbeatResponse v1-3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -147,7 +251,7 @@ def _decode_HeartbeatResponse_v1(data: bytes, pos: int) -> tuple[HeartbeatRespon
 
 
 def _encode_HeartbeatResponse_v1(out: bytearray, o: HeartbeatResponse) -> None:
-    """Writes HeartbeatResponse v1-3."""
+    """Writes HeartbeatResponse v1-3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -163,7 +267,7 @@ def _encode_HeartbeatResponse_v1(out: bytearray, o: HeartbeatResponse) -> None:
 
 
 def _decode_HeartbeatResponse_v4(data: bytes, pos: int) -> tuple[HeartbeatResponse, int]:
-    """Reads HeartbeatResponse v4."""
+    """Reads HeartbeatResponse v4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -191,7 +295,7 @@ def _decode_HeartbeatResponse_v4(data: bytes, pos: int) -> tuple[HeartbeatRespon
 
 
 def _encode_HeartbeatResponse_v4(out: bytearray, o: HeartbeatResponse) -> None:
-    """Writes HeartbeatResponse v4."""
+    """Writes HeartbeatResponse v4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -208,6 +312,20 @@ def _encode_HeartbeatResponse_v4(out: bytearray, o: HeartbeatResponse) -> None:
         raise encode_failure(e, f, o, HeartbeatResponse) from None
 
 
+_READERS = {
+    0: _read_HeartbeatResponse_v0,
+    1: _read_HeartbeatResponse_v1,
+    2: _read_HeartbeatResponse_v1,
+    3: _read_HeartbeatResponse_v1,
+    4: _read_HeartbeatResponse_v4,
+}
+_WRITERS = {
+    0: _write_HeartbeatResponse_v0,
+    1: _write_HeartbeatResponse_v1,
+    2: _write_HeartbeatResponse_v1,
+    3: _write_HeartbeatResponse_v1,
+    4: _write_HeartbeatResponse_v4,
+}
 _DECODERS = {
     0: _decode_HeartbeatResponse_v0,
     1: _decode_HeartbeatResponse_v1,

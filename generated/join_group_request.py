@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_array,
     r_bytes,
     r_compact_array,
@@ -31,6 +33,7 @@ from ._runtime import (
     r_tag_count,
     r_tag_header,
     r_tags,
+    r_uvarint,
     read_message,
     tag_size_mismatch,
     tags_unsupported,
@@ -45,9 +48,11 @@ from ._runtime import (
     w_nullable_string,
     w_string,
     w_tags,
+    w_uvarint,
     write_message,
 )
 
+_S_h = _struct.Struct(">h")
 _S_i = _struct.Struct(">i")
 _S_ii = _struct.Struct(">ii")
 
@@ -158,19 +163,45 @@ class JoinGroupRequest:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> JoinGroupRequest:
         """Decodes a whole JoinGroupRequest body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[JoinGroupRequest, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -179,10 +210,624 @@ class JoinGroupRequest:
         return result
 
 
+def _read_JoinGroupRequestProtocol_v0(
+    data: bytes, pos: int
+) -> tuple[JoinGroupRequestProtocol, int]:
+    """Reads JoinGroupRequestProtocol v0-5 on the fast path.
+
+    On any failure the caller re-reads with _decode_JoinGroupRequestProtocol_v0, which names field and offset.
+    """
+    o = new_object(JoinGroupRequestProtocol)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.name = data[pos:end].decode()
+        pos = end
+    else:
+        o.name, pos = r_string(data, pos)
+    (n,) = _S_i.unpack_from(data, pos)
+    if n >= 0:
+        pos += 4
+        end = pos + n
+        o.metadata = data[pos:end]
+        pos = end
+    else:
+        o.metadata, pos = r_bytes(data, pos)
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_JoinGroupRequestProtocol_v0(out: bytearray, o: JoinGroupRequestProtocol) -> None:
+    """Writes JoinGroupRequestProtocol v0-5 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_JoinGroupRequestProtocol_v0.
+    """
+    s: _Any  # the string being written
+    s = o.name
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if type(o.metadata) is bytes:
+        out += _S_i.pack(len(o.metadata))
+        out += o.metadata
+    else:
+        w_bytes(out, o.metadata)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_JoinGroupRequestProtocol_v6(
+    data: bytes, pos: int
+) -> tuple[JoinGroupRequestProtocol, int]:
+    """Reads JoinGroupRequestProtocol v6-9 on the fast path.
+
+    On any failure the caller re-reads with _decode_JoinGroupRequestProtocol_v6, which names field and offset.
+    """
+    o = new_object(JoinGroupRequestProtocol)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.name = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.name, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.metadata = data[pos + 1 : end]
+        pos = end
+    else:
+        o.metadata, pos = r_compact_bytes(data, pos)
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_JoinGroupRequestProtocol_v6(out: bytearray, o: JoinGroupRequestProtocol) -> None:
+    """Writes JoinGroupRequestProtocol v6-9 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_JoinGroupRequestProtocol_v6.
+    """
+    s: _Any  # the string being written
+    s = o.name
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    if type(o.metadata) is bytes and len(o.metadata) < 0x7F:
+        out.append(len(o.metadata) + 1)
+        out += o.metadata
+    else:
+        w_compact_bytes(out, o.metadata)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_JoinGroupRequest_v0(data: bytes, pos: int) -> tuple[JoinGroupRequest, int]:
+    """Reads JoinGroupRequest v0 on the fast path.
+
+    On any failure the caller re-reads with _decode_JoinGroupRequest_v0, which names field and offset.
+    """
+    o = new_object(JoinGroupRequest)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    (o.session_timeout_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.rebalance_timeout_ms = -1
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    o.group_instance_id = None
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.protocol_type = data[pos:end].decode()
+        pos = end
+    else:
+        o.protocol_type, pos = r_string(data, pos)
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    protocols = []
+    for _ in range(n):
+        protocols_item, pos = _read_JoinGroupRequestProtocol_v0(data, pos)
+        protocols.append(protocols_item)
+    o.protocols = protocols
+    o.reason = None
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_JoinGroupRequest_v0(out: bytearray, o: JoinGroupRequest) -> None:
+    """Writes JoinGroupRequest v0 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_JoinGroupRequest_v0.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    out += _S_i.pack(o.session_timeout_ms)
+    s = o.member_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if o.group_instance_id is not None:
+        raise Recheck
+    s = o.protocol_type
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if type(o.protocols) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.protocols))
+    for protocols_item in o.protocols:
+        _write_JoinGroupRequestProtocol_v0(out, protocols_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_JoinGroupRequest_v1(data: bytes, pos: int) -> tuple[JoinGroupRequest, int]:
+    """Reads JoinGroupRequest v1-4 on the fast path.
+
+    On any failure the caller re-reads with _decode_JoinGroupRequest_v1, which names field and offset.
+    """
+    o = new_object(JoinGroupRequest)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    o.session_timeout_ms, o.rebalance_timeout_ms = _S_ii.unpack_from(data, pos)
+    pos += 8
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    o.group_instance_id = None
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.protocol_type = data[pos:end].decode()
+        pos = end
+    else:
+        o.protocol_type, pos = r_string(data, pos)
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    protocols = []
+    for _ in range(n):
+        protocols_item, pos = _read_JoinGroupRequestProtocol_v0(data, pos)
+        protocols.append(protocols_item)
+    o.protocols = protocols
+    o.reason = None
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_JoinGroupRequest_v1(out: bytearray, o: JoinGroupRequest) -> None:
+    """Writes JoinGroupRequest v1-4 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_JoinGroupRequest_v1.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    out += _S_ii.pack(o.session_timeout_ms, o.rebalance_timeout_ms)
+    s = o.member_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if o.group_instance_id is not None:
+        raise Recheck
+    s = o.protocol_type
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if type(o.protocols) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.protocols))
+    for protocols_item in o.protocols:
+        _write_JoinGroupRequestProtocol_v0(out, protocols_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_JoinGroupRequest_v5(data: bytes, pos: int) -> tuple[JoinGroupRequest, int]:
+    """Reads JoinGroupRequest v5 on the fast path.
+
+    On any failure the caller re-reads with _decode_JoinGroupRequest_v5, which names field and offset.
+    """
+    o = new_object(JoinGroupRequest)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    o.session_timeout_ms, o.rebalance_timeout_ms = _S_ii.unpack_from(data, pos)
+    pos += 8
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_instance_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_instance_id, pos = r_nullable_string(data, pos)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.protocol_type = data[pos:end].decode()
+        pos = end
+    else:
+        o.protocol_type, pos = r_string(data, pos)
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    protocols = []
+    for _ in range(n):
+        protocols_item, pos = _read_JoinGroupRequestProtocol_v0(data, pos)
+        protocols.append(protocols_item)
+    o.protocols = protocols
+    o.reason = None
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_JoinGroupRequest_v5(out: bytearray, o: JoinGroupRequest) -> None:
+    """Writes JoinGroupRequest v5 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_JoinGroupRequest_v5.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    out += _S_ii.pack(o.session_timeout_ms, o.rebalance_timeout_ms)
+    s = o.member_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    s = o.group_instance_id
+    if s is None:
+        out += b"\xff\xff"
+    else:
+        b = s.encode()
+        if len(b) <= 0x7FFF:
+            out += _S_h.pack(len(b))
+            out += b
+        else:
+            w_nullable_string(out, s)
+    s = o.protocol_type
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if type(o.protocols) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.protocols))
+    for protocols_item in o.protocols:
+        _write_JoinGroupRequestProtocol_v0(out, protocols_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_JoinGroupRequest_v6(data: bytes, pos: int) -> tuple[JoinGroupRequest, int]:
+    """Reads JoinGroupRequest v6-7 on the fast path.
+
+    On any failure the caller re-reads with _decode_JoinGroupRequest_v6, which names field and offset.
+    """
+    o = new_object(JoinGroupRequest)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    o.session_timeout_ms, o.rebalance_timeout_ms = _S_ii.unpack_from(data, pos)
+    pos += 8
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_instance_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.group_instance_id = None
+        pos += 1
+    else:
+        o.group_instance_id, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.protocol_type = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.protocol_type, pos = r_compact_string(data, pos)
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    protocols = []
+    for _ in range(n):
+        protocols_item, pos = _read_JoinGroupRequestProtocol_v6(data, pos)
+        protocols.append(protocols_item)
+    o.protocols = protocols
+    o.reason = None
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_JoinGroupRequest_v6(out: bytearray, o: JoinGroupRequest) -> None:
+    """Writes JoinGroupRequest v6-7 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_JoinGroupRequest_v6.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    out += _S_ii.pack(o.session_timeout_ms, o.rebalance_timeout_ms)
+    s = o.member_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.group_instance_id
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    s = o.protocol_type
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    if type(o.protocols) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.protocols) + 1)
+    for protocols_item in o.protocols:
+        _write_JoinGroupRequestProtocol_v6(out, protocols_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_JoinGroupRequest_v8(data: bytes, pos: int) -> tuple[JoinGroupRequest, int]:
+    """Reads JoinGroupRequest v8-9 on the fast path.
+
+    On any failure the caller re-reads with _decode_JoinGroupRequest_v8, which names field and offset.
+    """
+    o = new_object(JoinGroupRequest)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    o.session_timeout_ms, o.rebalance_timeout_ms = _S_ii.unpack_from(data, pos)
+    pos += 8
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_instance_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.group_instance_id = None
+        pos += 1
+    else:
+        o.group_instance_id, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.protocol_type = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.protocol_type, pos = r_compact_string(data, pos)
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    protocols = []
+    for _ in range(n):
+        protocols_item, pos = _read_JoinGroupRequestProtocol_v6(data, pos)
+        protocols.append(protocols_item)
+    o.protocols = protocols
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.reason = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.reason = None
+        pos += 1
+    else:
+        o.reason, pos = r_compact_nullable_string(data, pos)
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_JoinGroupRequest_v8(out: bytearray, o: JoinGroupRequest) -> None:
+    """Writes JoinGroupRequest v8-9 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_JoinGroupRequest_v8.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    out += _S_ii.pack(o.session_timeout_ms, o.rebalance_timeout_ms)
+    s = o.member_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.group_instance_id
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    s = o.protocol_type
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    if type(o.protocols) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.protocols) + 1)
+    for protocols_item in o.protocols:
+        _write_JoinGroupRequestProtocol_v6(out, protocols_item)
+    s = o.reason
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_JoinGroupRequestProtocol_v0(
     data: bytes, pos: int
 ) -> tuple[JoinGroupRequestProtocol, int]:
-    """Reads JoinGroupRequestProtocol v0-5."""
+    """Reads JoinGroupRequestProtocol v0-5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -202,7 +847,7 @@ def _decode_JoinGroupRequestProtocol_v0(
 
 
 def _encode_JoinGroupRequestProtocol_v0(out: bytearray, o: JoinGroupRequestProtocol) -> None:
-    """Writes JoinGroupRequestProtocol v0-5."""
+    """Writes JoinGroupRequestProtocol v0-5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -219,7 +864,7 @@ def _encode_JoinGroupRequestProtocol_v0(out: bytearray, o: JoinGroupRequestProto
 def _decode_JoinGroupRequestProtocol_v6(
     data: bytes, pos: int
 ) -> tuple[JoinGroupRequestProtocol, int]:
-    """Reads JoinGroupRequestProtocol v6-9."""
+    """Reads JoinGroupRequestProtocol v6-9, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -245,7 +890,7 @@ def _decode_JoinGroupRequestProtocol_v6(
 
 
 def _encode_JoinGroupRequestProtocol_v6(out: bytearray, o: JoinGroupRequestProtocol) -> None:
-    """Writes JoinGroupRequestProtocol v6-9."""
+    """Writes JoinGroupRequestProtocol v6-9, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -262,7 +907,7 @@ def _encode_JoinGroupRequestProtocol_v6(out: bytearray, o: JoinGroupRequestProto
 
 
 def _decode_JoinGroupRequest_v0(data: bytes, pos: int) -> tuple[JoinGroupRequest, int]:
-    """Reads JoinGroupRequest v0."""
+    """Reads JoinGroupRequest v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -295,7 +940,7 @@ def _decode_JoinGroupRequest_v0(data: bytes, pos: int) -> tuple[JoinGroupRequest
 
 
 def _encode_JoinGroupRequest_v0(out: bytearray, o: JoinGroupRequest) -> None:
-    """Writes JoinGroupRequest v0."""
+    """Writes JoinGroupRequest v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -319,7 +964,7 @@ def _encode_JoinGroupRequest_v0(out: bytearray, o: JoinGroupRequest) -> None:
 
 
 def _decode_JoinGroupRequest_v1(data: bytes, pos: int) -> tuple[JoinGroupRequest, int]:
-    """Reads JoinGroupRequest v1-4."""
+    """Reads JoinGroupRequest v1-4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -355,7 +1000,7 @@ def _decode_JoinGroupRequest_v1(data: bytes, pos: int) -> tuple[JoinGroupRequest
 
 
 def _encode_JoinGroupRequest_v1(out: bytearray, o: JoinGroupRequest) -> None:
-    """Writes JoinGroupRequest v1-4."""
+    """Writes JoinGroupRequest v1-4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -382,7 +1027,7 @@ def _encode_JoinGroupRequest_v1(out: bytearray, o: JoinGroupRequest) -> None:
 
 
 def _decode_JoinGroupRequest_v5(data: bytes, pos: int) -> tuple[JoinGroupRequest, int]:
-    """Reads JoinGroupRequest v5."""
+    """Reads JoinGroupRequest v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -420,7 +1065,7 @@ def _decode_JoinGroupRequest_v5(data: bytes, pos: int) -> tuple[JoinGroupRequest
 
 
 def _encode_JoinGroupRequest_v5(out: bytearray, o: JoinGroupRequest) -> None:
-    """Writes JoinGroupRequest v5."""
+    """Writes JoinGroupRequest v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -446,7 +1091,7 @@ def _encode_JoinGroupRequest_v5(out: bytearray, o: JoinGroupRequest) -> None:
 
 
 def _decode_JoinGroupRequest_v6(data: bytes, pos: int) -> tuple[JoinGroupRequest, int]:
-    """Reads JoinGroupRequest v6-7."""
+    """Reads JoinGroupRequest v6-7, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -490,7 +1135,7 @@ def _decode_JoinGroupRequest_v6(data: bytes, pos: int) -> tuple[JoinGroupRequest
 
 
 def _encode_JoinGroupRequest_v6(out: bytearray, o: JoinGroupRequest) -> None:
-    """Writes JoinGroupRequest v6-7."""
+    """Writes JoinGroupRequest v6-7, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -518,7 +1163,7 @@ def _encode_JoinGroupRequest_v6(out: bytearray, o: JoinGroupRequest) -> None:
 
 
 def _decode_JoinGroupRequest_v8(data: bytes, pos: int) -> tuple[JoinGroupRequest, int]:
-    """Reads JoinGroupRequest v8-9."""
+    """Reads JoinGroupRequest v8-9, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -564,7 +1209,7 @@ def _decode_JoinGroupRequest_v8(data: bytes, pos: int) -> tuple[JoinGroupRequest
 
 
 def _encode_JoinGroupRequest_v8(out: bytearray, o: JoinGroupRequest) -> None:
-    """Writes JoinGroupRequest v8-9."""
+    """Writes JoinGroupRequest v8-9, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -593,6 +1238,30 @@ def _encode_JoinGroupRequest_v8(out: bytearray, o: JoinGroupRequest) -> None:
         raise encode_failure(e, f, o, JoinGroupRequest) from None
 
 
+_READERS = {
+    0: _read_JoinGroupRequest_v0,
+    1: _read_JoinGroupRequest_v1,
+    2: _read_JoinGroupRequest_v1,
+    3: _read_JoinGroupRequest_v1,
+    4: _read_JoinGroupRequest_v1,
+    5: _read_JoinGroupRequest_v5,
+    6: _read_JoinGroupRequest_v6,
+    7: _read_JoinGroupRequest_v6,
+    8: _read_JoinGroupRequest_v8,
+    9: _read_JoinGroupRequest_v8,
+}
+_WRITERS = {
+    0: _write_JoinGroupRequest_v0,
+    1: _write_JoinGroupRequest_v1,
+    2: _write_JoinGroupRequest_v1,
+    3: _write_JoinGroupRequest_v1,
+    4: _write_JoinGroupRequest_v1,
+    5: _write_JoinGroupRequest_v5,
+    6: _write_JoinGroupRequest_v6,
+    7: _write_JoinGroupRequest_v6,
+    8: _write_JoinGroupRequest_v8,
+    9: _write_JoinGroupRequest_v8,
+}
 _DECODERS = {
     0: _decode_JoinGroupRequest_v0,
     1: _decode_JoinGroupRequest_v1,

@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_array,
     r_bytes,
     r_compact_array,
@@ -31,6 +33,7 @@ from ._runtime import (
     r_tag_count,
     r_tag_header,
     r_tags,
+    r_uvarint,
     read_message,
     tag_size_mismatch,
     tags_unsupported,
@@ -45,11 +48,14 @@ from ._runtime import (
     w_nullable_string,
     w_string,
     w_tags,
+    w_uvarint,
     write_message,
 )
 
 _S_B = _struct.Struct(">B")
+_S_h = _struct.Struct(">h")
 _S_hi = _struct.Struct(">hi")
+_S_i = _struct.Struct(">i")
 _S_ihi = _struct.Struct(">ihi")
 _S_o = _struct.Struct(">?")
 
@@ -182,19 +188,45 @@ class JoinGroupResponse:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> JoinGroupResponse:
         """Decodes a whole JoinGroupResponse body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[JoinGroupResponse, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -203,10 +235,779 @@ class JoinGroupResponse:
         return result
 
 
+def _read_JoinGroupResponseMember_v0(data: bytes, pos: int) -> tuple[JoinGroupResponseMember, int]:
+    """Reads JoinGroupResponseMember v0-4 on the fast path.
+
+    On any failure the caller re-reads with _decode_JoinGroupResponseMember_v0, which names field and offset.
+    """
+    o = new_object(JoinGroupResponseMember)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    o.group_instance_id = None
+    (n,) = _S_i.unpack_from(data, pos)
+    if n >= 0:
+        pos += 4
+        end = pos + n
+        o.metadata = data[pos:end]
+        pos = end
+    else:
+        o.metadata, pos = r_bytes(data, pos)
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_JoinGroupResponseMember_v0(out: bytearray, o: JoinGroupResponseMember) -> None:
+    """Writes JoinGroupResponseMember v0-4 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_JoinGroupResponseMember_v0.
+    """
+    s: _Any  # the string being written
+    s = o.member_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if type(o.metadata) is bytes:
+        out += _S_i.pack(len(o.metadata))
+        out += o.metadata
+    else:
+        w_bytes(out, o.metadata)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_JoinGroupResponseMember_v5(data: bytes, pos: int) -> tuple[JoinGroupResponseMember, int]:
+    """Reads JoinGroupResponseMember v5 on the fast path.
+
+    On any failure the caller re-reads with _decode_JoinGroupResponseMember_v5, which names field and offset.
+    """
+    o = new_object(JoinGroupResponseMember)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_instance_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_instance_id, pos = r_nullable_string(data, pos)
+    (n,) = _S_i.unpack_from(data, pos)
+    if n >= 0:
+        pos += 4
+        end = pos + n
+        o.metadata = data[pos:end]
+        pos = end
+    else:
+        o.metadata, pos = r_bytes(data, pos)
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_JoinGroupResponseMember_v5(out: bytearray, o: JoinGroupResponseMember) -> None:
+    """Writes JoinGroupResponseMember v5 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_JoinGroupResponseMember_v5.
+    """
+    s: _Any  # the string being written
+    s = o.member_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    s = o.group_instance_id
+    if s is None:
+        out += b"\xff\xff"
+    else:
+        b = s.encode()
+        if len(b) <= 0x7FFF:
+            out += _S_h.pack(len(b))
+            out += b
+        else:
+            w_nullable_string(out, s)
+    if type(o.metadata) is bytes:
+        out += _S_i.pack(len(o.metadata))
+        out += o.metadata
+    else:
+        w_bytes(out, o.metadata)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_JoinGroupResponseMember_v6(data: bytes, pos: int) -> tuple[JoinGroupResponseMember, int]:
+    """Reads JoinGroupResponseMember v6-9 on the fast path.
+
+    On any failure the caller re-reads with _decode_JoinGroupResponseMember_v6, which names field and offset.
+    """
+    o = new_object(JoinGroupResponseMember)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_instance_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.group_instance_id = None
+        pos += 1
+    else:
+        o.group_instance_id, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.metadata = data[pos + 1 : end]
+        pos = end
+    else:
+        o.metadata, pos = r_compact_bytes(data, pos)
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_JoinGroupResponseMember_v6(out: bytearray, o: JoinGroupResponseMember) -> None:
+    """Writes JoinGroupResponseMember v6-9 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_JoinGroupResponseMember_v6.
+    """
+    s: _Any  # the string being written
+    s = o.member_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.group_instance_id
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    if type(o.metadata) is bytes and len(o.metadata) < 0x7F:
+        out.append(len(o.metadata) + 1)
+        out += o.metadata
+    else:
+        w_compact_bytes(out, o.metadata)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_JoinGroupResponse_v0(data: bytes, pos: int) -> tuple[JoinGroupResponse, int]:
+    """Reads JoinGroupResponse v0-1 on the fast path.
+
+    On any failure the caller re-reads with _decode_JoinGroupResponse_v0, which names field and offset.
+    """
+    o = new_object(JoinGroupResponse)
+    o.throttle_time_ms = 0
+    o.error_code, o.generation_id = _S_hi.unpack_from(data, pos)
+    pos += 6
+    o.protocol_type = None
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.protocol_name = data[pos:end].decode()
+        pos = end
+    else:
+        o.protocol_name, pos = r_string(data, pos)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.leader = data[pos:end].decode()
+        pos = end
+    else:
+        o.leader, pos = r_string(data, pos)
+    o.skip_assignment = False
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    members = []
+    for _ in range(n):
+        members_item, pos = _read_JoinGroupResponseMember_v0(data, pos)
+        members.append(members_item)
+    o.members = members
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_JoinGroupResponse_v0(out: bytearray, o: JoinGroupResponse) -> None:
+    """Writes JoinGroupResponse v0-1 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_JoinGroupResponse_v0.
+    """
+    s: _Any  # the string being written
+    out += _S_hi.pack(o.error_code, o.generation_id)
+    s = o.protocol_name
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    s = o.leader
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if o.skip_assignment != False:
+        raise Recheck
+    s = o.member_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if type(o.members) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.members))
+    for members_item in o.members:
+        _write_JoinGroupResponseMember_v0(out, members_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_JoinGroupResponse_v2(data: bytes, pos: int) -> tuple[JoinGroupResponse, int]:
+    """Reads JoinGroupResponse v2-4 on the fast path.
+
+    On any failure the caller re-reads with _decode_JoinGroupResponse_v2, which names field and offset.
+    """
+    o = new_object(JoinGroupResponse)
+    o.throttle_time_ms, o.error_code, o.generation_id = _S_ihi.unpack_from(data, pos)
+    pos += 10
+    o.protocol_type = None
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.protocol_name = data[pos:end].decode()
+        pos = end
+    else:
+        o.protocol_name, pos = r_string(data, pos)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.leader = data[pos:end].decode()
+        pos = end
+    else:
+        o.leader, pos = r_string(data, pos)
+    o.skip_assignment = False
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    members = []
+    for _ in range(n):
+        members_item, pos = _read_JoinGroupResponseMember_v0(data, pos)
+        members.append(members_item)
+    o.members = members
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_JoinGroupResponse_v2(out: bytearray, o: JoinGroupResponse) -> None:
+    """Writes JoinGroupResponse v2-4 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_JoinGroupResponse_v2.
+    """
+    s: _Any  # the string being written
+    out += _S_ihi.pack(o.throttle_time_ms, o.error_code, o.generation_id)
+    s = o.protocol_name
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    s = o.leader
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if o.skip_assignment != False:
+        raise Recheck
+    s = o.member_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if type(o.members) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.members))
+    for members_item in o.members:
+        _write_JoinGroupResponseMember_v0(out, members_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_JoinGroupResponse_v5(data: bytes, pos: int) -> tuple[JoinGroupResponse, int]:
+    """Reads JoinGroupResponse v5 on the fast path.
+
+    On any failure the caller re-reads with _decode_JoinGroupResponse_v5, which names field and offset.
+    """
+    o = new_object(JoinGroupResponse)
+    o.throttle_time_ms, o.error_code, o.generation_id = _S_ihi.unpack_from(data, pos)
+    pos += 10
+    o.protocol_type = None
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.protocol_name = data[pos:end].decode()
+        pos = end
+    else:
+        o.protocol_name, pos = r_string(data, pos)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.leader = data[pos:end].decode()
+        pos = end
+    else:
+        o.leader, pos = r_string(data, pos)
+    o.skip_assignment = False
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    members = []
+    for _ in range(n):
+        members_item, pos = _read_JoinGroupResponseMember_v5(data, pos)
+        members.append(members_item)
+    o.members = members
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_JoinGroupResponse_v5(out: bytearray, o: JoinGroupResponse) -> None:
+    """Writes JoinGroupResponse v5 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_JoinGroupResponse_v5.
+    """
+    s: _Any  # the string being written
+    out += _S_ihi.pack(o.throttle_time_ms, o.error_code, o.generation_id)
+    s = o.protocol_name
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    s = o.leader
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if o.skip_assignment != False:
+        raise Recheck
+    s = o.member_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if type(o.members) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.members))
+    for members_item in o.members:
+        _write_JoinGroupResponseMember_v5(out, members_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_JoinGroupResponse_v6(data: bytes, pos: int) -> tuple[JoinGroupResponse, int]:
+    """Reads JoinGroupResponse v6 on the fast path.
+
+    On any failure the caller re-reads with _decode_JoinGroupResponse_v6, which names field and offset.
+    """
+    o = new_object(JoinGroupResponse)
+    o.throttle_time_ms, o.error_code, o.generation_id = _S_ihi.unpack_from(data, pos)
+    pos += 10
+    o.protocol_type = None
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.protocol_name = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.protocol_name, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.leader = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.leader, pos = r_compact_string(data, pos)
+    o.skip_assignment = False
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    members = []
+    for _ in range(n):
+        members_item, pos = _read_JoinGroupResponseMember_v6(data, pos)
+        members.append(members_item)
+    o.members = members
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_JoinGroupResponse_v6(out: bytearray, o: JoinGroupResponse) -> None:
+    """Writes JoinGroupResponse v6 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_JoinGroupResponse_v6.
+    """
+    s: _Any  # the string being written
+    out += _S_ihi.pack(o.throttle_time_ms, o.error_code, o.generation_id)
+    s = o.protocol_name
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.leader
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    if o.skip_assignment != False:
+        raise Recheck
+    s = o.member_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    if type(o.members) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.members) + 1)
+    for members_item in o.members:
+        _write_JoinGroupResponseMember_v6(out, members_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_JoinGroupResponse_v7(data: bytes, pos: int) -> tuple[JoinGroupResponse, int]:
+    """Reads JoinGroupResponse v7-8 on the fast path.
+
+    On any failure the caller re-reads with _decode_JoinGroupResponse_v7, which names field and offset.
+    """
+    o = new_object(JoinGroupResponse)
+    o.throttle_time_ms, o.error_code, o.generation_id = _S_ihi.unpack_from(data, pos)
+    pos += 10
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.protocol_type = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.protocol_type = None
+        pos += 1
+    else:
+        o.protocol_type, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.protocol_name = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.protocol_name = None
+        pos += 1
+    else:
+        o.protocol_name, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.leader = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.leader, pos = r_compact_string(data, pos)
+    o.skip_assignment = False
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    members = []
+    for _ in range(n):
+        members_item, pos = _read_JoinGroupResponseMember_v6(data, pos)
+        members.append(members_item)
+    o.members = members
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_JoinGroupResponse_v7(out: bytearray, o: JoinGroupResponse) -> None:
+    """Writes JoinGroupResponse v7-8 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_JoinGroupResponse_v7.
+    """
+    s: _Any  # the string being written
+    out += _S_ihi.pack(o.throttle_time_ms, o.error_code, o.generation_id)
+    s = o.protocol_type
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    s = o.protocol_name
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    s = o.leader
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    if o.skip_assignment != False:
+        raise Recheck
+    s = o.member_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    if type(o.members) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.members) + 1)
+    for members_item in o.members:
+        _write_JoinGroupResponseMember_v6(out, members_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_JoinGroupResponse_v9(data: bytes, pos: int) -> tuple[JoinGroupResponse, int]:
+    """Reads JoinGroupResponse v9 on the fast path.
+
+    On any failure the caller re-reads with _decode_JoinGroupResponse_v9, which names field and offset.
+    """
+    o = new_object(JoinGroupResponse)
+    o.throttle_time_ms, o.error_code, o.generation_id = _S_ihi.unpack_from(data, pos)
+    pos += 10
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.protocol_type = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.protocol_type = None
+        pos += 1
+    else:
+        o.protocol_type, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.protocol_name = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.protocol_name = None
+        pos += 1
+    else:
+        o.protocol_name, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.leader = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.leader, pos = r_compact_string(data, pos)
+    (o.skip_assignment,) = _S_o.unpack_from(data, pos)
+    pos += 1
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    members = []
+    for _ in range(n):
+        members_item, pos = _read_JoinGroupResponseMember_v6(data, pos)
+        members.append(members_item)
+    o.members = members
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_JoinGroupResponse_v9(out: bytearray, o: JoinGroupResponse) -> None:
+    """Writes JoinGroupResponse v9 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_JoinGroupResponse_v9.
+    """
+    s: _Any  # the string being written
+    out += _S_ihi.pack(o.throttle_time_ms, o.error_code, o.generation_id)
+    s = o.protocol_type
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    s = o.protocol_name
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    s = o.leader
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    out += _S_B.pack(o.skip_assignment)
+    s = o.member_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    if type(o.members) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.members) + 1)
+    for members_item in o.members:
+        _write_JoinGroupResponseMember_v6(out, members_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_JoinGroupResponseMember_v0(
     data: bytes, pos: int
 ) -> tuple[JoinGroupResponseMember, int]:
-    """Reads JoinGroupResponseMember v0-4."""
+    """Reads JoinGroupResponseMember v0-4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -227,7 +1028,7 @@ def _decode_JoinGroupResponseMember_v0(
 
 
 def _encode_JoinGroupResponseMember_v0(out: bytearray, o: JoinGroupResponseMember) -> None:
-    """Writes JoinGroupResponseMember v0-4."""
+    """Writes JoinGroupResponseMember v0-4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -244,7 +1045,7 @@ def _encode_JoinGroupResponseMember_v0(out: bytearray, o: JoinGroupResponseMembe
 def _decode_JoinGroupResponseMember_v5(
     data: bytes, pos: int
 ) -> tuple[JoinGroupResponseMember, int]:
-    """Reads JoinGroupResponseMember v5."""
+    """Reads JoinGroupResponseMember v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -267,7 +1068,7 @@ def _decode_JoinGroupResponseMember_v5(
 
 
 def _encode_JoinGroupResponseMember_v5(out: bytearray, o: JoinGroupResponseMember) -> None:
-    """Writes JoinGroupResponseMember v5."""
+    """Writes JoinGroupResponseMember v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -286,7 +1087,7 @@ def _encode_JoinGroupResponseMember_v5(out: bytearray, o: JoinGroupResponseMembe
 def _decode_JoinGroupResponseMember_v6(
     data: bytes, pos: int
 ) -> tuple[JoinGroupResponseMember, int]:
-    """Reads JoinGroupResponseMember v6-9."""
+    """Reads JoinGroupResponseMember v6-9, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -315,7 +1116,7 @@ def _decode_JoinGroupResponseMember_v6(
 
 
 def _encode_JoinGroupResponseMember_v6(out: bytearray, o: JoinGroupResponseMember) -> None:
-    """Writes JoinGroupResponseMember v6-9."""
+    """Writes JoinGroupResponseMember v6-9, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -334,7 +1135,7 @@ def _encode_JoinGroupResponseMember_v6(out: bytearray, o: JoinGroupResponseMembe
 
 
 def _decode_JoinGroupResponse_v0(data: bytes, pos: int) -> tuple[JoinGroupResponse, int]:
-    """Reads JoinGroupResponse v0-1."""
+    """Reads JoinGroupResponse v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -371,7 +1172,7 @@ def _decode_JoinGroupResponse_v0(data: bytes, pos: int) -> tuple[JoinGroupRespon
 
 
 def _encode_JoinGroupResponse_v0(out: bytearray, o: JoinGroupResponse) -> None:
-    """Writes JoinGroupResponse v0-1."""
+    """Writes JoinGroupResponse v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -398,7 +1199,7 @@ def _encode_JoinGroupResponse_v0(out: bytearray, o: JoinGroupResponse) -> None:
 
 
 def _decode_JoinGroupResponse_v2(data: bytes, pos: int) -> tuple[JoinGroupResponse, int]:
-    """Reads JoinGroupResponse v2-4."""
+    """Reads JoinGroupResponse v2-4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -436,7 +1237,7 @@ def _decode_JoinGroupResponse_v2(data: bytes, pos: int) -> tuple[JoinGroupRespon
 
 
 def _encode_JoinGroupResponse_v2(out: bytearray, o: JoinGroupResponse) -> None:
-    """Writes JoinGroupResponse v2-4."""
+    """Writes JoinGroupResponse v2-4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -464,7 +1265,7 @@ def _encode_JoinGroupResponse_v2(out: bytearray, o: JoinGroupResponse) -> None:
 
 
 def _decode_JoinGroupResponse_v5(data: bytes, pos: int) -> tuple[JoinGroupResponse, int]:
-    """Reads JoinGroupResponse v5."""
+    """Reads JoinGroupResponse v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -502,7 +1303,7 @@ def _decode_JoinGroupResponse_v5(data: bytes, pos: int) -> tuple[JoinGroupRespon
 
 
 def _encode_JoinGroupResponse_v5(out: bytearray, o: JoinGroupResponse) -> None:
-    """Writes JoinGroupResponse v5."""
+    """Writes JoinGroupResponse v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -530,7 +1331,7 @@ def _encode_JoinGroupResponse_v5(out: bytearray, o: JoinGroupResponse) -> None:
 
 
 def _decode_JoinGroupResponse_v6(data: bytes, pos: int) -> tuple[JoinGroupResponse, int]:
-    """Reads JoinGroupResponse v6."""
+    """Reads JoinGroupResponse v6, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -574,7 +1375,7 @@ def _decode_JoinGroupResponse_v6(data: bytes, pos: int) -> tuple[JoinGroupRespon
 
 
 def _encode_JoinGroupResponse_v6(out: bytearray, o: JoinGroupResponse) -> None:
-    """Writes JoinGroupResponse v6."""
+    """Writes JoinGroupResponse v6, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -604,7 +1405,7 @@ def _encode_JoinGroupResponse_v6(out: bytearray, o: JoinGroupResponse) -> None:
 
 
 def _decode_JoinGroupResponse_v7(data: bytes, pos: int) -> tuple[JoinGroupResponse, int]:
-    """Reads JoinGroupResponse v7-8."""
+    """Reads JoinGroupResponse v7-8, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -650,7 +1451,7 @@ def _decode_JoinGroupResponse_v7(data: bytes, pos: int) -> tuple[JoinGroupRespon
 
 
 def _encode_JoinGroupResponse_v7(out: bytearray, o: JoinGroupResponse) -> None:
-    """Writes JoinGroupResponse v7-8."""
+    """Writes JoinGroupResponse v7-8, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -682,7 +1483,7 @@ def _encode_JoinGroupResponse_v7(out: bytearray, o: JoinGroupResponse) -> None:
 
 
 def _decode_JoinGroupResponse_v9(data: bytes, pos: int) -> tuple[JoinGroupResponse, int]:
-    """Reads JoinGroupResponse v9."""
+    """Reads JoinGroupResponse v9, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -731,7 +1532,7 @@ def _decode_JoinGroupResponse_v9(data: bytes, pos: int) -> tuple[JoinGroupRespon
 
 
 def _encode_JoinGroupResponse_v9(out: bytearray, o: JoinGroupResponse) -> None:
-    """Writes JoinGroupResponse v9."""
+    """Writes JoinGroupResponse v9, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -761,6 +1562,30 @@ def _encode_JoinGroupResponse_v9(out: bytearray, o: JoinGroupResponse) -> None:
         raise encode_failure(e, f, o, JoinGroupResponse) from None
 
 
+_READERS = {
+    0: _read_JoinGroupResponse_v0,
+    1: _read_JoinGroupResponse_v0,
+    2: _read_JoinGroupResponse_v2,
+    3: _read_JoinGroupResponse_v2,
+    4: _read_JoinGroupResponse_v2,
+    5: _read_JoinGroupResponse_v5,
+    6: _read_JoinGroupResponse_v6,
+    7: _read_JoinGroupResponse_v7,
+    8: _read_JoinGroupResponse_v7,
+    9: _read_JoinGroupResponse_v9,
+}
+_WRITERS = {
+    0: _write_JoinGroupResponse_v0,
+    1: _write_JoinGroupResponse_v0,
+    2: _write_JoinGroupResponse_v2,
+    3: _write_JoinGroupResponse_v2,
+    4: _write_JoinGroupResponse_v2,
+    5: _write_JoinGroupResponse_v5,
+    6: _write_JoinGroupResponse_v6,
+    7: _write_JoinGroupResponse_v7,
+    8: _write_JoinGroupResponse_v7,
+    9: _write_JoinGroupResponse_v9,
+}
 _DECODERS = {
     0: _decode_JoinGroupResponse_v0,
     1: _decode_JoinGroupResponse_v0,

@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_array,
     r_compact_array,
     r_compact_nullable_string,
@@ -29,6 +31,7 @@ from ._runtime import (
     r_tag_count,
     r_tag_header,
     r_tags,
+    r_uvarint,
     read_message,
     tag_size_mismatch,
     tags_unsupported,
@@ -41,8 +44,12 @@ from ._runtime import (
     w_nullable_string,
     w_string,
     w_tags,
+    w_uvarint,
     write_message,
 )
+
+_S_h = _struct.Struct(">h")
+_S_i = _struct.Struct(">i")
 
 
 @_dataclass(slots=True)
@@ -117,19 +124,45 @@ class LeaveGroupRequest:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> LeaveGroupRequest:
         """Decodes a whole LeaveGroupRequest body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[LeaveGroupRequest, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -138,8 +171,425 @@ class LeaveGroupRequest:
         return result
 
 
+def _read_MemberIdentity_v3(data: bytes, pos: int) -> tuple[MemberIdentity, int]:
+    """Reads MemberIdentity v3 on the fast path.
+
+    On any failure the caller re-reads with _decode_MemberIdentity_v3, which names field and offset.
+    """
+    o = new_object(MemberIdentity)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_instance_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_instance_id, pos = r_nullable_string(data, pos)
+    o.reason = None
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_MemberIdentity_v3(out: bytearray, o: MemberIdentity) -> None:
+    """Writes MemberIdentity v3 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_MemberIdentity_v3.
+    """
+    s: _Any  # the string being written
+    s = o.member_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    s = o.group_instance_id
+    if s is None:
+        out += b"\xff\xff"
+    else:
+        b = s.encode()
+        if len(b) <= 0x7FFF:
+            out += _S_h.pack(len(b))
+            out += b
+        else:
+            w_nullable_string(out, s)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_MemberIdentity_v4(data: bytes, pos: int) -> tuple[MemberIdentity, int]:
+    """Reads MemberIdentity v4 on the fast path.
+
+    On any failure the caller re-reads with _decode_MemberIdentity_v4, which names field and offset.
+    """
+    o = new_object(MemberIdentity)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_instance_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.group_instance_id = None
+        pos += 1
+    else:
+        o.group_instance_id, pos = r_compact_nullable_string(data, pos)
+    o.reason = None
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_MemberIdentity_v4(out: bytearray, o: MemberIdentity) -> None:
+    """Writes MemberIdentity v4 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_MemberIdentity_v4.
+    """
+    s: _Any  # the string being written
+    s = o.member_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.group_instance_id
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_MemberIdentity_v5(data: bytes, pos: int) -> tuple[MemberIdentity, int]:
+    """Reads MemberIdentity v5 on the fast path.
+
+    On any failure the caller re-reads with _decode_MemberIdentity_v5, which names field and offset.
+    """
+    o = new_object(MemberIdentity)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_instance_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.group_instance_id = None
+        pos += 1
+    else:
+        o.group_instance_id, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.reason = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.reason = None
+        pos += 1
+    else:
+        o.reason, pos = r_compact_nullable_string(data, pos)
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_MemberIdentity_v5(out: bytearray, o: MemberIdentity) -> None:
+    """Writes MemberIdentity v5 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_MemberIdentity_v5.
+    """
+    s: _Any  # the string being written
+    s = o.member_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.group_instance_id
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    s = o.reason
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_LeaveGroupRequest_v0(data: bytes, pos: int) -> tuple[LeaveGroupRequest, int]:
+    """Reads LeaveGroupRequest v0-2 on the fast path.
+
+    On any failure the caller re-reads with _decode_LeaveGroupRequest_v0, which names field and offset.
+    """
+    o = new_object(LeaveGroupRequest)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    o.members = []
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_LeaveGroupRequest_v0(out: bytearray, o: LeaveGroupRequest) -> None:
+    """Writes LeaveGroupRequest v0-2 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_LeaveGroupRequest_v0.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    s = o.member_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if len(o.members) != 0:
+        raise Recheck
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_LeaveGroupRequest_v3(data: bytes, pos: int) -> tuple[LeaveGroupRequest, int]:
+    """Reads LeaveGroupRequest v3 on the fast path.
+
+    On any failure the caller re-reads with _decode_LeaveGroupRequest_v3, which names field and offset.
+    """
+    o = new_object(LeaveGroupRequest)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    o.member_id = ""
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    members = []
+    for _ in range(n):
+        members_item, pos = _read_MemberIdentity_v3(data, pos)
+        members.append(members_item)
+    o.members = members
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_LeaveGroupRequest_v3(out: bytearray, o: LeaveGroupRequest) -> None:
+    """Writes LeaveGroupRequest v3 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_LeaveGroupRequest_v3.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if o.member_id != "":
+        raise Recheck
+    if type(o.members) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.members))
+    for members_item in o.members:
+        _write_MemberIdentity_v3(out, members_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_LeaveGroupRequest_v4(data: bytes, pos: int) -> tuple[LeaveGroupRequest, int]:
+    """Reads LeaveGroupRequest v4 on the fast path.
+
+    On any failure the caller re-reads with _decode_LeaveGroupRequest_v4, which names field and offset.
+    """
+    o = new_object(LeaveGroupRequest)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    o.member_id = ""
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    members = []
+    for _ in range(n):
+        members_item, pos = _read_MemberIdentity_v4(data, pos)
+        members.append(members_item)
+    o.members = members
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_LeaveGroupRequest_v4(out: bytearray, o: LeaveGroupRequest) -> None:
+    """Writes LeaveGroupRequest v4 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_LeaveGroupRequest_v4.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    if o.member_id != "":
+        raise Recheck
+    if type(o.members) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.members) + 1)
+    for members_item in o.members:
+        _write_MemberIdentity_v4(out, members_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_LeaveGroupRequest_v5(data: bytes, pos: int) -> tuple[LeaveGroupRequest, int]:
+    """Reads LeaveGroupRequest v5 on the fast path.
+
+    On any failure the caller re-reads with _decode_LeaveGroupRequest_v5, which names field and offset.
+    """
+    o = new_object(LeaveGroupRequest)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    o.member_id = ""
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    members = []
+    for _ in range(n):
+        members_item, pos = _read_MemberIdentity_v5(data, pos)
+        members.append(members_item)
+    o.members = members
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_LeaveGroupRequest_v5(out: bytearray, o: LeaveGroupRequest) -> None:
+    """Writes LeaveGroupRequest v5 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_LeaveGroupRequest_v5.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    if o.member_id != "":
+        raise Recheck
+    if type(o.members) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.members) + 1)
+    for members_item in o.members:
+        _write_MemberIdentity_v5(out, members_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_MemberIdentity_v3(data: bytes, pos: int) -> tuple[MemberIdentity, int]:
-    """Reads MemberIdentity v3."""
+    """Reads MemberIdentity v3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -160,7 +610,7 @@ def _decode_MemberIdentity_v3(data: bytes, pos: int) -> tuple[MemberIdentity, in
 
 
 def _encode_MemberIdentity_v3(out: bytearray, o: MemberIdentity) -> None:
-    """Writes MemberIdentity v3."""
+    """Writes MemberIdentity v3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -175,7 +625,7 @@ def _encode_MemberIdentity_v3(out: bytearray, o: MemberIdentity) -> None:
 
 
 def _decode_MemberIdentity_v4(data: bytes, pos: int) -> tuple[MemberIdentity, int]:
-    """Reads MemberIdentity v4."""
+    """Reads MemberIdentity v4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -202,7 +652,7 @@ def _decode_MemberIdentity_v4(data: bytes, pos: int) -> tuple[MemberIdentity, in
 
 
 def _encode_MemberIdentity_v4(out: bytearray, o: MemberIdentity) -> None:
-    """Writes MemberIdentity v4."""
+    """Writes MemberIdentity v4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -219,7 +669,7 @@ def _encode_MemberIdentity_v4(out: bytearray, o: MemberIdentity) -> None:
 
 
 def _decode_MemberIdentity_v5(data: bytes, pos: int) -> tuple[MemberIdentity, int]:
-    """Reads MemberIdentity v5."""
+    """Reads MemberIdentity v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -248,7 +698,7 @@ def _decode_MemberIdentity_v5(data: bytes, pos: int) -> tuple[MemberIdentity, in
 
 
 def _encode_MemberIdentity_v5(out: bytearray, o: MemberIdentity) -> None:
-    """Writes MemberIdentity v5."""
+    """Writes MemberIdentity v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -267,7 +717,7 @@ def _encode_MemberIdentity_v5(out: bytearray, o: MemberIdentity) -> None:
 
 
 def _decode_LeaveGroupRequest_v0(data: bytes, pos: int) -> tuple[LeaveGroupRequest, int]:
-    """Reads LeaveGroupRequest v0-2."""
+    """Reads LeaveGroupRequest v0-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -288,7 +738,7 @@ def _decode_LeaveGroupRequest_v0(data: bytes, pos: int) -> tuple[LeaveGroupReque
 
 
 def _encode_LeaveGroupRequest_v0(out: bytearray, o: LeaveGroupRequest) -> None:
-    """Writes LeaveGroupRequest v0-2."""
+    """Writes LeaveGroupRequest v0-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -306,7 +756,7 @@ def _encode_LeaveGroupRequest_v0(out: bytearray, o: LeaveGroupRequest) -> None:
 
 
 def _decode_LeaveGroupRequest_v3(data: bytes, pos: int) -> tuple[LeaveGroupRequest, int]:
-    """Reads LeaveGroupRequest v3."""
+    """Reads LeaveGroupRequest v3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -327,7 +777,7 @@ def _decode_LeaveGroupRequest_v3(data: bytes, pos: int) -> tuple[LeaveGroupReque
 
 
 def _encode_LeaveGroupRequest_v3(out: bytearray, o: LeaveGroupRequest) -> None:
-    """Writes LeaveGroupRequest v3."""
+    """Writes LeaveGroupRequest v3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -345,7 +795,7 @@ def _encode_LeaveGroupRequest_v3(out: bytearray, o: LeaveGroupRequest) -> None:
 
 
 def _decode_LeaveGroupRequest_v4(data: bytes, pos: int) -> tuple[LeaveGroupRequest, int]:
-    """Reads LeaveGroupRequest v4."""
+    """Reads LeaveGroupRequest v4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -372,7 +822,7 @@ def _decode_LeaveGroupRequest_v4(data: bytes, pos: int) -> tuple[LeaveGroupReque
 
 
 def _encode_LeaveGroupRequest_v4(out: bytearray, o: LeaveGroupRequest) -> None:
-    """Writes LeaveGroupRequest v4."""
+    """Writes LeaveGroupRequest v4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -392,7 +842,7 @@ def _encode_LeaveGroupRequest_v4(out: bytearray, o: LeaveGroupRequest) -> None:
 
 
 def _decode_LeaveGroupRequest_v5(data: bytes, pos: int) -> tuple[LeaveGroupRequest, int]:
-    """Reads LeaveGroupRequest v5."""
+    """Reads LeaveGroupRequest v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -419,7 +869,7 @@ def _decode_LeaveGroupRequest_v5(data: bytes, pos: int) -> tuple[LeaveGroupReque
 
 
 def _encode_LeaveGroupRequest_v5(out: bytearray, o: LeaveGroupRequest) -> None:
-    """Writes LeaveGroupRequest v5."""
+    """Writes LeaveGroupRequest v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -438,6 +888,22 @@ def _encode_LeaveGroupRequest_v5(out: bytearray, o: LeaveGroupRequest) -> None:
         raise encode_failure(e, f, o, LeaveGroupRequest) from None
 
 
+_READERS = {
+    0: _read_LeaveGroupRequest_v0,
+    1: _read_LeaveGroupRequest_v0,
+    2: _read_LeaveGroupRequest_v0,
+    3: _read_LeaveGroupRequest_v3,
+    4: _read_LeaveGroupRequest_v4,
+    5: _read_LeaveGroupRequest_v5,
+}
+_WRITERS = {
+    0: _write_LeaveGroupRequest_v0,
+    1: _write_LeaveGroupRequest_v0,
+    2: _write_LeaveGroupRequest_v0,
+    3: _write_LeaveGroupRequest_v3,
+    4: _write_LeaveGroupRequest_v4,
+    5: _write_LeaveGroupRequest_v5,
+}
 _DECODERS = {
     0: _decode_LeaveGroupRequest_v0,
     1: _decode_LeaveGroupRequest_v0,

@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_array,
     r_compact_array,
     r_compact_nullable_string,
@@ -29,6 +31,7 @@ from ._runtime import (
     r_tag_count,
     r_tag_header,
     r_tags,
+    r_uvarint,
     read_message,
     tag_size_mismatch,
     tags_unsupported,
@@ -41,10 +44,12 @@ from ._runtime import (
     w_nullable_string,
     w_string,
     w_tags,
+    w_uvarint,
     write_message,
 )
 
 _S_h = _struct.Struct(">h")
+_S_i = _struct.Struct(">i")
 _S_ih = _struct.Struct(">ih")
 
 
@@ -129,19 +134,45 @@ class LeaveGroupResponse:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> LeaveGroupResponse:
         """Decodes a whole LeaveGroupResponse body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[LeaveGroupResponse, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -150,8 +181,262 @@ class LeaveGroupResponse:
         return result
 
 
+def _read_MemberResponse_v3(data: bytes, pos: int) -> tuple[MemberResponse, int]:
+    """Reads MemberResponse v3 on the fast path.
+
+    On any failure the caller re-reads with _decode_MemberResponse_v3, which names field and offset.
+    """
+    o = new_object(MemberResponse)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_instance_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_instance_id, pos = r_nullable_string(data, pos)
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_MemberResponse_v3(out: bytearray, o: MemberResponse) -> None:
+    """Writes MemberResponse v3 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_MemberResponse_v3.
+    """
+    s: _Any  # the string being written
+    s = o.member_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    s = o.group_instance_id
+    if s is None:
+        out += b"\xff\xff"
+    else:
+        b = s.encode()
+        if len(b) <= 0x7FFF:
+            out += _S_h.pack(len(b))
+            out += b
+        else:
+            w_nullable_string(out, s)
+    out += _S_h.pack(o.error_code)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_MemberResponse_v4(data: bytes, pos: int) -> tuple[MemberResponse, int]:
+    """Reads MemberResponse v4-5 on the fast path.
+
+    On any failure the caller re-reads with _decode_MemberResponse_v4, which names field and offset.
+    """
+    o = new_object(MemberResponse)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_instance_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.group_instance_id = None
+        pos += 1
+    else:
+        o.group_instance_id, pos = r_compact_nullable_string(data, pos)
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_MemberResponse_v4(out: bytearray, o: MemberResponse) -> None:
+    """Writes MemberResponse v4-5 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_MemberResponse_v4.
+    """
+    s: _Any  # the string being written
+    s = o.member_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.group_instance_id
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    out += _S_h.pack(o.error_code)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_LeaveGroupResponse_v0(data: bytes, pos: int) -> tuple[LeaveGroupResponse, int]:
+    """Reads LeaveGroupResponse v0 on the fast path.
+
+    On any failure the caller re-reads with _decode_LeaveGroupResponse_v0, which names field and offset.
+    """
+    o = new_object(LeaveGroupResponse)
+    o.throttle_time_ms = 0
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    o.members = []
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_LeaveGroupResponse_v0(out: bytearray, o: LeaveGroupResponse) -> None:
+    """Writes LeaveGroupResponse v0 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_LeaveGroupResponse_v0.
+    """
+    s: _Any  # the string being written
+    out += _S_h.pack(o.error_code)
+    if len(o.members) != 0:
+        raise Recheck
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_LeaveGroupResponse_v1(data: bytes, pos: int) -> tuple[LeaveGroupResponse, int]:
+    """Reads LeaveGroupResponse v1-2 on the fast path.
+
+    On any failure the caller re-reads with _decode_LeaveGroupResponse_v1, which names field and offset.
+    """
+    o = new_object(LeaveGroupResponse)
+    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
+    pos += 6
+    o.members = []
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_LeaveGroupResponse_v1(out: bytearray, o: LeaveGroupResponse) -> None:
+    """Writes LeaveGroupResponse v1-2 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_LeaveGroupResponse_v1.
+    """
+    s: _Any  # the string being written
+    out += _S_ih.pack(o.throttle_time_ms, o.error_code)
+    if len(o.members) != 0:
+        raise Recheck
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_LeaveGroupResponse_v3(data: bytes, pos: int) -> tuple[LeaveGroupResponse, int]:
+    """Reads LeaveGroupResponse v3 on the fast path.
+
+    On any failure the caller re-reads with _decode_LeaveGroupResponse_v3, which names field and offset.
+    """
+    o = new_object(LeaveGroupResponse)
+    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
+    pos += 6
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    members = []
+    for _ in range(n):
+        members_item, pos = _read_MemberResponse_v3(data, pos)
+        members.append(members_item)
+    o.members = members
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_LeaveGroupResponse_v3(out: bytearray, o: LeaveGroupResponse) -> None:
+    """Writes LeaveGroupResponse v3 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_LeaveGroupResponse_v3.
+    """
+    s: _Any  # the string being written
+    out += _S_ih.pack(o.throttle_time_ms, o.error_code)
+    if type(o.members) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.members))
+    for members_item in o.members:
+        _write_MemberResponse_v3(out, members_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_LeaveGroupResponse_v4(data: bytes, pos: int) -> tuple[LeaveGroupResponse, int]:
+    """Reads LeaveGroupResponse v4-5 on the fast path.
+
+    On any failure the caller re-reads with _decode_LeaveGroupResponse_v4, which names field and offset.
+    """
+    o = new_object(LeaveGroupResponse)
+    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
+    pos += 6
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    members = []
+    for _ in range(n):
+        members_item, pos = _read_MemberResponse_v4(data, pos)
+        members.append(members_item)
+    o.members = members
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_LeaveGroupResponse_v4(out: bytearray, o: LeaveGroupResponse) -> None:
+    """Writes LeaveGroupResponse v4-5 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_LeaveGroupResponse_v4.
+    """
+    s: _Any  # the string being written
+    out += _S_ih.pack(o.throttle_time_ms, o.error_code)
+    if type(o.members) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.members) + 1)
+    for members_item in o.members:
+        _write_MemberResponse_v4(out, members_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_MemberResponse_v3(data: bytes, pos: int) -> tuple[MemberResponse, int]:
-    """Reads MemberResponse v3."""
+    """Reads MemberResponse v3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -175,7 +460,7 @@ def _decode_MemberResponse_v3(data: bytes, pos: int) -> tuple[MemberResponse, in
 
 
 def _encode_MemberResponse_v3(out: bytearray, o: MemberResponse) -> None:
-    """Writes MemberResponse v3."""
+    """Writes MemberResponse v3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -192,7 +477,7 @@ def _encode_MemberResponse_v3(out: bytearray, o: MemberResponse) -> None:
 
 
 def _decode_MemberResponse_v4(data: bytes, pos: int) -> tuple[MemberResponse, int]:
-    """Reads MemberResponse v4-5."""
+    """Reads MemberResponse v4-5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -222,7 +507,7 @@ def _decode_MemberResponse_v4(data: bytes, pos: int) -> tuple[MemberResponse, in
 
 
 def _encode_MemberResponse_v4(out: bytearray, o: MemberResponse) -> None:
-    """Writes MemberResponse v4-5."""
+    """Writes MemberResponse v4-5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -241,7 +526,7 @@ def _encode_MemberResponse_v4(out: bytearray, o: MemberResponse) -> None:
 
 
 def _decode_LeaveGroupResponse_v0(data: bytes, pos: int) -> tuple[LeaveGroupResponse, int]:
-    """Reads LeaveGroupResponse v0."""
+    """Reads LeaveGroupResponse v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -261,7 +546,7 @@ def _decode_LeaveGroupResponse_v0(data: bytes, pos: int) -> tuple[LeaveGroupResp
 
 
 def _encode_LeaveGroupResponse_v0(out: bytearray, o: LeaveGroupResponse) -> None:
-    """Writes LeaveGroupResponse v0."""
+    """Writes LeaveGroupResponse v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -277,7 +562,7 @@ def _encode_LeaveGroupResponse_v0(out: bytearray, o: LeaveGroupResponse) -> None
 
 
 def _decode_LeaveGroupResponse_v1(data: bytes, pos: int) -> tuple[LeaveGroupResponse, int]:
-    """Reads LeaveGroupResponse v1-2."""
+    """Reads LeaveGroupResponse v1-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -300,7 +585,7 @@ def _decode_LeaveGroupResponse_v1(data: bytes, pos: int) -> tuple[LeaveGroupResp
 
 
 def _encode_LeaveGroupResponse_v1(out: bytearray, o: LeaveGroupResponse) -> None:
-    """Writes LeaveGroupResponse v1-2."""
+    """Writes LeaveGroupResponse v1-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -319,7 +604,7 @@ def _encode_LeaveGroupResponse_v1(out: bytearray, o: LeaveGroupResponse) -> None
 
 
 def _decode_LeaveGroupResponse_v3(data: bytes, pos: int) -> tuple[LeaveGroupResponse, int]:
-    """Reads LeaveGroupResponse v3."""
+    """Reads LeaveGroupResponse v3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -344,7 +629,7 @@ def _decode_LeaveGroupResponse_v3(data: bytes, pos: int) -> tuple[LeaveGroupResp
 
 
 def _encode_LeaveGroupResponse_v3(out: bytearray, o: LeaveGroupResponse) -> None:
-    """Writes LeaveGroupResponse v3."""
+    """Writes LeaveGroupResponse v3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -362,7 +647,7 @@ def _encode_LeaveGroupResponse_v3(out: bytearray, o: LeaveGroupResponse) -> None
 
 
 def _decode_LeaveGroupResponse_v4(data: bytes, pos: int) -> tuple[LeaveGroupResponse, int]:
-    """Reads LeaveGroupResponse v4-5."""
+    """Reads LeaveGroupResponse v4-5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -393,7 +678,7 @@ def _decode_LeaveGroupResponse_v4(data: bytes, pos: int) -> tuple[LeaveGroupResp
 
 
 def _encode_LeaveGroupResponse_v4(out: bytearray, o: LeaveGroupResponse) -> None:
-    """Writes LeaveGroupResponse v4-5."""
+    """Writes LeaveGroupResponse v4-5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -412,6 +697,22 @@ def _encode_LeaveGroupResponse_v4(out: bytearray, o: LeaveGroupResponse) -> None
         raise encode_failure(e, f, o, LeaveGroupResponse) from None
 
 
+_READERS = {
+    0: _read_LeaveGroupResponse_v0,
+    1: _read_LeaveGroupResponse_v1,
+    2: _read_LeaveGroupResponse_v1,
+    3: _read_LeaveGroupResponse_v3,
+    4: _read_LeaveGroupResponse_v4,
+    5: _read_LeaveGroupResponse_v4,
+}
+_WRITERS = {
+    0: _write_LeaveGroupResponse_v0,
+    1: _write_LeaveGroupResponse_v1,
+    2: _write_LeaveGroupResponse_v1,
+    3: _write_LeaveGroupResponse_v3,
+    4: _write_LeaveGroupResponse_v4,
+    5: _write_LeaveGroupResponse_v4,
+}
 _DECODERS = {
     0: _decode_LeaveGroupResponse_v0,
     1: _decode_LeaveGroupResponse_v1,

@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_compact_array,
     r_compact_string,
     r_tag_count,
@@ -67,19 +69,45 @@ class ListGroupsRequest:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> ListGroupsRequest:
         """Decodes a whole ListGroupsRequest body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[ListGroupsRequest, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -88,8 +116,127 @@ class ListGroupsRequest:
         return result
 
 
+def _read_ListGroupsRequest_v0(data: bytes, pos: int) -> tuple[ListGroupsRequest, int]:
+    """Reads ListGroupsRequest v0-2 on the fast path.
+
+    On any failure the caller re-reads with _decode_ListGroupsRequest_v0, which names field and offset.
+    """
+    o = new_object(ListGroupsRequest)
+    o.states_filter = []
+    o.types_filter = []
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_ListGroupsRequest_v0(out: bytearray, o: ListGroupsRequest) -> None:
+    """Writes ListGroupsRequest v0-2 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ListGroupsRequest_v0.
+    """
+    s: _Any  # the string being written
+    if len(o.states_filter) != 0:
+        raise Recheck
+    if len(o.types_filter) != 0:
+        raise Recheck
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_ListGroupsRequest_v3(data: bytes, pos: int) -> tuple[ListGroupsRequest, int]:
+    """Reads ListGroupsRequest v3 on the fast path.
+
+    On any failure the caller re-reads with _decode_ListGroupsRequest_v3, which names field and offset.
+    """
+    o = new_object(ListGroupsRequest)
+    o.states_filter = []
+    o.types_filter = []
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_ListGroupsRequest_v3(out: bytearray, o: ListGroupsRequest) -> None:
+    """Writes ListGroupsRequest v3 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ListGroupsRequest_v3.
+    """
+    s: _Any  # the string being written
+    if len(o.states_filter) != 0:
+        raise Recheck
+    if len(o.types_filter) != 0:
+        raise Recheck
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_ListGroupsRequest_v4(data: bytes, pos: int) -> tuple[ListGroupsRequest, int]:
+    """Reads ListGroupsRequest v4 on the fast path.
+
+    On any failure the caller re-reads with _decode_ListGroupsRequest_v4, which names field and offset.
+    """
+    o = new_object(ListGroupsRequest)
+    o.states_filter, pos = r_compact_array(data, pos, r_compact_string)
+    o.types_filter = []
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_ListGroupsRequest_v4(out: bytearray, o: ListGroupsRequest) -> None:
+    """Writes ListGroupsRequest v4 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ListGroupsRequest_v4.
+    """
+    s: _Any  # the string being written
+    w_compact_array(out, o.states_filter, w_compact_string)
+    if len(o.types_filter) != 0:
+        raise Recheck
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_ListGroupsRequest_v5(data: bytes, pos: int) -> tuple[ListGroupsRequest, int]:
+    """Reads ListGroupsRequest v5 on the fast path.
+
+    On any failure the caller re-reads with _decode_ListGroupsRequest_v5, which names field and offset.
+    """
+    o = new_object(ListGroupsRequest)
+    o.states_filter, pos = r_compact_array(data, pos, r_compact_string)
+    o.types_filter, pos = r_compact_array(data, pos, r_compact_string)
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_ListGroupsRequest_v5(out: bytearray, o: ListGroupsRequest) -> None:
+    """Writes ListGroupsRequest v5 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ListGroupsRequest_v5.
+    """
+    s: _Any  # the string being written
+    w_compact_array(out, o.states_filter, w_compact_string)
+    w_compact_array(out, o.types_filter, w_compact_string)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_ListGroupsRequest_v0(data: bytes, pos: int) -> tuple[ListGroupsRequest, int]:
-    """Reads ListGroupsRequest v0-2."""
+    """Reads ListGroupsRequest v0-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         pass  # nothing on the wire in these versions
@@ -106,7 +253,7 @@ def _decode_ListGroupsRequest_v0(data: bytes, pos: int) -> tuple[ListGroupsReque
 
 
 def _encode_ListGroupsRequest_v0(out: bytearray, o: ListGroupsRequest) -> None:
-    """Writes ListGroupsRequest v0-2."""
+    """Writes ListGroupsRequest v0-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "StatesFilter"
@@ -123,7 +270,7 @@ def _encode_ListGroupsRequest_v0(out: bytearray, o: ListGroupsRequest) -> None:
 
 
 def _decode_ListGroupsRequest_v3(data: bytes, pos: int) -> tuple[ListGroupsRequest, int]:
-    """Reads ListGroupsRequest v3."""
+    """Reads ListGroupsRequest v3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = ""
@@ -145,7 +292,7 @@ def _decode_ListGroupsRequest_v3(data: bytes, pos: int) -> tuple[ListGroupsReque
 
 
 def _encode_ListGroupsRequest_v3(out: bytearray, o: ListGroupsRequest) -> None:
-    """Writes ListGroupsRequest v3."""
+    """Writes ListGroupsRequest v3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "StatesFilter"
@@ -164,7 +311,7 @@ def _encode_ListGroupsRequest_v3(out: bytearray, o: ListGroupsRequest) -> None:
 
 
 def _decode_ListGroupsRequest_v4(data: bytes, pos: int) -> tuple[ListGroupsRequest, int]:
-    """Reads ListGroupsRequest v4."""
+    """Reads ListGroupsRequest v4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "StatesFilter"
@@ -188,7 +335,7 @@ def _decode_ListGroupsRequest_v4(data: bytes, pos: int) -> tuple[ListGroupsReque
 
 
 def _encode_ListGroupsRequest_v4(out: bytearray, o: ListGroupsRequest) -> None:
-    """Writes ListGroupsRequest v4."""
+    """Writes ListGroupsRequest v4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "StatesFilter"
@@ -206,7 +353,7 @@ def _encode_ListGroupsRequest_v4(out: bytearray, o: ListGroupsRequest) -> None:
 
 
 def _decode_ListGroupsRequest_v5(data: bytes, pos: int) -> tuple[ListGroupsRequest, int]:
-    """Reads ListGroupsRequest v5."""
+    """Reads ListGroupsRequest v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "StatesFilter"
@@ -232,7 +379,7 @@ def _decode_ListGroupsRequest_v5(data: bytes, pos: int) -> tuple[ListGroupsReque
 
 
 def _encode_ListGroupsRequest_v5(out: bytearray, o: ListGroupsRequest) -> None:
-    """Writes ListGroupsRequest v5."""
+    """Writes ListGroupsRequest v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "StatesFilter"
@@ -248,6 +395,22 @@ def _encode_ListGroupsRequest_v5(out: bytearray, o: ListGroupsRequest) -> None:
         raise encode_failure(e, f, o, ListGroupsRequest) from None
 
 
+_READERS = {
+    0: _read_ListGroupsRequest_v0,
+    1: _read_ListGroupsRequest_v0,
+    2: _read_ListGroupsRequest_v0,
+    3: _read_ListGroupsRequest_v3,
+    4: _read_ListGroupsRequest_v4,
+    5: _read_ListGroupsRequest_v5,
+}
+_WRITERS = {
+    0: _write_ListGroupsRequest_v0,
+    1: _write_ListGroupsRequest_v0,
+    2: _write_ListGroupsRequest_v0,
+    3: _write_ListGroupsRequest_v3,
+    4: _write_ListGroupsRequest_v4,
+    5: _write_ListGroupsRequest_v5,
+}
 _DECODERS = {
     0: _decode_ListGroupsRequest_v0,
     1: _decode_ListGroupsRequest_v0,

@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_array,
     r_compact_array,
     r_compact_string,
@@ -27,6 +29,7 @@ from ._runtime import (
     r_tag_count,
     r_tag_header,
     r_tags,
+    r_uvarint,
     read_message,
     tag_size_mismatch,
     tags_unsupported,
@@ -37,10 +40,12 @@ from ._runtime import (
     w_compact_string,
     w_string,
     w_tags,
+    w_uvarint,
     write_message,
 )
 
 _S_h = _struct.Struct(">h")
+_S_i = _struct.Struct(">i")
 _S_ih = _struct.Struct(">ih")
 
 
@@ -116,19 +121,45 @@ class ListGroupsResponse:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> ListGroupsResponse:
         """Decodes a whole ListGroupsResponse body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[ListGroupsResponse, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -137,8 +168,476 @@ class ListGroupsResponse:
         return result
 
 
+def _read_ListedGroup_v0(data: bytes, pos: int) -> tuple[ListedGroup, int]:
+    """Reads ListedGroup v0-2 on the fast path.
+
+    On any failure the caller re-reads with _decode_ListedGroup_v0, which names field and offset.
+    """
+    o = new_object(ListedGroup)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.protocol_type = data[pos:end].decode()
+        pos = end
+    else:
+        o.protocol_type, pos = r_string(data, pos)
+    o.group_state = ""
+    o.group_type = ""
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_ListedGroup_v0(out: bytearray, o: ListedGroup) -> None:
+    """Writes ListedGroup v0-2 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ListedGroup_v0.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    s = o.protocol_type
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_ListedGroup_v3(data: bytes, pos: int) -> tuple[ListedGroup, int]:
+    """Reads ListedGroup v3 on the fast path.
+
+    On any failure the caller re-reads with _decode_ListedGroup_v3, which names field and offset.
+    """
+    o = new_object(ListedGroup)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.protocol_type = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.protocol_type, pos = r_compact_string(data, pos)
+    o.group_state = ""
+    o.group_type = ""
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_ListedGroup_v3(out: bytearray, o: ListedGroup) -> None:
+    """Writes ListedGroup v3 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ListedGroup_v3.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.protocol_type
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_ListedGroup_v4(data: bytes, pos: int) -> tuple[ListedGroup, int]:
+    """Reads ListedGroup v4 on the fast path.
+
+    On any failure the caller re-reads with _decode_ListedGroup_v4, which names field and offset.
+    """
+    o = new_object(ListedGroup)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.protocol_type = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.protocol_type, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_state = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_state, pos = r_compact_string(data, pos)
+    o.group_type = ""
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_ListedGroup_v4(out: bytearray, o: ListedGroup) -> None:
+    """Writes ListedGroup v4 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ListedGroup_v4.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.protocol_type
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.group_state
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_ListedGroup_v5(data: bytes, pos: int) -> tuple[ListedGroup, int]:
+    """Reads ListedGroup v5 on the fast path.
+
+    On any failure the caller re-reads with _decode_ListedGroup_v5, which names field and offset.
+    """
+    o = new_object(ListedGroup)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.protocol_type = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.protocol_type, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_state = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_state, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_type = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_type, pos = r_compact_string(data, pos)
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_ListedGroup_v5(out: bytearray, o: ListedGroup) -> None:
+    """Writes ListedGroup v5 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ListedGroup_v5.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.protocol_type
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.group_state
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.group_type
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_ListGroupsResponse_v0(data: bytes, pos: int) -> tuple[ListGroupsResponse, int]:
+    """Reads ListGroupsResponse v0 on the fast path.
+
+    On any failure the caller re-reads with _decode_ListGroupsResponse_v0, which names field and offset.
+    """
+    o = new_object(ListGroupsResponse)
+    o.throttle_time_ms = 0
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    groups = []
+    for _ in range(n):
+        groups_item, pos = _read_ListedGroup_v0(data, pos)
+        groups.append(groups_item)
+    o.groups = groups
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_ListGroupsResponse_v0(out: bytearray, o: ListGroupsResponse) -> None:
+    """Writes ListGroupsResponse v0 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ListGroupsResponse_v0.
+    """
+    s: _Any  # the string being written
+    out += _S_h.pack(o.error_code)
+    if type(o.groups) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.groups))
+    for groups_item in o.groups:
+        _write_ListedGroup_v0(out, groups_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_ListGroupsResponse_v1(data: bytes, pos: int) -> tuple[ListGroupsResponse, int]:
+    """Reads ListGroupsResponse v1-2 on the fast path.
+
+    On any failure the caller re-reads with _decode_ListGroupsResponse_v1, which names field and offset.
+    """
+    o = new_object(ListGroupsResponse)
+    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
+    pos += 6
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    groups = []
+    for _ in range(n):
+        groups_item, pos = _read_ListedGroup_v0(data, pos)
+        groups.append(groups_item)
+    o.groups = groups
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_ListGroupsResponse_v1(out: bytearray, o: ListGroupsResponse) -> None:
+    """Writes ListGroupsResponse v1-2 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ListGroupsResponse_v1.
+    """
+    s: _Any  # the string being written
+    out += _S_ih.pack(o.throttle_time_ms, o.error_code)
+    if type(o.groups) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.groups))
+    for groups_item in o.groups:
+        _write_ListedGroup_v0(out, groups_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_ListGroupsResponse_v3(data: bytes, pos: int) -> tuple[ListGroupsResponse, int]:
+    """Reads ListGroupsResponse v3 on the fast path.
+
+    On any failure the caller re-reads with _decode_ListGroupsResponse_v3, which names field and offset.
+    """
+    o = new_object(ListGroupsResponse)
+    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
+    pos += 6
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    groups = []
+    for _ in range(n):
+        groups_item, pos = _read_ListedGroup_v3(data, pos)
+        groups.append(groups_item)
+    o.groups = groups
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_ListGroupsResponse_v3(out: bytearray, o: ListGroupsResponse) -> None:
+    """Writes ListGroupsResponse v3 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ListGroupsResponse_v3.
+    """
+    s: _Any  # the string being written
+    out += _S_ih.pack(o.throttle_time_ms, o.error_code)
+    if type(o.groups) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.groups) + 1)
+    for groups_item in o.groups:
+        _write_ListedGroup_v3(out, groups_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_ListGroupsResponse_v4(data: bytes, pos: int) -> tuple[ListGroupsResponse, int]:
+    """Reads ListGroupsResponse v4 on the fast path.
+
+    On any failure the caller re-reads with _decode_ListGroupsResponse_v4, which names field and offset.
+    """
+    o = new_object(ListGroupsResponse)
+    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
+    pos += 6
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    groups = []
+    for _ in range(n):
+        groups_item, pos = _read_ListedGroup_v4(data, pos)
+        groups.append(groups_item)
+    o.groups = groups
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_ListGroupsResponse_v4(out: bytearray, o: ListGroupsResponse) -> None:
+    """Writes ListGroupsResponse v4 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ListGroupsResponse_v4.
+    """
+    s: _Any  # the string being written
+    out += _S_ih.pack(o.throttle_time_ms, o.error_code)
+    if type(o.groups) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.groups) + 1)
+    for groups_item in o.groups:
+        _write_ListedGroup_v4(out, groups_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_ListGroupsResponse_v5(data: bytes, pos: int) -> tuple[ListGroupsResponse, int]:
+    """Reads ListGroupsResponse v5 on the fast path.
+
+    On any failure the caller re-reads with _decode_ListGroupsResponse_v5, which names field and offset.
+    """
+    o = new_object(ListGroupsResponse)
+    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
+    pos += 6
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    groups = []
+    for _ in range(n):
+        groups_item, pos = _read_ListedGroup_v5(data, pos)
+        groups.append(groups_item)
+    o.groups = groups
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_ListGroupsResponse_v5(out: bytearray, o: ListGroupsResponse) -> None:
+    """Writes ListGroupsResponse v5 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ListGroupsResponse_v5.
+    """
+    s: _Any  # the string being written
+    out += _S_ih.pack(o.throttle_time_ms, o.error_code)
+    if type(o.groups) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.groups) + 1)
+    for groups_item in o.groups:
+        _write_ListedGroup_v5(out, groups_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_ListedGroup_v0(data: bytes, pos: int) -> tuple[ListedGroup, int]:
-    """Reads ListedGroup v0-2."""
+    """Reads ListedGroup v0-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -160,7 +659,7 @@ def _decode_ListedGroup_v0(data: bytes, pos: int) -> tuple[ListedGroup, int]:
 
 
 def _encode_ListedGroup_v0(out: bytearray, o: ListedGroup) -> None:
-    """Writes ListedGroup v0-2."""
+    """Writes ListedGroup v0-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -175,7 +674,7 @@ def _encode_ListedGroup_v0(out: bytearray, o: ListedGroup) -> None:
 
 
 def _decode_ListedGroup_v3(data: bytes, pos: int) -> tuple[ListedGroup, int]:
-    """Reads ListedGroup v3."""
+    """Reads ListedGroup v3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -203,7 +702,7 @@ def _decode_ListedGroup_v3(data: bytes, pos: int) -> tuple[ListedGroup, int]:
 
 
 def _encode_ListedGroup_v3(out: bytearray, o: ListedGroup) -> None:
-    """Writes ListedGroup v3."""
+    """Writes ListedGroup v3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -220,7 +719,7 @@ def _encode_ListedGroup_v3(out: bytearray, o: ListedGroup) -> None:
 
 
 def _decode_ListedGroup_v4(data: bytes, pos: int) -> tuple[ListedGroup, int]:
-    """Reads ListedGroup v4."""
+    """Reads ListedGroup v4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -250,7 +749,7 @@ def _decode_ListedGroup_v4(data: bytes, pos: int) -> tuple[ListedGroup, int]:
 
 
 def _encode_ListedGroup_v4(out: bytearray, o: ListedGroup) -> None:
-    """Writes ListedGroup v4."""
+    """Writes ListedGroup v4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -269,7 +768,7 @@ def _encode_ListedGroup_v4(out: bytearray, o: ListedGroup) -> None:
 
 
 def _decode_ListedGroup_v5(data: bytes, pos: int) -> tuple[ListedGroup, int]:
-    """Reads ListedGroup v5."""
+    """Reads ListedGroup v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -301,7 +800,7 @@ def _decode_ListedGroup_v5(data: bytes, pos: int) -> tuple[ListedGroup, int]:
 
 
 def _encode_ListedGroup_v5(out: bytearray, o: ListedGroup) -> None:
-    """Writes ListedGroup v5."""
+    """Writes ListedGroup v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -322,7 +821,7 @@ def _encode_ListedGroup_v5(out: bytearray, o: ListedGroup) -> None:
 
 
 def _decode_ListGroupsResponse_v0(data: bytes, pos: int) -> tuple[ListGroupsResponse, int]:
-    """Reads ListGroupsResponse v0."""
+    """Reads ListGroupsResponse v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -344,7 +843,7 @@ def _decode_ListGroupsResponse_v0(data: bytes, pos: int) -> tuple[ListGroupsResp
 
 
 def _encode_ListGroupsResponse_v0(out: bytearray, o: ListGroupsResponse) -> None:
-    """Writes ListGroupsResponse v0."""
+    """Writes ListGroupsResponse v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -359,7 +858,7 @@ def _encode_ListGroupsResponse_v0(out: bytearray, o: ListGroupsResponse) -> None
 
 
 def _decode_ListGroupsResponse_v1(data: bytes, pos: int) -> tuple[ListGroupsResponse, int]:
-    """Reads ListGroupsResponse v1-2."""
+    """Reads ListGroupsResponse v1-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -384,7 +883,7 @@ def _decode_ListGroupsResponse_v1(data: bytes, pos: int) -> tuple[ListGroupsResp
 
 
 def _encode_ListGroupsResponse_v1(out: bytearray, o: ListGroupsResponse) -> None:
-    """Writes ListGroupsResponse v1-2."""
+    """Writes ListGroupsResponse v1-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -402,7 +901,7 @@ def _encode_ListGroupsResponse_v1(out: bytearray, o: ListGroupsResponse) -> None
 
 
 def _decode_ListGroupsResponse_v3(data: bytes, pos: int) -> tuple[ListGroupsResponse, int]:
-    """Reads ListGroupsResponse v3."""
+    """Reads ListGroupsResponse v3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -433,7 +932,7 @@ def _decode_ListGroupsResponse_v3(data: bytes, pos: int) -> tuple[ListGroupsResp
 
 
 def _encode_ListGroupsResponse_v3(out: bytearray, o: ListGroupsResponse) -> None:
-    """Writes ListGroupsResponse v3."""
+    """Writes ListGroupsResponse v3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -453,7 +952,7 @@ def _encode_ListGroupsResponse_v3(out: bytearray, o: ListGroupsResponse) -> None
 
 
 def _decode_ListGroupsResponse_v4(data: bytes, pos: int) -> tuple[ListGroupsResponse, int]:
-    """Reads ListGroupsResponse v4."""
+    """Reads ListGroupsResponse v4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -484,7 +983,7 @@ def _decode_ListGroupsResponse_v4(data: bytes, pos: int) -> tuple[ListGroupsResp
 
 
 def _encode_ListGroupsResponse_v4(out: bytearray, o: ListGroupsResponse) -> None:
-    """Writes ListGroupsResponse v4."""
+    """Writes ListGroupsResponse v4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -504,7 +1003,7 @@ def _encode_ListGroupsResponse_v4(out: bytearray, o: ListGroupsResponse) -> None
 
 
 def _decode_ListGroupsResponse_v5(data: bytes, pos: int) -> tuple[ListGroupsResponse, int]:
-    """Reads ListGroupsResponse v5."""
+    """Reads ListGroupsResponse v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -535,7 +1034,7 @@ def _decode_ListGroupsResponse_v5(data: bytes, pos: int) -> tuple[ListGroupsResp
 
 
 def _encode_ListGroupsResponse_v5(out: bytearray, o: ListGroupsResponse) -> None:
-    """Writes ListGroupsResponse v5."""
+    """Writes ListGroupsResponse v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -554,6 +1053,22 @@ def _encode_ListGroupsResponse_v5(out: bytearray, o: ListGroupsResponse) -> None
         raise encode_failure(e, f, o, ListGroupsResponse) from None
 
 
+_READERS = {
+    0: _read_ListGroupsResponse_v0,
+    1: _read_ListGroupsResponse_v1,
+    2: _read_ListGroupsResponse_v1,
+    3: _read_ListGroupsResponse_v3,
+    4: _read_ListGroupsResponse_v4,
+    5: _read_ListGroupsResponse_v5,
+}
+_WRITERS = {
+    0: _write_ListGroupsResponse_v0,
+    1: _write_ListGroupsResponse_v1,
+    2: _write_ListGroupsResponse_v1,
+    3: _write_ListGroupsResponse_v3,
+    4: _write_ListGroupsResponse_v4,
+    5: _write_ListGroupsResponse_v5,
+}
 _DECODERS = {
     0: _decode_ListGroupsResponse_v0,
     1: _decode_ListGroupsResponse_v1,

@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_array,
     r_compact_array,
     r_compact_nullable_string,
@@ -30,6 +32,7 @@ from ._runtime import (
     r_tag_header,
     r_tags,
     r_uuid,
+    r_uvarint,
     read_message,
     tag_size_mismatch,
     tags_unsupported,
@@ -43,9 +46,11 @@ from ._runtime import (
     w_string,
     w_tags,
     w_uuid,
+    w_uvarint,
     write_message,
 )
 
+_S_h = _struct.Struct(">h")
 _S_i = _struct.Struct(">i")
 _S_iq = _struct.Struct(">iq")
 _S_iqi = _struct.Struct(">iqi")
@@ -236,19 +241,45 @@ class OffsetCommitRequest:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> OffsetCommitRequest:
         """Decodes a whole OffsetCommitRequest body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[OffsetCommitRequest, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -257,10 +288,1086 @@ class OffsetCommitRequest:
         return result
 
 
+def _read_OffsetCommitRequestPartition_v0(
+    data: bytes, pos: int
+) -> tuple[OffsetCommitRequestPartition, int]:
+    """Reads OffsetCommitRequestPartition v0, v2-5 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetCommitRequestPartition_v0, which names field and offset.
+    """
+    o = new_object(OffsetCommitRequestPartition)
+    o.partition_index, o.committed_offset = _S_iq.unpack_from(data, pos)
+    pos += 12
+    o.committed_leader_epoch = -1
+    o.commit_timestamp = -1
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.committed_metadata = data[pos:end].decode()
+        pos = end
+    else:
+        o.committed_metadata, pos = r_nullable_string(data, pos)
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetCommitRequestPartition_v0(out: bytearray, o: OffsetCommitRequestPartition) -> None:
+    """Writes OffsetCommitRequestPartition v0, v2-5 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequestPartition_v0.
+    """
+    s: _Any  # the string being written
+    out += _S_iq.pack(o.partition_index, o.committed_offset)
+    if o.commit_timestamp != -1:
+        raise Recheck
+    s = o.committed_metadata
+    if s is None:
+        out += b"\xff\xff"
+    else:
+        b = s.encode()
+        if len(b) <= 0x7FFF:
+            out += _S_h.pack(len(b))
+            out += b
+        else:
+            w_nullable_string(out, s)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetCommitRequestPartition_v1(
+    data: bytes, pos: int
+) -> tuple[OffsetCommitRequestPartition, int]:
+    """Reads OffsetCommitRequestPartition v1 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetCommitRequestPartition_v1, which names field and offset.
+    """
+    o = new_object(OffsetCommitRequestPartition)
+    o.partition_index, o.committed_offset = _S_iq.unpack_from(data, pos)
+    pos += 12
+    o.committed_leader_epoch = -1
+    (o.commit_timestamp,) = _S_q.unpack_from(data, pos)
+    pos += 8
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.committed_metadata = data[pos:end].decode()
+        pos = end
+    else:
+        o.committed_metadata, pos = r_nullable_string(data, pos)
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetCommitRequestPartition_v1(out: bytearray, o: OffsetCommitRequestPartition) -> None:
+    """Writes OffsetCommitRequestPartition v1 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequestPartition_v1.
+    """
+    s: _Any  # the string being written
+    out += _S_iq.pack(o.partition_index, o.committed_offset)
+    out += _S_q.pack(o.commit_timestamp)
+    s = o.committed_metadata
+    if s is None:
+        out += b"\xff\xff"
+    else:
+        b = s.encode()
+        if len(b) <= 0x7FFF:
+            out += _S_h.pack(len(b))
+            out += b
+        else:
+            w_nullable_string(out, s)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetCommitRequestPartition_v6(
+    data: bytes, pos: int
+) -> tuple[OffsetCommitRequestPartition, int]:
+    """Reads OffsetCommitRequestPartition v6-7 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetCommitRequestPartition_v6, which names field and offset.
+    """
+    o = new_object(OffsetCommitRequestPartition)
+    o.partition_index, o.committed_offset, o.committed_leader_epoch = _S_iqi.unpack_from(data, pos)
+    pos += 16
+    o.commit_timestamp = -1
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.committed_metadata = data[pos:end].decode()
+        pos = end
+    else:
+        o.committed_metadata, pos = r_nullable_string(data, pos)
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetCommitRequestPartition_v6(out: bytearray, o: OffsetCommitRequestPartition) -> None:
+    """Writes OffsetCommitRequestPartition v6-7 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequestPartition_v6.
+    """
+    s: _Any  # the string being written
+    out += _S_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
+    if o.commit_timestamp != -1:
+        raise Recheck
+    s = o.committed_metadata
+    if s is None:
+        out += b"\xff\xff"
+    else:
+        b = s.encode()
+        if len(b) <= 0x7FFF:
+            out += _S_h.pack(len(b))
+            out += b
+        else:
+            w_nullable_string(out, s)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetCommitRequestPartition_v8(
+    data: bytes, pos: int
+) -> tuple[OffsetCommitRequestPartition, int]:
+    """Reads OffsetCommitRequestPartition v8-10 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetCommitRequestPartition_v8, which names field and offset.
+    """
+    o = new_object(OffsetCommitRequestPartition)
+    o.partition_index, o.committed_offset, o.committed_leader_epoch = _S_iqi.unpack_from(data, pos)
+    pos += 16
+    o.commit_timestamp = -1
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.committed_metadata = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.committed_metadata = None
+        pos += 1
+    else:
+        o.committed_metadata, pos = r_compact_nullable_string(data, pos)
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetCommitRequestPartition_v8(out: bytearray, o: OffsetCommitRequestPartition) -> None:
+    """Writes OffsetCommitRequestPartition v8-10 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequestPartition_v8.
+    """
+    s: _Any  # the string being written
+    out += _S_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
+    if o.commit_timestamp != -1:
+        raise Recheck
+    s = o.committed_metadata
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_OffsetCommitRequestTopic_v0(
+    data: bytes, pos: int
+) -> tuple[OffsetCommitRequestTopic, int]:
+    """Reads OffsetCommitRequestTopic v0, v2-5 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetCommitRequestTopic_v0, which names field and offset.
+    """
+    o = new_object(OffsetCommitRequestTopic)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.name = data[pos:end].decode()
+        pos = end
+    else:
+        o.name, pos = r_string(data, pos)
+    o.topic_id = ZERO_UUID
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    partitions = []
+    for _ in range(n):
+        partitions_item, pos = _read_OffsetCommitRequestPartition_v0(data, pos)
+        partitions.append(partitions_item)
+    o.partitions = partitions
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetCommitRequestTopic_v0(out: bytearray, o: OffsetCommitRequestTopic) -> None:
+    """Writes OffsetCommitRequestTopic v0, v2-5 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequestTopic_v0.
+    """
+    s: _Any  # the string being written
+    s = o.name
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if type(o.partitions) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.partitions))
+    for partitions_item in o.partitions:
+        _write_OffsetCommitRequestPartition_v0(out, partitions_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetCommitRequestTopic_v1(
+    data: bytes, pos: int
+) -> tuple[OffsetCommitRequestTopic, int]:
+    """Reads OffsetCommitRequestTopic v1 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetCommitRequestTopic_v1, which names field and offset.
+    """
+    o = new_object(OffsetCommitRequestTopic)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.name = data[pos:end].decode()
+        pos = end
+    else:
+        o.name, pos = r_string(data, pos)
+    o.topic_id = ZERO_UUID
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    partitions = []
+    for _ in range(n):
+        partitions_item, pos = _read_OffsetCommitRequestPartition_v1(data, pos)
+        partitions.append(partitions_item)
+    o.partitions = partitions
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetCommitRequestTopic_v1(out: bytearray, o: OffsetCommitRequestTopic) -> None:
+    """Writes OffsetCommitRequestTopic v1 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequestTopic_v1.
+    """
+    s: _Any  # the string being written
+    s = o.name
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if type(o.partitions) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.partitions))
+    for partitions_item in o.partitions:
+        _write_OffsetCommitRequestPartition_v1(out, partitions_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetCommitRequestTopic_v6(
+    data: bytes, pos: int
+) -> tuple[OffsetCommitRequestTopic, int]:
+    """Reads OffsetCommitRequestTopic v6-7 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetCommitRequestTopic_v6, which names field and offset.
+    """
+    o = new_object(OffsetCommitRequestTopic)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.name = data[pos:end].decode()
+        pos = end
+    else:
+        o.name, pos = r_string(data, pos)
+    o.topic_id = ZERO_UUID
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    partitions = []
+    for _ in range(n):
+        partitions_item, pos = _read_OffsetCommitRequestPartition_v6(data, pos)
+        partitions.append(partitions_item)
+    o.partitions = partitions
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetCommitRequestTopic_v6(out: bytearray, o: OffsetCommitRequestTopic) -> None:
+    """Writes OffsetCommitRequestTopic v6-7 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequestTopic_v6.
+    """
+    s: _Any  # the string being written
+    s = o.name
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if type(o.partitions) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.partitions))
+    for partitions_item in o.partitions:
+        _write_OffsetCommitRequestPartition_v6(out, partitions_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetCommitRequestTopic_v8(
+    data: bytes, pos: int
+) -> tuple[OffsetCommitRequestTopic, int]:
+    """Reads OffsetCommitRequestTopic v8-9 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetCommitRequestTopic_v8, which names field and offset.
+    """
+    o = new_object(OffsetCommitRequestTopic)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.name = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.name, pos = r_compact_string(data, pos)
+    o.topic_id = ZERO_UUID
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    partitions = []
+    for _ in range(n):
+        partitions_item, pos = _read_OffsetCommitRequestPartition_v8(data, pos)
+        partitions.append(partitions_item)
+    o.partitions = partitions
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetCommitRequestTopic_v8(out: bytearray, o: OffsetCommitRequestTopic) -> None:
+    """Writes OffsetCommitRequestTopic v8-9 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequestTopic_v8.
+    """
+    s: _Any  # the string being written
+    s = o.name
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    if type(o.partitions) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.partitions) + 1)
+    for partitions_item in o.partitions:
+        _write_OffsetCommitRequestPartition_v8(out, partitions_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_OffsetCommitRequestTopic_v10(
+    data: bytes, pos: int
+) -> tuple[OffsetCommitRequestTopic, int]:
+    """Reads OffsetCommitRequestTopic v10 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetCommitRequestTopic_v10, which names field and offset.
+    """
+    o = new_object(OffsetCommitRequestTopic)
+    o.name = ""
+    o.topic_id, pos = r_uuid(data, pos)
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    partitions = []
+    for _ in range(n):
+        partitions_item, pos = _read_OffsetCommitRequestPartition_v8(data, pos)
+        partitions.append(partitions_item)
+    o.partitions = partitions
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetCommitRequestTopic_v10(out: bytearray, o: OffsetCommitRequestTopic) -> None:
+    """Writes OffsetCommitRequestTopic v10 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequestTopic_v10.
+    """
+    s: _Any  # the string being written
+    w_uuid(out, o.topic_id)
+    if type(o.partitions) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.partitions) + 1)
+    for partitions_item in o.partitions:
+        _write_OffsetCommitRequestPartition_v8(out, partitions_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_OffsetCommitRequest_v0(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
+    """Reads OffsetCommitRequest v0 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetCommitRequest_v0, which names field and offset.
+    """
+    o = new_object(OffsetCommitRequest)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    o.generation_id_or_member_epoch = -1
+    o.member_id = ""
+    o.group_instance_id = None
+    o.retention_time_ms = -1
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    topics = []
+    for _ in range(n):
+        topics_item, pos = _read_OffsetCommitRequestTopic_v0(data, pos)
+        topics.append(topics_item)
+    o.topics = topics
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetCommitRequest_v0(out: bytearray, o: OffsetCommitRequest) -> None:
+    """Writes OffsetCommitRequest v0 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequest_v0.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if o.group_instance_id is not None:
+        raise Recheck
+    if type(o.topics) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.topics))
+    for topics_item in o.topics:
+        _write_OffsetCommitRequestTopic_v0(out, topics_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetCommitRequest_v1(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
+    """Reads OffsetCommitRequest v1 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetCommitRequest_v1, which names field and offset.
+    """
+    o = new_object(OffsetCommitRequest)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    (o.generation_id_or_member_epoch,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    o.group_instance_id = None
+    o.retention_time_ms = -1
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    topics = []
+    for _ in range(n):
+        topics_item, pos = _read_OffsetCommitRequestTopic_v1(data, pos)
+        topics.append(topics_item)
+    o.topics = topics
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetCommitRequest_v1(out: bytearray, o: OffsetCommitRequest) -> None:
+    """Writes OffsetCommitRequest v1 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequest_v1.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    out += _S_i.pack(o.generation_id_or_member_epoch)
+    s = o.member_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if o.group_instance_id is not None:
+        raise Recheck
+    if type(o.topics) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.topics))
+    for topics_item in o.topics:
+        _write_OffsetCommitRequestTopic_v1(out, topics_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetCommitRequest_v2(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
+    """Reads OffsetCommitRequest v2-4 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetCommitRequest_v2, which names field and offset.
+    """
+    o = new_object(OffsetCommitRequest)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    (o.generation_id_or_member_epoch,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    o.group_instance_id = None
+    (o.retention_time_ms,) = _S_q.unpack_from(data, pos)
+    pos += 8
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    topics = []
+    for _ in range(n):
+        topics_item, pos = _read_OffsetCommitRequestTopic_v0(data, pos)
+        topics.append(topics_item)
+    o.topics = topics
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetCommitRequest_v2(out: bytearray, o: OffsetCommitRequest) -> None:
+    """Writes OffsetCommitRequest v2-4 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequest_v2.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    out += _S_i.pack(o.generation_id_or_member_epoch)
+    s = o.member_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if o.group_instance_id is not None:
+        raise Recheck
+    out += _S_q.pack(o.retention_time_ms)
+    if type(o.topics) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.topics))
+    for topics_item in o.topics:
+        _write_OffsetCommitRequestTopic_v0(out, topics_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetCommitRequest_v5(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
+    """Reads OffsetCommitRequest v5 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetCommitRequest_v5, which names field and offset.
+    """
+    o = new_object(OffsetCommitRequest)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    (o.generation_id_or_member_epoch,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    o.group_instance_id = None
+    o.retention_time_ms = -1
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    topics = []
+    for _ in range(n):
+        topics_item, pos = _read_OffsetCommitRequestTopic_v0(data, pos)
+        topics.append(topics_item)
+    o.topics = topics
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetCommitRequest_v5(out: bytearray, o: OffsetCommitRequest) -> None:
+    """Writes OffsetCommitRequest v5 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequest_v5.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    out += _S_i.pack(o.generation_id_or_member_epoch)
+    s = o.member_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if o.group_instance_id is not None:
+        raise Recheck
+    if type(o.topics) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.topics))
+    for topics_item in o.topics:
+        _write_OffsetCommitRequestTopic_v0(out, topics_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetCommitRequest_v6(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
+    """Reads OffsetCommitRequest v6 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetCommitRequest_v6, which names field and offset.
+    """
+    o = new_object(OffsetCommitRequest)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    (o.generation_id_or_member_epoch,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    o.group_instance_id = None
+    o.retention_time_ms = -1
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    topics = []
+    for _ in range(n):
+        topics_item, pos = _read_OffsetCommitRequestTopic_v6(data, pos)
+        topics.append(topics_item)
+    o.topics = topics
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetCommitRequest_v6(out: bytearray, o: OffsetCommitRequest) -> None:
+    """Writes OffsetCommitRequest v6 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequest_v6.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    out += _S_i.pack(o.generation_id_or_member_epoch)
+    s = o.member_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if o.group_instance_id is not None:
+        raise Recheck
+    if type(o.topics) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.topics))
+    for topics_item in o.topics:
+        _write_OffsetCommitRequestTopic_v6(out, topics_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetCommitRequest_v7(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
+    """Reads OffsetCommitRequest v7 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetCommitRequest_v7, which names field and offset.
+    """
+    o = new_object(OffsetCommitRequest)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    (o.generation_id_or_member_epoch,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_instance_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_instance_id, pos = r_nullable_string(data, pos)
+    o.retention_time_ms = -1
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    topics = []
+    for _ in range(n):
+        topics_item, pos = _read_OffsetCommitRequestTopic_v6(data, pos)
+        topics.append(topics_item)
+    o.topics = topics
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetCommitRequest_v7(out: bytearray, o: OffsetCommitRequest) -> None:
+    """Writes OffsetCommitRequest v7 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequest_v7.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    out += _S_i.pack(o.generation_id_or_member_epoch)
+    s = o.member_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    s = o.group_instance_id
+    if s is None:
+        out += b"\xff\xff"
+    else:
+        b = s.encode()
+        if len(b) <= 0x7FFF:
+            out += _S_h.pack(len(b))
+            out += b
+        else:
+            w_nullable_string(out, s)
+    if type(o.topics) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.topics))
+    for topics_item in o.topics:
+        _write_OffsetCommitRequestTopic_v6(out, topics_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetCommitRequest_v8(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
+    """Reads OffsetCommitRequest v8-9 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetCommitRequest_v8, which names field and offset.
+    """
+    o = new_object(OffsetCommitRequest)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    (o.generation_id_or_member_epoch,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_instance_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.group_instance_id = None
+        pos += 1
+    else:
+        o.group_instance_id, pos = r_compact_nullable_string(data, pos)
+    o.retention_time_ms = -1
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    topics = []
+    for _ in range(n):
+        topics_item, pos = _read_OffsetCommitRequestTopic_v8(data, pos)
+        topics.append(topics_item)
+    o.topics = topics
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetCommitRequest_v8(out: bytearray, o: OffsetCommitRequest) -> None:
+    """Writes OffsetCommitRequest v8-9 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequest_v8.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    out += _S_i.pack(o.generation_id_or_member_epoch)
+    s = o.member_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.group_instance_id
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    if type(o.topics) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.topics) + 1)
+    for topics_item in o.topics:
+        _write_OffsetCommitRequestTopic_v8(out, topics_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_OffsetCommitRequest_v10(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
+    """Reads OffsetCommitRequest v10 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetCommitRequest_v10, which names field and offset.
+    """
+    o = new_object(OffsetCommitRequest)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    (o.generation_id_or_member_epoch,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_instance_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.group_instance_id = None
+        pos += 1
+    else:
+        o.group_instance_id, pos = r_compact_nullable_string(data, pos)
+    o.retention_time_ms = -1
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    topics = []
+    for _ in range(n):
+        topics_item, pos = _read_OffsetCommitRequestTopic_v10(data, pos)
+        topics.append(topics_item)
+    o.topics = topics
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetCommitRequest_v10(out: bytearray, o: OffsetCommitRequest) -> None:
+    """Writes OffsetCommitRequest v10 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequest_v10.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    out += _S_i.pack(o.generation_id_or_member_epoch)
+    s = o.member_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.group_instance_id
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    if type(o.topics) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.topics) + 1)
+    for topics_item in o.topics:
+        _write_OffsetCommitRequestTopic_v10(out, topics_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_OffsetCommitRequestPartition_v0(
     data: bytes, pos: int
 ) -> tuple[OffsetCommitRequestPartition, int]:
-    """Reads OffsetCommitRequestPartition v0, v2-5."""
+    """Reads OffsetCommitRequestPartition v0, v2-5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -289,7 +1396,7 @@ def _decode_OffsetCommitRequestPartition_v0(
 def _encode_OffsetCommitRequestPartition_v0(
     out: bytearray, o: OffsetCommitRequestPartition
 ) -> None:
-    """Writes OffsetCommitRequestPartition v0, v2-5."""
+    """Writes OffsetCommitRequestPartition v0, v2-5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -312,7 +1419,7 @@ def _encode_OffsetCommitRequestPartition_v0(
 def _decode_OffsetCommitRequestPartition_v1(
     data: bytes, pos: int
 ) -> tuple[OffsetCommitRequestPartition, int]:
-    """Reads OffsetCommitRequestPartition v1."""
+    """Reads OffsetCommitRequestPartition v1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -344,7 +1451,7 @@ def _decode_OffsetCommitRequestPartition_v1(
 def _encode_OffsetCommitRequestPartition_v1(
     out: bytearray, o: OffsetCommitRequestPartition
 ) -> None:
-    """Writes OffsetCommitRequestPartition v1."""
+    """Writes OffsetCommitRequestPartition v1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -366,7 +1473,7 @@ def _encode_OffsetCommitRequestPartition_v1(
 def _decode_OffsetCommitRequestPartition_v6(
     data: bytes, pos: int
 ) -> tuple[OffsetCommitRequestPartition, int]:
-    """Reads OffsetCommitRequestPartition v6-7."""
+    """Reads OffsetCommitRequestPartition v6-7, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -396,7 +1503,7 @@ def _decode_OffsetCommitRequestPartition_v6(
 def _encode_OffsetCommitRequestPartition_v6(
     out: bytearray, o: OffsetCommitRequestPartition
 ) -> None:
-    """Writes OffsetCommitRequestPartition v6-7."""
+    """Writes OffsetCommitRequestPartition v6-7, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -420,7 +1527,7 @@ def _encode_OffsetCommitRequestPartition_v6(
 def _decode_OffsetCommitRequestPartition_v8(
     data: bytes, pos: int
 ) -> tuple[OffsetCommitRequestPartition, int]:
-    """Reads OffsetCommitRequestPartition v8-10."""
+    """Reads OffsetCommitRequestPartition v8-10, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -456,7 +1563,7 @@ def _decode_OffsetCommitRequestPartition_v8(
 def _encode_OffsetCommitRequestPartition_v8(
     out: bytearray, o: OffsetCommitRequestPartition
 ) -> None:
-    """Writes OffsetCommitRequestPartition v8-10."""
+    """Writes OffsetCommitRequestPartition v8-10, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -482,7 +1589,7 @@ def _encode_OffsetCommitRequestPartition_v8(
 def _decode_OffsetCommitRequestTopic_v0(
     data: bytes, pos: int
 ) -> tuple[OffsetCommitRequestTopic, int]:
-    """Reads OffsetCommitRequestTopic v0, v2-5."""
+    """Reads OffsetCommitRequestTopic v0, v2-5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -503,7 +1610,7 @@ def _decode_OffsetCommitRequestTopic_v0(
 
 
 def _encode_OffsetCommitRequestTopic_v0(out: bytearray, o: OffsetCommitRequestTopic) -> None:
-    """Writes OffsetCommitRequestTopic v0, v2-5."""
+    """Writes OffsetCommitRequestTopic v0, v2-5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -520,7 +1627,7 @@ def _encode_OffsetCommitRequestTopic_v0(out: bytearray, o: OffsetCommitRequestTo
 def _decode_OffsetCommitRequestTopic_v1(
     data: bytes, pos: int
 ) -> tuple[OffsetCommitRequestTopic, int]:
-    """Reads OffsetCommitRequestTopic v1."""
+    """Reads OffsetCommitRequestTopic v1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -541,7 +1648,7 @@ def _decode_OffsetCommitRequestTopic_v1(
 
 
 def _encode_OffsetCommitRequestTopic_v1(out: bytearray, o: OffsetCommitRequestTopic) -> None:
-    """Writes OffsetCommitRequestTopic v1."""
+    """Writes OffsetCommitRequestTopic v1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -558,7 +1665,7 @@ def _encode_OffsetCommitRequestTopic_v1(out: bytearray, o: OffsetCommitRequestTo
 def _decode_OffsetCommitRequestTopic_v6(
     data: bytes, pos: int
 ) -> tuple[OffsetCommitRequestTopic, int]:
-    """Reads OffsetCommitRequestTopic v6-7."""
+    """Reads OffsetCommitRequestTopic v6-7, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -579,7 +1686,7 @@ def _decode_OffsetCommitRequestTopic_v6(
 
 
 def _encode_OffsetCommitRequestTopic_v6(out: bytearray, o: OffsetCommitRequestTopic) -> None:
-    """Writes OffsetCommitRequestTopic v6-7."""
+    """Writes OffsetCommitRequestTopic v6-7, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -596,7 +1703,7 @@ def _encode_OffsetCommitRequestTopic_v6(out: bytearray, o: OffsetCommitRequestTo
 def _decode_OffsetCommitRequestTopic_v8(
     data: bytes, pos: int
 ) -> tuple[OffsetCommitRequestTopic, int]:
-    """Reads OffsetCommitRequestTopic v8-9."""
+    """Reads OffsetCommitRequestTopic v8-9, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -623,7 +1730,7 @@ def _decode_OffsetCommitRequestTopic_v8(
 
 
 def _encode_OffsetCommitRequestTopic_v8(out: bytearray, o: OffsetCommitRequestTopic) -> None:
-    """Writes OffsetCommitRequestTopic v8-9."""
+    """Writes OffsetCommitRequestTopic v8-9, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -642,7 +1749,7 @@ def _encode_OffsetCommitRequestTopic_v8(out: bytearray, o: OffsetCommitRequestTo
 def _decode_OffsetCommitRequestTopic_v10(
     data: bytes, pos: int
 ) -> tuple[OffsetCommitRequestTopic, int]:
-    """Reads OffsetCommitRequestTopic v10."""
+    """Reads OffsetCommitRequestTopic v10, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "TopicId"
@@ -669,7 +1776,7 @@ def _decode_OffsetCommitRequestTopic_v10(
 
 
 def _encode_OffsetCommitRequestTopic_v10(out: bytearray, o: OffsetCommitRequestTopic) -> None:
-    """Writes OffsetCommitRequestTopic v10."""
+    """Writes OffsetCommitRequestTopic v10, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "TopicId"
@@ -686,7 +1793,7 @@ def _encode_OffsetCommitRequestTopic_v10(out: bytearray, o: OffsetCommitRequestT
 
 
 def _decode_OffsetCommitRequest_v0(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
-    """Reads OffsetCommitRequest v0."""
+    """Reads OffsetCommitRequest v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -710,7 +1817,7 @@ def _decode_OffsetCommitRequest_v0(data: bytes, pos: int) -> tuple[OffsetCommitR
 
 
 def _encode_OffsetCommitRequest_v0(out: bytearray, o: OffsetCommitRequest) -> None:
-    """Writes OffsetCommitRequest v0."""
+    """Writes OffsetCommitRequest v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -728,7 +1835,7 @@ def _encode_OffsetCommitRequest_v0(out: bytearray, o: OffsetCommitRequest) -> No
 
 
 def _decode_OffsetCommitRequest_v1(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
-    """Reads OffsetCommitRequest v1."""
+    """Reads OffsetCommitRequest v1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -757,7 +1864,7 @@ def _decode_OffsetCommitRequest_v1(data: bytes, pos: int) -> tuple[OffsetCommitR
 
 
 def _encode_OffsetCommitRequest_v1(out: bytearray, o: OffsetCommitRequest) -> None:
-    """Writes OffsetCommitRequest v1."""
+    """Writes OffsetCommitRequest v1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -779,7 +1886,7 @@ def _encode_OffsetCommitRequest_v1(out: bytearray, o: OffsetCommitRequest) -> No
 
 
 def _decode_OffsetCommitRequest_v2(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
-    """Reads OffsetCommitRequest v2-4."""
+    """Reads OffsetCommitRequest v2-4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -811,7 +1918,7 @@ def _decode_OffsetCommitRequest_v2(data: bytes, pos: int) -> tuple[OffsetCommitR
 
 
 def _encode_OffsetCommitRequest_v2(out: bytearray, o: OffsetCommitRequest) -> None:
-    """Writes OffsetCommitRequest v2-4."""
+    """Writes OffsetCommitRequest v2-4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -835,7 +1942,7 @@ def _encode_OffsetCommitRequest_v2(out: bytearray, o: OffsetCommitRequest) -> No
 
 
 def _decode_OffsetCommitRequest_v5(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
-    """Reads OffsetCommitRequest v5."""
+    """Reads OffsetCommitRequest v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -864,7 +1971,7 @@ def _decode_OffsetCommitRequest_v5(data: bytes, pos: int) -> tuple[OffsetCommitR
 
 
 def _encode_OffsetCommitRequest_v5(out: bytearray, o: OffsetCommitRequest) -> None:
-    """Writes OffsetCommitRequest v5."""
+    """Writes OffsetCommitRequest v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -886,7 +1993,7 @@ def _encode_OffsetCommitRequest_v5(out: bytearray, o: OffsetCommitRequest) -> No
 
 
 def _decode_OffsetCommitRequest_v6(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
-    """Reads OffsetCommitRequest v6."""
+    """Reads OffsetCommitRequest v6, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -915,7 +2022,7 @@ def _decode_OffsetCommitRequest_v6(data: bytes, pos: int) -> tuple[OffsetCommitR
 
 
 def _encode_OffsetCommitRequest_v6(out: bytearray, o: OffsetCommitRequest) -> None:
-    """Writes OffsetCommitRequest v6."""
+    """Writes OffsetCommitRequest v6, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -937,7 +2044,7 @@ def _encode_OffsetCommitRequest_v6(out: bytearray, o: OffsetCommitRequest) -> No
 
 
 def _decode_OffsetCommitRequest_v7(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
-    """Reads OffsetCommitRequest v7."""
+    """Reads OffsetCommitRequest v7, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -968,7 +2075,7 @@ def _decode_OffsetCommitRequest_v7(data: bytes, pos: int) -> tuple[OffsetCommitR
 
 
 def _encode_OffsetCommitRequest_v7(out: bytearray, o: OffsetCommitRequest) -> None:
-    """Writes OffsetCommitRequest v7."""
+    """Writes OffsetCommitRequest v7, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -989,7 +2096,7 @@ def _encode_OffsetCommitRequest_v7(out: bytearray, o: OffsetCommitRequest) -> No
 
 
 def _decode_OffsetCommitRequest_v8(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
-    """Reads OffsetCommitRequest v8-9."""
+    """Reads OffsetCommitRequest v8-9, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -1026,7 +2133,7 @@ def _decode_OffsetCommitRequest_v8(data: bytes, pos: int) -> tuple[OffsetCommitR
 
 
 def _encode_OffsetCommitRequest_v8(out: bytearray, o: OffsetCommitRequest) -> None:
-    """Writes OffsetCommitRequest v8-9."""
+    """Writes OffsetCommitRequest v8-9, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -1049,7 +2156,7 @@ def _encode_OffsetCommitRequest_v8(out: bytearray, o: OffsetCommitRequest) -> No
 
 
 def _decode_OffsetCommitRequest_v10(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
-    """Reads OffsetCommitRequest v10."""
+    """Reads OffsetCommitRequest v10, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -1086,7 +2193,7 @@ def _decode_OffsetCommitRequest_v10(data: bytes, pos: int) -> tuple[OffsetCommit
 
 
 def _encode_OffsetCommitRequest_v10(out: bytearray, o: OffsetCommitRequest) -> None:
-    """Writes OffsetCommitRequest v10."""
+    """Writes OffsetCommitRequest v10, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -1108,6 +2215,32 @@ def _encode_OffsetCommitRequest_v10(out: bytearray, o: OffsetCommitRequest) -> N
         raise encode_failure(e, f, o, OffsetCommitRequest) from None
 
 
+_READERS = {
+    0: _read_OffsetCommitRequest_v0,
+    1: _read_OffsetCommitRequest_v1,
+    2: _read_OffsetCommitRequest_v2,
+    3: _read_OffsetCommitRequest_v2,
+    4: _read_OffsetCommitRequest_v2,
+    5: _read_OffsetCommitRequest_v5,
+    6: _read_OffsetCommitRequest_v6,
+    7: _read_OffsetCommitRequest_v7,
+    8: _read_OffsetCommitRequest_v8,
+    9: _read_OffsetCommitRequest_v8,
+    10: _read_OffsetCommitRequest_v10,
+}
+_WRITERS = {
+    0: _write_OffsetCommitRequest_v0,
+    1: _write_OffsetCommitRequest_v1,
+    2: _write_OffsetCommitRequest_v2,
+    3: _write_OffsetCommitRequest_v2,
+    4: _write_OffsetCommitRequest_v2,
+    5: _write_OffsetCommitRequest_v5,
+    6: _write_OffsetCommitRequest_v6,
+    7: _write_OffsetCommitRequest_v7,
+    8: _write_OffsetCommitRequest_v8,
+    9: _write_OffsetCommitRequest_v8,
+    10: _write_OffsetCommitRequest_v10,
+}
 _DECODERS = {
     0: _decode_OffsetCommitRequest_v0,
     1: _decode_OffsetCommitRequest_v1,

@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_array,
     r_compact_array,
     r_compact_string,
@@ -28,6 +30,7 @@ from ._runtime import (
     r_tag_header,
     r_tags,
     r_uuid,
+    r_uvarint,
     read_message,
     tag_size_mismatch,
     tags_unsupported,
@@ -39,9 +42,11 @@ from ._runtime import (
     w_string,
     w_tags,
     w_uuid,
+    w_uvarint,
     write_message,
 )
 
+_S_h = _struct.Struct(">h")
 _S_i = _struct.Struct(">i")
 _S_ih = _struct.Struct(">ih")
 
@@ -155,19 +160,45 @@ class OffsetCommitResponse:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> OffsetCommitResponse:
         """Decodes a whole OffsetCommitResponse body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[OffsetCommitResponse, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -176,10 +207,389 @@ class OffsetCommitResponse:
         return result
 
 
+def _read_OffsetCommitResponsePartition_v0(
+    data: bytes, pos: int
+) -> tuple[OffsetCommitResponsePartition, int]:
+    """Reads OffsetCommitResponsePartition v0-7 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetCommitResponsePartition_v0, which names field and offset.
+    """
+    o = new_object(OffsetCommitResponsePartition)
+    o.partition_index, o.error_code = _S_ih.unpack_from(data, pos)
+    pos += 6
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetCommitResponsePartition_v0(
+    out: bytearray, o: OffsetCommitResponsePartition
+) -> None:
+    """Writes OffsetCommitResponsePartition v0-7 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetCommitResponsePartition_v0.
+    """
+    s: _Any  # the string being written
+    out += _S_ih.pack(o.partition_index, o.error_code)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetCommitResponsePartition_v8(
+    data: bytes, pos: int
+) -> tuple[OffsetCommitResponsePartition, int]:
+    """Reads OffsetCommitResponsePartition v8-10 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetCommitResponsePartition_v8, which names field and offset.
+    """
+    o = new_object(OffsetCommitResponsePartition)
+    o.partition_index, o.error_code = _S_ih.unpack_from(data, pos)
+    pos += 6
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetCommitResponsePartition_v8(
+    out: bytearray, o: OffsetCommitResponsePartition
+) -> None:
+    """Writes OffsetCommitResponsePartition v8-10 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetCommitResponsePartition_v8.
+    """
+    s: _Any  # the string being written
+    out += _S_ih.pack(o.partition_index, o.error_code)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_OffsetCommitResponseTopic_v0(
+    data: bytes, pos: int
+) -> tuple[OffsetCommitResponseTopic, int]:
+    """Reads OffsetCommitResponseTopic v0-7 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetCommitResponseTopic_v0, which names field and offset.
+    """
+    o = new_object(OffsetCommitResponseTopic)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.name = data[pos:end].decode()
+        pos = end
+    else:
+        o.name, pos = r_string(data, pos)
+    o.topic_id = ZERO_UUID
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    partitions = []
+    for _ in range(n):
+        partitions_item, pos = _read_OffsetCommitResponsePartition_v0(data, pos)
+        partitions.append(partitions_item)
+    o.partitions = partitions
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetCommitResponseTopic_v0(out: bytearray, o: OffsetCommitResponseTopic) -> None:
+    """Writes OffsetCommitResponseTopic v0-7 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetCommitResponseTopic_v0.
+    """
+    s: _Any  # the string being written
+    s = o.name
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if type(o.partitions) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.partitions))
+    for partitions_item in o.partitions:
+        _write_OffsetCommitResponsePartition_v0(out, partitions_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetCommitResponseTopic_v8(
+    data: bytes, pos: int
+) -> tuple[OffsetCommitResponseTopic, int]:
+    """Reads OffsetCommitResponseTopic v8-9 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetCommitResponseTopic_v8, which names field and offset.
+    """
+    o = new_object(OffsetCommitResponseTopic)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.name = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.name, pos = r_compact_string(data, pos)
+    o.topic_id = ZERO_UUID
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    partitions = []
+    for _ in range(n):
+        partitions_item, pos = _read_OffsetCommitResponsePartition_v8(data, pos)
+        partitions.append(partitions_item)
+    o.partitions = partitions
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetCommitResponseTopic_v8(out: bytearray, o: OffsetCommitResponseTopic) -> None:
+    """Writes OffsetCommitResponseTopic v8-9 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetCommitResponseTopic_v8.
+    """
+    s: _Any  # the string being written
+    s = o.name
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    if type(o.partitions) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.partitions) + 1)
+    for partitions_item in o.partitions:
+        _write_OffsetCommitResponsePartition_v8(out, partitions_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_OffsetCommitResponseTopic_v10(
+    data: bytes, pos: int
+) -> tuple[OffsetCommitResponseTopic, int]:
+    """Reads OffsetCommitResponseTopic v10 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetCommitResponseTopic_v10, which names field and offset.
+    """
+    o = new_object(OffsetCommitResponseTopic)
+    o.name = ""
+    o.topic_id, pos = r_uuid(data, pos)
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    partitions = []
+    for _ in range(n):
+        partitions_item, pos = _read_OffsetCommitResponsePartition_v8(data, pos)
+        partitions.append(partitions_item)
+    o.partitions = partitions
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetCommitResponseTopic_v10(out: bytearray, o: OffsetCommitResponseTopic) -> None:
+    """Writes OffsetCommitResponseTopic v10 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetCommitResponseTopic_v10.
+    """
+    s: _Any  # the string being written
+    w_uuid(out, o.topic_id)
+    if type(o.partitions) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.partitions) + 1)
+    for partitions_item in o.partitions:
+        _write_OffsetCommitResponsePartition_v8(out, partitions_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_OffsetCommitResponse_v0(data: bytes, pos: int) -> tuple[OffsetCommitResponse, int]:
+    """Reads OffsetCommitResponse v0-2 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetCommitResponse_v0, which names field and offset.
+    """
+    o = new_object(OffsetCommitResponse)
+    o.throttle_time_ms = 0
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    topics = []
+    for _ in range(n):
+        topics_item, pos = _read_OffsetCommitResponseTopic_v0(data, pos)
+        topics.append(topics_item)
+    o.topics = topics
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetCommitResponse_v0(out: bytearray, o: OffsetCommitResponse) -> None:
+    """Writes OffsetCommitResponse v0-2 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetCommitResponse_v0.
+    """
+    s: _Any  # the string being written
+    if type(o.topics) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.topics))
+    for topics_item in o.topics:
+        _write_OffsetCommitResponseTopic_v0(out, topics_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetCommitResponse_v3(data: bytes, pos: int) -> tuple[OffsetCommitResponse, int]:
+    """Reads OffsetCommitResponse v3-7 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetCommitResponse_v3, which names field and offset.
+    """
+    o = new_object(OffsetCommitResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    topics = []
+    for _ in range(n):
+        topics_item, pos = _read_OffsetCommitResponseTopic_v0(data, pos)
+        topics.append(topics_item)
+    o.topics = topics
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetCommitResponse_v3(out: bytearray, o: OffsetCommitResponse) -> None:
+    """Writes OffsetCommitResponse v3-7 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetCommitResponse_v3.
+    """
+    s: _Any  # the string being written
+    out += _S_i.pack(o.throttle_time_ms)
+    if type(o.topics) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.topics))
+    for topics_item in o.topics:
+        _write_OffsetCommitResponseTopic_v0(out, topics_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetCommitResponse_v8(data: bytes, pos: int) -> tuple[OffsetCommitResponse, int]:
+    """Reads OffsetCommitResponse v8-9 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetCommitResponse_v8, which names field and offset.
+    """
+    o = new_object(OffsetCommitResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    topics = []
+    for _ in range(n):
+        topics_item, pos = _read_OffsetCommitResponseTopic_v8(data, pos)
+        topics.append(topics_item)
+    o.topics = topics
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetCommitResponse_v8(out: bytearray, o: OffsetCommitResponse) -> None:
+    """Writes OffsetCommitResponse v8-9 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetCommitResponse_v8.
+    """
+    s: _Any  # the string being written
+    out += _S_i.pack(o.throttle_time_ms)
+    if type(o.topics) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.topics) + 1)
+    for topics_item in o.topics:
+        _write_OffsetCommitResponseTopic_v8(out, topics_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_OffsetCommitResponse_v10(data: bytes, pos: int) -> tuple[OffsetCommitResponse, int]:
+    """Reads OffsetCommitResponse v10 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetCommitResponse_v10, which names field and offset.
+    """
+    o = new_object(OffsetCommitResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    topics = []
+    for _ in range(n):
+        topics_item, pos = _read_OffsetCommitResponseTopic_v10(data, pos)
+        topics.append(topics_item)
+    o.topics = topics
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetCommitResponse_v10(out: bytearray, o: OffsetCommitResponse) -> None:
+    """Writes OffsetCommitResponse v10 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetCommitResponse_v10.
+    """
+    s: _Any  # the string being written
+    out += _S_i.pack(o.throttle_time_ms)
+    if type(o.topics) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.topics) + 1)
+    for topics_item in o.topics:
+        _write_OffsetCommitResponseTopic_v10(out, topics_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_OffsetCommitResponsePartition_v0(
     data: bytes, pos: int
 ) -> tuple[OffsetCommitResponsePartition, int]:
-    """Reads OffsetCommitResponsePartition v0-7."""
+    """Reads OffsetCommitResponsePartition v0-7, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -203,7 +613,7 @@ def _decode_OffsetCommitResponsePartition_v0(
 def _encode_OffsetCommitResponsePartition_v0(
     out: bytearray, o: OffsetCommitResponsePartition
 ) -> None:
-    """Writes OffsetCommitResponsePartition v0-7."""
+    """Writes OffsetCommitResponsePartition v0-7, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -221,7 +631,7 @@ def _encode_OffsetCommitResponsePartition_v0(
 def _decode_OffsetCommitResponsePartition_v8(
     data: bytes, pos: int
 ) -> tuple[OffsetCommitResponsePartition, int]:
-    """Reads OffsetCommitResponsePartition v8-10."""
+    """Reads OffsetCommitResponsePartition v8-10, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -251,7 +661,7 @@ def _decode_OffsetCommitResponsePartition_v8(
 def _encode_OffsetCommitResponsePartition_v8(
     out: bytearray, o: OffsetCommitResponsePartition
 ) -> None:
-    """Writes OffsetCommitResponsePartition v8-10."""
+    """Writes OffsetCommitResponsePartition v8-10, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -271,7 +681,7 @@ def _encode_OffsetCommitResponsePartition_v8(
 def _decode_OffsetCommitResponseTopic_v0(
     data: bytes, pos: int
 ) -> tuple[OffsetCommitResponseTopic, int]:
-    """Reads OffsetCommitResponseTopic v0-7."""
+    """Reads OffsetCommitResponseTopic v0-7, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -292,7 +702,7 @@ def _decode_OffsetCommitResponseTopic_v0(
 
 
 def _encode_OffsetCommitResponseTopic_v0(out: bytearray, o: OffsetCommitResponseTopic) -> None:
-    """Writes OffsetCommitResponseTopic v0-7."""
+    """Writes OffsetCommitResponseTopic v0-7, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -309,7 +719,7 @@ def _encode_OffsetCommitResponseTopic_v0(out: bytearray, o: OffsetCommitResponse
 def _decode_OffsetCommitResponseTopic_v8(
     data: bytes, pos: int
 ) -> tuple[OffsetCommitResponseTopic, int]:
-    """Reads OffsetCommitResponseTopic v8-9."""
+    """Reads OffsetCommitResponseTopic v8-9, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -336,7 +746,7 @@ def _decode_OffsetCommitResponseTopic_v8(
 
 
 def _encode_OffsetCommitResponseTopic_v8(out: bytearray, o: OffsetCommitResponseTopic) -> None:
-    """Writes OffsetCommitResponseTopic v8-9."""
+    """Writes OffsetCommitResponseTopic v8-9, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -355,7 +765,7 @@ def _encode_OffsetCommitResponseTopic_v8(out: bytearray, o: OffsetCommitResponse
 def _decode_OffsetCommitResponseTopic_v10(
     data: bytes, pos: int
 ) -> tuple[OffsetCommitResponseTopic, int]:
-    """Reads OffsetCommitResponseTopic v10."""
+    """Reads OffsetCommitResponseTopic v10, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "TopicId"
@@ -382,7 +792,7 @@ def _decode_OffsetCommitResponseTopic_v10(
 
 
 def _encode_OffsetCommitResponseTopic_v10(out: bytearray, o: OffsetCommitResponseTopic) -> None:
-    """Writes OffsetCommitResponseTopic v10."""
+    """Writes OffsetCommitResponseTopic v10, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "TopicId"
@@ -399,7 +809,7 @@ def _encode_OffsetCommitResponseTopic_v10(out: bytearray, o: OffsetCommitRespons
 
 
 def _decode_OffsetCommitResponse_v0(data: bytes, pos: int) -> tuple[OffsetCommitResponse, int]:
-    """Reads OffsetCommitResponse v0-2."""
+    """Reads OffsetCommitResponse v0-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Topics"
@@ -417,7 +827,7 @@ def _decode_OffsetCommitResponse_v0(data: bytes, pos: int) -> tuple[OffsetCommit
 
 
 def _encode_OffsetCommitResponse_v0(out: bytearray, o: OffsetCommitResponse) -> None:
-    """Writes OffsetCommitResponse v0-2."""
+    """Writes OffsetCommitResponse v0-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Topics"
@@ -430,7 +840,7 @@ def _encode_OffsetCommitResponse_v0(out: bytearray, o: OffsetCommitResponse) -> 
 
 
 def _decode_OffsetCommitResponse_v3(data: bytes, pos: int) -> tuple[OffsetCommitResponse, int]:
-    """Reads OffsetCommitResponse v3-7."""
+    """Reads OffsetCommitResponse v3-7, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -451,7 +861,7 @@ def _decode_OffsetCommitResponse_v3(data: bytes, pos: int) -> tuple[OffsetCommit
 
 
 def _encode_OffsetCommitResponse_v3(out: bytearray, o: OffsetCommitResponse) -> None:
-    """Writes OffsetCommitResponse v3-7."""
+    """Writes OffsetCommitResponse v3-7, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -466,7 +876,7 @@ def _encode_OffsetCommitResponse_v3(out: bytearray, o: OffsetCommitResponse) -> 
 
 
 def _decode_OffsetCommitResponse_v8(data: bytes, pos: int) -> tuple[OffsetCommitResponse, int]:
-    """Reads OffsetCommitResponse v8-9."""
+    """Reads OffsetCommitResponse v8-9, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -493,7 +903,7 @@ def _decode_OffsetCommitResponse_v8(data: bytes, pos: int) -> tuple[OffsetCommit
 
 
 def _encode_OffsetCommitResponse_v8(out: bytearray, o: OffsetCommitResponse) -> None:
-    """Writes OffsetCommitResponse v8-9."""
+    """Writes OffsetCommitResponse v8-9, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -510,7 +920,7 @@ def _encode_OffsetCommitResponse_v8(out: bytearray, o: OffsetCommitResponse) -> 
 
 
 def _decode_OffsetCommitResponse_v10(data: bytes, pos: int) -> tuple[OffsetCommitResponse, int]:
-    """Reads OffsetCommitResponse v10."""
+    """Reads OffsetCommitResponse v10, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -537,7 +947,7 @@ def _decode_OffsetCommitResponse_v10(data: bytes, pos: int) -> tuple[OffsetCommi
 
 
 def _encode_OffsetCommitResponse_v10(out: bytearray, o: OffsetCommitResponse) -> None:
-    """Writes OffsetCommitResponse v10."""
+    """Writes OffsetCommitResponse v10, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -553,6 +963,32 @@ def _encode_OffsetCommitResponse_v10(out: bytearray, o: OffsetCommitResponse) ->
         raise encode_failure(e, f, o, OffsetCommitResponse) from None
 
 
+_READERS = {
+    0: _read_OffsetCommitResponse_v0,
+    1: _read_OffsetCommitResponse_v0,
+    2: _read_OffsetCommitResponse_v0,
+    3: _read_OffsetCommitResponse_v3,
+    4: _read_OffsetCommitResponse_v3,
+    5: _read_OffsetCommitResponse_v3,
+    6: _read_OffsetCommitResponse_v3,
+    7: _read_OffsetCommitResponse_v3,
+    8: _read_OffsetCommitResponse_v8,
+    9: _read_OffsetCommitResponse_v8,
+    10: _read_OffsetCommitResponse_v10,
+}
+_WRITERS = {
+    0: _write_OffsetCommitResponse_v0,
+    1: _write_OffsetCommitResponse_v0,
+    2: _write_OffsetCommitResponse_v0,
+    3: _write_OffsetCommitResponse_v3,
+    4: _write_OffsetCommitResponse_v3,
+    5: _write_OffsetCommitResponse_v3,
+    6: _write_OffsetCommitResponse_v3,
+    7: _write_OffsetCommitResponse_v3,
+    8: _write_OffsetCommitResponse_v8,
+    9: _write_OffsetCommitResponse_v8,
+    10: _write_OffsetCommitResponse_v10,
+}
 _DECODERS = {
     0: _decode_OffsetCommitResponse_v0,
     1: _decode_OffsetCommitResponse_v0,

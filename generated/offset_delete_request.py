@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_array,
     r_string,
     r_tag_count,
@@ -36,6 +38,7 @@ from ._runtime import (
     write_message,
 )
 
+_S_h = _struct.Struct(">h")
 _S_i = _struct.Struct(">i")
 
 
@@ -133,19 +136,45 @@ class OffsetDeleteRequest:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> OffsetDeleteRequest:
         """Decodes a whole OffsetDeleteRequest body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[OffsetDeleteRequest, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -154,10 +183,137 @@ class OffsetDeleteRequest:
         return result
 
 
+def _read_OffsetDeleteRequestPartition_v0(
+    data: bytes, pos: int
+) -> tuple[OffsetDeleteRequestPartition, int]:
+    """Reads OffsetDeleteRequestPartition v0 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetDeleteRequestPartition_v0, which names field and offset.
+    """
+    o = new_object(OffsetDeleteRequestPartition)
+    (o.partition_index,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetDeleteRequestPartition_v0(out: bytearray, o: OffsetDeleteRequestPartition) -> None:
+    """Writes OffsetDeleteRequestPartition v0 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetDeleteRequestPartition_v0.
+    """
+    s: _Any  # the string being written
+    out += _S_i.pack(o.partition_index)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetDeleteRequestTopic_v0(
+    data: bytes, pos: int
+) -> tuple[OffsetDeleteRequestTopic, int]:
+    """Reads OffsetDeleteRequestTopic v0 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetDeleteRequestTopic_v0, which names field and offset.
+    """
+    o = new_object(OffsetDeleteRequestTopic)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.name = data[pos:end].decode()
+        pos = end
+    else:
+        o.name, pos = r_string(data, pos)
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    partitions = []
+    for _ in range(n):
+        partitions_item, pos = _read_OffsetDeleteRequestPartition_v0(data, pos)
+        partitions.append(partitions_item)
+    o.partitions = partitions
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetDeleteRequestTopic_v0(out: bytearray, o: OffsetDeleteRequestTopic) -> None:
+    """Writes OffsetDeleteRequestTopic v0 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetDeleteRequestTopic_v0.
+    """
+    s: _Any  # the string being written
+    s = o.name
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if type(o.partitions) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.partitions))
+    for partitions_item in o.partitions:
+        _write_OffsetDeleteRequestPartition_v0(out, partitions_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetDeleteRequest_v0(data: bytes, pos: int) -> tuple[OffsetDeleteRequest, int]:
+    """Reads OffsetDeleteRequest v0 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetDeleteRequest_v0, which names field and offset.
+    """
+    o = new_object(OffsetDeleteRequest)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    topics = []
+    for _ in range(n):
+        topics_item, pos = _read_OffsetDeleteRequestTopic_v0(data, pos)
+        topics.append(topics_item)
+    o.topics = topics
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetDeleteRequest_v0(out: bytearray, o: OffsetDeleteRequest) -> None:
+    """Writes OffsetDeleteRequest v0 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetDeleteRequest_v0.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if type(o.topics) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.topics))
+    for topics_item in o.topics:
+        _write_OffsetDeleteRequestTopic_v0(out, topics_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
 def _decode_OffsetDeleteRequestPartition_v0(
     data: bytes, pos: int
 ) -> tuple[OffsetDeleteRequestPartition, int]:
-    """Reads OffsetDeleteRequestPartition v0."""
+    """Reads OffsetDeleteRequestPartition v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("PartitionIndex", "partition_index", "i"),)
@@ -177,7 +333,7 @@ def _decode_OffsetDeleteRequestPartition_v0(
 def _encode_OffsetDeleteRequestPartition_v0(
     out: bytearray, o: OffsetDeleteRequestPartition
 ) -> None:
-    """Writes OffsetDeleteRequestPartition v0."""
+    """Writes OffsetDeleteRequestPartition v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("PartitionIndex", "partition_index", "i"),)
@@ -192,7 +348,7 @@ def _encode_OffsetDeleteRequestPartition_v0(
 def _decode_OffsetDeleteRequestTopic_v0(
     data: bytes, pos: int
 ) -> tuple[OffsetDeleteRequestTopic, int]:
-    """Reads OffsetDeleteRequestTopic v0."""
+    """Reads OffsetDeleteRequestTopic v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -212,7 +368,7 @@ def _decode_OffsetDeleteRequestTopic_v0(
 
 
 def _encode_OffsetDeleteRequestTopic_v0(out: bytearray, o: OffsetDeleteRequestTopic) -> None:
-    """Writes OffsetDeleteRequestTopic v0."""
+    """Writes OffsetDeleteRequestTopic v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -227,7 +383,7 @@ def _encode_OffsetDeleteRequestTopic_v0(out: bytearray, o: OffsetDeleteRequestTo
 
 
 def _decode_OffsetDeleteRequest_v0(data: bytes, pos: int) -> tuple[OffsetDeleteRequest, int]:
-    """Reads OffsetDeleteRequest v0."""
+    """Reads OffsetDeleteRequest v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -247,7 +403,7 @@ def _decode_OffsetDeleteRequest_v0(data: bytes, pos: int) -> tuple[OffsetDeleteR
 
 
 def _encode_OffsetDeleteRequest_v0(out: bytearray, o: OffsetDeleteRequest) -> None:
-    """Writes OffsetDeleteRequest v0."""
+    """Writes OffsetDeleteRequest v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -261,6 +417,12 @@ def _encode_OffsetDeleteRequest_v0(out: bytearray, o: OffsetDeleteRequest) -> No
         raise encode_failure(e, f, o, OffsetDeleteRequest) from None
 
 
+_READERS = {
+    0: _read_OffsetDeleteRequest_v0,
+}
+_WRITERS = {
+    0: _write_OffsetDeleteRequest_v0,
+}
 _DECODERS = {
     0: _decode_OffsetDeleteRequest_v0,
 }

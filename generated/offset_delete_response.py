@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_array,
     r_string,
     r_tag_count,
@@ -36,7 +38,9 @@ from ._runtime import (
     write_message,
 )
 
+_S_h = _struct.Struct(">h")
 _S_hi = _struct.Struct(">hi")
+_S_i = _struct.Struct(">i")
 _S_ih = _struct.Struct(">ih")
 
 
@@ -149,19 +153,45 @@ class OffsetDeleteResponse:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> OffsetDeleteResponse:
         """Decodes a whole OffsetDeleteResponse body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[OffsetDeleteResponse, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -170,10 +200,127 @@ class OffsetDeleteResponse:
         return result
 
 
+def _read_OffsetDeleteResponsePartition_v0(
+    data: bytes, pos: int
+) -> tuple[OffsetDeleteResponsePartition, int]:
+    """Reads OffsetDeleteResponsePartition v0 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetDeleteResponsePartition_v0, which names field and offset.
+    """
+    o = new_object(OffsetDeleteResponsePartition)
+    o.partition_index, o.error_code = _S_ih.unpack_from(data, pos)
+    pos += 6
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetDeleteResponsePartition_v0(
+    out: bytearray, o: OffsetDeleteResponsePartition
+) -> None:
+    """Writes OffsetDeleteResponsePartition v0 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetDeleteResponsePartition_v0.
+    """
+    s: _Any  # the string being written
+    out += _S_ih.pack(o.partition_index, o.error_code)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetDeleteResponseTopic_v0(
+    data: bytes, pos: int
+) -> tuple[OffsetDeleteResponseTopic, int]:
+    """Reads OffsetDeleteResponseTopic v0 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetDeleteResponseTopic_v0, which names field and offset.
+    """
+    o = new_object(OffsetDeleteResponseTopic)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.name = data[pos:end].decode()
+        pos = end
+    else:
+        o.name, pos = r_string(data, pos)
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    partitions = []
+    for _ in range(n):
+        partitions_item, pos = _read_OffsetDeleteResponsePartition_v0(data, pos)
+        partitions.append(partitions_item)
+    o.partitions = partitions
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetDeleteResponseTopic_v0(out: bytearray, o: OffsetDeleteResponseTopic) -> None:
+    """Writes OffsetDeleteResponseTopic v0 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetDeleteResponseTopic_v0.
+    """
+    s: _Any  # the string being written
+    s = o.name
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if type(o.partitions) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.partitions))
+    for partitions_item in o.partitions:
+        _write_OffsetDeleteResponsePartition_v0(out, partitions_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetDeleteResponse_v0(data: bytes, pos: int) -> tuple[OffsetDeleteResponse, int]:
+    """Reads OffsetDeleteResponse v0 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetDeleteResponse_v0, which names field and offset.
+    """
+    o = new_object(OffsetDeleteResponse)
+    o.error_code, o.throttle_time_ms = _S_hi.unpack_from(data, pos)
+    pos += 6
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    topics = []
+    for _ in range(n):
+        topics_item, pos = _read_OffsetDeleteResponseTopic_v0(data, pos)
+        topics.append(topics_item)
+    o.topics = topics
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetDeleteResponse_v0(out: bytearray, o: OffsetDeleteResponse) -> None:
+    """Writes OffsetDeleteResponse v0 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetDeleteResponse_v0.
+    """
+    s: _Any  # the string being written
+    out += _S_hi.pack(o.error_code, o.throttle_time_ms)
+    if type(o.topics) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.topics))
+    for topics_item in o.topics:
+        _write_OffsetDeleteResponseTopic_v0(out, topics_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
 def _decode_OffsetDeleteResponsePartition_v0(
     data: bytes, pos: int
 ) -> tuple[OffsetDeleteResponsePartition, int]:
-    """Reads OffsetDeleteResponsePartition v0."""
+    """Reads OffsetDeleteResponsePartition v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -197,7 +344,7 @@ def _decode_OffsetDeleteResponsePartition_v0(
 def _encode_OffsetDeleteResponsePartition_v0(
     out: bytearray, o: OffsetDeleteResponsePartition
 ) -> None:
-    """Writes OffsetDeleteResponsePartition v0."""
+    """Writes OffsetDeleteResponsePartition v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -215,7 +362,7 @@ def _encode_OffsetDeleteResponsePartition_v0(
 def _decode_OffsetDeleteResponseTopic_v0(
     data: bytes, pos: int
 ) -> tuple[OffsetDeleteResponseTopic, int]:
-    """Reads OffsetDeleteResponseTopic v0."""
+    """Reads OffsetDeleteResponseTopic v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -235,7 +382,7 @@ def _decode_OffsetDeleteResponseTopic_v0(
 
 
 def _encode_OffsetDeleteResponseTopic_v0(out: bytearray, o: OffsetDeleteResponseTopic) -> None:
-    """Writes OffsetDeleteResponseTopic v0."""
+    """Writes OffsetDeleteResponseTopic v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -250,7 +397,7 @@ def _encode_OffsetDeleteResponseTopic_v0(out: bytearray, o: OffsetDeleteResponse
 
 
 def _decode_OffsetDeleteResponse_v0(data: bytes, pos: int) -> tuple[OffsetDeleteResponse, int]:
-    """Reads OffsetDeleteResponse v0."""
+    """Reads OffsetDeleteResponse v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -275,7 +422,7 @@ def _decode_OffsetDeleteResponse_v0(data: bytes, pos: int) -> tuple[OffsetDelete
 
 
 def _encode_OffsetDeleteResponse_v0(out: bytearray, o: OffsetDeleteResponse) -> None:
-    """Writes OffsetDeleteResponse v0."""
+    """Writes OffsetDeleteResponse v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -292,6 +439,12 @@ def _encode_OffsetDeleteResponse_v0(out: bytearray, o: OffsetDeleteResponse) -> 
         raise encode_failure(e, f, o, OffsetDeleteResponse) from None
 
 
+_READERS = {
+    0: _read_OffsetDeleteResponse_v0,
+}
+_WRITERS = {
+    0: _write_OffsetDeleteResponse_v0,
+}
 _DECODERS = {
     0: _decode_OffsetDeleteResponse_v0,
 }

@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_array,
     r_compact_array,
     r_compact_nullable_array,
@@ -31,6 +33,7 @@ from ._runtime import (
     r_tag_header,
     r_tags,
     r_uuid,
+    r_uvarint,
     read_message,
     tag_size_mismatch,
     tags_unsupported,
@@ -45,10 +48,12 @@ from ._runtime import (
     w_string,
     w_tags,
     w_uuid,
+    w_uvarint,
     write_message,
 )
 
 _S_B = _struct.Struct(">B")
+_S_h = _struct.Struct(">h")
 _S_i = _struct.Struct(">i")
 _S_o = _struct.Struct(">?")
 
@@ -211,19 +216,45 @@ class OffsetFetchRequest:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> OffsetFetchRequest:
         """Decodes a whole OffsetFetchRequest body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[OffsetFetchRequest, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -232,10 +263,686 @@ class OffsetFetchRequest:
         return result
 
 
+def _read_OffsetFetchRequestTopic_v0(data: bytes, pos: int) -> tuple[OffsetFetchRequestTopic, int]:
+    """Reads OffsetFetchRequestTopic v0-5 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchRequestTopic_v0, which names field and offset.
+    """
+    o = new_object(OffsetFetchRequestTopic)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.name = data[pos:end].decode()
+        pos = end
+    else:
+        o.name, pos = r_string(data, pos)
+    o.partition_indexes, pos = r_array(data, pos, "i")
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetFetchRequestTopic_v0(out: bytearray, o: OffsetFetchRequestTopic) -> None:
+    """Writes OffsetFetchRequestTopic v0-5 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchRequestTopic_v0.
+    """
+    s: _Any  # the string being written
+    s = o.name
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    w_array(out, o.partition_indexes, "i")
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetFetchRequestTopic_v6(data: bytes, pos: int) -> tuple[OffsetFetchRequestTopic, int]:
+    """Reads OffsetFetchRequestTopic v6-7 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchRequestTopic_v6, which names field and offset.
+    """
+    o = new_object(OffsetFetchRequestTopic)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.name = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.name, pos = r_compact_string(data, pos)
+    o.partition_indexes, pos = r_compact_array(data, pos, "i")
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetFetchRequestTopic_v6(out: bytearray, o: OffsetFetchRequestTopic) -> None:
+    """Writes OffsetFetchRequestTopic v6-7 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchRequestTopic_v6.
+    """
+    s: _Any  # the string being written
+    s = o.name
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    w_compact_array(out, o.partition_indexes, "i")
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_OffsetFetchRequestTopics_v8(
+    data: bytes, pos: int
+) -> tuple[OffsetFetchRequestTopics, int]:
+    """Reads OffsetFetchRequestTopics v8-9 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchRequestTopics_v8, which names field and offset.
+    """
+    o = new_object(OffsetFetchRequestTopics)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.name = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.name, pos = r_compact_string(data, pos)
+    o.topic_id = ZERO_UUID
+    o.partition_indexes, pos = r_compact_array(data, pos, "i")
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetFetchRequestTopics_v8(out: bytearray, o: OffsetFetchRequestTopics) -> None:
+    """Writes OffsetFetchRequestTopics v8-9 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchRequestTopics_v8.
+    """
+    s: _Any  # the string being written
+    s = o.name
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    w_compact_array(out, o.partition_indexes, "i")
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_OffsetFetchRequestTopics_v10(
+    data: bytes, pos: int
+) -> tuple[OffsetFetchRequestTopics, int]:
+    """Reads OffsetFetchRequestTopics v10 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchRequestTopics_v10, which names field and offset.
+    """
+    o = new_object(OffsetFetchRequestTopics)
+    o.name = ""
+    o.topic_id, pos = r_uuid(data, pos)
+    o.partition_indexes, pos = r_compact_array(data, pos, "i")
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetFetchRequestTopics_v10(out: bytearray, o: OffsetFetchRequestTopics) -> None:
+    """Writes OffsetFetchRequestTopics v10 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchRequestTopics_v10.
+    """
+    s: _Any  # the string being written
+    w_uuid(out, o.topic_id)
+    w_compact_array(out, o.partition_indexes, "i")
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_OffsetFetchRequestGroup_v8(data: bytes, pos: int) -> tuple[OffsetFetchRequestGroup, int]:
+    """Reads OffsetFetchRequestGroup v8 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchRequestGroup_v8, which names field and offset.
+    """
+    o = new_object(OffsetFetchRequestGroup)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    o.member_id = None
+    o.member_epoch = -1
+    o.topics, pos = r_compact_nullable_array(data, pos, _read_OffsetFetchRequestTopics_v8)
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetFetchRequestGroup_v8(out: bytearray, o: OffsetFetchRequestGroup) -> None:
+    """Writes OffsetFetchRequestGroup v8 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchRequestGroup_v8.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    w_compact_nullable_array(out, o.topics, _write_OffsetFetchRequestTopics_v8)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_OffsetFetchRequestGroup_v9(data: bytes, pos: int) -> tuple[OffsetFetchRequestGroup, int]:
+    """Reads OffsetFetchRequestGroup v9 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchRequestGroup_v9, which names field and offset.
+    """
+    o = new_object(OffsetFetchRequestGroup)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.member_id = None
+        pos += 1
+    else:
+        o.member_id, pos = r_compact_nullable_string(data, pos)
+    (o.member_epoch,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.topics, pos = r_compact_nullable_array(data, pos, _read_OffsetFetchRequestTopics_v8)
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetFetchRequestGroup_v9(out: bytearray, o: OffsetFetchRequestGroup) -> None:
+    """Writes OffsetFetchRequestGroup v9 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchRequestGroup_v9.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.member_id
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    out += _S_i.pack(o.member_epoch)
+    w_compact_nullable_array(out, o.topics, _write_OffsetFetchRequestTopics_v8)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_OffsetFetchRequestGroup_v10(data: bytes, pos: int) -> tuple[OffsetFetchRequestGroup, int]:
+    """Reads OffsetFetchRequestGroup v10 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchRequestGroup_v10, which names field and offset.
+    """
+    o = new_object(OffsetFetchRequestGroup)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.member_id = None
+        pos += 1
+    else:
+        o.member_id, pos = r_compact_nullable_string(data, pos)
+    (o.member_epoch,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.topics, pos = r_compact_nullable_array(data, pos, _read_OffsetFetchRequestTopics_v10)
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetFetchRequestGroup_v10(out: bytearray, o: OffsetFetchRequestGroup) -> None:
+    """Writes OffsetFetchRequestGroup v10 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchRequestGroup_v10.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.member_id
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    out += _S_i.pack(o.member_epoch)
+    w_compact_nullable_array(out, o.topics, _write_OffsetFetchRequestTopics_v10)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_OffsetFetchRequest_v0(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
+    """Reads OffsetFetchRequest v0-1 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchRequest_v0, which names field and offset.
+    """
+    o = new_object(OffsetFetchRequest)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    topics = []
+    for _ in range(n):
+        topics_item, pos = _read_OffsetFetchRequestTopic_v0(data, pos)
+        topics.append(topics_item)
+    o.topics = topics
+    o.groups = []
+    o.require_stable = False
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetFetchRequest_v0(out: bytearray, o: OffsetFetchRequest) -> None:
+    """Writes OffsetFetchRequest v0-1 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchRequest_v0.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if type(o.topics) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.topics))
+    for topics_item in o.topics:
+        _write_OffsetFetchRequestTopic_v0(out, topics_item)
+    if len(o.groups) != 0:
+        raise Recheck
+    if o.require_stable != False:
+        raise Recheck
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetFetchRequest_v2(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
+    """Reads OffsetFetchRequest v2-5 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchRequest_v2, which names field and offset.
+    """
+    o = new_object(OffsetFetchRequest)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    o.topics, pos = r_nullable_array(data, pos, _read_OffsetFetchRequestTopic_v0)
+    o.groups = []
+    o.require_stable = False
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetFetchRequest_v2(out: bytearray, o: OffsetFetchRequest) -> None:
+    """Writes OffsetFetchRequest v2-5 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchRequest_v2.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    w_nullable_array(out, o.topics, _write_OffsetFetchRequestTopic_v0)
+    if len(o.groups) != 0:
+        raise Recheck
+    if o.require_stable != False:
+        raise Recheck
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetFetchRequest_v6(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
+    """Reads OffsetFetchRequest v6 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchRequest_v6, which names field and offset.
+    """
+    o = new_object(OffsetFetchRequest)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    o.topics, pos = r_compact_nullable_array(data, pos, _read_OffsetFetchRequestTopic_v6)
+    o.groups = []
+    o.require_stable = False
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetFetchRequest_v6(out: bytearray, o: OffsetFetchRequest) -> None:
+    """Writes OffsetFetchRequest v6 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchRequest_v6.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    w_compact_nullable_array(out, o.topics, _write_OffsetFetchRequestTopic_v6)
+    if len(o.groups) != 0:
+        raise Recheck
+    if o.require_stable != False:
+        raise Recheck
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_OffsetFetchRequest_v7(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
+    """Reads OffsetFetchRequest v7 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchRequest_v7, which names field and offset.
+    """
+    o = new_object(OffsetFetchRequest)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    o.topics, pos = r_compact_nullable_array(data, pos, _read_OffsetFetchRequestTopic_v6)
+    o.groups = []
+    (o.require_stable,) = _S_o.unpack_from(data, pos)
+    pos += 1
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetFetchRequest_v7(out: bytearray, o: OffsetFetchRequest) -> None:
+    """Writes OffsetFetchRequest v7 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchRequest_v7.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    w_compact_nullable_array(out, o.topics, _write_OffsetFetchRequestTopic_v6)
+    if len(o.groups) != 0:
+        raise Recheck
+    out += _S_B.pack(o.require_stable)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_OffsetFetchRequest_v8(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
+    """Reads OffsetFetchRequest v8 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchRequest_v8, which names field and offset.
+    """
+    o = new_object(OffsetFetchRequest)
+    o.group_id = ""
+    o.topics = []
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    groups = []
+    for _ in range(n):
+        groups_item, pos = _read_OffsetFetchRequestGroup_v8(data, pos)
+        groups.append(groups_item)
+    o.groups = groups
+    (o.require_stable,) = _S_o.unpack_from(data, pos)
+    pos += 1
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetFetchRequest_v8(out: bytearray, o: OffsetFetchRequest) -> None:
+    """Writes OffsetFetchRequest v8 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchRequest_v8.
+    """
+    s: _Any  # the string being written
+    if o.group_id != "":
+        raise Recheck
+    if o.topics is None or len(o.topics) != 0:
+        raise Recheck
+    if type(o.groups) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.groups) + 1)
+    for groups_item in o.groups:
+        _write_OffsetFetchRequestGroup_v8(out, groups_item)
+    out += _S_B.pack(o.require_stable)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_OffsetFetchRequest_v9(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
+    """Reads OffsetFetchRequest v9 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchRequest_v9, which names field and offset.
+    """
+    o = new_object(OffsetFetchRequest)
+    o.group_id = ""
+    o.topics = []
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    groups = []
+    for _ in range(n):
+        groups_item, pos = _read_OffsetFetchRequestGroup_v9(data, pos)
+        groups.append(groups_item)
+    o.groups = groups
+    (o.require_stable,) = _S_o.unpack_from(data, pos)
+    pos += 1
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetFetchRequest_v9(out: bytearray, o: OffsetFetchRequest) -> None:
+    """Writes OffsetFetchRequest v9 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchRequest_v9.
+    """
+    s: _Any  # the string being written
+    if o.group_id != "":
+        raise Recheck
+    if o.topics is None or len(o.topics) != 0:
+        raise Recheck
+    if type(o.groups) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.groups) + 1)
+    for groups_item in o.groups:
+        _write_OffsetFetchRequestGroup_v9(out, groups_item)
+    out += _S_B.pack(o.require_stable)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_OffsetFetchRequest_v10(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
+    """Reads OffsetFetchRequest v10 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchRequest_v10, which names field and offset.
+    """
+    o = new_object(OffsetFetchRequest)
+    o.group_id = ""
+    o.topics = []
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    groups = []
+    for _ in range(n):
+        groups_item, pos = _read_OffsetFetchRequestGroup_v10(data, pos)
+        groups.append(groups_item)
+    o.groups = groups
+    (o.require_stable,) = _S_o.unpack_from(data, pos)
+    pos += 1
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetFetchRequest_v10(out: bytearray, o: OffsetFetchRequest) -> None:
+    """Writes OffsetFetchRequest v10 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchRequest_v10.
+    """
+    s: _Any  # the string being written
+    if o.group_id != "":
+        raise Recheck
+    if o.topics is None or len(o.topics) != 0:
+        raise Recheck
+    if type(o.groups) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.groups) + 1)
+    for groups_item in o.groups:
+        _write_OffsetFetchRequestGroup_v10(out, groups_item)
+    out += _S_B.pack(o.require_stable)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_OffsetFetchRequestTopic_v0(
     data: bytes, pos: int
 ) -> tuple[OffsetFetchRequestTopic, int]:
-    """Reads OffsetFetchRequestTopic v0-5."""
+    """Reads OffsetFetchRequestTopic v0-5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -255,7 +962,7 @@ def _decode_OffsetFetchRequestTopic_v0(
 
 
 def _encode_OffsetFetchRequestTopic_v0(out: bytearray, o: OffsetFetchRequestTopic) -> None:
-    """Writes OffsetFetchRequestTopic v0-5."""
+    """Writes OffsetFetchRequestTopic v0-5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -272,7 +979,7 @@ def _encode_OffsetFetchRequestTopic_v0(out: bytearray, o: OffsetFetchRequestTopi
 def _decode_OffsetFetchRequestTopic_v6(
     data: bytes, pos: int
 ) -> tuple[OffsetFetchRequestTopic, int]:
-    """Reads OffsetFetchRequestTopic v6-7."""
+    """Reads OffsetFetchRequestTopic v6-7, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -298,7 +1005,7 @@ def _decode_OffsetFetchRequestTopic_v6(
 
 
 def _encode_OffsetFetchRequestTopic_v6(out: bytearray, o: OffsetFetchRequestTopic) -> None:
-    """Writes OffsetFetchRequestTopic v6-7."""
+    """Writes OffsetFetchRequestTopic v6-7, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -317,7 +1024,7 @@ def _encode_OffsetFetchRequestTopic_v6(out: bytearray, o: OffsetFetchRequestTopi
 def _decode_OffsetFetchRequestTopics_v8(
     data: bytes, pos: int
 ) -> tuple[OffsetFetchRequestTopics, int]:
-    """Reads OffsetFetchRequestTopics v8-9."""
+    """Reads OffsetFetchRequestTopics v8-9, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -344,7 +1051,7 @@ def _decode_OffsetFetchRequestTopics_v8(
 
 
 def _encode_OffsetFetchRequestTopics_v8(out: bytearray, o: OffsetFetchRequestTopics) -> None:
-    """Writes OffsetFetchRequestTopics v8-9."""
+    """Writes OffsetFetchRequestTopics v8-9, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -363,7 +1070,7 @@ def _encode_OffsetFetchRequestTopics_v8(out: bytearray, o: OffsetFetchRequestTop
 def _decode_OffsetFetchRequestTopics_v10(
     data: bytes, pos: int
 ) -> tuple[OffsetFetchRequestTopics, int]:
-    """Reads OffsetFetchRequestTopics v10."""
+    """Reads OffsetFetchRequestTopics v10, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "TopicId"
@@ -390,7 +1097,7 @@ def _decode_OffsetFetchRequestTopics_v10(
 
 
 def _encode_OffsetFetchRequestTopics_v10(out: bytearray, o: OffsetFetchRequestTopics) -> None:
-    """Writes OffsetFetchRequestTopics v10."""
+    """Writes OffsetFetchRequestTopics v10, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "TopicId"
@@ -409,7 +1116,7 @@ def _encode_OffsetFetchRequestTopics_v10(out: bytearray, o: OffsetFetchRequestTo
 def _decode_OffsetFetchRequestGroup_v8(
     data: bytes, pos: int
 ) -> tuple[OffsetFetchRequestGroup, int]:
-    """Reads OffsetFetchRequestGroup v8."""
+    """Reads OffsetFetchRequestGroup v8, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -437,7 +1144,7 @@ def _decode_OffsetFetchRequestGroup_v8(
 
 
 def _encode_OffsetFetchRequestGroup_v8(out: bytearray, o: OffsetFetchRequestGroup) -> None:
-    """Writes OffsetFetchRequestGroup v8."""
+    """Writes OffsetFetchRequestGroup v8, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -456,7 +1163,7 @@ def _encode_OffsetFetchRequestGroup_v8(out: bytearray, o: OffsetFetchRequestGrou
 def _decode_OffsetFetchRequestGroup_v9(
     data: bytes, pos: int
 ) -> tuple[OffsetFetchRequestGroup, int]:
-    """Reads OffsetFetchRequestGroup v9."""
+    """Reads OffsetFetchRequestGroup v9, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -489,7 +1196,7 @@ def _decode_OffsetFetchRequestGroup_v9(
 
 
 def _encode_OffsetFetchRequestGroup_v9(out: bytearray, o: OffsetFetchRequestGroup) -> None:
-    """Writes OffsetFetchRequestGroup v9."""
+    """Writes OffsetFetchRequestGroup v9, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -512,7 +1219,7 @@ def _encode_OffsetFetchRequestGroup_v9(out: bytearray, o: OffsetFetchRequestGrou
 def _decode_OffsetFetchRequestGroup_v10(
     data: bytes, pos: int
 ) -> tuple[OffsetFetchRequestGroup, int]:
-    """Reads OffsetFetchRequestGroup v10."""
+    """Reads OffsetFetchRequestGroup v10, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -545,7 +1252,7 @@ def _decode_OffsetFetchRequestGroup_v10(
 
 
 def _encode_OffsetFetchRequestGroup_v10(out: bytearray, o: OffsetFetchRequestGroup) -> None:
-    """Writes OffsetFetchRequestGroup v10."""
+    """Writes OffsetFetchRequestGroup v10, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -566,7 +1273,7 @@ def _encode_OffsetFetchRequestGroup_v10(out: bytearray, o: OffsetFetchRequestGro
 
 
 def _decode_OffsetFetchRequest_v0(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
-    """Reads OffsetFetchRequest v0-1."""
+    """Reads OffsetFetchRequest v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -588,7 +1295,7 @@ def _decode_OffsetFetchRequest_v0(data: bytes, pos: int) -> tuple[OffsetFetchReq
 
 
 def _encode_OffsetFetchRequest_v0(out: bytearray, o: OffsetFetchRequest) -> None:
-    """Writes OffsetFetchRequest v0-1."""
+    """Writes OffsetFetchRequest v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -609,7 +1316,7 @@ def _encode_OffsetFetchRequest_v0(out: bytearray, o: OffsetFetchRequest) -> None
 
 
 def _decode_OffsetFetchRequest_v2(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
-    """Reads OffsetFetchRequest v2-5."""
+    """Reads OffsetFetchRequest v2-5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -631,7 +1338,7 @@ def _decode_OffsetFetchRequest_v2(data: bytes, pos: int) -> tuple[OffsetFetchReq
 
 
 def _encode_OffsetFetchRequest_v2(out: bytearray, o: OffsetFetchRequest) -> None:
-    """Writes OffsetFetchRequest v2-5."""
+    """Writes OffsetFetchRequest v2-5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -652,7 +1359,7 @@ def _encode_OffsetFetchRequest_v2(out: bytearray, o: OffsetFetchRequest) -> None
 
 
 def _decode_OffsetFetchRequest_v6(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
-    """Reads OffsetFetchRequest v6."""
+    """Reads OffsetFetchRequest v6, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -680,7 +1387,7 @@ def _decode_OffsetFetchRequest_v6(data: bytes, pos: int) -> tuple[OffsetFetchReq
 
 
 def _encode_OffsetFetchRequest_v6(out: bytearray, o: OffsetFetchRequest) -> None:
-    """Writes OffsetFetchRequest v6."""
+    """Writes OffsetFetchRequest v6, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -703,7 +1410,7 @@ def _encode_OffsetFetchRequest_v6(out: bytearray, o: OffsetFetchRequest) -> None
 
 
 def _decode_OffsetFetchRequest_v7(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
-    """Reads OffsetFetchRequest v7."""
+    """Reads OffsetFetchRequest v7, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -734,7 +1441,7 @@ def _decode_OffsetFetchRequest_v7(data: bytes, pos: int) -> tuple[OffsetFetchReq
 
 
 def _encode_OffsetFetchRequest_v7(out: bytearray, o: OffsetFetchRequest) -> None:
-    """Writes OffsetFetchRequest v7."""
+    """Writes OffsetFetchRequest v7, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -756,7 +1463,7 @@ def _encode_OffsetFetchRequest_v7(out: bytearray, o: OffsetFetchRequest) -> None
 
 
 def _decode_OffsetFetchRequest_v8(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
-    """Reads OffsetFetchRequest v8."""
+    """Reads OffsetFetchRequest v8, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Groups"
@@ -785,7 +1492,7 @@ def _decode_OffsetFetchRequest_v8(data: bytes, pos: int) -> tuple[OffsetFetchReq
 
 
 def _encode_OffsetFetchRequest_v8(out: bytearray, o: OffsetFetchRequest) -> None:
-    """Writes OffsetFetchRequest v8."""
+    """Writes OffsetFetchRequest v8, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -808,7 +1515,7 @@ def _encode_OffsetFetchRequest_v8(out: bytearray, o: OffsetFetchRequest) -> None
 
 
 def _decode_OffsetFetchRequest_v9(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
-    """Reads OffsetFetchRequest v9."""
+    """Reads OffsetFetchRequest v9, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Groups"
@@ -837,7 +1544,7 @@ def _decode_OffsetFetchRequest_v9(data: bytes, pos: int) -> tuple[OffsetFetchReq
 
 
 def _encode_OffsetFetchRequest_v9(out: bytearray, o: OffsetFetchRequest) -> None:
-    """Writes OffsetFetchRequest v9."""
+    """Writes OffsetFetchRequest v9, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -860,7 +1567,7 @@ def _encode_OffsetFetchRequest_v9(out: bytearray, o: OffsetFetchRequest) -> None
 
 
 def _decode_OffsetFetchRequest_v10(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
-    """Reads OffsetFetchRequest v10."""
+    """Reads OffsetFetchRequest v10, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Groups"
@@ -889,7 +1596,7 @@ def _decode_OffsetFetchRequest_v10(data: bytes, pos: int) -> tuple[OffsetFetchRe
 
 
 def _encode_OffsetFetchRequest_v10(out: bytearray, o: OffsetFetchRequest) -> None:
-    """Writes OffsetFetchRequest v10."""
+    """Writes OffsetFetchRequest v10, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -911,6 +1618,32 @@ def _encode_OffsetFetchRequest_v10(out: bytearray, o: OffsetFetchRequest) -> Non
         raise encode_failure(e, f, o, OffsetFetchRequest) from None
 
 
+_READERS = {
+    0: _read_OffsetFetchRequest_v0,
+    1: _read_OffsetFetchRequest_v0,
+    2: _read_OffsetFetchRequest_v2,
+    3: _read_OffsetFetchRequest_v2,
+    4: _read_OffsetFetchRequest_v2,
+    5: _read_OffsetFetchRequest_v2,
+    6: _read_OffsetFetchRequest_v6,
+    7: _read_OffsetFetchRequest_v7,
+    8: _read_OffsetFetchRequest_v8,
+    9: _read_OffsetFetchRequest_v9,
+    10: _read_OffsetFetchRequest_v10,
+}
+_WRITERS = {
+    0: _write_OffsetFetchRequest_v0,
+    1: _write_OffsetFetchRequest_v0,
+    2: _write_OffsetFetchRequest_v2,
+    3: _write_OffsetFetchRequest_v2,
+    4: _write_OffsetFetchRequest_v2,
+    5: _write_OffsetFetchRequest_v2,
+    6: _write_OffsetFetchRequest_v6,
+    7: _write_OffsetFetchRequest_v7,
+    8: _write_OffsetFetchRequest_v8,
+    9: _write_OffsetFetchRequest_v9,
+    10: _write_OffsetFetchRequest_v10,
+}
 _DECODERS = {
     0: _decode_OffsetFetchRequest_v0,
     1: _decode_OffsetFetchRequest_v0,

@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_array,
     r_compact_array,
     r_compact_nullable_string,
@@ -30,6 +32,7 @@ from ._runtime import (
     r_tag_header,
     r_tags,
     r_uuid,
+    r_uvarint,
     read_message,
     tag_size_mismatch,
     tags_unsupported,
@@ -43,6 +46,7 @@ from ._runtime import (
     w_string,
     w_tags,
     w_uuid,
+    w_uvarint,
     write_message,
 )
 
@@ -328,19 +332,45 @@ class OffsetFetchResponse:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> OffsetFetchResponse:
         """Decodes a whole OffsetFetchResponse body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[OffsetFetchResponse, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -349,10 +379,914 @@ class OffsetFetchResponse:
         return result
 
 
+def _read_OffsetFetchResponsePartition_v0(
+    data: bytes, pos: int
+) -> tuple[OffsetFetchResponsePartition, int]:
+    """Reads OffsetFetchResponsePartition v0-4 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchResponsePartition_v0, which names field and offset.
+    """
+    o = new_object(OffsetFetchResponsePartition)
+    o.partition_index, o.committed_offset = _S_iq.unpack_from(data, pos)
+    pos += 12
+    o.committed_leader_epoch = -1
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.metadata = data[pos:end].decode()
+        pos = end
+    else:
+        o.metadata, pos = r_nullable_string(data, pos)
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetFetchResponsePartition_v0(out: bytearray, o: OffsetFetchResponsePartition) -> None:
+    """Writes OffsetFetchResponsePartition v0-4 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponsePartition_v0.
+    """
+    s: _Any  # the string being written
+    out += _S_iq.pack(o.partition_index, o.committed_offset)
+    s = o.metadata
+    if s is None:
+        out += b"\xff\xff"
+    else:
+        b = s.encode()
+        if len(b) <= 0x7FFF:
+            out += _S_h.pack(len(b))
+            out += b
+        else:
+            w_nullable_string(out, s)
+    out += _S_h.pack(o.error_code)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetFetchResponsePartition_v5(
+    data: bytes, pos: int
+) -> tuple[OffsetFetchResponsePartition, int]:
+    """Reads OffsetFetchResponsePartition v5 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchResponsePartition_v5, which names field and offset.
+    """
+    o = new_object(OffsetFetchResponsePartition)
+    o.partition_index, o.committed_offset, o.committed_leader_epoch = _S_iqi.unpack_from(data, pos)
+    pos += 16
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.metadata = data[pos:end].decode()
+        pos = end
+    else:
+        o.metadata, pos = r_nullable_string(data, pos)
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetFetchResponsePartition_v5(out: bytearray, o: OffsetFetchResponsePartition) -> None:
+    """Writes OffsetFetchResponsePartition v5 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponsePartition_v5.
+    """
+    s: _Any  # the string being written
+    out += _S_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
+    s = o.metadata
+    if s is None:
+        out += b"\xff\xff"
+    else:
+        b = s.encode()
+        if len(b) <= 0x7FFF:
+            out += _S_h.pack(len(b))
+            out += b
+        else:
+            w_nullable_string(out, s)
+    out += _S_h.pack(o.error_code)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetFetchResponsePartition_v6(
+    data: bytes, pos: int
+) -> tuple[OffsetFetchResponsePartition, int]:
+    """Reads OffsetFetchResponsePartition v6-7 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchResponsePartition_v6, which names field and offset.
+    """
+    o = new_object(OffsetFetchResponsePartition)
+    o.partition_index, o.committed_offset, o.committed_leader_epoch = _S_iqi.unpack_from(data, pos)
+    pos += 16
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.metadata = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.metadata = None
+        pos += 1
+    else:
+        o.metadata, pos = r_compact_nullable_string(data, pos)
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetFetchResponsePartition_v6(out: bytearray, o: OffsetFetchResponsePartition) -> None:
+    """Writes OffsetFetchResponsePartition v6-7 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponsePartition_v6.
+    """
+    s: _Any  # the string being written
+    out += _S_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
+    s = o.metadata
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    out += _S_h.pack(o.error_code)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_OffsetFetchResponseTopic_v0(
+    data: bytes, pos: int
+) -> tuple[OffsetFetchResponseTopic, int]:
+    """Reads OffsetFetchResponseTopic v0-4 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchResponseTopic_v0, which names field and offset.
+    """
+    o = new_object(OffsetFetchResponseTopic)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.name = data[pos:end].decode()
+        pos = end
+    else:
+        o.name, pos = r_string(data, pos)
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    partitions = []
+    for _ in range(n):
+        partitions_item, pos = _read_OffsetFetchResponsePartition_v0(data, pos)
+        partitions.append(partitions_item)
+    o.partitions = partitions
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetFetchResponseTopic_v0(out: bytearray, o: OffsetFetchResponseTopic) -> None:
+    """Writes OffsetFetchResponseTopic v0-4 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponseTopic_v0.
+    """
+    s: _Any  # the string being written
+    s = o.name
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if type(o.partitions) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.partitions))
+    for partitions_item in o.partitions:
+        _write_OffsetFetchResponsePartition_v0(out, partitions_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetFetchResponseTopic_v5(
+    data: bytes, pos: int
+) -> tuple[OffsetFetchResponseTopic, int]:
+    """Reads OffsetFetchResponseTopic v5 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchResponseTopic_v5, which names field and offset.
+    """
+    o = new_object(OffsetFetchResponseTopic)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.name = data[pos:end].decode()
+        pos = end
+    else:
+        o.name, pos = r_string(data, pos)
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    partitions = []
+    for _ in range(n):
+        partitions_item, pos = _read_OffsetFetchResponsePartition_v5(data, pos)
+        partitions.append(partitions_item)
+    o.partitions = partitions
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetFetchResponseTopic_v5(out: bytearray, o: OffsetFetchResponseTopic) -> None:
+    """Writes OffsetFetchResponseTopic v5 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponseTopic_v5.
+    """
+    s: _Any  # the string being written
+    s = o.name
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if type(o.partitions) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.partitions))
+    for partitions_item in o.partitions:
+        _write_OffsetFetchResponsePartition_v5(out, partitions_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetFetchResponseTopic_v6(
+    data: bytes, pos: int
+) -> tuple[OffsetFetchResponseTopic, int]:
+    """Reads OffsetFetchResponseTopic v6-7 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchResponseTopic_v6, which names field and offset.
+    """
+    o = new_object(OffsetFetchResponseTopic)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.name = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.name, pos = r_compact_string(data, pos)
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    partitions = []
+    for _ in range(n):
+        partitions_item, pos = _read_OffsetFetchResponsePartition_v6(data, pos)
+        partitions.append(partitions_item)
+    o.partitions = partitions
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetFetchResponseTopic_v6(out: bytearray, o: OffsetFetchResponseTopic) -> None:
+    """Writes OffsetFetchResponseTopic v6-7 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponseTopic_v6.
+    """
+    s: _Any  # the string being written
+    s = o.name
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    if type(o.partitions) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.partitions) + 1)
+    for partitions_item in o.partitions:
+        _write_OffsetFetchResponsePartition_v6(out, partitions_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_OffsetFetchResponsePartitions_v8(
+    data: bytes, pos: int
+) -> tuple[OffsetFetchResponsePartitions, int]:
+    """Reads OffsetFetchResponsePartitions v8-10 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchResponsePartitions_v8, which names field and offset.
+    """
+    o = new_object(OffsetFetchResponsePartitions)
+    o.partition_index, o.committed_offset, o.committed_leader_epoch = _S_iqi.unpack_from(data, pos)
+    pos += 16
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.metadata = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.metadata = None
+        pos += 1
+    else:
+        o.metadata, pos = r_compact_nullable_string(data, pos)
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetFetchResponsePartitions_v8(
+    out: bytearray, o: OffsetFetchResponsePartitions
+) -> None:
+    """Writes OffsetFetchResponsePartitions v8-10 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponsePartitions_v8.
+    """
+    s: _Any  # the string being written
+    out += _S_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
+    s = o.metadata
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    out += _S_h.pack(o.error_code)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_OffsetFetchResponseTopics_v8(
+    data: bytes, pos: int
+) -> tuple[OffsetFetchResponseTopics, int]:
+    """Reads OffsetFetchResponseTopics v8-9 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchResponseTopics_v8, which names field and offset.
+    """
+    o = new_object(OffsetFetchResponseTopics)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.name = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.name, pos = r_compact_string(data, pos)
+    o.topic_id = ZERO_UUID
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    partitions = []
+    for _ in range(n):
+        partitions_item, pos = _read_OffsetFetchResponsePartitions_v8(data, pos)
+        partitions.append(partitions_item)
+    o.partitions = partitions
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetFetchResponseTopics_v8(out: bytearray, o: OffsetFetchResponseTopics) -> None:
+    """Writes OffsetFetchResponseTopics v8-9 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponseTopics_v8.
+    """
+    s: _Any  # the string being written
+    s = o.name
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    if type(o.partitions) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.partitions) + 1)
+    for partitions_item in o.partitions:
+        _write_OffsetFetchResponsePartitions_v8(out, partitions_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_OffsetFetchResponseTopics_v10(
+    data: bytes, pos: int
+) -> tuple[OffsetFetchResponseTopics, int]:
+    """Reads OffsetFetchResponseTopics v10 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchResponseTopics_v10, which names field and offset.
+    """
+    o = new_object(OffsetFetchResponseTopics)
+    o.name = ""
+    o.topic_id, pos = r_uuid(data, pos)
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    partitions = []
+    for _ in range(n):
+        partitions_item, pos = _read_OffsetFetchResponsePartitions_v8(data, pos)
+        partitions.append(partitions_item)
+    o.partitions = partitions
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetFetchResponseTopics_v10(out: bytearray, o: OffsetFetchResponseTopics) -> None:
+    """Writes OffsetFetchResponseTopics v10 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponseTopics_v10.
+    """
+    s: _Any  # the string being written
+    w_uuid(out, o.topic_id)
+    if type(o.partitions) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.partitions) + 1)
+    for partitions_item in o.partitions:
+        _write_OffsetFetchResponsePartitions_v8(out, partitions_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_OffsetFetchResponseGroup_v8(
+    data: bytes, pos: int
+) -> tuple[OffsetFetchResponseGroup, int]:
+    """Reads OffsetFetchResponseGroup v8-9 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchResponseGroup_v8, which names field and offset.
+    """
+    o = new_object(OffsetFetchResponseGroup)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    topics = []
+    for _ in range(n):
+        topics_item, pos = _read_OffsetFetchResponseTopics_v8(data, pos)
+        topics.append(topics_item)
+    o.topics = topics
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetFetchResponseGroup_v8(out: bytearray, o: OffsetFetchResponseGroup) -> None:
+    """Writes OffsetFetchResponseGroup v8-9 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponseGroup_v8.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    if type(o.topics) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.topics) + 1)
+    for topics_item in o.topics:
+        _write_OffsetFetchResponseTopics_v8(out, topics_item)
+    out += _S_h.pack(o.error_code)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_OffsetFetchResponseGroup_v10(
+    data: bytes, pos: int
+) -> tuple[OffsetFetchResponseGroup, int]:
+    """Reads OffsetFetchResponseGroup v10 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchResponseGroup_v10, which names field and offset.
+    """
+    o = new_object(OffsetFetchResponseGroup)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    topics = []
+    for _ in range(n):
+        topics_item, pos = _read_OffsetFetchResponseTopics_v10(data, pos)
+        topics.append(topics_item)
+    o.topics = topics
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetFetchResponseGroup_v10(out: bytearray, o: OffsetFetchResponseGroup) -> None:
+    """Writes OffsetFetchResponseGroup v10 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponseGroup_v10.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    if type(o.topics) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.topics) + 1)
+    for topics_item in o.topics:
+        _write_OffsetFetchResponseTopics_v10(out, topics_item)
+    out += _S_h.pack(o.error_code)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_OffsetFetchResponse_v0(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
+    """Reads OffsetFetchResponse v0-1 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchResponse_v0, which names field and offset.
+    """
+    o = new_object(OffsetFetchResponse)
+    o.throttle_time_ms = 0
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    topics = []
+    for _ in range(n):
+        topics_item, pos = _read_OffsetFetchResponseTopic_v0(data, pos)
+        topics.append(topics_item)
+    o.topics = topics
+    o.error_code = 0
+    o.groups = []
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetFetchResponse_v0(out: bytearray, o: OffsetFetchResponse) -> None:
+    """Writes OffsetFetchResponse v0-1 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponse_v0.
+    """
+    s: _Any  # the string being written
+    if type(o.topics) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.topics))
+    for topics_item in o.topics:
+        _write_OffsetFetchResponseTopic_v0(out, topics_item)
+    if len(o.groups) != 0:
+        raise Recheck
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetFetchResponse_v2(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
+    """Reads OffsetFetchResponse v2 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchResponse_v2, which names field and offset.
+    """
+    o = new_object(OffsetFetchResponse)
+    o.throttle_time_ms = 0
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    topics = []
+    for _ in range(n):
+        topics_item, pos = _read_OffsetFetchResponseTopic_v0(data, pos)
+        topics.append(topics_item)
+    o.topics = topics
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    o.groups = []
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetFetchResponse_v2(out: bytearray, o: OffsetFetchResponse) -> None:
+    """Writes OffsetFetchResponse v2 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponse_v2.
+    """
+    s: _Any  # the string being written
+    if type(o.topics) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.topics))
+    for topics_item in o.topics:
+        _write_OffsetFetchResponseTopic_v0(out, topics_item)
+    out += _S_h.pack(o.error_code)
+    if len(o.groups) != 0:
+        raise Recheck
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetFetchResponse_v3(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
+    """Reads OffsetFetchResponse v3-4 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchResponse_v3, which names field and offset.
+    """
+    o = new_object(OffsetFetchResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    topics = []
+    for _ in range(n):
+        topics_item, pos = _read_OffsetFetchResponseTopic_v0(data, pos)
+        topics.append(topics_item)
+    o.topics = topics
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    o.groups = []
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetFetchResponse_v3(out: bytearray, o: OffsetFetchResponse) -> None:
+    """Writes OffsetFetchResponse v3-4 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponse_v3.
+    """
+    s: _Any  # the string being written
+    out += _S_i.pack(o.throttle_time_ms)
+    if type(o.topics) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.topics))
+    for topics_item in o.topics:
+        _write_OffsetFetchResponseTopic_v0(out, topics_item)
+    out += _S_h.pack(o.error_code)
+    if len(o.groups) != 0:
+        raise Recheck
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetFetchResponse_v5(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
+    """Reads OffsetFetchResponse v5 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchResponse_v5, which names field and offset.
+    """
+    o = new_object(OffsetFetchResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    topics = []
+    for _ in range(n):
+        topics_item, pos = _read_OffsetFetchResponseTopic_v5(data, pos)
+        topics.append(topics_item)
+    o.topics = topics
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    o.groups = []
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_OffsetFetchResponse_v5(out: bytearray, o: OffsetFetchResponse) -> None:
+    """Writes OffsetFetchResponse v5 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponse_v5.
+    """
+    s: _Any  # the string being written
+    out += _S_i.pack(o.throttle_time_ms)
+    if type(o.topics) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.topics))
+    for topics_item in o.topics:
+        _write_OffsetFetchResponseTopic_v5(out, topics_item)
+    out += _S_h.pack(o.error_code)
+    if len(o.groups) != 0:
+        raise Recheck
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_OffsetFetchResponse_v6(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
+    """Reads OffsetFetchResponse v6-7 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchResponse_v6, which names field and offset.
+    """
+    o = new_object(OffsetFetchResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    topics = []
+    for _ in range(n):
+        topics_item, pos = _read_OffsetFetchResponseTopic_v6(data, pos)
+        topics.append(topics_item)
+    o.topics = topics
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    o.groups = []
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetFetchResponse_v6(out: bytearray, o: OffsetFetchResponse) -> None:
+    """Writes OffsetFetchResponse v6-7 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponse_v6.
+    """
+    s: _Any  # the string being written
+    out += _S_i.pack(o.throttle_time_ms)
+    if type(o.topics) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.topics) + 1)
+    for topics_item in o.topics:
+        _write_OffsetFetchResponseTopic_v6(out, topics_item)
+    out += _S_h.pack(o.error_code)
+    if len(o.groups) != 0:
+        raise Recheck
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_OffsetFetchResponse_v8(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
+    """Reads OffsetFetchResponse v8-9 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchResponse_v8, which names field and offset.
+    """
+    o = new_object(OffsetFetchResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.topics = []
+    o.error_code = 0
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    groups = []
+    for _ in range(n):
+        groups_item, pos = _read_OffsetFetchResponseGroup_v8(data, pos)
+        groups.append(groups_item)
+    o.groups = groups
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetFetchResponse_v8(out: bytearray, o: OffsetFetchResponse) -> None:
+    """Writes OffsetFetchResponse v8-9 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponse_v8.
+    """
+    s: _Any  # the string being written
+    out += _S_i.pack(o.throttle_time_ms)
+    if len(o.topics) != 0:
+        raise Recheck
+    if type(o.groups) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.groups) + 1)
+    for groups_item in o.groups:
+        _write_OffsetFetchResponseGroup_v8(out, groups_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_OffsetFetchResponse_v10(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
+    """Reads OffsetFetchResponse v10 on the fast path.
+
+    On any failure the caller re-reads with _decode_OffsetFetchResponse_v10, which names field and offset.
+    """
+    o = new_object(OffsetFetchResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.topics = []
+    o.error_code = 0
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    groups = []
+    for _ in range(n):
+        groups_item, pos = _read_OffsetFetchResponseGroup_v10(data, pos)
+        groups.append(groups_item)
+    o.groups = groups
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_OffsetFetchResponse_v10(out: bytearray, o: OffsetFetchResponse) -> None:
+    """Writes OffsetFetchResponse v10 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponse_v10.
+    """
+    s: _Any  # the string being written
+    out += _S_i.pack(o.throttle_time_ms)
+    if len(o.topics) != 0:
+        raise Recheck
+    if type(o.groups) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.groups) + 1)
+    for groups_item in o.groups:
+        _write_OffsetFetchResponseGroup_v10(out, groups_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_OffsetFetchResponsePartition_v0(
     data: bytes, pos: int
 ) -> tuple[OffsetFetchResponsePartition, int]:
-    """Reads OffsetFetchResponsePartition v0-4."""
+    """Reads OffsetFetchResponsePartition v0-4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -384,7 +1318,7 @@ def _decode_OffsetFetchResponsePartition_v0(
 def _encode_OffsetFetchResponsePartition_v0(
     out: bytearray, o: OffsetFetchResponsePartition
 ) -> None:
-    """Writes OffsetFetchResponsePartition v0-4."""
+    """Writes OffsetFetchResponsePartition v0-4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -406,7 +1340,7 @@ def _encode_OffsetFetchResponsePartition_v0(
 def _decode_OffsetFetchResponsePartition_v5(
     data: bytes, pos: int
 ) -> tuple[OffsetFetchResponsePartition, int]:
-    """Reads OffsetFetchResponsePartition v5."""
+    """Reads OffsetFetchResponsePartition v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -439,7 +1373,7 @@ def _decode_OffsetFetchResponsePartition_v5(
 def _encode_OffsetFetchResponsePartition_v5(
     out: bytearray, o: OffsetFetchResponsePartition
 ) -> None:
-    """Writes OffsetFetchResponsePartition v5."""
+    """Writes OffsetFetchResponsePartition v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -462,7 +1396,7 @@ def _encode_OffsetFetchResponsePartition_v5(
 def _decode_OffsetFetchResponsePartition_v6(
     data: bytes, pos: int
 ) -> tuple[OffsetFetchResponsePartition, int]:
-    """Reads OffsetFetchResponsePartition v6-7."""
+    """Reads OffsetFetchResponsePartition v6-7, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -501,7 +1435,7 @@ def _decode_OffsetFetchResponsePartition_v6(
 def _encode_OffsetFetchResponsePartition_v6(
     out: bytearray, o: OffsetFetchResponsePartition
 ) -> None:
-    """Writes OffsetFetchResponsePartition v6-7."""
+    """Writes OffsetFetchResponsePartition v6-7, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -526,7 +1460,7 @@ def _encode_OffsetFetchResponsePartition_v6(
 def _decode_OffsetFetchResponseTopic_v0(
     data: bytes, pos: int
 ) -> tuple[OffsetFetchResponseTopic, int]:
-    """Reads OffsetFetchResponseTopic v0-4."""
+    """Reads OffsetFetchResponseTopic v0-4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -546,7 +1480,7 @@ def _decode_OffsetFetchResponseTopic_v0(
 
 
 def _encode_OffsetFetchResponseTopic_v0(out: bytearray, o: OffsetFetchResponseTopic) -> None:
-    """Writes OffsetFetchResponseTopic v0-4."""
+    """Writes OffsetFetchResponseTopic v0-4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -563,7 +1497,7 @@ def _encode_OffsetFetchResponseTopic_v0(out: bytearray, o: OffsetFetchResponseTo
 def _decode_OffsetFetchResponseTopic_v5(
     data: bytes, pos: int
 ) -> tuple[OffsetFetchResponseTopic, int]:
-    """Reads OffsetFetchResponseTopic v5."""
+    """Reads OffsetFetchResponseTopic v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -583,7 +1517,7 @@ def _decode_OffsetFetchResponseTopic_v5(
 
 
 def _encode_OffsetFetchResponseTopic_v5(out: bytearray, o: OffsetFetchResponseTopic) -> None:
-    """Writes OffsetFetchResponseTopic v5."""
+    """Writes OffsetFetchResponseTopic v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -600,7 +1534,7 @@ def _encode_OffsetFetchResponseTopic_v5(out: bytearray, o: OffsetFetchResponseTo
 def _decode_OffsetFetchResponseTopic_v6(
     data: bytes, pos: int
 ) -> tuple[OffsetFetchResponseTopic, int]:
-    """Reads OffsetFetchResponseTopic v6-7."""
+    """Reads OffsetFetchResponseTopic v6-7, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -626,7 +1560,7 @@ def _decode_OffsetFetchResponseTopic_v6(
 
 
 def _encode_OffsetFetchResponseTopic_v6(out: bytearray, o: OffsetFetchResponseTopic) -> None:
-    """Writes OffsetFetchResponseTopic v6-7."""
+    """Writes OffsetFetchResponseTopic v6-7, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -645,7 +1579,7 @@ def _encode_OffsetFetchResponseTopic_v6(out: bytearray, o: OffsetFetchResponseTo
 def _decode_OffsetFetchResponsePartitions_v8(
     data: bytes, pos: int
 ) -> tuple[OffsetFetchResponsePartitions, int]:
-    """Reads OffsetFetchResponsePartitions v8-10."""
+    """Reads OffsetFetchResponsePartitions v8-10, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -684,7 +1618,7 @@ def _decode_OffsetFetchResponsePartitions_v8(
 def _encode_OffsetFetchResponsePartitions_v8(
     out: bytearray, o: OffsetFetchResponsePartitions
 ) -> None:
-    """Writes OffsetFetchResponsePartitions v8-10."""
+    """Writes OffsetFetchResponsePartitions v8-10, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -709,7 +1643,7 @@ def _encode_OffsetFetchResponsePartitions_v8(
 def _decode_OffsetFetchResponseTopics_v8(
     data: bytes, pos: int
 ) -> tuple[OffsetFetchResponseTopics, int]:
-    """Reads OffsetFetchResponseTopics v8-9."""
+    """Reads OffsetFetchResponseTopics v8-9, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -736,7 +1670,7 @@ def _decode_OffsetFetchResponseTopics_v8(
 
 
 def _encode_OffsetFetchResponseTopics_v8(out: bytearray, o: OffsetFetchResponseTopics) -> None:
-    """Writes OffsetFetchResponseTopics v8-9."""
+    """Writes OffsetFetchResponseTopics v8-9, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -755,7 +1689,7 @@ def _encode_OffsetFetchResponseTopics_v8(out: bytearray, o: OffsetFetchResponseT
 def _decode_OffsetFetchResponseTopics_v10(
     data: bytes, pos: int
 ) -> tuple[OffsetFetchResponseTopics, int]:
-    """Reads OffsetFetchResponseTopics v10."""
+    """Reads OffsetFetchResponseTopics v10, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "TopicId"
@@ -782,7 +1716,7 @@ def _decode_OffsetFetchResponseTopics_v10(
 
 
 def _encode_OffsetFetchResponseTopics_v10(out: bytearray, o: OffsetFetchResponseTopics) -> None:
-    """Writes OffsetFetchResponseTopics v10."""
+    """Writes OffsetFetchResponseTopics v10, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "TopicId"
@@ -801,7 +1735,7 @@ def _encode_OffsetFetchResponseTopics_v10(out: bytearray, o: OffsetFetchResponse
 def _decode_OffsetFetchResponseGroup_v8(
     data: bytes, pos: int
 ) -> tuple[OffsetFetchResponseGroup, int]:
-    """Reads OffsetFetchResponseGroup v8-9."""
+    """Reads OffsetFetchResponseGroup v8-9, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -831,7 +1765,7 @@ def _decode_OffsetFetchResponseGroup_v8(
 
 
 def _encode_OffsetFetchResponseGroup_v8(out: bytearray, o: OffsetFetchResponseGroup) -> None:
-    """Writes OffsetFetchResponseGroup v8-9."""
+    """Writes OffsetFetchResponseGroup v8-9, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -852,7 +1786,7 @@ def _encode_OffsetFetchResponseGroup_v8(out: bytearray, o: OffsetFetchResponseGr
 def _decode_OffsetFetchResponseGroup_v10(
     data: bytes, pos: int
 ) -> tuple[OffsetFetchResponseGroup, int]:
-    """Reads OffsetFetchResponseGroup v10."""
+    """Reads OffsetFetchResponseGroup v10, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -882,7 +1816,7 @@ def _decode_OffsetFetchResponseGroup_v10(
 
 
 def _encode_OffsetFetchResponseGroup_v10(out: bytearray, o: OffsetFetchResponseGroup) -> None:
-    """Writes OffsetFetchResponseGroup v10."""
+    """Writes OffsetFetchResponseGroup v10, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -901,7 +1835,7 @@ def _encode_OffsetFetchResponseGroup_v10(out: bytearray, o: OffsetFetchResponseG
 
 
 def _decode_OffsetFetchResponse_v0(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
-    """Reads OffsetFetchResponse v0-1."""
+    """Reads OffsetFetchResponse v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Topics"
@@ -921,7 +1855,7 @@ def _decode_OffsetFetchResponse_v0(data: bytes, pos: int) -> tuple[OffsetFetchRe
 
 
 def _encode_OffsetFetchResponse_v0(out: bytearray, o: OffsetFetchResponse) -> None:
-    """Writes OffsetFetchResponse v0-1."""
+    """Writes OffsetFetchResponse v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Topics"
@@ -937,7 +1871,7 @@ def _encode_OffsetFetchResponse_v0(out: bytearray, o: OffsetFetchResponse) -> No
 
 
 def _decode_OffsetFetchResponse_v2(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
-    """Reads OffsetFetchResponse v2."""
+    """Reads OffsetFetchResponse v2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Topics"
@@ -960,7 +1894,7 @@ def _decode_OffsetFetchResponse_v2(data: bytes, pos: int) -> tuple[OffsetFetchRe
 
 
 def _encode_OffsetFetchResponse_v2(out: bytearray, o: OffsetFetchResponse) -> None:
-    """Writes OffsetFetchResponse v2."""
+    """Writes OffsetFetchResponse v2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Topics"
@@ -978,7 +1912,7 @@ def _encode_OffsetFetchResponse_v2(out: bytearray, o: OffsetFetchResponse) -> No
 
 
 def _decode_OffsetFetchResponse_v3(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
-    """Reads OffsetFetchResponse v3-4."""
+    """Reads OffsetFetchResponse v3-4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -1004,7 +1938,7 @@ def _decode_OffsetFetchResponse_v3(data: bytes, pos: int) -> tuple[OffsetFetchRe
 
 
 def _encode_OffsetFetchResponse_v3(out: bytearray, o: OffsetFetchResponse) -> None:
-    """Writes OffsetFetchResponse v3-4."""
+    """Writes OffsetFetchResponse v3-4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -1024,7 +1958,7 @@ def _encode_OffsetFetchResponse_v3(out: bytearray, o: OffsetFetchResponse) -> No
 
 
 def _decode_OffsetFetchResponse_v5(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
-    """Reads OffsetFetchResponse v5."""
+    """Reads OffsetFetchResponse v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -1050,7 +1984,7 @@ def _decode_OffsetFetchResponse_v5(data: bytes, pos: int) -> tuple[OffsetFetchRe
 
 
 def _encode_OffsetFetchResponse_v5(out: bytearray, o: OffsetFetchResponse) -> None:
-    """Writes OffsetFetchResponse v5."""
+    """Writes OffsetFetchResponse v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -1070,7 +2004,7 @@ def _encode_OffsetFetchResponse_v5(out: bytearray, o: OffsetFetchResponse) -> No
 
 
 def _decode_OffsetFetchResponse_v6(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
-    """Reads OffsetFetchResponse v6-7."""
+    """Reads OffsetFetchResponse v6-7, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -1102,7 +2036,7 @@ def _decode_OffsetFetchResponse_v6(data: bytes, pos: int) -> tuple[OffsetFetchRe
 
 
 def _encode_OffsetFetchResponse_v6(out: bytearray, o: OffsetFetchResponse) -> None:
-    """Writes OffsetFetchResponse v6-7."""
+    """Writes OffsetFetchResponse v6-7, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -1124,7 +2058,7 @@ def _encode_OffsetFetchResponse_v6(out: bytearray, o: OffsetFetchResponse) -> No
 
 
 def _decode_OffsetFetchResponse_v8(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
-    """Reads OffsetFetchResponse v8-9."""
+    """Reads OffsetFetchResponse v8-9, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -1153,7 +2087,7 @@ def _decode_OffsetFetchResponse_v8(data: bytes, pos: int) -> tuple[OffsetFetchRe
 
 
 def _encode_OffsetFetchResponse_v8(out: bytearray, o: OffsetFetchResponse) -> None:
-    """Writes OffsetFetchResponse v8-9."""
+    """Writes OffsetFetchResponse v8-9, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -1173,7 +2107,7 @@ def _encode_OffsetFetchResponse_v8(out: bytearray, o: OffsetFetchResponse) -> No
 
 
 def _decode_OffsetFetchResponse_v10(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
-    """Reads OffsetFetchResponse v10."""
+    """Reads OffsetFetchResponse v10, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -1202,7 +2136,7 @@ def _decode_OffsetFetchResponse_v10(data: bytes, pos: int) -> tuple[OffsetFetchR
 
 
 def _encode_OffsetFetchResponse_v10(out: bytearray, o: OffsetFetchResponse) -> None:
-    """Writes OffsetFetchResponse v10."""
+    """Writes OffsetFetchResponse v10, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
@@ -1221,6 +2155,32 @@ def _encode_OffsetFetchResponse_v10(out: bytearray, o: OffsetFetchResponse) -> N
         raise encode_failure(e, f, o, OffsetFetchResponse) from None
 
 
+_READERS = {
+    0: _read_OffsetFetchResponse_v0,
+    1: _read_OffsetFetchResponse_v0,
+    2: _read_OffsetFetchResponse_v2,
+    3: _read_OffsetFetchResponse_v3,
+    4: _read_OffsetFetchResponse_v3,
+    5: _read_OffsetFetchResponse_v5,
+    6: _read_OffsetFetchResponse_v6,
+    7: _read_OffsetFetchResponse_v6,
+    8: _read_OffsetFetchResponse_v8,
+    9: _read_OffsetFetchResponse_v8,
+    10: _read_OffsetFetchResponse_v10,
+}
+_WRITERS = {
+    0: _write_OffsetFetchResponse_v0,
+    1: _write_OffsetFetchResponse_v0,
+    2: _write_OffsetFetchResponse_v2,
+    3: _write_OffsetFetchResponse_v3,
+    4: _write_OffsetFetchResponse_v3,
+    5: _write_OffsetFetchResponse_v5,
+    6: _write_OffsetFetchResponse_v6,
+    7: _write_OffsetFetchResponse_v6,
+    8: _write_OffsetFetchResponse_v8,
+    9: _write_OffsetFetchResponse_v8,
+    10: _write_OffsetFetchResponse_v10,
+}
 _DECODERS = {
     0: _decode_OffsetFetchResponse_v0,
     1: _decode_OffsetFetchResponse_v0,

@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_nullable_string,
     r_tag_count,
     r_tag_header,
@@ -34,6 +36,7 @@ from ._runtime import (
     write_message,
 )
 
+_S_h = _struct.Struct(">h")
 _S_hhi = _struct.Struct(">hhi")
 
 
@@ -84,19 +87,45 @@ class RequestHeader:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> RequestHeader:
         """Decodes a whole RequestHeader body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[RequestHeader, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -105,8 +134,120 @@ class RequestHeader:
         return result
 
 
+def _read_RequestHeader_v0(data: bytes, pos: int) -> tuple[RequestHeader, int]:
+    """Reads RequestHeader v0 on the fast path.
+
+    On any failure the caller re-reads with _decode_RequestHeader_v0, which names field and offset.
+    """
+    o = new_object(RequestHeader)
+    o.request_api_key, o.request_api_version, o.correlation_id = _S_hhi.unpack_from(data, pos)
+    pos += 8
+    o.client_id = ""
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_RequestHeader_v0(out: bytearray, o: RequestHeader) -> None:
+    """Writes RequestHeader v0 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_RequestHeader_v0.
+    """
+    s: _Any  # the string being written
+    out += _S_hhi.pack(o.request_api_key, o.request_api_version, o.correlation_id)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_RequestHeader_v1(data: bytes, pos: int) -> tuple[RequestHeader, int]:
+    """Reads RequestHeader v1 on the fast path.
+
+    On any failure the caller re-reads with _decode_RequestHeader_v1, which names field and offset.
+    """
+    o = new_object(RequestHeader)
+    o.request_api_key, o.request_api_version, o.correlation_id = _S_hhi.unpack_from(data, pos)
+    pos += 8
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.client_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.client_id, pos = r_nullable_string(data, pos)
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_RequestHeader_v1(out: bytearray, o: RequestHeader) -> None:
+    """Writes RequestHeader v1 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_RequestHeader_v1.
+    """
+    s: _Any  # the string being written
+    out += _S_hhi.pack(o.request_api_key, o.request_api_version, o.correlation_id)
+    s = o.client_id
+    if s is None:
+        out += b"\xff\xff"
+    else:
+        b = s.encode()
+        if len(b) <= 0x7FFF:
+            out += _S_h.pack(len(b))
+            out += b
+        else:
+            w_nullable_string(out, s)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_RequestHeader_v2(data: bytes, pos: int) -> tuple[RequestHeader, int]:
+    """Reads RequestHeader v2 on the fast path.
+
+    On any failure the caller re-reads with _decode_RequestHeader_v2, which names field and offset.
+    """
+    o = new_object(RequestHeader)
+    o.request_api_key, o.request_api_version, o.correlation_id = _S_hhi.unpack_from(data, pos)
+    pos += 8
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.client_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.client_id, pos = r_nullable_string(data, pos)
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_RequestHeader_v2(out: bytearray, o: RequestHeader) -> None:
+    """Writes RequestHeader v2 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_RequestHeader_v2.
+    """
+    s: _Any  # the string being written
+    out += _S_hhi.pack(o.request_api_key, o.request_api_version, o.correlation_id)
+    s = o.client_id
+    if s is None:
+        out += b"\xff\xff"
+    else:
+        b = s.encode()
+        if len(b) <= 0x7FFF:
+            out += _S_h.pack(len(b))
+            out += b
+        else:
+            w_nullable_string(out, s)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_RequestHeader_v0(data: bytes, pos: int) -> tuple[RequestHeader, int]:
-    """Reads RequestHeader v0."""
+    """Reads RequestHeader v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -131,7 +272,7 @@ def _decode_RequestHeader_v0(data: bytes, pos: int) -> tuple[RequestHeader, int]
 
 
 def _encode_RequestHeader_v0(out: bytearray, o: RequestHeader) -> None:
-    """Writes RequestHeader v0."""
+    """Writes RequestHeader v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -148,7 +289,7 @@ def _encode_RequestHeader_v0(out: bytearray, o: RequestHeader) -> None:
 
 
 def _decode_RequestHeader_v1(data: bytes, pos: int) -> tuple[RequestHeader, int]:
-    """Reads RequestHeader v1."""
+    """Reads RequestHeader v1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -175,7 +316,7 @@ def _decode_RequestHeader_v1(data: bytes, pos: int) -> tuple[RequestHeader, int]
 
 
 def _encode_RequestHeader_v1(out: bytearray, o: RequestHeader) -> None:
-    """Writes RequestHeader v1."""
+    """Writes RequestHeader v1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -194,7 +335,7 @@ def _encode_RequestHeader_v1(out: bytearray, o: RequestHeader) -> None:
 
 
 def _decode_RequestHeader_v2(data: bytes, pos: int) -> tuple[RequestHeader, int]:
-    """Reads RequestHeader v2."""
+    """Reads RequestHeader v2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -227,7 +368,7 @@ def _decode_RequestHeader_v2(data: bytes, pos: int) -> tuple[RequestHeader, int]
 
 
 def _encode_RequestHeader_v2(out: bytearray, o: RequestHeader) -> None:
-    """Writes RequestHeader v2."""
+    """Writes RequestHeader v2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -247,6 +388,16 @@ def _encode_RequestHeader_v2(out: bytearray, o: RequestHeader) -> None:
         raise encode_failure(e, f, o, RequestHeader) from None
 
 
+_READERS = {
+    0: _read_RequestHeader_v0,
+    1: _read_RequestHeader_v1,
+    2: _read_RequestHeader_v2,
+}
+_WRITERS = {
+    0: _write_RequestHeader_v0,
+    1: _write_RequestHeader_v1,
+    2: _write_RequestHeader_v2,
+}
 _DECODERS = {
     0: _decode_RequestHeader_v0,
     1: _decode_RequestHeader_v1,

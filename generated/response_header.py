@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_tag_count,
     r_tag_header,
     r_tags,
@@ -60,19 +62,45 @@ class ResponseHeader:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> ResponseHeader:
         """Decodes a whole ResponseHeader body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[ResponseHeader, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -81,8 +109,60 @@ class ResponseHeader:
         return result
 
 
+def _read_ResponseHeader_v0(data: bytes, pos: int) -> tuple[ResponseHeader, int]:
+    """Reads ResponseHeader v0 on the fast path.
+
+    On any failure the caller re-reads with _decode_ResponseHeader_v0, which names field and offset.
+    """
+    o = new_object(ResponseHeader)
+    (o.correlation_id,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_ResponseHeader_v0(out: bytearray, o: ResponseHeader) -> None:
+    """Writes ResponseHeader v0 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ResponseHeader_v0.
+    """
+    s: _Any  # the string being written
+    out += _S_i.pack(o.correlation_id)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_ResponseHeader_v1(data: bytes, pos: int) -> tuple[ResponseHeader, int]:
+    """Reads ResponseHeader v1 on the fast path.
+
+    On any failure the caller re-reads with _decode_ResponseHeader_v1, which names field and offset.
+    """
+    o = new_object(ResponseHeader)
+    (o.correlation_id,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_ResponseHeader_v1(out: bytearray, o: ResponseHeader) -> None:
+    """Writes ResponseHeader v1 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_ResponseHeader_v1.
+    """
+    s: _Any  # the string being written
+    out += _S_i.pack(o.correlation_id)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_ResponseHeader_v0(data: bytes, pos: int) -> tuple[ResponseHeader, int]:
-    """Reads ResponseHeader v0."""
+    """Reads ResponseHeader v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("CorrelationId", "correlation_id", "i"),)
@@ -100,7 +180,7 @@ def _decode_ResponseHeader_v0(data: bytes, pos: int) -> tuple[ResponseHeader, in
 
 
 def _encode_ResponseHeader_v0(out: bytearray, o: ResponseHeader) -> None:
-    """Writes ResponseHeader v0."""
+    """Writes ResponseHeader v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("CorrelationId", "correlation_id", "i"),)
@@ -113,7 +193,7 @@ def _encode_ResponseHeader_v0(out: bytearray, o: ResponseHeader) -> None:
 
 
 def _decode_ResponseHeader_v1(data: bytes, pos: int) -> tuple[ResponseHeader, int]:
-    """Reads ResponseHeader v1."""
+    """Reads ResponseHeader v1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("CorrelationId", "correlation_id", "i"),)
@@ -137,7 +217,7 @@ def _decode_ResponseHeader_v1(data: bytes, pos: int) -> tuple[ResponseHeader, in
 
 
 def _encode_ResponseHeader_v1(out: bytearray, o: ResponseHeader) -> None:
-    """Writes ResponseHeader v1."""
+    """Writes ResponseHeader v1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("CorrelationId", "correlation_id", "i"),)
@@ -151,6 +231,14 @@ def _encode_ResponseHeader_v1(out: bytearray, o: ResponseHeader) -> None:
         raise encode_failure(e, f, o, ResponseHeader) from None
 
 
+_READERS = {
+    0: _read_ResponseHeader_v0,
+    1: _read_ResponseHeader_v1,
+}
+_WRITERS = {
+    0: _write_ResponseHeader_v0,
+    1: _write_ResponseHeader_v1,
+}
 _DECODERS = {
     0: _decode_ResponseHeader_v0,
     1: _decode_ResponseHeader_v1,

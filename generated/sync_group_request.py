@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_array,
     r_bytes,
     r_compact_array,
@@ -31,6 +33,7 @@ from ._runtime import (
     r_tag_count,
     r_tag_header,
     r_tags,
+    r_uvarint,
     read_message,
     tag_size_mismatch,
     tags_unsupported,
@@ -45,9 +48,11 @@ from ._runtime import (
     w_nullable_string,
     w_string,
     w_tags,
+    w_uvarint,
     write_message,
 )
 
+_S_h = _struct.Struct(">h")
 _S_i = _struct.Struct(">i")
 
 
@@ -152,19 +157,45 @@ class SyncGroupRequest:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> SyncGroupRequest:
         """Decodes a whole SyncGroupRequest body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[SyncGroupRequest, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -173,10 +204,501 @@ class SyncGroupRequest:
         return result
 
 
+def _read_SyncGroupRequestAssignment_v0(
+    data: bytes, pos: int
+) -> tuple[SyncGroupRequestAssignment, int]:
+    """Reads SyncGroupRequestAssignment v0-3 on the fast path.
+
+    On any failure the caller re-reads with _decode_SyncGroupRequestAssignment_v0, which names field and offset.
+    """
+    o = new_object(SyncGroupRequestAssignment)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    (n,) = _S_i.unpack_from(data, pos)
+    if n >= 0:
+        pos += 4
+        end = pos + n
+        o.assignment = data[pos:end]
+        pos = end
+    else:
+        o.assignment, pos = r_bytes(data, pos)
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_SyncGroupRequestAssignment_v0(out: bytearray, o: SyncGroupRequestAssignment) -> None:
+    """Writes SyncGroupRequestAssignment v0-3 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_SyncGroupRequestAssignment_v0.
+    """
+    s: _Any  # the string being written
+    s = o.member_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if type(o.assignment) is bytes:
+        out += _S_i.pack(len(o.assignment))
+        out += o.assignment
+    else:
+        w_bytes(out, o.assignment)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_SyncGroupRequestAssignment_v4(
+    data: bytes, pos: int
+) -> tuple[SyncGroupRequestAssignment, int]:
+    """Reads SyncGroupRequestAssignment v4-5 on the fast path.
+
+    On any failure the caller re-reads with _decode_SyncGroupRequestAssignment_v4, which names field and offset.
+    """
+    o = new_object(SyncGroupRequestAssignment)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.assignment = data[pos + 1 : end]
+        pos = end
+    else:
+        o.assignment, pos = r_compact_bytes(data, pos)
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_SyncGroupRequestAssignment_v4(out: bytearray, o: SyncGroupRequestAssignment) -> None:
+    """Writes SyncGroupRequestAssignment v4-5 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_SyncGroupRequestAssignment_v4.
+    """
+    s: _Any  # the string being written
+    s = o.member_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    if type(o.assignment) is bytes and len(o.assignment) < 0x7F:
+        out.append(len(o.assignment) + 1)
+        out += o.assignment
+    else:
+        w_compact_bytes(out, o.assignment)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_SyncGroupRequest_v0(data: bytes, pos: int) -> tuple[SyncGroupRequest, int]:
+    """Reads SyncGroupRequest v0-2 on the fast path.
+
+    On any failure the caller re-reads with _decode_SyncGroupRequest_v0, which names field and offset.
+    """
+    o = new_object(SyncGroupRequest)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    (o.generation_id,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    o.group_instance_id = None
+    o.protocol_type = None
+    o.protocol_name = None
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    assignments = []
+    for _ in range(n):
+        assignments_item, pos = _read_SyncGroupRequestAssignment_v0(data, pos)
+        assignments.append(assignments_item)
+    o.assignments = assignments
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_SyncGroupRequest_v0(out: bytearray, o: SyncGroupRequest) -> None:
+    """Writes SyncGroupRequest v0-2 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_SyncGroupRequest_v0.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    out += _S_i.pack(o.generation_id)
+    s = o.member_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    if o.group_instance_id is not None:
+        raise Recheck
+    if type(o.assignments) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.assignments))
+    for assignments_item in o.assignments:
+        _write_SyncGroupRequestAssignment_v0(out, assignments_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_SyncGroupRequest_v3(data: bytes, pos: int) -> tuple[SyncGroupRequest, int]:
+    """Reads SyncGroupRequest v3 on the fast path.
+
+    On any failure the caller re-reads with _decode_SyncGroupRequest_v3, which names field and offset.
+    """
+    o = new_object(SyncGroupRequest)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    (o.generation_id,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    (n,) = _S_h.unpack_from(data, pos)
+    if n >= 0:
+        pos += 2
+        end = pos + n
+        o.group_instance_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_instance_id, pos = r_nullable_string(data, pos)
+    o.protocol_type = None
+    o.protocol_name = None
+    (n,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    assignments = []
+    for _ in range(n):
+        assignments_item, pos = _read_SyncGroupRequestAssignment_v0(data, pos)
+        assignments.append(assignments_item)
+    o.assignments = assignments
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_SyncGroupRequest_v3(out: bytearray, o: SyncGroupRequest) -> None:
+    """Writes SyncGroupRequest v3 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_SyncGroupRequest_v3.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    out += _S_i.pack(o.generation_id)
+    s = o.member_id
+    b = s.encode()
+    if len(b) <= 0x7FFF:
+        out += _S_h.pack(len(b))
+        out += b
+    else:
+        w_string(out, s)
+    s = o.group_instance_id
+    if s is None:
+        out += b"\xff\xff"
+    else:
+        b = s.encode()
+        if len(b) <= 0x7FFF:
+            out += _S_h.pack(len(b))
+            out += b
+        else:
+            w_nullable_string(out, s)
+    if type(o.assignments) is not list:
+        raise Recheck
+    out += _S_i.pack(len(o.assignments))
+    for assignments_item in o.assignments:
+        _write_SyncGroupRequestAssignment_v0(out, assignments_item)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_SyncGroupRequest_v4(data: bytes, pos: int) -> tuple[SyncGroupRequest, int]:
+    """Reads SyncGroupRequest v4 on the fast path.
+
+    On any failure the caller re-reads with _decode_SyncGroupRequest_v4, which names field and offset.
+    """
+    o = new_object(SyncGroupRequest)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    (o.generation_id,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_instance_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.group_instance_id = None
+        pos += 1
+    else:
+        o.group_instance_id, pos = r_compact_nullable_string(data, pos)
+    o.protocol_type = None
+    o.protocol_name = None
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    assignments = []
+    for _ in range(n):
+        assignments_item, pos = _read_SyncGroupRequestAssignment_v4(data, pos)
+        assignments.append(assignments_item)
+    o.assignments = assignments
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_SyncGroupRequest_v4(out: bytearray, o: SyncGroupRequest) -> None:
+    """Writes SyncGroupRequest v4 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_SyncGroupRequest_v4.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    out += _S_i.pack(o.generation_id)
+    s = o.member_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.group_instance_id
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    if type(o.assignments) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.assignments) + 1)
+    for assignments_item in o.assignments:
+        _write_SyncGroupRequestAssignment_v4(out, assignments_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_SyncGroupRequest_v5(data: bytes, pos: int) -> tuple[SyncGroupRequest, int]:
+    """Reads SyncGroupRequest v5 on the fast path.
+
+    On any failure the caller re-reads with _decode_SyncGroupRequest_v5, which names field and offset.
+    """
+    o = new_object(SyncGroupRequest)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    (o.generation_id,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_instance_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.group_instance_id = None
+        pos += 1
+    else:
+        o.group_instance_id, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.protocol_type = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.protocol_type = None
+        pos += 1
+    else:
+        o.protocol_type, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.protocol_name = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.protocol_name = None
+        pos += 1
+    else:
+        o.protocol_name, pos = r_compact_nullable_string(data, pos)
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    assignments = []
+    for _ in range(n):
+        assignments_item, pos = _read_SyncGroupRequestAssignment_v4(data, pos)
+        assignments.append(assignments_item)
+    o.assignments = assignments
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_SyncGroupRequest_v5(out: bytearray, o: SyncGroupRequest) -> None:
+    """Writes SyncGroupRequest v5 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_SyncGroupRequest_v5.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    out += _S_i.pack(o.generation_id)
+    s = o.member_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.group_instance_id
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    s = o.protocol_type
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    s = o.protocol_name
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    if type(o.assignments) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.assignments) + 1)
+    for assignments_item in o.assignments:
+        _write_SyncGroupRequestAssignment_v4(out, assignments_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_SyncGroupRequestAssignment_v0(
     data: bytes, pos: int
 ) -> tuple[SyncGroupRequestAssignment, int]:
-    """Reads SyncGroupRequestAssignment v0-3."""
+    """Reads SyncGroupRequestAssignment v0-3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -196,7 +718,7 @@ def _decode_SyncGroupRequestAssignment_v0(
 
 
 def _encode_SyncGroupRequestAssignment_v0(out: bytearray, o: SyncGroupRequestAssignment) -> None:
-    """Writes SyncGroupRequestAssignment v0-3."""
+    """Writes SyncGroupRequestAssignment v0-3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -213,7 +735,7 @@ def _encode_SyncGroupRequestAssignment_v0(out: bytearray, o: SyncGroupRequestAss
 def _decode_SyncGroupRequestAssignment_v4(
     data: bytes, pos: int
 ) -> tuple[SyncGroupRequestAssignment, int]:
-    """Reads SyncGroupRequestAssignment v4-5."""
+    """Reads SyncGroupRequestAssignment v4-5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -239,7 +761,7 @@ def _decode_SyncGroupRequestAssignment_v4(
 
 
 def _encode_SyncGroupRequestAssignment_v4(out: bytearray, o: SyncGroupRequestAssignment) -> None:
-    """Writes SyncGroupRequestAssignment v4-5."""
+    """Writes SyncGroupRequestAssignment v4-5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -256,7 +778,7 @@ def _encode_SyncGroupRequestAssignment_v4(out: bytearray, o: SyncGroupRequestAss
 
 
 def _decode_SyncGroupRequest_v0(data: bytes, pos: int) -> tuple[SyncGroupRequest, int]:
-    """Reads SyncGroupRequest v0-2."""
+    """Reads SyncGroupRequest v0-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -286,7 +808,7 @@ def _decode_SyncGroupRequest_v0(data: bytes, pos: int) -> tuple[SyncGroupRequest
 
 
 def _encode_SyncGroupRequest_v0(out: bytearray, o: SyncGroupRequest) -> None:
-    """Writes SyncGroupRequest v0-2."""
+    """Writes SyncGroupRequest v0-2, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -308,7 +830,7 @@ def _encode_SyncGroupRequest_v0(out: bytearray, o: SyncGroupRequest) -> None:
 
 
 def _decode_SyncGroupRequest_v3(data: bytes, pos: int) -> tuple[SyncGroupRequest, int]:
-    """Reads SyncGroupRequest v3."""
+    """Reads SyncGroupRequest v3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -340,7 +862,7 @@ def _decode_SyncGroupRequest_v3(data: bytes, pos: int) -> tuple[SyncGroupRequest
 
 
 def _encode_SyncGroupRequest_v3(out: bytearray, o: SyncGroupRequest) -> None:
-    """Writes SyncGroupRequest v3."""
+    """Writes SyncGroupRequest v3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -361,7 +883,7 @@ def _encode_SyncGroupRequest_v3(out: bytearray, o: SyncGroupRequest) -> None:
 
 
 def _decode_SyncGroupRequest_v4(data: bytes, pos: int) -> tuple[SyncGroupRequest, int]:
-    """Reads SyncGroupRequest v4."""
+    """Reads SyncGroupRequest v4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -399,7 +921,7 @@ def _decode_SyncGroupRequest_v4(data: bytes, pos: int) -> tuple[SyncGroupRequest
 
 
 def _encode_SyncGroupRequest_v4(out: bytearray, o: SyncGroupRequest) -> None:
-    """Writes SyncGroupRequest v4."""
+    """Writes SyncGroupRequest v4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -422,7 +944,7 @@ def _encode_SyncGroupRequest_v4(out: bytearray, o: SyncGroupRequest) -> None:
 
 
 def _decode_SyncGroupRequest_v5(data: bytes, pos: int) -> tuple[SyncGroupRequest, int]:
-    """Reads SyncGroupRequest v5."""
+    """Reads SyncGroupRequest v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -464,7 +986,7 @@ def _decode_SyncGroupRequest_v5(data: bytes, pos: int) -> tuple[SyncGroupRequest
 
 
 def _encode_SyncGroupRequest_v5(out: bytearray, o: SyncGroupRequest) -> None:
-    """Writes SyncGroupRequest v5."""
+    """Writes SyncGroupRequest v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -490,6 +1012,22 @@ def _encode_SyncGroupRequest_v5(out: bytearray, o: SyncGroupRequest) -> None:
         raise encode_failure(e, f, o, SyncGroupRequest) from None
 
 
+_READERS = {
+    0: _read_SyncGroupRequest_v0,
+    1: _read_SyncGroupRequest_v0,
+    2: _read_SyncGroupRequest_v0,
+    3: _read_SyncGroupRequest_v3,
+    4: _read_SyncGroupRequest_v4,
+    5: _read_SyncGroupRequest_v5,
+}
+_WRITERS = {
+    0: _write_SyncGroupRequest_v0,
+    1: _write_SyncGroupRequest_v0,
+    2: _write_SyncGroupRequest_v0,
+    3: _write_SyncGroupRequest_v3,
+    4: _write_SyncGroupRequest_v4,
+    5: _write_SyncGroupRequest_v5,
+}
 _DECODERS = {
     0: _decode_SyncGroupRequest_v0,
     1: _decode_SyncGroupRequest_v0,

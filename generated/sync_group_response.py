@@ -14,12 +14,14 @@ from ._runtime import (
     FieldInfo,
     DecodeError,
     EncodeError,
+    Recheck,
     ZERO_UUID,
     absent_field,
     decode_failure,
     decode_message,
     encode_failure,
     encode_message,
+    new_object,
     r_bytes,
     r_compact_bytes,
     r_compact_nullable_string,
@@ -39,6 +41,7 @@ from ._runtime import (
 )
 
 _S_h = _struct.Struct(">h")
+_S_i = _struct.Struct(">i")
 _S_ih = _struct.Struct(">ih")
 
 
@@ -104,19 +107,45 @@ class SyncGroupResponse:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> SyncGroupResponse:
         """Decodes a whole SyncGroupResponse body; raises DecodeError naming field and offset."""
+        if type(data) is not bytes:
+            data = bytes(data)
+        try:
+            o, pos = _READERS[version](data, 0)
+            if pos == len(data):
+                return o
+        except Exception:  # the checked decoder below raises the precise error
+            pass
         return decode_message(cls, _DECODERS, data, version)
 
     @classmethod
     def read(cls, data: bytes, pos: int, version: int) -> tuple[SyncGroupResponse, int]:
         """Decodes a body that starts at pos; returns it and the position after it."""
+        if type(data) is bytes:
+            try:
+                o, end = _READERS[version](data, pos)
+                if end <= len(data):
+                    return o, end
+            except Exception:  # the checked decoder below raises the precise error
+                pass
         return read_message(cls, _DECODERS, data, pos, version)
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
-        return encode_message(self, _ENCODERS, version)
+        out = bytearray()
+        try:
+            _WRITERS[version](out, self)
+            return bytes(out)
+        except Exception:  # the checked encoder below raises the precise error
+            return encode_message(self, _ENCODERS, version)
 
     def write(self, out: bytearray, version: int) -> None:
         """Appends the body, encoded at the given version, to out."""
+        start = len(out)
+        try:
+            _WRITERS[version](out, self)
+            return
+        except Exception:  # the checked encoder below raises the precise error
+            del out[start:]
         write_message(self, _ENCODERS, version, out)
 
     def to_dict(self) -> dict[str, _Any]:
@@ -125,8 +154,209 @@ class SyncGroupResponse:
         return result
 
 
+def _read_SyncGroupResponse_v0(data: bytes, pos: int) -> tuple[SyncGroupResponse, int]:
+    """Reads SyncGroupResponse v0 on the fast path.
+
+    On any failure the caller re-reads with _decode_SyncGroupResponse_v0, which names field and offset.
+    """
+    o = new_object(SyncGroupResponse)
+    o.throttle_time_ms = 0
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    o.protocol_type = None
+    o.protocol_name = None
+    (n,) = _S_i.unpack_from(data, pos)
+    if n >= 0:
+        pos += 4
+        end = pos + n
+        o.assignment = data[pos:end]
+        pos = end
+    else:
+        o.assignment, pos = r_bytes(data, pos)
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_SyncGroupResponse_v0(out: bytearray, o: SyncGroupResponse) -> None:
+    """Writes SyncGroupResponse v0 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_SyncGroupResponse_v0.
+    """
+    s: _Any  # the string being written
+    out += _S_h.pack(o.error_code)
+    if type(o.assignment) is bytes:
+        out += _S_i.pack(len(o.assignment))
+        out += o.assignment
+    else:
+        w_bytes(out, o.assignment)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_SyncGroupResponse_v1(data: bytes, pos: int) -> tuple[SyncGroupResponse, int]:
+    """Reads SyncGroupResponse v1-3 on the fast path.
+
+    On any failure the caller re-reads with _decode_SyncGroupResponse_v1, which names field and offset.
+    """
+    o = new_object(SyncGroupResponse)
+    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
+    pos += 6
+    o.protocol_type = None
+    o.protocol_name = None
+    (n,) = _S_i.unpack_from(data, pos)
+    if n >= 0:
+        pos += 4
+        end = pos + n
+        o.assignment = data[pos:end]
+        pos = end
+    else:
+        o.assignment, pos = r_bytes(data, pos)
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _write_SyncGroupResponse_v1(out: bytearray, o: SyncGroupResponse) -> None:
+    """Writes SyncGroupResponse v1-3 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_SyncGroupResponse_v1.
+    """
+    s: _Any  # the string being written
+    out += _S_ih.pack(o.throttle_time_ms, o.error_code)
+    if type(o.assignment) is bytes:
+        out += _S_i.pack(len(o.assignment))
+        out += o.assignment
+    else:
+        w_bytes(out, o.assignment)
+    if o.unknown_tags:
+        raise Recheck
+
+
+def _read_SyncGroupResponse_v4(data: bytes, pos: int) -> tuple[SyncGroupResponse, int]:
+    """Reads SyncGroupResponse v4 on the fast path.
+
+    On any failure the caller re-reads with _decode_SyncGroupResponse_v4, which names field and offset.
+    """
+    o = new_object(SyncGroupResponse)
+    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
+    pos += 6
+    o.protocol_type = None
+    o.protocol_name = None
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.assignment = data[pos + 1 : end]
+        pos = end
+    else:
+        o.assignment, pos = r_compact_bytes(data, pos)
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_SyncGroupResponse_v4(out: bytearray, o: SyncGroupResponse) -> None:
+    """Writes SyncGroupResponse v4 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_SyncGroupResponse_v4.
+    """
+    s: _Any  # the string being written
+    out += _S_ih.pack(o.throttle_time_ms, o.error_code)
+    if type(o.assignment) is bytes and len(o.assignment) < 0x7F:
+        out.append(len(o.assignment) + 1)
+        out += o.assignment
+    else:
+        w_compact_bytes(out, o.assignment)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_SyncGroupResponse_v5(data: bytes, pos: int) -> tuple[SyncGroupResponse, int]:
+    """Reads SyncGroupResponse v5 on the fast path.
+
+    On any failure the caller re-reads with _decode_SyncGroupResponse_v5, which names field and offset.
+    """
+    o = new_object(SyncGroupResponse)
+    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
+    pos += 6
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.protocol_type = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.protocol_type = None
+        pos += 1
+    else:
+        o.protocol_type, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.protocol_name = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.protocol_name = None
+        pos += 1
+    else:
+        o.protocol_name, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.assignment = data[pos + 1 : end]
+        pos = end
+    else:
+        o.assignment, pos = r_compact_bytes(data, pos)
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        pos += 1
+    return o, pos
+
+
+def _write_SyncGroupResponse_v5(out: bytearray, o: SyncGroupResponse) -> None:
+    """Writes SyncGroupResponse v5 on the fast path.
+
+    On any failure the caller drops the output and writes again with _encode_SyncGroupResponse_v5.
+    """
+    s: _Any  # the string being written
+    out += _S_ih.pack(o.throttle_time_ms, o.error_code)
+    s = o.protocol_type
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    s = o.protocol_name
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    if type(o.assignment) is bytes and len(o.assignment) < 0x7F:
+        out.append(len(o.assignment) + 1)
+        out += o.assignment
+    else:
+        w_compact_bytes(out, o.assignment)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_SyncGroupResponse_v0(data: bytes, pos: int) -> tuple[SyncGroupResponse, int]:
-    """Reads SyncGroupResponse v0."""
+    """Reads SyncGroupResponse v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -150,7 +380,7 @@ def _decode_SyncGroupResponse_v0(data: bytes, pos: int) -> tuple[SyncGroupRespon
 
 
 def _encode_SyncGroupResponse_v0(out: bytearray, o: SyncGroupResponse) -> None:
-    """Writes SyncGroupResponse v0."""
+    """Writes SyncGroupResponse v0, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -165,7 +395,7 @@ def _encode_SyncGroupResponse_v0(out: bytearray, o: SyncGroupResponse) -> None:
 
 
 def _decode_SyncGroupResponse_v1(data: bytes, pos: int) -> tuple[SyncGroupResponse, int]:
-    """Reads SyncGroupResponse v1-3."""
+    """Reads SyncGroupResponse v1-3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -192,7 +422,7 @@ def _decode_SyncGroupResponse_v1(data: bytes, pos: int) -> tuple[SyncGroupRespon
 
 
 def _encode_SyncGroupResponse_v1(out: bytearray, o: SyncGroupResponse) -> None:
-    """Writes SyncGroupResponse v1-3."""
+    """Writes SyncGroupResponse v1-3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -210,7 +440,7 @@ def _encode_SyncGroupResponse_v1(out: bytearray, o: SyncGroupResponse) -> None:
 
 
 def _decode_SyncGroupResponse_v4(data: bytes, pos: int) -> tuple[SyncGroupResponse, int]:
-    """Reads SyncGroupResponse v4."""
+    """Reads SyncGroupResponse v4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -243,7 +473,7 @@ def _decode_SyncGroupResponse_v4(data: bytes, pos: int) -> tuple[SyncGroupRespon
 
 
 def _encode_SyncGroupResponse_v4(out: bytearray, o: SyncGroupResponse) -> None:
-    """Writes SyncGroupResponse v4."""
+    """Writes SyncGroupResponse v4, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -263,7 +493,7 @@ def _encode_SyncGroupResponse_v4(out: bytearray, o: SyncGroupResponse) -> None:
 
 
 def _decode_SyncGroupResponse_v5(data: bytes, pos: int) -> tuple[SyncGroupResponse, int]:
-    """Reads SyncGroupResponse v5."""
+    """Reads SyncGroupResponse v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -300,7 +530,7 @@ def _decode_SyncGroupResponse_v5(data: bytes, pos: int) -> tuple[SyncGroupRespon
 
 
 def _encode_SyncGroupResponse_v5(out: bytearray, o: SyncGroupResponse) -> None:
-    """Writes SyncGroupResponse v5."""
+    """Writes SyncGroupResponse v5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -323,6 +553,22 @@ def _encode_SyncGroupResponse_v5(out: bytearray, o: SyncGroupResponse) -> None:
         raise encode_failure(e, f, o, SyncGroupResponse) from None
 
 
+_READERS = {
+    0: _read_SyncGroupResponse_v0,
+    1: _read_SyncGroupResponse_v1,
+    2: _read_SyncGroupResponse_v1,
+    3: _read_SyncGroupResponse_v1,
+    4: _read_SyncGroupResponse_v4,
+    5: _read_SyncGroupResponse_v5,
+}
+_WRITERS = {
+    0: _write_SyncGroupResponse_v0,
+    1: _write_SyncGroupResponse_v1,
+    2: _write_SyncGroupResponse_v1,
+    3: _write_SyncGroupResponse_v1,
+    4: _write_SyncGroupResponse_v4,
+    5: _write_SyncGroupResponse_v5,
+}
 _DECODERS = {
     0: _decode_SyncGroupResponse_v0,
     1: _decode_SyncGroupResponse_v1,

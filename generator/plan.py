@@ -15,7 +15,9 @@ from .model import FIXED, STRUCT_DEFAULT, Field, Message, Struct
 
 # Local names the generated functions use for themselves; a field whose Python name is one of these
 # gets a trailing underscore as a local variable.
-RESERVED_LOCALS = {"data", "pos", "f", "o", "out", "n", "tags", "tag", "size", "end", "e", "b"}
+RESERVED_LOCALS = {
+    *("data", "pos", "f", "o", "out", "n", "tags", "tag", "size", "end", "e", "b", "s", "start"),
+}
 
 
 @dataclass
@@ -34,6 +36,12 @@ class Step:
     width: int = 0
     check: str = ""  # encode: Python test that is true when an absent field holds a non-default
     child: tuple[Struct, int] | None = None
+    # The fast path's form of a value: "string" / "bytes" (inlined, with the common 1-byte
+    # compact length or 2/4-byte classic length), "struct", "struct_array" (an inlined loop), or
+    # "call" (the runtime reader/writer, which the fast path shares with the checked one).
+    fast: str = "call"
+    compact: bool = False
+    nullable: bool = False
 
     @property
     def field(self) -> Field:
@@ -205,6 +213,29 @@ class Planner:
         self.use(f"r_{earg}", f"w_{earg}")
         return f"r_{prefix}array", f"w_{prefix}array", f"r_{earg}", f"w_{earg}", None
 
+    def fast_form(self, step: Step, f: Field, v: int) -> None:
+        """Decides how the fast path reads and writes one value (see Step.fast)."""
+        step.compact, step.nullable = self.compact(f, v), f.is_nullable(v)
+        kind = f.type.kind
+        if kind in ("string", "bytes"):
+            step.fast = kind
+        elif kind == "struct" and not step.nullable:
+            step.fast = "struct"
+        elif kind == "array" and step.read_arg == "@" and not step.nullable:
+            step.fast = "struct_array"
+        else:
+            return
+        if step.fast in ("string", "bytes"):
+            self.use(
+                f"r_{'compact_' if step.compact else ''}{'nullable_' if step.nullable else ''}{kind}"
+            )
+        if not step.compact and step.fast in ("string", "struct_array"):
+            self.fixed_const("h" if step.fast == "string" else "i")
+        if not step.compact and step.fast == "bytes":
+            self.fixed_const("i")
+        if step.compact and step.fast == "struct_array":
+            self.use("r_uvarint", "w_uvarint")
+
     # -- planning -----------------------------------------------------------------------------
 
     def request(self, struct: Struct, v: int) -> Any:
@@ -254,7 +285,9 @@ class Planner:
             )
             child_sig = self.request(*child) if child else None
             self.use(reader, writer)
-            steps.append(Step("value", (f,), reader, writer, rarg, warg, child=child))
+            step = Step("value", (f,), reader, writer, rarg, warg, child=child)
+            self.fast_form(step, f, v)
+            steps.append(step)
             sig.append(("value", f.name, reader, rarg, child_sig))
         flush()
 

@@ -52,6 +52,8 @@ ALWAYS_IMPORTED = [
     "r_tag_header",
     "r_tags",
     "read_message",
+    "Recheck",
+    "new_object",
     "tag_size_mismatch",
     "tags_unsupported",
     "to_plain",
@@ -123,24 +125,46 @@ def _info(f: Field, names: dict[str, str]) -> str:
     )
 
 
+def _fast(name: str) -> str:
+    """The fast twin of a generated codec function; runtime helpers keep their names."""
+    return name.replace("_decode_", "_read_", 1).replace("_encode_", "_write_", 1)
+
+
 def _decorate(codec: Codec, names: dict[str, str]) -> None:
     """Adds the presentation strings the template prints."""
+    codec.read_name = _fast(codec.decode_name)  # type: ignore[attr-defined]
+    codec.write_name = _fast(codec.encode_name)  # type: ignore[attr-defined]
     for s in codec.steps:
         s.local = local_name(s.field)  # type: ignore[attr-defined]
         s.read_tail = _tail(s.read_arg)  # type: ignore[attr-defined]
         s.write_tail = _tail(s.write_arg)  # type: ignore[attr-defined]
+        s.fast_reader = _fast(s.reader)  # type: ignore[attr-defined]
+        s.fast_writer = _fast(s.writer)  # type: ignore[attr-defined]
+        s.fast_read_tail = _tail(_fast(s.read_arg))  # type: ignore[attr-defined]
+        s.fast_write_tail = _tail(_fast(s.write_arg))  # type: ignore[attr-defined]
+        s.attr = s.field.attr  # type: ignore[attr-defined]
+        if s.kind == "absent":
+            s.default = (  # type: ignore[attr-defined]
+                "[]" if isinstance(s.field.default, list) else default_source(s.field, names)
+            )
         if s.kind == "fixed":
             parts = ", ".join(f'("{f.name}", "{f.attr}", "{c}")' for f, c in zip(s.fields, s.fmt))
             s.label = f"({parts},)"  # type: ignore[attr-defined]
             targets = ", ".join(local_name(f) for f in s.fields)
             s.targets = f"({targets},)" if len(s.fields) == 1 else targets  # type: ignore[attr-defined]
             s.sources = ", ".join(f"o.{f.attr}" for f in s.fields)  # type: ignore[attr-defined]
+            attrs = ", ".join(f"o.{f.attr}" for f in s.fields)
+            s.attr_targets = f"({attrs},)" if len(s.fields) == 1 else attrs  # type: ignore[attr-defined]
     for t in codec.tagged:
         t.local = local_name(t.field)  # type: ignore[attr-defined]
         t.hint = type_hint(t.field, names)  # type: ignore[attr-defined]
         t.default = default_source(t.field, names)  # type: ignore[attr-defined]
         t.read_tail = _tail(t.read_arg)  # type: ignore[attr-defined]
         t.write_tail = _tail(t.write_arg)  # type: ignore[attr-defined]
+        t.fast_reader = _fast(t.reader)  # type: ignore[attr-defined]
+        t.fast_writer = _fast(t.writer)  # type: ignore[attr-defined]
+        t.fast_read_tail = _tail(_fast(t.read_arg))  # type: ignore[attr-defined]
+        t.fast_write_tail = _tail(_fast(t.write_arg))  # type: ignore[attr-defined]
     invalid = tuple(codec.invalid_tags)
     codec.invalid_tags_text = repr(invalid)  # type: ignore[attr-defined]
     codec.invalid_tail = _tail(repr(invalid) if invalid else "")  # type: ignore[attr-defined]

@@ -3,13 +3,16 @@
 Every mutator takes the bytes and a `random.Random` (or hypothesis' `st.randoms()`, which has the
 same methods and shrinks), and returns new bytes. `length_fields` finds the offsets of the length
 prefixes, counts, tag headers and null markers in a frame by watching which runtime readers a
-successful decode calls and at which position (sys.setprofile): no per-message knowledge.
+successful decode calls and at which position (sys.setprofile): no per-message knowledge. It
+watches the checked decoders (the fast ones inline most length reads), by pointing each module's
+fast table at its checked one for the duration.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 # Runtime reader -> how the field at its `pos` argument is encoded.
@@ -59,6 +62,21 @@ def varint_size(data: bytes, pos: int) -> int:
 # -- where the length fields are -----------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def checked_decoders_only() -> Iterator[None]:
+    """Every generated module decodes with its checked decoders (one runtime call per length)."""
+    saved = []
+    for name, module in list(sys.modules.items()):
+        if name.startswith("generated.") and hasattr(module, "_READERS"):
+            saved.append((module, module._READERS))
+            module._READERS = module._DECODERS
+    try:
+        yield
+    finally:
+        for module, readers in saved:
+            module._READERS = readers
+
+
 def length_fields(decode: Callable[[bytes], Any], data: bytes) -> list[tuple[int, str]]:
     """(offset, encoding) of every length/count/tag/marker a decode of `data` reads.
 
@@ -85,7 +103,8 @@ def length_fields(decode: Callable[[bytes], Any], data: bytes) -> list[tuple[int
     old = sys.getprofile()
     sys.setprofile(profile)
     try:
-        decode(data)
+        with checked_decoders_only():
+            decode(data)
     except Exception:  # noqa: BLE001 - a partial decode still tells us positions
         pass
     finally:
