@@ -7,8 +7,10 @@ version, field path and byte offset, and whatever header did decode.
 
 from __future__ import annotations
 
+import gc
 import struct
-from typing import Any, Iterable
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_type
@@ -16,7 +18,14 @@ from pyspark.sql.types import ShortType, IntegerType, StringType, StructField, S
 
 import generated
 from generated import KwireError
-from udfs.model import FAMILIES, Selection, StructColumns, message_columns, parse_selection
+from udfs.model import (
+    FAMILIES,
+    Dense,
+    Selection,
+    StructColumns,
+    message_columns,
+    parse_selection,
+)
 
 _HEADER8 = struct.Struct(">hhi")
 
@@ -78,6 +87,21 @@ class Plan:
         return [name for _, name, _ in self.families]
 
 
+@contextmanager
+def _no_gc() -> Iterator[None]:
+    """The cyclic garbage collector paused while a batch is decoded: a batch keeps hundreds of
+    thousands of decoded objects alive at once (OffsetCommit partitions), which makes the
+    collector's passes, not the decoding, a third of the time. The objects hold no reference
+    cycles, so reference counting frees them all the same."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _raw_header(frame: bytes) -> tuple[Any, Any, Any, Any]:
     """Header fields of a request whose schema is unknown: every request header starts with
     api key, version and correlation id; v1 and v2 continue with a classic nullable client id."""
@@ -107,8 +131,10 @@ def _families(
     n: int,
     found: dict[int, tuple[list[int], list[Any], list[int]]],
 ) -> list[pa.Array]:
-    """One column per planned family: built from the rows of that family only, then spread out
-    to the batch's rows with `take` (null where another family or an error)."""
+    """One column per planned family: built from the rows of that family only, one version at
+    a time (each column then knows whether the version has its field, instead of checking row
+    by row), then spread out to the batch's rows with one `take` (null where another family or
+    an error)."""
     out = []
     for key, _name, cols in plan.families:
         rows = found.get(key)
@@ -116,21 +142,40 @@ def _families(
             out.append(pa.nulls(n, cols.arrow_type))
             continue
         idx, objs, vers = rows
-        first = vers[0]
-        versions: Any = first if all(v == first for v in vers) else vers
-        compact = cols.build(objs, versions)
-        if len(idx) == n:
-            out.append(compact)
+        by_version: dict[int, list[int]] = {}
+        for j, v in enumerate(vers):
+            group = by_version.get(v)
+            if group is None:
+                by_version[v] = [j]
+            else:
+                group.append(j)
+        if len(by_version) == 1:
+            built = cols.build(Dense(objs), vers[0])
+            order: list[int] | range = range(len(objs))
         else:
-            where: list[int | None] = [None] * n
-            for j, i in enumerate(idx):
-                where[i] = j
-            out.append(compact.take(pa.array(where, pa.int32())))
+            parts = []
+            order = []
+            for v, js in sorted(by_version.items()):
+                parts.append(cols.build(Dense([objs[j] for j in js]), v))
+                order.extend(js)
+            built = pa.concat_arrays(parts)
+        if len(idx) == n and isinstance(order, range):
+            out.append(built)
+            continue
+        where: list[int | None] = [None] * n
+        for p, j in enumerate(order):
+            where[idx[j]] = p
+        out.append(built.take(pa.array(where, pa.int32())))
     return out
 
 
 def decode_request_array(frames: pa.Array, plan: Plan) -> pa.StructArray:
     """Request frames (without length prefix) -> struct<header..., error, family...> per row."""
+    with _no_gc():
+        return _decode_requests(frames, plan)
+
+
+def _decode_requests(frames: pa.Array, plan: Plan) -> pa.StructArray:
     n = len(frames)
     keys: list[Any] = [None] * n
     vers: list[Any] = [None] * n
@@ -179,6 +224,13 @@ def decode_response_array(
     frames: pa.Array, api_keys: pa.Array, api_versions: pa.Array, plan: Plan
 ) -> pa.StructArray:
     """Response frames, with their paired requests' api key and version, -> one struct per row."""
+    with _no_gc():
+        return _decode_responses(frames, api_keys, api_versions, plan)
+
+
+def _decode_responses(
+    frames: pa.Array, api_keys: pa.Array, api_versions: pa.Array, plan: Plan
+) -> pa.StructArray:
     n = len(frames)
     keys = api_keys.to_pylist()
     vers = api_versions.to_pylist()

@@ -8,7 +8,8 @@ per message except the short list of where consumer-protocol payloads live (`con
 from __future__ import annotations
 
 import re
-from operator import attrgetter
+from itertools import accumulate, chain, repeat
+from operator import attrgetter, is_
 from typing import Any, Iterable, Sequence
 
 import pyarrow as pa
@@ -102,6 +103,20 @@ class Column:
         raise NotImplementedError
 
 
+class Dense(list):  # type: ignore[type-arg]
+    """A list of objects known to hold no None (messages, elements of a list of structs), so
+    the columns built from it skip the per-row null checks."""
+
+    __slots__ = ()
+
+
+def has_none(objs: list[Any]) -> bool:
+    """`None in objs` without calling the generated dataclasses' __eq__ per element."""
+    if type(objs) is Dense:
+        return False
+    return any(map(is_, objs, repeat(None)))
+
+
 def _uniform(values: list[Any]) -> Any:
     """Collapses a per-row list to one value when every row shares it (the common case)."""
     if not values:
@@ -131,7 +146,7 @@ class _FieldColumn(Column):
         if self.always or isinstance(versions, int):
             if not self.always and versions not in self.versions:
                 return None
-            if None in objs:
+            if has_none(objs):
                 return [None if o is None else get(o) for o in objs]
             return list(map(get, objs))
         rng = self.versions
@@ -190,7 +205,14 @@ class StructListColumn(_FieldColumn):
         lists = self.values(objs, versions)
         if lists is None:
             return pa.nulls(len(objs), self.arrow_type)
-        flat: list[Any] = []
+        if isinstance(versions, int) and not isinstance(ctx, list) and not has_none(lists):
+            # The common case, all in C: no null lists, one version and protocol type.
+            offsets = list(accumulate(map(len, lists), initial=0))
+            child = self.struct.build(Dense(chain.from_iterable(lists)), versions, ctx)
+            return pa.ListArray.from_arrays(
+                pa.array(offsets, pa.int32()), child, type=self.arrow_type
+            )
+        flat: list[Any] = Dense()
         offsets = [0]
         nulls: list[bool] | None = None
         per_row_v = not isinstance(versions, int)
@@ -314,8 +336,10 @@ class StructColumns:
 
     def build(self, objs: list[Any], versions: Any, ctx: Any = None) -> pa.Array:
         mask = None
-        if None in objs:
-            mask = pa.array([o is None for o in objs], pa.bool_())
+        if has_none(objs):
+            mask = pa.array(list(map(is_, objs, repeat(None))), pa.bool_())
+        elif type(objs) is not Dense:
+            objs = Dense(objs)
         return pa.StructArray.from_arrays(
             self.children(objs, versions, ctx), fields=list(self.arrow_type), mask=mask
         )
