@@ -9,6 +9,7 @@ LeaveGroup) at a modern (flexible) or legacy (non-flexible) set of versions.
 from __future__ import annotations
 
 import random
+import struct
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -459,8 +460,10 @@ def mixed_requests(n: int, seed: int = 1, batch: int = 65536) -> Iterator[pa.Rec
     """The benchmark's mix of request frames: 60% Heartbeat, 20% OffsetCommit (5 topics x 10
     partitions), 10% JoinGroup, 10% SyncGroup; within each api half the frames are at its
     flexible versions and half at its non-flexible ones, every version represented. Frames are
-    drawn from a pool of distinct encoded frames (`mix_pool`)."""
+    drawn from a pool of encoded frames (`mix_pool`), each with its own correlation id (the
+    row number), so no two frames are alike, as in real traffic."""
     rng = random.Random(seed)
+    corr = struct.Struct(">i")
     pool = mix_pool()
     keys = list(MIX)
     weights = [MIX[k][0] for k in keys]
@@ -471,9 +474,10 @@ def mixed_requests(n: int, seed: int = 1, batch: int = 65536) -> Iterator[pa.Rec
             rng.choice(pool[key][rng.random() < 0.5])
             for key in rng.choices(keys, weights, k=m)
         ]
+        frames = [p[0][:4] + corr.pack(done + j) + p[0][8:] for j, p in enumerate(picks)]
         yield pa.RecordBatch.from_arrays(
             [
-                pa.array([p[0] for p in picks], pa.binary()),
+                pa.array(frames, pa.binary()),
                 pa.array([p[1] for p in picks], pa.int16()),
                 pa.array([p[2] for p in picks], pa.int16()),
                 pa.array(["request"] * m, pa.string()),
