@@ -131,7 +131,8 @@ class ApiVersionsRequest:
 def _read_ApiVersionsRequest_v0(data: bytes, pos: int) -> tuple[ApiVersionsRequest, int]:
     """Reads ApiVersionsRequest v0-2 on the fast path.
 
-    On any failure the caller re-reads with _decode_ApiVersionsRequest_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ApiVersionsRequest_v0.
     """
     o = new_object(ApiVersionsRequest)
     o.client_software_name = ""
@@ -143,7 +144,8 @@ def _read_ApiVersionsRequest_v0(data: bytes, pos: int) -> tuple[ApiVersionsReque
 def _write_ApiVersionsRequest_v0(out: bytearray, o: ApiVersionsRequest) -> None:
     """Writes ApiVersionsRequest v0-2 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ApiVersionsRequest_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ApiVersionsRequest_v0.
     """
     s: _Any  # the string being written
     if o.unknown_tags:
@@ -153,7 +155,8 @@ def _write_ApiVersionsRequest_v0(out: bytearray, o: ApiVersionsRequest) -> None:
 def _read_ApiVersionsRequest_v3(data: bytes, pos: int) -> tuple[ApiVersionsRequest, int]:
     """Reads ApiVersionsRequest v3-4 on the fast path.
 
-    On any failure the caller re-reads with _decode_ApiVersionsRequest_v3, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ApiVersionsRequest_v3.
     """
     o = new_object(ApiVersionsRequest)
     n = data[pos]
@@ -181,7 +184,8 @@ def _read_ApiVersionsRequest_v3(data: bytes, pos: int) -> tuple[ApiVersionsReque
 def _write_ApiVersionsRequest_v3(out: bytearray, o: ApiVersionsRequest) -> None:
     """Writes ApiVersionsRequest v3-4 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ApiVersionsRequest_v3.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ApiVersionsRequest_v3.
     """
     s: _Any  # the string being written
     s = o.client_software_name

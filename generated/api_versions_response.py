@@ -291,7 +291,8 @@ class ApiVersionsResponse:
 def _read_ApiVersion_v0(data: bytes, pos: int) -> tuple[ApiVersion, int]:
     """Reads ApiVersion v0-2 on the fast path.
 
-    On any failure the caller re-reads with _decode_ApiVersion_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ApiVersion_v0.
     """
     o = new_object(ApiVersion)
     o.api_key, o.min_version, o.max_version = _S_hhh.unpack_from(data, pos)
@@ -303,7 +304,8 @@ def _read_ApiVersion_v0(data: bytes, pos: int) -> tuple[ApiVersion, int]:
 def _write_ApiVersion_v0(out: bytearray, o: ApiVersion) -> None:
     """Writes ApiVersion v0-2 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ApiVersion_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ApiVersion_v0.
     """
     s: _Any  # the string being written
     out += _S_hhh.pack(o.api_key, o.min_version, o.max_version)
@@ -314,7 +316,8 @@ def _write_ApiVersion_v0(out: bytearray, o: ApiVersion) -> None:
 def _read_ApiVersion_v3(data: bytes, pos: int) -> tuple[ApiVersion, int]:
     """Reads ApiVersion v3-4 on the fast path.
 
-    On any failure the caller re-reads with _decode_ApiVersion_v3, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ApiVersion_v3.
     """
     o = new_object(ApiVersion)
     o.api_key, o.min_version, o.max_version = _S_hhh.unpack_from(data, pos)
@@ -330,7 +333,8 @@ def _read_ApiVersion_v3(data: bytes, pos: int) -> tuple[ApiVersion, int]:
 def _write_ApiVersion_v3(out: bytearray, o: ApiVersion) -> None:
     """Writes ApiVersion v3-4 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ApiVersion_v3.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ApiVersion_v3.
     """
     s: _Any  # the string being written
     out += _S_hhh.pack(o.api_key, o.min_version, o.max_version)
@@ -343,7 +347,8 @@ def _write_ApiVersion_v3(out: bytearray, o: ApiVersion) -> None:
 def _read_SupportedFeatureKey_v3(data: bytes, pos: int) -> tuple[SupportedFeatureKey, int]:
     """Reads SupportedFeatureKey v3-4 on the fast path.
 
-    On any failure the caller re-reads with _decode_SupportedFeatureKey_v3, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_SupportedFeatureKey_v3.
     """
     o = new_object(SupportedFeatureKey)
     n = data[pos]
@@ -366,7 +371,8 @@ def _read_SupportedFeatureKey_v3(data: bytes, pos: int) -> tuple[SupportedFeatur
 def _write_SupportedFeatureKey_v3(out: bytearray, o: SupportedFeatureKey) -> None:
     """Writes SupportedFeatureKey v3-4 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_SupportedFeatureKey_v3.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_SupportedFeatureKey_v3.
     """
     s: _Any  # the string being written
     s = o.name
@@ -386,7 +392,8 @@ def _write_SupportedFeatureKey_v3(out: bytearray, o: SupportedFeatureKey) -> Non
 def _read_FinalizedFeatureKey_v3(data: bytes, pos: int) -> tuple[FinalizedFeatureKey, int]:
     """Reads FinalizedFeatureKey v3-4 on the fast path.
 
-    On any failure the caller re-reads with _decode_FinalizedFeatureKey_v3, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_FinalizedFeatureKey_v3.
     """
     o = new_object(FinalizedFeatureKey)
     n = data[pos]
@@ -409,7 +416,8 @@ def _read_FinalizedFeatureKey_v3(data: bytes, pos: int) -> tuple[FinalizedFeatur
 def _write_FinalizedFeatureKey_v3(out: bytearray, o: FinalizedFeatureKey) -> None:
     """Writes FinalizedFeatureKey v3-4 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_FinalizedFeatureKey_v3.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_FinalizedFeatureKey_v3.
     """
     s: _Any  # the string being written
     s = o.name
@@ -429,7 +437,8 @@ def _write_FinalizedFeatureKey_v3(out: bytearray, o: FinalizedFeatureKey) -> Non
 def _read_ApiVersionsResponse_v0(data: bytes, pos: int) -> tuple[ApiVersionsResponse, int]:
     """Reads ApiVersionsResponse v0 on the fast path.
 
-    On any failure the caller re-reads with _decode_ApiVersionsResponse_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ApiVersionsResponse_v0.
     """
     o = new_object(ApiVersionsResponse)
     (o.error_code,) = _S_h.unpack_from(data, pos)
@@ -441,7 +450,12 @@ def _read_ApiVersionsResponse_v0(data: bytes, pos: int) -> tuple[ApiVersionsResp
         raise Recheck
     api_keys = []
     for _ in range(n):
-        api_keys_item, pos = _read_ApiVersion_v0(data, pos)
+        api_keys_item = new_object(ApiVersion)
+        api_keys_item.api_key, api_keys_item.min_version, api_keys_item.max_version = (
+            _S_hhh.unpack_from(data, pos)
+        )
+        pos += 6
+        api_keys_item.unknown_tags = {}
         api_keys.append(api_keys_item)
     o.api_keys = api_keys
     o.throttle_time_ms = 0
@@ -456,7 +470,8 @@ def _read_ApiVersionsResponse_v0(data: bytes, pos: int) -> tuple[ApiVersionsResp
 def _write_ApiVersionsResponse_v0(out: bytearray, o: ApiVersionsResponse) -> None:
     """Writes ApiVersionsResponse v0 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ApiVersionsResponse_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ApiVersionsResponse_v0.
     """
     s: _Any  # the string being written
     out += _S_h.pack(o.error_code)
@@ -472,7 +487,8 @@ def _write_ApiVersionsResponse_v0(out: bytearray, o: ApiVersionsResponse) -> Non
 def _read_ApiVersionsResponse_v1(data: bytes, pos: int) -> tuple[ApiVersionsResponse, int]:
     """Reads ApiVersionsResponse v1-2 on the fast path.
 
-    On any failure the caller re-reads with _decode_ApiVersionsResponse_v1, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ApiVersionsResponse_v1.
     """
     o = new_object(ApiVersionsResponse)
     (o.error_code,) = _S_h.unpack_from(data, pos)
@@ -484,7 +500,12 @@ def _read_ApiVersionsResponse_v1(data: bytes, pos: int) -> tuple[ApiVersionsResp
         raise Recheck
     api_keys = []
     for _ in range(n):
-        api_keys_item, pos = _read_ApiVersion_v0(data, pos)
+        api_keys_item = new_object(ApiVersion)
+        api_keys_item.api_key, api_keys_item.min_version, api_keys_item.max_version = (
+            _S_hhh.unpack_from(data, pos)
+        )
+        pos += 6
+        api_keys_item.unknown_tags = {}
         api_keys.append(api_keys_item)
     o.api_keys = api_keys
     (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
@@ -500,7 +521,8 @@ def _read_ApiVersionsResponse_v1(data: bytes, pos: int) -> tuple[ApiVersionsResp
 def _write_ApiVersionsResponse_v1(out: bytearray, o: ApiVersionsResponse) -> None:
     """Writes ApiVersionsResponse v1-2 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ApiVersionsResponse_v1.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ApiVersionsResponse_v1.
     """
     s: _Any  # the string being written
     out += _S_h.pack(o.error_code)
@@ -517,7 +539,8 @@ def _write_ApiVersionsResponse_v1(out: bytearray, o: ApiVersionsResponse) -> Non
 def _read_ApiVersionsResponse_v3(data: bytes, pos: int) -> tuple[ApiVersionsResponse, int]:
     """Reads ApiVersionsResponse v3-4 on the fast path.
 
-    On any failure the caller re-reads with _decode_ApiVersionsResponse_v3, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ApiVersionsResponse_v3.
     """
     o = new_object(ApiVersionsResponse)
     (o.error_code,) = _S_h.unpack_from(data, pos)
@@ -529,7 +552,16 @@ def _read_ApiVersionsResponse_v3(data: bytes, pos: int) -> tuple[ApiVersionsResp
         raise Recheck
     api_keys = []
     for _ in range(n):
-        api_keys_item, pos = _read_ApiVersion_v3(data, pos)
+        api_keys_item = new_object(ApiVersion)
+        api_keys_item.api_key, api_keys_item.min_version, api_keys_item.max_version = (
+            _S_hhh.unpack_from(data, pos)
+        )
+        pos += 6
+        if data[pos]:
+            api_keys_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            api_keys_item.unknown_tags = {}
+            pos += 1
         api_keys.append(api_keys_item)
     o.api_keys = api_keys
     (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
@@ -563,7 +595,8 @@ def _read_ApiVersionsResponse_v3(data: bytes, pos: int) -> tuple[ApiVersionsResp
 def _write_ApiVersionsResponse_v3(out: bytearray, o: ApiVersionsResponse) -> None:
     """Writes ApiVersionsResponse v3-4 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ApiVersionsResponse_v3.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ApiVersionsResponse_v3.
     """
     s: _Any  # the string being written
     out += _S_h.pack(o.error_code)

@@ -131,7 +131,8 @@ def _read_ConsumerGroupDescribeRequest_v0(
 ) -> tuple[ConsumerGroupDescribeRequest, int]:
     """Reads ConsumerGroupDescribeRequest v0-1 on the fast path.
 
-    On any failure the caller re-reads with _decode_ConsumerGroupDescribeRequest_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ConsumerGroupDescribeRequest_v0.
     """
     o = new_object(ConsumerGroupDescribeRequest)
     o.group_ids, pos = r_compact_array(data, pos, r_compact_string)
@@ -148,7 +149,8 @@ def _read_ConsumerGroupDescribeRequest_v0(
 def _write_ConsumerGroupDescribeRequest_v0(out: bytearray, o: ConsumerGroupDescribeRequest) -> None:
     """Writes ConsumerGroupDescribeRequest v0-1 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ConsumerGroupDescribeRequest_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ConsumerGroupDescribeRequest_v0.
     """
     s: _Any  # the string being written
     w_compact_array(out, o.group_ids, w_compact_string)

@@ -377,7 +377,8 @@ class ConsumerGroupDescribeResponse:
 def _read_TopicPartitions_v0(data: bytes, pos: int) -> tuple[TopicPartitions, int]:
     """Reads TopicPartitions v0-1 on the fast path.
 
-    On any failure the caller re-reads with _decode_TopicPartitions_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_TopicPartitions_v0.
     """
     o = new_object(TopicPartitions)
     o.topic_id, pos = r_uuid(data, pos)
@@ -400,7 +401,8 @@ def _read_TopicPartitions_v0(data: bytes, pos: int) -> tuple[TopicPartitions, in
 def _write_TopicPartitions_v0(out: bytearray, o: TopicPartitions) -> None:
     """Writes TopicPartitions v0-1 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_TopicPartitions_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_TopicPartitions_v0.
     """
     s: _Any  # the string being written
     w_uuid(out, o.topic_id)
@@ -421,7 +423,8 @@ def _write_TopicPartitions_v0(out: bytearray, o: TopicPartitions) -> None:
 def _read_Assignment_v0(data: bytes, pos: int) -> tuple[Assignment, int]:
     """Reads Assignment v0-1 on the fast path.
 
-    On any failure the caller re-reads with _decode_Assignment_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_Assignment_v0.
     """
     o = new_object(Assignment)
     n, pos = r_uvarint(data, pos)
@@ -431,7 +434,21 @@ def _read_Assignment_v0(data: bytes, pos: int) -> tuple[Assignment, int]:
         raise Recheck
     topic_partitions = []
     for _ in range(n):
-        topic_partitions_item, pos = _read_TopicPartitions_v0(data, pos)
+        topic_partitions_item = new_object(TopicPartitions)
+        topic_partitions_item.topic_id, pos = r_uuid(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            topic_partitions_item.topic_name = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            topic_partitions_item.topic_name, pos = r_compact_string(data, pos)
+        topic_partitions_item.partitions, pos = r_compact_array(data, pos, "i")
+        if data[pos]:
+            topic_partitions_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            topic_partitions_item.unknown_tags = {}
+            pos += 1
         topic_partitions.append(topic_partitions_item)
     o.topic_partitions = topic_partitions
     if data[pos]:
@@ -445,7 +462,8 @@ def _read_Assignment_v0(data: bytes, pos: int) -> tuple[Assignment, int]:
 def _write_Assignment_v0(out: bytearray, o: Assignment) -> None:
     """Writes Assignment v0-1 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_Assignment_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_Assignment_v0.
     """
     s: _Any  # the string being written
     if type(o.topic_partitions) is not list:
@@ -462,7 +480,8 @@ def _write_Assignment_v0(out: bytearray, o: Assignment) -> None:
 def _read_Member_v0(data: bytes, pos: int) -> tuple[Member, int]:
     """Reads Member v0 on the fast path.
 
-    On any failure the caller re-reads with _decode_Member_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_Member_v0.
     """
     o = new_object(Member)
     n = data[pos]
@@ -533,7 +552,8 @@ def _read_Member_v0(data: bytes, pos: int) -> tuple[Member, int]:
 def _write_Member_v0(out: bytearray, o: Member) -> None:
     """Writes Member v0 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_Member_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_Member_v0.
     """
     s: _Any  # the string being written
     s = o.member_id
@@ -600,7 +620,8 @@ def _write_Member_v0(out: bytearray, o: Member) -> None:
 def _read_Member_v1(data: bytes, pos: int) -> tuple[Member, int]:
     """Reads Member v1 on the fast path.
 
-    On any failure the caller re-reads with _decode_Member_v1, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_Member_v1.
     """
     o = new_object(Member)
     n = data[pos]
@@ -672,7 +693,8 @@ def _read_Member_v1(data: bytes, pos: int) -> tuple[Member, int]:
 def _write_Member_v1(out: bytearray, o: Member) -> None:
     """Writes Member v1 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_Member_v1.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_Member_v1.
     """
     s: _Any  # the string being written
     s = o.member_id
@@ -740,7 +762,8 @@ def _write_Member_v1(out: bytearray, o: Member) -> None:
 def _read_DescribedGroup_v0(data: bytes, pos: int) -> tuple[DescribedGroup, int]:
     """Reads DescribedGroup v0 on the fast path.
 
-    On any failure the caller re-reads with _decode_DescribedGroup_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_DescribedGroup_v0.
     """
     o = new_object(DescribedGroup)
     (o.error_code,) = _S_h.unpack_from(data, pos)
@@ -785,7 +808,69 @@ def _read_DescribedGroup_v0(data: bytes, pos: int) -> tuple[DescribedGroup, int]
         raise Recheck
     members = []
     for _ in range(n):
-        members_item, pos = _read_Member_v0(data, pos)
+        members_item = new_object(Member)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.member_id = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            members_item.member_id, pos = r_compact_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.instance_id = data[pos + 1 : end].decode()
+            pos = end
+        elif n == 0:
+            members_item.instance_id = None
+            pos += 1
+        else:
+            members_item.instance_id, pos = r_compact_nullable_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.rack_id = data[pos + 1 : end].decode()
+            pos = end
+        elif n == 0:
+            members_item.rack_id = None
+            pos += 1
+        else:
+            members_item.rack_id, pos = r_compact_nullable_string(data, pos)
+        (members_item.member_epoch,) = _S_i.unpack_from(data, pos)
+        pos += 4
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.client_id = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            members_item.client_id, pos = r_compact_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.client_host = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            members_item.client_host, pos = r_compact_string(data, pos)
+        members_item.subscribed_topic_names, pos = r_compact_array(data, pos, r_compact_string)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.subscribed_topic_regex = data[pos + 1 : end].decode()
+            pos = end
+        elif n == 0:
+            members_item.subscribed_topic_regex = None
+            pos += 1
+        else:
+            members_item.subscribed_topic_regex, pos = r_compact_nullable_string(data, pos)
+        members_item.assignment, pos = _read_Assignment_v0(data, pos)
+        members_item.target_assignment, pos = _read_Assignment_v0(data, pos)
+        members_item.member_type = -1
+        if data[pos]:
+            members_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            members_item.unknown_tags = {}
+            pos += 1
         members.append(members_item)
     o.members = members
     (o.authorized_operations,) = _S_i.unpack_from(data, pos)
@@ -801,7 +886,8 @@ def _read_DescribedGroup_v0(data: bytes, pos: int) -> tuple[DescribedGroup, int]
 def _write_DescribedGroup_v0(out: bytearray, o: DescribedGroup) -> None:
     """Writes DescribedGroup v0 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_DescribedGroup_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_DescribedGroup_v0.
     """
     s: _Any  # the string being written
     out += _S_h.pack(o.error_code)
@@ -852,7 +938,8 @@ def _write_DescribedGroup_v0(out: bytearray, o: DescribedGroup) -> None:
 def _read_DescribedGroup_v1(data: bytes, pos: int) -> tuple[DescribedGroup, int]:
     """Reads DescribedGroup v1 on the fast path.
 
-    On any failure the caller re-reads with _decode_DescribedGroup_v1, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_DescribedGroup_v1.
     """
     o = new_object(DescribedGroup)
     (o.error_code,) = _S_h.unpack_from(data, pos)
@@ -897,7 +984,70 @@ def _read_DescribedGroup_v1(data: bytes, pos: int) -> tuple[DescribedGroup, int]
         raise Recheck
     members = []
     for _ in range(n):
-        members_item, pos = _read_Member_v1(data, pos)
+        members_item = new_object(Member)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.member_id = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            members_item.member_id, pos = r_compact_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.instance_id = data[pos + 1 : end].decode()
+            pos = end
+        elif n == 0:
+            members_item.instance_id = None
+            pos += 1
+        else:
+            members_item.instance_id, pos = r_compact_nullable_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.rack_id = data[pos + 1 : end].decode()
+            pos = end
+        elif n == 0:
+            members_item.rack_id = None
+            pos += 1
+        else:
+            members_item.rack_id, pos = r_compact_nullable_string(data, pos)
+        (members_item.member_epoch,) = _S_i.unpack_from(data, pos)
+        pos += 4
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.client_id = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            members_item.client_id, pos = r_compact_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.client_host = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            members_item.client_host, pos = r_compact_string(data, pos)
+        members_item.subscribed_topic_names, pos = r_compact_array(data, pos, r_compact_string)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.subscribed_topic_regex = data[pos + 1 : end].decode()
+            pos = end
+        elif n == 0:
+            members_item.subscribed_topic_regex = None
+            pos += 1
+        else:
+            members_item.subscribed_topic_regex, pos = r_compact_nullable_string(data, pos)
+        members_item.assignment, pos = _read_Assignment_v0(data, pos)
+        members_item.target_assignment, pos = _read_Assignment_v0(data, pos)
+        (members_item.member_type,) = _S_b.unpack_from(data, pos)
+        pos += 1
+        if data[pos]:
+            members_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            members_item.unknown_tags = {}
+            pos += 1
         members.append(members_item)
     o.members = members
     (o.authorized_operations,) = _S_i.unpack_from(data, pos)
@@ -913,7 +1063,8 @@ def _read_DescribedGroup_v1(data: bytes, pos: int) -> tuple[DescribedGroup, int]
 def _write_DescribedGroup_v1(out: bytearray, o: DescribedGroup) -> None:
     """Writes DescribedGroup v1 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_DescribedGroup_v1.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_DescribedGroup_v1.
     """
     s: _Any  # the string being written
     out += _S_h.pack(o.error_code)
@@ -966,7 +1117,8 @@ def _read_ConsumerGroupDescribeResponse_v0(
 ) -> tuple[ConsumerGroupDescribeResponse, int]:
     """Reads ConsumerGroupDescribeResponse v0 on the fast path.
 
-    On any failure the caller re-reads with _decode_ConsumerGroupDescribeResponse_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ConsumerGroupDescribeResponse_v0.
     """
     o = new_object(ConsumerGroupDescribeResponse)
     (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
@@ -994,7 +1146,8 @@ def _write_ConsumerGroupDescribeResponse_v0(
 ) -> None:
     """Writes ConsumerGroupDescribeResponse v0 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ConsumerGroupDescribeResponse_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ConsumerGroupDescribeResponse_v0.
     """
     s: _Any  # the string being written
     out += _S_i.pack(o.throttle_time_ms)
@@ -1014,7 +1167,8 @@ def _read_ConsumerGroupDescribeResponse_v1(
 ) -> tuple[ConsumerGroupDescribeResponse, int]:
     """Reads ConsumerGroupDescribeResponse v1 on the fast path.
 
-    On any failure the caller re-reads with _decode_ConsumerGroupDescribeResponse_v1, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ConsumerGroupDescribeResponse_v1.
     """
     o = new_object(ConsumerGroupDescribeResponse)
     (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
@@ -1042,7 +1196,8 @@ def _write_ConsumerGroupDescribeResponse_v1(
 ) -> None:
     """Writes ConsumerGroupDescribeResponse v1 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ConsumerGroupDescribeResponse_v1.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ConsumerGroupDescribeResponse_v1.
     """
     s: _Any  # the string being written
     out += _S_i.pack(o.throttle_time_ms)

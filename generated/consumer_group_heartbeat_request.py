@@ -231,7 +231,8 @@ class ConsumerGroupHeartbeatRequest:
 def _read_TopicPartitions_v0(data: bytes, pos: int) -> tuple[TopicPartitions, int]:
     """Reads TopicPartitions v0-1 on the fast path.
 
-    On any failure the caller re-reads with _decode_TopicPartitions_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_TopicPartitions_v0.
     """
     o = new_object(TopicPartitions)
     o.topic_id, pos = r_uuid(data, pos)
@@ -247,7 +248,8 @@ def _read_TopicPartitions_v0(data: bytes, pos: int) -> tuple[TopicPartitions, in
 def _write_TopicPartitions_v0(out: bytearray, o: TopicPartitions) -> None:
     """Writes TopicPartitions v0-1 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_TopicPartitions_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_TopicPartitions_v0.
     """
     s: _Any  # the string being written
     w_uuid(out, o.topic_id)
@@ -263,7 +265,8 @@ def _read_ConsumerGroupHeartbeatRequest_v0(
 ) -> tuple[ConsumerGroupHeartbeatRequest, int]:
     """Reads ConsumerGroupHeartbeatRequest v0 on the fast path.
 
-    On any failure the caller re-reads with _decode_ConsumerGroupHeartbeatRequest_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ConsumerGroupHeartbeatRequest_v0.
     """
     o = new_object(ConsumerGroupHeartbeatRequest)
     n = data[pos]
@@ -330,7 +333,8 @@ def _write_ConsumerGroupHeartbeatRequest_v0(
 ) -> None:
     """Writes ConsumerGroupHeartbeatRequest v0 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ConsumerGroupHeartbeatRequest_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ConsumerGroupHeartbeatRequest_v0.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -394,7 +398,8 @@ def _read_ConsumerGroupHeartbeatRequest_v1(
 ) -> tuple[ConsumerGroupHeartbeatRequest, int]:
     """Reads ConsumerGroupHeartbeatRequest v1 on the fast path.
 
-    On any failure the caller re-reads with _decode_ConsumerGroupHeartbeatRequest_v1, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ConsumerGroupHeartbeatRequest_v1.
     """
     o = new_object(ConsumerGroupHeartbeatRequest)
     n = data[pos]
@@ -470,7 +475,8 @@ def _write_ConsumerGroupHeartbeatRequest_v1(
 ) -> None:
     """Writes ConsumerGroupHeartbeatRequest v1 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ConsumerGroupHeartbeatRequest_v1.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ConsumerGroupHeartbeatRequest_v1.
     """
     s: _Any  # the string being written
     s = o.group_id

@@ -235,7 +235,8 @@ class ConsumerGroupHeartbeatResponse:
 def _read_TopicPartitions_v0(data: bytes, pos: int) -> tuple[TopicPartitions, int]:
     """Reads TopicPartitions v0-1 on the fast path.
 
-    On any failure the caller re-reads with _decode_TopicPartitions_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_TopicPartitions_v0.
     """
     o = new_object(TopicPartitions)
     o.topic_id, pos = r_uuid(data, pos)
@@ -251,7 +252,8 @@ def _read_TopicPartitions_v0(data: bytes, pos: int) -> tuple[TopicPartitions, in
 def _write_TopicPartitions_v0(out: bytearray, o: TopicPartitions) -> None:
     """Writes TopicPartitions v0-1 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_TopicPartitions_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_TopicPartitions_v0.
     """
     s: _Any  # the string being written
     w_uuid(out, o.topic_id)
@@ -265,7 +267,8 @@ def _write_TopicPartitions_v0(out: bytearray, o: TopicPartitions) -> None:
 def _read_Assignment_v0(data: bytes, pos: int) -> tuple[Assignment, int]:
     """Reads Assignment v0-1 on the fast path.
 
-    On any failure the caller re-reads with _decode_Assignment_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_Assignment_v0.
     """
     o = new_object(Assignment)
     n, pos = r_uvarint(data, pos)
@@ -275,7 +278,14 @@ def _read_Assignment_v0(data: bytes, pos: int) -> tuple[Assignment, int]:
         raise Recheck
     topic_partitions = []
     for _ in range(n):
-        topic_partitions_item, pos = _read_TopicPartitions_v0(data, pos)
+        topic_partitions_item = new_object(TopicPartitions)
+        topic_partitions_item.topic_id, pos = r_uuid(data, pos)
+        topic_partitions_item.partitions, pos = r_compact_array(data, pos, "i")
+        if data[pos]:
+            topic_partitions_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            topic_partitions_item.unknown_tags = {}
+            pos += 1
         topic_partitions.append(topic_partitions_item)
     o.topic_partitions = topic_partitions
     if data[pos]:
@@ -289,7 +299,8 @@ def _read_Assignment_v0(data: bytes, pos: int) -> tuple[Assignment, int]:
 def _write_Assignment_v0(out: bytearray, o: Assignment) -> None:
     """Writes Assignment v0-1 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_Assignment_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_Assignment_v0.
     """
     s: _Any  # the string being written
     if type(o.topic_partitions) is not list:
@@ -308,7 +319,8 @@ def _read_ConsumerGroupHeartbeatResponse_v0(
 ) -> tuple[ConsumerGroupHeartbeatResponse, int]:
     """Reads ConsumerGroupHeartbeatResponse v0-1 on the fast path.
 
-    On any failure the caller re-reads with _decode_ConsumerGroupHeartbeatResponse_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ConsumerGroupHeartbeatResponse_v0.
     """
     o = new_object(ConsumerGroupHeartbeatResponse)
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
@@ -349,7 +361,8 @@ def _write_ConsumerGroupHeartbeatResponse_v0(
 ) -> None:
     """Writes ConsumerGroupHeartbeatResponse v0-1 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ConsumerGroupHeartbeatResponse_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ConsumerGroupHeartbeatResponse_v0.
     """
     s: _Any  # the string being written
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)

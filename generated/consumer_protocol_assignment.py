@@ -157,7 +157,8 @@ class ConsumerProtocolAssignment:
 def _read_TopicPartition_v0(data: bytes, pos: int) -> tuple[TopicPartition, int]:
     """Reads TopicPartition v0-3 on the fast path.
 
-    On any failure the caller re-reads with _decode_TopicPartition_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_TopicPartition_v0.
     """
     o = new_object(TopicPartition)
     (n,) = _S_h.unpack_from(data, pos)
@@ -176,7 +177,8 @@ def _read_TopicPartition_v0(data: bytes, pos: int) -> tuple[TopicPartition, int]
 def _write_TopicPartition_v0(out: bytearray, o: TopicPartition) -> None:
     """Writes TopicPartition v0-3 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_TopicPartition_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_TopicPartition_v0.
     """
     s: _Any  # the string being written
     s = o.topic
@@ -196,7 +198,8 @@ def _read_ConsumerProtocolAssignment_v0(
 ) -> tuple[ConsumerProtocolAssignment, int]:
     """Reads ConsumerProtocolAssignment v0-3 on the fast path.
 
-    On any failure the caller re-reads with _decode_ConsumerProtocolAssignment_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ConsumerProtocolAssignment_v0.
     """
     o = new_object(ConsumerProtocolAssignment)
     (n,) = _S_i.unpack_from(data, pos)
@@ -206,7 +209,17 @@ def _read_ConsumerProtocolAssignment_v0(
         raise Recheck
     assigned_partitions = []
     for _ in range(n):
-        assigned_partitions_item, pos = _read_TopicPartition_v0(data, pos)
+        assigned_partitions_item = new_object(TopicPartition)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            assigned_partitions_item.topic = data[pos:end].decode()
+            pos = end
+        else:
+            assigned_partitions_item.topic, pos = r_string(data, pos)
+        assigned_partitions_item.partitions, pos = r_array(data, pos, "i")
+        assigned_partitions_item.unknown_tags = {}
         assigned_partitions.append(assigned_partitions_item)
     o.assigned_partitions = assigned_partitions
     (n,) = _S_i.unpack_from(data, pos)
@@ -224,7 +237,8 @@ def _read_ConsumerProtocolAssignment_v0(
 def _write_ConsumerProtocolAssignment_v0(out: bytearray, o: ConsumerProtocolAssignment) -> None:
     """Writes ConsumerProtocolAssignment v0-3 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ConsumerProtocolAssignment_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ConsumerProtocolAssignment_v0.
     """
     s: _Any  # the string being written
     if type(o.assigned_partitions) is not list:

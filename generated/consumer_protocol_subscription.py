@@ -172,7 +172,8 @@ class ConsumerProtocolSubscription:
 def _read_TopicPartition_v1(data: bytes, pos: int) -> tuple[TopicPartition, int]:
     """Reads TopicPartition v1-3 on the fast path.
 
-    On any failure the caller re-reads with _decode_TopicPartition_v1, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_TopicPartition_v1.
     """
     o = new_object(TopicPartition)
     (n,) = _S_h.unpack_from(data, pos)
@@ -191,7 +192,8 @@ def _read_TopicPartition_v1(data: bytes, pos: int) -> tuple[TopicPartition, int]
 def _write_TopicPartition_v1(out: bytearray, o: TopicPartition) -> None:
     """Writes TopicPartition v1-3 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_TopicPartition_v1.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_TopicPartition_v1.
     """
     s: _Any  # the string being written
     s = o.topic
@@ -211,7 +213,8 @@ def _read_ConsumerProtocolSubscription_v0(
 ) -> tuple[ConsumerProtocolSubscription, int]:
     """Reads ConsumerProtocolSubscription v0 on the fast path.
 
-    On any failure the caller re-reads with _decode_ConsumerProtocolSubscription_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ConsumerProtocolSubscription_v0.
     """
     o = new_object(ConsumerProtocolSubscription)
     o.topics, pos = r_array(data, pos, r_string)
@@ -233,7 +236,8 @@ def _read_ConsumerProtocolSubscription_v0(
 def _write_ConsumerProtocolSubscription_v0(out: bytearray, o: ConsumerProtocolSubscription) -> None:
     """Writes ConsumerProtocolSubscription v0 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ConsumerProtocolSubscription_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ConsumerProtocolSubscription_v0.
     """
     s: _Any  # the string being written
     w_array(out, o.topics, w_string)
@@ -251,7 +255,8 @@ def _read_ConsumerProtocolSubscription_v1(
 ) -> tuple[ConsumerProtocolSubscription, int]:
     """Reads ConsumerProtocolSubscription v1 on the fast path.
 
-    On any failure the caller re-reads with _decode_ConsumerProtocolSubscription_v1, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ConsumerProtocolSubscription_v1.
     """
     o = new_object(ConsumerProtocolSubscription)
     o.topics, pos = r_array(data, pos, r_string)
@@ -270,7 +275,17 @@ def _read_ConsumerProtocolSubscription_v1(
         raise Recheck
     owned_partitions = []
     for _ in range(n):
-        owned_partitions_item, pos = _read_TopicPartition_v1(data, pos)
+        owned_partitions_item = new_object(TopicPartition)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            owned_partitions_item.topic = data[pos:end].decode()
+            pos = end
+        else:
+            owned_partitions_item.topic, pos = r_string(data, pos)
+        owned_partitions_item.partitions, pos = r_array(data, pos, "i")
+        owned_partitions_item.unknown_tags = {}
         owned_partitions.append(owned_partitions_item)
     o.owned_partitions = owned_partitions
     o.generation_id = -1
@@ -282,7 +297,8 @@ def _read_ConsumerProtocolSubscription_v1(
 def _write_ConsumerProtocolSubscription_v1(out: bytearray, o: ConsumerProtocolSubscription) -> None:
     """Writes ConsumerProtocolSubscription v1 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ConsumerProtocolSubscription_v1.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ConsumerProtocolSubscription_v1.
     """
     s: _Any  # the string being written
     w_array(out, o.topics, w_string)
@@ -305,7 +321,8 @@ def _read_ConsumerProtocolSubscription_v2(
 ) -> tuple[ConsumerProtocolSubscription, int]:
     """Reads ConsumerProtocolSubscription v2 on the fast path.
 
-    On any failure the caller re-reads with _decode_ConsumerProtocolSubscription_v2, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ConsumerProtocolSubscription_v2.
     """
     o = new_object(ConsumerProtocolSubscription)
     o.topics, pos = r_array(data, pos, r_string)
@@ -324,7 +341,17 @@ def _read_ConsumerProtocolSubscription_v2(
         raise Recheck
     owned_partitions = []
     for _ in range(n):
-        owned_partitions_item, pos = _read_TopicPartition_v1(data, pos)
+        owned_partitions_item = new_object(TopicPartition)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            owned_partitions_item.topic = data[pos:end].decode()
+            pos = end
+        else:
+            owned_partitions_item.topic, pos = r_string(data, pos)
+        owned_partitions_item.partitions, pos = r_array(data, pos, "i")
+        owned_partitions_item.unknown_tags = {}
         owned_partitions.append(owned_partitions_item)
     o.owned_partitions = owned_partitions
     (o.generation_id,) = _S_i.unpack_from(data, pos)
@@ -337,7 +364,8 @@ def _read_ConsumerProtocolSubscription_v2(
 def _write_ConsumerProtocolSubscription_v2(out: bytearray, o: ConsumerProtocolSubscription) -> None:
     """Writes ConsumerProtocolSubscription v2 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ConsumerProtocolSubscription_v2.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ConsumerProtocolSubscription_v2.
     """
     s: _Any  # the string being written
     w_array(out, o.topics, w_string)
@@ -361,7 +389,8 @@ def _read_ConsumerProtocolSubscription_v3(
 ) -> tuple[ConsumerProtocolSubscription, int]:
     """Reads ConsumerProtocolSubscription v3 on the fast path.
 
-    On any failure the caller re-reads with _decode_ConsumerProtocolSubscription_v3, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ConsumerProtocolSubscription_v3.
     """
     o = new_object(ConsumerProtocolSubscription)
     o.topics, pos = r_array(data, pos, r_string)
@@ -380,7 +409,17 @@ def _read_ConsumerProtocolSubscription_v3(
         raise Recheck
     owned_partitions = []
     for _ in range(n):
-        owned_partitions_item, pos = _read_TopicPartition_v1(data, pos)
+        owned_partitions_item = new_object(TopicPartition)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            owned_partitions_item.topic = data[pos:end].decode()
+            pos = end
+        else:
+            owned_partitions_item.topic, pos = r_string(data, pos)
+        owned_partitions_item.partitions, pos = r_array(data, pos, "i")
+        owned_partitions_item.unknown_tags = {}
         owned_partitions.append(owned_partitions_item)
     o.owned_partitions = owned_partitions
     (o.generation_id,) = _S_i.unpack_from(data, pos)
@@ -400,7 +439,8 @@ def _read_ConsumerProtocolSubscription_v3(
 def _write_ConsumerProtocolSubscription_v3(out: bytearray, o: ConsumerProtocolSubscription) -> None:
     """Writes ConsumerProtocolSubscription v3 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ConsumerProtocolSubscription_v3.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ConsumerProtocolSubscription_v3.
     """
     s: _Any  # the string being written
     w_array(out, o.topics, w_string)

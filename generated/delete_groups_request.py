@@ -118,7 +118,8 @@ class DeleteGroupsRequest:
 def _read_DeleteGroupsRequest_v0(data: bytes, pos: int) -> tuple[DeleteGroupsRequest, int]:
     """Reads DeleteGroupsRequest v0-1 on the fast path.
 
-    On any failure the caller re-reads with _decode_DeleteGroupsRequest_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_DeleteGroupsRequest_v0.
     """
     o = new_object(DeleteGroupsRequest)
     o.groups_names, pos = r_array(data, pos, r_string)
@@ -129,7 +130,8 @@ def _read_DeleteGroupsRequest_v0(data: bytes, pos: int) -> tuple[DeleteGroupsReq
 def _write_DeleteGroupsRequest_v0(out: bytearray, o: DeleteGroupsRequest) -> None:
     """Writes DeleteGroupsRequest v0-1 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_DeleteGroupsRequest_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_DeleteGroupsRequest_v0.
     """
     s: _Any  # the string being written
     w_array(out, o.groups_names, w_string)
@@ -140,7 +142,8 @@ def _write_DeleteGroupsRequest_v0(out: bytearray, o: DeleteGroupsRequest) -> Non
 def _read_DeleteGroupsRequest_v2(data: bytes, pos: int) -> tuple[DeleteGroupsRequest, int]:
     """Reads DeleteGroupsRequest v2 on the fast path.
 
-    On any failure the caller re-reads with _decode_DeleteGroupsRequest_v2, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_DeleteGroupsRequest_v2.
     """
     o = new_object(DeleteGroupsRequest)
     o.groups_names, pos = r_compact_array(data, pos, r_compact_string)
@@ -155,7 +158,8 @@ def _read_DeleteGroupsRequest_v2(data: bytes, pos: int) -> tuple[DeleteGroupsReq
 def _write_DeleteGroupsRequest_v2(out: bytearray, o: DeleteGroupsRequest) -> None:
     """Writes DeleteGroupsRequest v2 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_DeleteGroupsRequest_v2.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_DeleteGroupsRequest_v2.
     """
     s: _Any  # the string being written
     w_compact_array(out, o.groups_names, w_compact_string)

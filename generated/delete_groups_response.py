@@ -164,7 +164,8 @@ class DeleteGroupsResponse:
 def _read_DeletableGroupResult_v0(data: bytes, pos: int) -> tuple[DeletableGroupResult, int]:
     """Reads DeletableGroupResult v0-1 on the fast path.
 
-    On any failure the caller re-reads with _decode_DeletableGroupResult_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_DeletableGroupResult_v0.
     """
     o = new_object(DeletableGroupResult)
     (n,) = _S_h.unpack_from(data, pos)
@@ -184,7 +185,8 @@ def _read_DeletableGroupResult_v0(data: bytes, pos: int) -> tuple[DeletableGroup
 def _write_DeletableGroupResult_v0(out: bytearray, o: DeletableGroupResult) -> None:
     """Writes DeletableGroupResult v0-1 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_DeletableGroupResult_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_DeletableGroupResult_v0.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -202,7 +204,8 @@ def _write_DeletableGroupResult_v0(out: bytearray, o: DeletableGroupResult) -> N
 def _read_DeletableGroupResult_v2(data: bytes, pos: int) -> tuple[DeletableGroupResult, int]:
     """Reads DeletableGroupResult v2 on the fast path.
 
-    On any failure the caller re-reads with _decode_DeletableGroupResult_v2, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_DeletableGroupResult_v2.
     """
     o = new_object(DeletableGroupResult)
     n = data[pos]
@@ -225,7 +228,8 @@ def _read_DeletableGroupResult_v2(data: bytes, pos: int) -> tuple[DeletableGroup
 def _write_DeletableGroupResult_v2(out: bytearray, o: DeletableGroupResult) -> None:
     """Writes DeletableGroupResult v2 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_DeletableGroupResult_v2.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_DeletableGroupResult_v2.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -245,7 +249,8 @@ def _write_DeletableGroupResult_v2(out: bytearray, o: DeletableGroupResult) -> N
 def _read_DeleteGroupsResponse_v0(data: bytes, pos: int) -> tuple[DeleteGroupsResponse, int]:
     """Reads DeleteGroupsResponse v0-1 on the fast path.
 
-    On any failure the caller re-reads with _decode_DeleteGroupsResponse_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_DeleteGroupsResponse_v0.
     """
     o = new_object(DeleteGroupsResponse)
     (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
@@ -257,7 +262,18 @@ def _read_DeleteGroupsResponse_v0(data: bytes, pos: int) -> tuple[DeleteGroupsRe
         raise Recheck
     results = []
     for _ in range(n):
-        results_item, pos = _read_DeletableGroupResult_v0(data, pos)
+        results_item = new_object(DeletableGroupResult)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            results_item.group_id = data[pos:end].decode()
+            pos = end
+        else:
+            results_item.group_id, pos = r_string(data, pos)
+        (results_item.error_code,) = _S_h.unpack_from(data, pos)
+        pos += 2
+        results_item.unknown_tags = {}
         results.append(results_item)
     o.results = results
     o.unknown_tags = {}
@@ -267,7 +283,8 @@ def _read_DeleteGroupsResponse_v0(data: bytes, pos: int) -> tuple[DeleteGroupsRe
 def _write_DeleteGroupsResponse_v0(out: bytearray, o: DeleteGroupsResponse) -> None:
     """Writes DeleteGroupsResponse v0-1 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_DeleteGroupsResponse_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_DeleteGroupsResponse_v0.
     """
     s: _Any  # the string being written
     out += _S_i.pack(o.throttle_time_ms)
@@ -283,7 +300,8 @@ def _write_DeleteGroupsResponse_v0(out: bytearray, o: DeleteGroupsResponse) -> N
 def _read_DeleteGroupsResponse_v2(data: bytes, pos: int) -> tuple[DeleteGroupsResponse, int]:
     """Reads DeleteGroupsResponse v2 on the fast path.
 
-    On any failure the caller re-reads with _decode_DeleteGroupsResponse_v2, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_DeleteGroupsResponse_v2.
     """
     o = new_object(DeleteGroupsResponse)
     (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
@@ -295,7 +313,21 @@ def _read_DeleteGroupsResponse_v2(data: bytes, pos: int) -> tuple[DeleteGroupsRe
         raise Recheck
     results = []
     for _ in range(n):
-        results_item, pos = _read_DeletableGroupResult_v2(data, pos)
+        results_item = new_object(DeletableGroupResult)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            results_item.group_id = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            results_item.group_id, pos = r_compact_string(data, pos)
+        (results_item.error_code,) = _S_h.unpack_from(data, pos)
+        pos += 2
+        if data[pos]:
+            results_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            results_item.unknown_tags = {}
+            pos += 1
         results.append(results_item)
     o.results = results
     if data[pos]:
@@ -309,7 +341,8 @@ def _read_DeleteGroupsResponse_v2(data: bytes, pos: int) -> tuple[DeleteGroupsRe
 def _write_DeleteGroupsResponse_v2(out: bytearray, o: DeleteGroupsResponse) -> None:
     """Writes DeleteGroupsResponse v2 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_DeleteGroupsResponse_v2.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_DeleteGroupsResponse_v2.
     """
     s: _Any  # the string being written
     out += _S_i.pack(o.throttle_time_ms)

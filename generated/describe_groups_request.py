@@ -131,7 +131,8 @@ class DescribeGroupsRequest:
 def _read_DescribeGroupsRequest_v0(data: bytes, pos: int) -> tuple[DescribeGroupsRequest, int]:
     """Reads DescribeGroupsRequest v0-2 on the fast path.
 
-    On any failure the caller re-reads with _decode_DescribeGroupsRequest_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_DescribeGroupsRequest_v0.
     """
     o = new_object(DescribeGroupsRequest)
     o.groups, pos = r_array(data, pos, r_string)
@@ -143,7 +144,8 @@ def _read_DescribeGroupsRequest_v0(data: bytes, pos: int) -> tuple[DescribeGroup
 def _write_DescribeGroupsRequest_v0(out: bytearray, o: DescribeGroupsRequest) -> None:
     """Writes DescribeGroupsRequest v0-2 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_DescribeGroupsRequest_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_DescribeGroupsRequest_v0.
     """
     s: _Any  # the string being written
     w_array(out, o.groups, w_string)
@@ -156,7 +158,8 @@ def _write_DescribeGroupsRequest_v0(out: bytearray, o: DescribeGroupsRequest) ->
 def _read_DescribeGroupsRequest_v3(data: bytes, pos: int) -> tuple[DescribeGroupsRequest, int]:
     """Reads DescribeGroupsRequest v3-4 on the fast path.
 
-    On any failure the caller re-reads with _decode_DescribeGroupsRequest_v3, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_DescribeGroupsRequest_v3.
     """
     o = new_object(DescribeGroupsRequest)
     o.groups, pos = r_array(data, pos, r_string)
@@ -169,7 +172,8 @@ def _read_DescribeGroupsRequest_v3(data: bytes, pos: int) -> tuple[DescribeGroup
 def _write_DescribeGroupsRequest_v3(out: bytearray, o: DescribeGroupsRequest) -> None:
     """Writes DescribeGroupsRequest v3-4 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_DescribeGroupsRequest_v3.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_DescribeGroupsRequest_v3.
     """
     s: _Any  # the string being written
     w_array(out, o.groups, w_string)
@@ -181,7 +185,8 @@ def _write_DescribeGroupsRequest_v3(out: bytearray, o: DescribeGroupsRequest) ->
 def _read_DescribeGroupsRequest_v5(data: bytes, pos: int) -> tuple[DescribeGroupsRequest, int]:
     """Reads DescribeGroupsRequest v5-6 on the fast path.
 
-    On any failure the caller re-reads with _decode_DescribeGroupsRequest_v5, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_DescribeGroupsRequest_v5.
     """
     o = new_object(DescribeGroupsRequest)
     o.groups, pos = r_compact_array(data, pos, r_compact_string)
@@ -198,7 +203,8 @@ def _read_DescribeGroupsRequest_v5(data: bytes, pos: int) -> tuple[DescribeGroup
 def _write_DescribeGroupsRequest_v5(out: bytearray, o: DescribeGroupsRequest) -> None:
     """Writes DescribeGroupsRequest v5-6 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_DescribeGroupsRequest_v5.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_DescribeGroupsRequest_v5.
     """
     s: _Any  # the string being written
     w_compact_array(out, o.groups, w_compact_string)

@@ -286,7 +286,8 @@ class DescribeGroupsResponse:
 def _read_DescribedGroupMember_v0(data: bytes, pos: int) -> tuple[DescribedGroupMember, int]:
     """Reads DescribedGroupMember v0-3 on the fast path.
 
-    On any failure the caller re-reads with _decode_DescribedGroupMember_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_DescribedGroupMember_v0.
     """
     o = new_object(DescribedGroupMember)
     (n,) = _S_h.unpack_from(data, pos)
@@ -337,7 +338,8 @@ def _read_DescribedGroupMember_v0(data: bytes, pos: int) -> tuple[DescribedGroup
 def _write_DescribedGroupMember_v0(out: bytearray, o: DescribedGroupMember) -> None:
     """Writes DescribedGroupMember v0-3 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_DescribedGroupMember_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_DescribedGroupMember_v0.
     """
     s: _Any  # the string being written
     s = o.member_id
@@ -378,7 +380,8 @@ def _write_DescribedGroupMember_v0(out: bytearray, o: DescribedGroupMember) -> N
 def _read_DescribedGroupMember_v4(data: bytes, pos: int) -> tuple[DescribedGroupMember, int]:
     """Reads DescribedGroupMember v4 on the fast path.
 
-    On any failure the caller re-reads with _decode_DescribedGroupMember_v4, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_DescribedGroupMember_v4.
     """
     o = new_object(DescribedGroupMember)
     (n,) = _S_h.unpack_from(data, pos)
@@ -436,7 +439,8 @@ def _read_DescribedGroupMember_v4(data: bytes, pos: int) -> tuple[DescribedGroup
 def _write_DescribedGroupMember_v4(out: bytearray, o: DescribedGroupMember) -> None:
     """Writes DescribedGroupMember v4 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_DescribedGroupMember_v4.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_DescribedGroupMember_v4.
     """
     s: _Any  # the string being written
     s = o.member_id
@@ -487,7 +491,8 @@ def _write_DescribedGroupMember_v4(out: bytearray, o: DescribedGroupMember) -> N
 def _read_DescribedGroupMember_v5(data: bytes, pos: int) -> tuple[DescribedGroupMember, int]:
     """Reads DescribedGroupMember v5-6 on the fast path.
 
-    On any failure the caller re-reads with _decode_DescribedGroupMember_v5, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_DescribedGroupMember_v5.
     """
     o = new_object(DescribedGroupMember)
     n = data[pos]
@@ -546,7 +551,8 @@ def _read_DescribedGroupMember_v5(data: bytes, pos: int) -> tuple[DescribedGroup
 def _write_DescribedGroupMember_v5(out: bytearray, o: DescribedGroupMember) -> None:
     """Writes DescribedGroupMember v5-6 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_DescribedGroupMember_v5.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_DescribedGroupMember_v5.
     """
     s: _Any  # the string being written
     s = o.member_id
@@ -599,7 +605,8 @@ def _write_DescribedGroupMember_v5(out: bytearray, o: DescribedGroupMember) -> N
 def _read_DescribedGroup_v0(data: bytes, pos: int) -> tuple[DescribedGroup, int]:
     """Reads DescribedGroup v0-2 on the fast path.
 
-    On any failure the caller re-reads with _decode_DescribedGroup_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_DescribedGroup_v0.
     """
     o = new_object(DescribedGroup)
     (o.error_code,) = _S_h.unpack_from(data, pos)
@@ -644,7 +651,49 @@ def _read_DescribedGroup_v0(data: bytes, pos: int) -> tuple[DescribedGroup, int]
         raise Recheck
     members = []
     for _ in range(n):
-        members_item, pos = _read_DescribedGroupMember_v0(data, pos)
+        members_item = new_object(DescribedGroupMember)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            members_item.member_id = data[pos:end].decode()
+            pos = end
+        else:
+            members_item.member_id, pos = r_string(data, pos)
+        members_item.group_instance_id = None
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            members_item.client_id = data[pos:end].decode()
+            pos = end
+        else:
+            members_item.client_id, pos = r_string(data, pos)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            members_item.client_host = data[pos:end].decode()
+            pos = end
+        else:
+            members_item.client_host, pos = r_string(data, pos)
+        (n,) = _S_i.unpack_from(data, pos)
+        if n >= 0:
+            pos += 4
+            end = pos + n
+            members_item.member_metadata = data[pos:end]
+            pos = end
+        else:
+            members_item.member_metadata, pos = r_bytes(data, pos)
+        (n,) = _S_i.unpack_from(data, pos)
+        if n >= 0:
+            pos += 4
+            end = pos + n
+            members_item.member_assignment = data[pos:end]
+            pos = end
+        else:
+            members_item.member_assignment, pos = r_bytes(data, pos)
+        members_item.unknown_tags = {}
         members.append(members_item)
     o.members = members
     o.authorized_operations = -2147483648
@@ -655,7 +704,8 @@ def _read_DescribedGroup_v0(data: bytes, pos: int) -> tuple[DescribedGroup, int]
 def _write_DescribedGroup_v0(out: bytearray, o: DescribedGroup) -> None:
     """Writes DescribedGroup v0-2 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_DescribedGroup_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_DescribedGroup_v0.
     """
     s: _Any  # the string being written
     out += _S_h.pack(o.error_code)
@@ -703,7 +753,8 @@ def _write_DescribedGroup_v0(out: bytearray, o: DescribedGroup) -> None:
 def _read_DescribedGroup_v3(data: bytes, pos: int) -> tuple[DescribedGroup, int]:
     """Reads DescribedGroup v3 on the fast path.
 
-    On any failure the caller re-reads with _decode_DescribedGroup_v3, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_DescribedGroup_v3.
     """
     o = new_object(DescribedGroup)
     (o.error_code,) = _S_h.unpack_from(data, pos)
@@ -748,7 +799,49 @@ def _read_DescribedGroup_v3(data: bytes, pos: int) -> tuple[DescribedGroup, int]
         raise Recheck
     members = []
     for _ in range(n):
-        members_item, pos = _read_DescribedGroupMember_v0(data, pos)
+        members_item = new_object(DescribedGroupMember)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            members_item.member_id = data[pos:end].decode()
+            pos = end
+        else:
+            members_item.member_id, pos = r_string(data, pos)
+        members_item.group_instance_id = None
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            members_item.client_id = data[pos:end].decode()
+            pos = end
+        else:
+            members_item.client_id, pos = r_string(data, pos)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            members_item.client_host = data[pos:end].decode()
+            pos = end
+        else:
+            members_item.client_host, pos = r_string(data, pos)
+        (n,) = _S_i.unpack_from(data, pos)
+        if n >= 0:
+            pos += 4
+            end = pos + n
+            members_item.member_metadata = data[pos:end]
+            pos = end
+        else:
+            members_item.member_metadata, pos = r_bytes(data, pos)
+        (n,) = _S_i.unpack_from(data, pos)
+        if n >= 0:
+            pos += 4
+            end = pos + n
+            members_item.member_assignment = data[pos:end]
+            pos = end
+        else:
+            members_item.member_assignment, pos = r_bytes(data, pos)
+        members_item.unknown_tags = {}
         members.append(members_item)
     o.members = members
     (o.authorized_operations,) = _S_i.unpack_from(data, pos)
@@ -760,7 +853,8 @@ def _read_DescribedGroup_v3(data: bytes, pos: int) -> tuple[DescribedGroup, int]
 def _write_DescribedGroup_v3(out: bytearray, o: DescribedGroup) -> None:
     """Writes DescribedGroup v3 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_DescribedGroup_v3.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_DescribedGroup_v3.
     """
     s: _Any  # the string being written
     out += _S_h.pack(o.error_code)
@@ -807,7 +901,8 @@ def _write_DescribedGroup_v3(out: bytearray, o: DescribedGroup) -> None:
 def _read_DescribedGroup_v4(data: bytes, pos: int) -> tuple[DescribedGroup, int]:
     """Reads DescribedGroup v4 on the fast path.
 
-    On any failure the caller re-reads with _decode_DescribedGroup_v4, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_DescribedGroup_v4.
     """
     o = new_object(DescribedGroup)
     (o.error_code,) = _S_h.unpack_from(data, pos)
@@ -852,7 +947,56 @@ def _read_DescribedGroup_v4(data: bytes, pos: int) -> tuple[DescribedGroup, int]
         raise Recheck
     members = []
     for _ in range(n):
-        members_item, pos = _read_DescribedGroupMember_v4(data, pos)
+        members_item = new_object(DescribedGroupMember)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            members_item.member_id = data[pos:end].decode()
+            pos = end
+        else:
+            members_item.member_id, pos = r_string(data, pos)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            members_item.group_instance_id = data[pos:end].decode()
+            pos = end
+        else:
+            members_item.group_instance_id, pos = r_nullable_string(data, pos)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            members_item.client_id = data[pos:end].decode()
+            pos = end
+        else:
+            members_item.client_id, pos = r_string(data, pos)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            members_item.client_host = data[pos:end].decode()
+            pos = end
+        else:
+            members_item.client_host, pos = r_string(data, pos)
+        (n,) = _S_i.unpack_from(data, pos)
+        if n >= 0:
+            pos += 4
+            end = pos + n
+            members_item.member_metadata = data[pos:end]
+            pos = end
+        else:
+            members_item.member_metadata, pos = r_bytes(data, pos)
+        (n,) = _S_i.unpack_from(data, pos)
+        if n >= 0:
+            pos += 4
+            end = pos + n
+            members_item.member_assignment = data[pos:end]
+            pos = end
+        else:
+            members_item.member_assignment, pos = r_bytes(data, pos)
+        members_item.unknown_tags = {}
         members.append(members_item)
     o.members = members
     (o.authorized_operations,) = _S_i.unpack_from(data, pos)
@@ -864,7 +1008,8 @@ def _read_DescribedGroup_v4(data: bytes, pos: int) -> tuple[DescribedGroup, int]
 def _write_DescribedGroup_v4(out: bytearray, o: DescribedGroup) -> None:
     """Writes DescribedGroup v4 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_DescribedGroup_v4.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_DescribedGroup_v4.
     """
     s: _Any  # the string being written
     out += _S_h.pack(o.error_code)
@@ -911,7 +1056,8 @@ def _write_DescribedGroup_v4(out: bytearray, o: DescribedGroup) -> None:
 def _read_DescribedGroup_v5(data: bytes, pos: int) -> tuple[DescribedGroup, int]:
     """Reads DescribedGroup v5 on the fast path.
 
-    On any failure the caller re-reads with _decode_DescribedGroup_v5, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_DescribedGroup_v5.
     """
     o = new_object(DescribedGroup)
     (o.error_code,) = _S_h.unpack_from(data, pos)
@@ -952,7 +1098,57 @@ def _read_DescribedGroup_v5(data: bytes, pos: int) -> tuple[DescribedGroup, int]
         raise Recheck
     members = []
     for _ in range(n):
-        members_item, pos = _read_DescribedGroupMember_v5(data, pos)
+        members_item = new_object(DescribedGroupMember)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.member_id = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            members_item.member_id, pos = r_compact_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.group_instance_id = data[pos + 1 : end].decode()
+            pos = end
+        elif n == 0:
+            members_item.group_instance_id = None
+            pos += 1
+        else:
+            members_item.group_instance_id, pos = r_compact_nullable_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.client_id = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            members_item.client_id, pos = r_compact_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.client_host = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            members_item.client_host, pos = r_compact_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.member_metadata = data[pos + 1 : end]
+            pos = end
+        else:
+            members_item.member_metadata, pos = r_compact_bytes(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.member_assignment = data[pos + 1 : end]
+            pos = end
+        else:
+            members_item.member_assignment, pos = r_compact_bytes(data, pos)
+        if data[pos]:
+            members_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            members_item.unknown_tags = {}
+            pos += 1
         members.append(members_item)
     o.members = members
     (o.authorized_operations,) = _S_i.unpack_from(data, pos)
@@ -968,7 +1164,8 @@ def _read_DescribedGroup_v5(data: bytes, pos: int) -> tuple[DescribedGroup, int]
 def _write_DescribedGroup_v5(out: bytearray, o: DescribedGroup) -> None:
     """Writes DescribedGroup v5 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_DescribedGroup_v5.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_DescribedGroup_v5.
     """
     s: _Any  # the string being written
     out += _S_h.pack(o.error_code)
@@ -1017,7 +1214,8 @@ def _write_DescribedGroup_v5(out: bytearray, o: DescribedGroup) -> None:
 def _read_DescribedGroup_v6(data: bytes, pos: int) -> tuple[DescribedGroup, int]:
     """Reads DescribedGroup v6 on the fast path.
 
-    On any failure the caller re-reads with _decode_DescribedGroup_v6, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_DescribedGroup_v6.
     """
     o = new_object(DescribedGroup)
     (o.error_code,) = _S_h.unpack_from(data, pos)
@@ -1067,7 +1265,57 @@ def _read_DescribedGroup_v6(data: bytes, pos: int) -> tuple[DescribedGroup, int]
         raise Recheck
     members = []
     for _ in range(n):
-        members_item, pos = _read_DescribedGroupMember_v5(data, pos)
+        members_item = new_object(DescribedGroupMember)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.member_id = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            members_item.member_id, pos = r_compact_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.group_instance_id = data[pos + 1 : end].decode()
+            pos = end
+        elif n == 0:
+            members_item.group_instance_id = None
+            pos += 1
+        else:
+            members_item.group_instance_id, pos = r_compact_nullable_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.client_id = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            members_item.client_id, pos = r_compact_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.client_host = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            members_item.client_host, pos = r_compact_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.member_metadata = data[pos + 1 : end]
+            pos = end
+        else:
+            members_item.member_metadata, pos = r_compact_bytes(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.member_assignment = data[pos + 1 : end]
+            pos = end
+        else:
+            members_item.member_assignment, pos = r_compact_bytes(data, pos)
+        if data[pos]:
+            members_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            members_item.unknown_tags = {}
+            pos += 1
         members.append(members_item)
     o.members = members
     (o.authorized_operations,) = _S_i.unpack_from(data, pos)
@@ -1083,7 +1331,8 @@ def _read_DescribedGroup_v6(data: bytes, pos: int) -> tuple[DescribedGroup, int]
 def _write_DescribedGroup_v6(out: bytearray, o: DescribedGroup) -> None:
     """Writes DescribedGroup v6 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_DescribedGroup_v6.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_DescribedGroup_v6.
     """
     s: _Any  # the string being written
     out += _S_h.pack(o.error_code)
@@ -1140,7 +1389,8 @@ def _write_DescribedGroup_v6(out: bytearray, o: DescribedGroup) -> None:
 def _read_DescribeGroupsResponse_v0(data: bytes, pos: int) -> tuple[DescribeGroupsResponse, int]:
     """Reads DescribeGroupsResponse v0 on the fast path.
 
-    On any failure the caller re-reads with _decode_DescribeGroupsResponse_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_DescribeGroupsResponse_v0.
     """
     o = new_object(DescribeGroupsResponse)
     o.throttle_time_ms = 0
@@ -1161,7 +1411,8 @@ def _read_DescribeGroupsResponse_v0(data: bytes, pos: int) -> tuple[DescribeGrou
 def _write_DescribeGroupsResponse_v0(out: bytearray, o: DescribeGroupsResponse) -> None:
     """Writes DescribeGroupsResponse v0 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_DescribeGroupsResponse_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_DescribeGroupsResponse_v0.
     """
     s: _Any  # the string being written
     if type(o.groups) is not list:
@@ -1176,7 +1427,8 @@ def _write_DescribeGroupsResponse_v0(out: bytearray, o: DescribeGroupsResponse) 
 def _read_DescribeGroupsResponse_v1(data: bytes, pos: int) -> tuple[DescribeGroupsResponse, int]:
     """Reads DescribeGroupsResponse v1-2 on the fast path.
 
-    On any failure the caller re-reads with _decode_DescribeGroupsResponse_v1, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_DescribeGroupsResponse_v1.
     """
     o = new_object(DescribeGroupsResponse)
     (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
@@ -1198,7 +1450,8 @@ def _read_DescribeGroupsResponse_v1(data: bytes, pos: int) -> tuple[DescribeGrou
 def _write_DescribeGroupsResponse_v1(out: bytearray, o: DescribeGroupsResponse) -> None:
     """Writes DescribeGroupsResponse v1-2 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_DescribeGroupsResponse_v1.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_DescribeGroupsResponse_v1.
     """
     s: _Any  # the string being written
     out += _S_i.pack(o.throttle_time_ms)
@@ -1214,7 +1467,8 @@ def _write_DescribeGroupsResponse_v1(out: bytearray, o: DescribeGroupsResponse) 
 def _read_DescribeGroupsResponse_v3(data: bytes, pos: int) -> tuple[DescribeGroupsResponse, int]:
     """Reads DescribeGroupsResponse v3 on the fast path.
 
-    On any failure the caller re-reads with _decode_DescribeGroupsResponse_v3, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_DescribeGroupsResponse_v3.
     """
     o = new_object(DescribeGroupsResponse)
     (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
@@ -1236,7 +1490,8 @@ def _read_DescribeGroupsResponse_v3(data: bytes, pos: int) -> tuple[DescribeGrou
 def _write_DescribeGroupsResponse_v3(out: bytearray, o: DescribeGroupsResponse) -> None:
     """Writes DescribeGroupsResponse v3 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_DescribeGroupsResponse_v3.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_DescribeGroupsResponse_v3.
     """
     s: _Any  # the string being written
     out += _S_i.pack(o.throttle_time_ms)
@@ -1252,7 +1507,8 @@ def _write_DescribeGroupsResponse_v3(out: bytearray, o: DescribeGroupsResponse) 
 def _read_DescribeGroupsResponse_v4(data: bytes, pos: int) -> tuple[DescribeGroupsResponse, int]:
     """Reads DescribeGroupsResponse v4 on the fast path.
 
-    On any failure the caller re-reads with _decode_DescribeGroupsResponse_v4, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_DescribeGroupsResponse_v4.
     """
     o = new_object(DescribeGroupsResponse)
     (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
@@ -1274,7 +1530,8 @@ def _read_DescribeGroupsResponse_v4(data: bytes, pos: int) -> tuple[DescribeGrou
 def _write_DescribeGroupsResponse_v4(out: bytearray, o: DescribeGroupsResponse) -> None:
     """Writes DescribeGroupsResponse v4 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_DescribeGroupsResponse_v4.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_DescribeGroupsResponse_v4.
     """
     s: _Any  # the string being written
     out += _S_i.pack(o.throttle_time_ms)
@@ -1290,7 +1547,8 @@ def _write_DescribeGroupsResponse_v4(out: bytearray, o: DescribeGroupsResponse) 
 def _read_DescribeGroupsResponse_v5(data: bytes, pos: int) -> tuple[DescribeGroupsResponse, int]:
     """Reads DescribeGroupsResponse v5 on the fast path.
 
-    On any failure the caller re-reads with _decode_DescribeGroupsResponse_v5, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_DescribeGroupsResponse_v5.
     """
     o = new_object(DescribeGroupsResponse)
     (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
@@ -1316,7 +1574,8 @@ def _read_DescribeGroupsResponse_v5(data: bytes, pos: int) -> tuple[DescribeGrou
 def _write_DescribeGroupsResponse_v5(out: bytearray, o: DescribeGroupsResponse) -> None:
     """Writes DescribeGroupsResponse v5 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_DescribeGroupsResponse_v5.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_DescribeGroupsResponse_v5.
     """
     s: _Any  # the string being written
     out += _S_i.pack(o.throttle_time_ms)
@@ -1334,7 +1593,8 @@ def _write_DescribeGroupsResponse_v5(out: bytearray, o: DescribeGroupsResponse) 
 def _read_DescribeGroupsResponse_v6(data: bytes, pos: int) -> tuple[DescribeGroupsResponse, int]:
     """Reads DescribeGroupsResponse v6 on the fast path.
 
-    On any failure the caller re-reads with _decode_DescribeGroupsResponse_v6, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_DescribeGroupsResponse_v6.
     """
     o = new_object(DescribeGroupsResponse)
     (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
@@ -1360,7 +1620,8 @@ def _read_DescribeGroupsResponse_v6(data: bytes, pos: int) -> tuple[DescribeGrou
 def _write_DescribeGroupsResponse_v6(out: bytearray, o: DescribeGroupsResponse) -> None:
     """Writes DescribeGroupsResponse v6 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_DescribeGroupsResponse_v6.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_DescribeGroupsResponse_v6.
     """
     s: _Any  # the string being written
     out += _S_i.pack(o.throttle_time_ms)

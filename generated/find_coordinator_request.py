@@ -132,7 +132,8 @@ class FindCoordinatorRequest:
 def _read_FindCoordinatorRequest_v0(data: bytes, pos: int) -> tuple[FindCoordinatorRequest, int]:
     """Reads FindCoordinatorRequest v0 on the fast path.
 
-    On any failure the caller re-reads with _decode_FindCoordinatorRequest_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_FindCoordinatorRequest_v0.
     """
     o = new_object(FindCoordinatorRequest)
     (n,) = _S_h.unpack_from(data, pos)
@@ -152,7 +153,8 @@ def _read_FindCoordinatorRequest_v0(data: bytes, pos: int) -> tuple[FindCoordina
 def _write_FindCoordinatorRequest_v0(out: bytearray, o: FindCoordinatorRequest) -> None:
     """Writes FindCoordinatorRequest v0 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_FindCoordinatorRequest_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_FindCoordinatorRequest_v0.
     """
     s: _Any  # the string being written
     s = o.key
@@ -173,7 +175,8 @@ def _write_FindCoordinatorRequest_v0(out: bytearray, o: FindCoordinatorRequest) 
 def _read_FindCoordinatorRequest_v1(data: bytes, pos: int) -> tuple[FindCoordinatorRequest, int]:
     """Reads FindCoordinatorRequest v1-2 on the fast path.
 
-    On any failure the caller re-reads with _decode_FindCoordinatorRequest_v1, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_FindCoordinatorRequest_v1.
     """
     o = new_object(FindCoordinatorRequest)
     (n,) = _S_h.unpack_from(data, pos)
@@ -194,7 +197,8 @@ def _read_FindCoordinatorRequest_v1(data: bytes, pos: int) -> tuple[FindCoordina
 def _write_FindCoordinatorRequest_v1(out: bytearray, o: FindCoordinatorRequest) -> None:
     """Writes FindCoordinatorRequest v1-2 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_FindCoordinatorRequest_v1.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_FindCoordinatorRequest_v1.
     """
     s: _Any  # the string being written
     s = o.key
@@ -214,7 +218,8 @@ def _write_FindCoordinatorRequest_v1(out: bytearray, o: FindCoordinatorRequest) 
 def _read_FindCoordinatorRequest_v3(data: bytes, pos: int) -> tuple[FindCoordinatorRequest, int]:
     """Reads FindCoordinatorRequest v3 on the fast path.
 
-    On any failure the caller re-reads with _decode_FindCoordinatorRequest_v3, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_FindCoordinatorRequest_v3.
     """
     o = new_object(FindCoordinatorRequest)
     n = data[pos]
@@ -238,7 +243,8 @@ def _read_FindCoordinatorRequest_v3(data: bytes, pos: int) -> tuple[FindCoordina
 def _write_FindCoordinatorRequest_v3(out: bytearray, o: FindCoordinatorRequest) -> None:
     """Writes FindCoordinatorRequest v3 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_FindCoordinatorRequest_v3.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_FindCoordinatorRequest_v3.
     """
     s: _Any  # the string being written
     s = o.key
@@ -260,7 +266,8 @@ def _write_FindCoordinatorRequest_v3(out: bytearray, o: FindCoordinatorRequest) 
 def _read_FindCoordinatorRequest_v4(data: bytes, pos: int) -> tuple[FindCoordinatorRequest, int]:
     """Reads FindCoordinatorRequest v4-6 on the fast path.
 
-    On any failure the caller re-reads with _decode_FindCoordinatorRequest_v4, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_FindCoordinatorRequest_v4.
     """
     o = new_object(FindCoordinatorRequest)
     o.key = ""
@@ -278,7 +285,8 @@ def _read_FindCoordinatorRequest_v4(data: bytes, pos: int) -> tuple[FindCoordina
 def _write_FindCoordinatorRequest_v4(out: bytearray, o: FindCoordinatorRequest) -> None:
     """Writes FindCoordinatorRequest v4-6 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_FindCoordinatorRequest_v4.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_FindCoordinatorRequest_v4.
     """
     s: _Any  # the string being written
     if o.key != "":

@@ -212,7 +212,8 @@ class FindCoordinatorResponse:
 def _read_Coordinator_v4(data: bytes, pos: int) -> tuple[Coordinator, int]:
     """Reads Coordinator v4-6 on the fast path.
 
-    On any failure the caller re-reads with _decode_Coordinator_v4, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_Coordinator_v4.
     """
     o = new_object(Coordinator)
     n = data[pos]
@@ -254,7 +255,8 @@ def _read_Coordinator_v4(data: bytes, pos: int) -> tuple[Coordinator, int]:
 def _write_Coordinator_v4(out: bytearray, o: Coordinator) -> None:
     """Writes Coordinator v4-6 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_Coordinator_v4.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_Coordinator_v4.
     """
     s: _Any  # the string being written
     s = o.key
@@ -292,7 +294,8 @@ def _write_Coordinator_v4(out: bytearray, o: Coordinator) -> None:
 def _read_FindCoordinatorResponse_v0(data: bytes, pos: int) -> tuple[FindCoordinatorResponse, int]:
     """Reads FindCoordinatorResponse v0 on the fast path.
 
-    On any failure the caller re-reads with _decode_FindCoordinatorResponse_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_FindCoordinatorResponse_v0.
     """
     o = new_object(FindCoordinatorResponse)
     o.throttle_time_ms = 0
@@ -319,7 +322,8 @@ def _read_FindCoordinatorResponse_v0(data: bytes, pos: int) -> tuple[FindCoordin
 def _write_FindCoordinatorResponse_v0(out: bytearray, o: FindCoordinatorResponse) -> None:
     """Writes FindCoordinatorResponse v0 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_FindCoordinatorResponse_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_FindCoordinatorResponse_v0.
     """
     s: _Any  # the string being written
     out += _S_h.pack(o.error_code)
@@ -341,7 +345,8 @@ def _write_FindCoordinatorResponse_v0(out: bytearray, o: FindCoordinatorResponse
 def _read_FindCoordinatorResponse_v1(data: bytes, pos: int) -> tuple[FindCoordinatorResponse, int]:
     """Reads FindCoordinatorResponse v1-2 on the fast path.
 
-    On any failure the caller re-reads with _decode_FindCoordinatorResponse_v1, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_FindCoordinatorResponse_v1.
     """
     o = new_object(FindCoordinatorResponse)
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
@@ -374,7 +379,8 @@ def _read_FindCoordinatorResponse_v1(data: bytes, pos: int) -> tuple[FindCoordin
 def _write_FindCoordinatorResponse_v1(out: bytearray, o: FindCoordinatorResponse) -> None:
     """Writes FindCoordinatorResponse v1-2 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_FindCoordinatorResponse_v1.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_FindCoordinatorResponse_v1.
     """
     s: _Any  # the string being written
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
@@ -406,7 +412,8 @@ def _write_FindCoordinatorResponse_v1(out: bytearray, o: FindCoordinatorResponse
 def _read_FindCoordinatorResponse_v3(data: bytes, pos: int) -> tuple[FindCoordinatorResponse, int]:
     """Reads FindCoordinatorResponse v3 on the fast path.
 
-    On any failure the caller re-reads with _decode_FindCoordinatorResponse_v3, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_FindCoordinatorResponse_v3.
     """
     o = new_object(FindCoordinatorResponse)
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
@@ -444,7 +451,8 @@ def _read_FindCoordinatorResponse_v3(data: bytes, pos: int) -> tuple[FindCoordin
 def _write_FindCoordinatorResponse_v3(out: bytearray, o: FindCoordinatorResponse) -> None:
     """Writes FindCoordinatorResponse v3 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_FindCoordinatorResponse_v3.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_FindCoordinatorResponse_v3.
     """
     s: _Any  # the string being written
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
@@ -478,7 +486,8 @@ def _write_FindCoordinatorResponse_v3(out: bytearray, o: FindCoordinatorResponse
 def _read_FindCoordinatorResponse_v4(data: bytes, pos: int) -> tuple[FindCoordinatorResponse, int]:
     """Reads FindCoordinatorResponse v4-6 on the fast path.
 
-    On any failure the caller re-reads with _decode_FindCoordinatorResponse_v4, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_FindCoordinatorResponse_v4.
     """
     o = new_object(FindCoordinatorResponse)
     (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
@@ -495,7 +504,40 @@ def _read_FindCoordinatorResponse_v4(data: bytes, pos: int) -> tuple[FindCoordin
         raise Recheck
     coordinators = []
     for _ in range(n):
-        coordinators_item, pos = _read_Coordinator_v4(data, pos)
+        coordinators_item = new_object(Coordinator)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            coordinators_item.key = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            coordinators_item.key, pos = r_compact_string(data, pos)
+        (coordinators_item.node_id,) = _S_i.unpack_from(data, pos)
+        pos += 4
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            coordinators_item.host = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            coordinators_item.host, pos = r_compact_string(data, pos)
+        coordinators_item.port, coordinators_item.error_code = _S_ih.unpack_from(data, pos)
+        pos += 6
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            coordinators_item.error_message = data[pos + 1 : end].decode()
+            pos = end
+        elif n == 0:
+            coordinators_item.error_message = None
+            pos += 1
+        else:
+            coordinators_item.error_message, pos = r_compact_nullable_string(data, pos)
+        if data[pos]:
+            coordinators_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            coordinators_item.unknown_tags = {}
+            pos += 1
         coordinators.append(coordinators_item)
     o.coordinators = coordinators
     if data[pos]:
@@ -509,7 +551,8 @@ def _read_FindCoordinatorResponse_v4(data: bytes, pos: int) -> tuple[FindCoordin
 def _write_FindCoordinatorResponse_v4(out: bytearray, o: FindCoordinatorResponse) -> None:
     """Writes FindCoordinatorResponse v4-6 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_FindCoordinatorResponse_v4.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_FindCoordinatorResponse_v4.
     """
     s: _Any  # the string being written
     out += _S_i.pack(o.throttle_time_ms)

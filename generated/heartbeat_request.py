@@ -139,7 +139,8 @@ class HeartbeatRequest:
 def _read_HeartbeatRequest_v0(data: bytes, pos: int) -> tuple[HeartbeatRequest, int]:
     """Reads HeartbeatRequest v0-2 on the fast path.
 
-    On any failure the caller re-reads with _decode_HeartbeatRequest_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_HeartbeatRequest_v0.
     """
     o = new_object(HeartbeatRequest)
     (n,) = _S_h.unpack_from(data, pos)
@@ -168,7 +169,8 @@ def _read_HeartbeatRequest_v0(data: bytes, pos: int) -> tuple[HeartbeatRequest, 
 def _write_HeartbeatRequest_v0(out: bytearray, o: HeartbeatRequest) -> None:
     """Writes HeartbeatRequest v0-2 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_HeartbeatRequest_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_HeartbeatRequest_v0.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -195,7 +197,8 @@ def _write_HeartbeatRequest_v0(out: bytearray, o: HeartbeatRequest) -> None:
 def _read_HeartbeatRequest_v3(data: bytes, pos: int) -> tuple[HeartbeatRequest, int]:
     """Reads HeartbeatRequest v3 on the fast path.
 
-    On any failure the caller re-reads with _decode_HeartbeatRequest_v3, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_HeartbeatRequest_v3.
     """
     o = new_object(HeartbeatRequest)
     (n,) = _S_h.unpack_from(data, pos)
@@ -231,7 +234,8 @@ def _read_HeartbeatRequest_v3(data: bytes, pos: int) -> tuple[HeartbeatRequest, 
 def _write_HeartbeatRequest_v3(out: bytearray, o: HeartbeatRequest) -> None:
     """Writes HeartbeatRequest v3 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_HeartbeatRequest_v3.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_HeartbeatRequest_v3.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -266,7 +270,8 @@ def _write_HeartbeatRequest_v3(out: bytearray, o: HeartbeatRequest) -> None:
 def _read_HeartbeatRequest_v4(data: bytes, pos: int) -> tuple[HeartbeatRequest, int]:
     """Reads HeartbeatRequest v4 on the fast path.
 
-    On any failure the caller re-reads with _decode_HeartbeatRequest_v4, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_HeartbeatRequest_v4.
     """
     o = new_object(HeartbeatRequest)
     n = data[pos]
@@ -306,7 +311,8 @@ def _read_HeartbeatRequest_v4(data: bytes, pos: int) -> tuple[HeartbeatRequest, 
 def _write_HeartbeatRequest_v4(out: bytearray, o: HeartbeatRequest) -> None:
     """Writes HeartbeatRequest v4 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_HeartbeatRequest_v4.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_HeartbeatRequest_v4.
     """
     s: _Any  # the string being written
     s = o.group_id

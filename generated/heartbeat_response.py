@@ -123,7 +123,8 @@ class HeartbeatResponse:
 def _read_HeartbeatResponse_v0(data: bytes, pos: int) -> tuple[HeartbeatResponse, int]:
     """Reads HeartbeatResponse v0 on the fast path.
 
-    On any failure the caller re-reads with _decode_HeartbeatResponse_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_HeartbeatResponse_v0.
     """
     o = new_object(HeartbeatResponse)
     o.throttle_time_ms = 0
@@ -136,7 +137,8 @@ def _read_HeartbeatResponse_v0(data: bytes, pos: int) -> tuple[HeartbeatResponse
 def _write_HeartbeatResponse_v0(out: bytearray, o: HeartbeatResponse) -> None:
     """Writes HeartbeatResponse v0 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_HeartbeatResponse_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_HeartbeatResponse_v0.
     """
     s: _Any  # the string being written
     out += _S_h.pack(o.error_code)
@@ -147,7 +149,8 @@ def _write_HeartbeatResponse_v0(out: bytearray, o: HeartbeatResponse) -> None:
 def _read_HeartbeatResponse_v1(data: bytes, pos: int) -> tuple[HeartbeatResponse, int]:
     """Reads HeartbeatResponse v1-3 on the fast path.
 
-    On any failure the caller re-reads with _decode_HeartbeatResponse_v1, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_HeartbeatResponse_v1.
     """
     o = new_object(HeartbeatResponse)
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
@@ -159,7 +162,8 @@ def _read_HeartbeatResponse_v1(data: bytes, pos: int) -> tuple[HeartbeatResponse
 def _write_HeartbeatResponse_v1(out: bytearray, o: HeartbeatResponse) -> None:
     """Writes HeartbeatResponse v1-3 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_HeartbeatResponse_v1.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_HeartbeatResponse_v1.
     """
     s: _Any  # the string being written
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
@@ -170,7 +174,8 @@ def _write_HeartbeatResponse_v1(out: bytearray, o: HeartbeatResponse) -> None:
 def _read_HeartbeatResponse_v4(data: bytes, pos: int) -> tuple[HeartbeatResponse, int]:
     """Reads HeartbeatResponse v4 on the fast path.
 
-    On any failure the caller re-reads with _decode_HeartbeatResponse_v4, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_HeartbeatResponse_v4.
     """
     o = new_object(HeartbeatResponse)
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
@@ -186,7 +191,8 @@ def _read_HeartbeatResponse_v4(data: bytes, pos: int) -> tuple[HeartbeatResponse
 def _write_HeartbeatResponse_v4(out: bytearray, o: HeartbeatResponse) -> None:
     """Writes HeartbeatResponse v4 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_HeartbeatResponse_v4.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_HeartbeatResponse_v4.
     """
     s: _Any  # the string being written
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)

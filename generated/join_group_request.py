@@ -215,7 +215,8 @@ def _read_JoinGroupRequestProtocol_v0(
 ) -> tuple[JoinGroupRequestProtocol, int]:
     """Reads JoinGroupRequestProtocol v0-5 on the fast path.
 
-    On any failure the caller re-reads with _decode_JoinGroupRequestProtocol_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_JoinGroupRequestProtocol_v0.
     """
     o = new_object(JoinGroupRequestProtocol)
     (n,) = _S_h.unpack_from(data, pos)
@@ -241,7 +242,8 @@ def _read_JoinGroupRequestProtocol_v0(
 def _write_JoinGroupRequestProtocol_v0(out: bytearray, o: JoinGroupRequestProtocol) -> None:
     """Writes JoinGroupRequestProtocol v0-5 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_JoinGroupRequestProtocol_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_JoinGroupRequestProtocol_v0.
     """
     s: _Any  # the string being written
     s = o.name
@@ -265,7 +267,8 @@ def _read_JoinGroupRequestProtocol_v6(
 ) -> tuple[JoinGroupRequestProtocol, int]:
     """Reads JoinGroupRequestProtocol v6-9 on the fast path.
 
-    On any failure the caller re-reads with _decode_JoinGroupRequestProtocol_v6, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_JoinGroupRequestProtocol_v6.
     """
     o = new_object(JoinGroupRequestProtocol)
     n = data[pos]
@@ -293,7 +296,8 @@ def _read_JoinGroupRequestProtocol_v6(
 def _write_JoinGroupRequestProtocol_v6(out: bytearray, o: JoinGroupRequestProtocol) -> None:
     """Writes JoinGroupRequestProtocol v6-9 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_JoinGroupRequestProtocol_v6.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_JoinGroupRequestProtocol_v6.
     """
     s: _Any  # the string being written
     s = o.name
@@ -317,7 +321,8 @@ def _write_JoinGroupRequestProtocol_v6(out: bytearray, o: JoinGroupRequestProtoc
 def _read_JoinGroupRequest_v0(data: bytes, pos: int) -> tuple[JoinGroupRequest, int]:
     """Reads JoinGroupRequest v0 on the fast path.
 
-    On any failure the caller re-reads with _decode_JoinGroupRequest_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_JoinGroupRequest_v0.
     """
     o = new_object(JoinGroupRequest)
     (n,) = _S_h.unpack_from(data, pos)
@@ -355,7 +360,24 @@ def _read_JoinGroupRequest_v0(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
         raise Recheck
     protocols = []
     for _ in range(n):
-        protocols_item, pos = _read_JoinGroupRequestProtocol_v0(data, pos)
+        protocols_item = new_object(JoinGroupRequestProtocol)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            protocols_item.name = data[pos:end].decode()
+            pos = end
+        else:
+            protocols_item.name, pos = r_string(data, pos)
+        (n,) = _S_i.unpack_from(data, pos)
+        if n >= 0:
+            pos += 4
+            end = pos + n
+            protocols_item.metadata = data[pos:end]
+            pos = end
+        else:
+            protocols_item.metadata, pos = r_bytes(data, pos)
+        protocols_item.unknown_tags = {}
         protocols.append(protocols_item)
     o.protocols = protocols
     o.reason = None
@@ -366,7 +388,8 @@ def _read_JoinGroupRequest_v0(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
 def _write_JoinGroupRequest_v0(out: bytearray, o: JoinGroupRequest) -> None:
     """Writes JoinGroupRequest v0 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_JoinGroupRequest_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_JoinGroupRequest_v0.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -405,7 +428,8 @@ def _write_JoinGroupRequest_v0(out: bytearray, o: JoinGroupRequest) -> None:
 def _read_JoinGroupRequest_v1(data: bytes, pos: int) -> tuple[JoinGroupRequest, int]:
     """Reads JoinGroupRequest v1-4 on the fast path.
 
-    On any failure the caller re-reads with _decode_JoinGroupRequest_v1, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_JoinGroupRequest_v1.
     """
     o = new_object(JoinGroupRequest)
     (n,) = _S_h.unpack_from(data, pos)
@@ -442,7 +466,24 @@ def _read_JoinGroupRequest_v1(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
         raise Recheck
     protocols = []
     for _ in range(n):
-        protocols_item, pos = _read_JoinGroupRequestProtocol_v0(data, pos)
+        protocols_item = new_object(JoinGroupRequestProtocol)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            protocols_item.name = data[pos:end].decode()
+            pos = end
+        else:
+            protocols_item.name, pos = r_string(data, pos)
+        (n,) = _S_i.unpack_from(data, pos)
+        if n >= 0:
+            pos += 4
+            end = pos + n
+            protocols_item.metadata = data[pos:end]
+            pos = end
+        else:
+            protocols_item.metadata, pos = r_bytes(data, pos)
+        protocols_item.unknown_tags = {}
         protocols.append(protocols_item)
     o.protocols = protocols
     o.reason = None
@@ -453,7 +494,8 @@ def _read_JoinGroupRequest_v1(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
 def _write_JoinGroupRequest_v1(out: bytearray, o: JoinGroupRequest) -> None:
     """Writes JoinGroupRequest v1-4 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_JoinGroupRequest_v1.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_JoinGroupRequest_v1.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -492,7 +534,8 @@ def _write_JoinGroupRequest_v1(out: bytearray, o: JoinGroupRequest) -> None:
 def _read_JoinGroupRequest_v5(data: bytes, pos: int) -> tuple[JoinGroupRequest, int]:
     """Reads JoinGroupRequest v5 on the fast path.
 
-    On any failure the caller re-reads with _decode_JoinGroupRequest_v5, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_JoinGroupRequest_v5.
     """
     o = new_object(JoinGroupRequest)
     (n,) = _S_h.unpack_from(data, pos)
@@ -536,7 +579,24 @@ def _read_JoinGroupRequest_v5(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
         raise Recheck
     protocols = []
     for _ in range(n):
-        protocols_item, pos = _read_JoinGroupRequestProtocol_v0(data, pos)
+        protocols_item = new_object(JoinGroupRequestProtocol)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            protocols_item.name = data[pos:end].decode()
+            pos = end
+        else:
+            protocols_item.name, pos = r_string(data, pos)
+        (n,) = _S_i.unpack_from(data, pos)
+        if n >= 0:
+            pos += 4
+            end = pos + n
+            protocols_item.metadata = data[pos:end]
+            pos = end
+        else:
+            protocols_item.metadata, pos = r_bytes(data, pos)
+        protocols_item.unknown_tags = {}
         protocols.append(protocols_item)
     o.protocols = protocols
     o.reason = None
@@ -547,7 +607,8 @@ def _read_JoinGroupRequest_v5(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
 def _write_JoinGroupRequest_v5(out: bytearray, o: JoinGroupRequest) -> None:
     """Writes JoinGroupRequest v5 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_JoinGroupRequest_v5.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_JoinGroupRequest_v5.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -594,7 +655,8 @@ def _write_JoinGroupRequest_v5(out: bytearray, o: JoinGroupRequest) -> None:
 def _read_JoinGroupRequest_v6(data: bytes, pos: int) -> tuple[JoinGroupRequest, int]:
     """Reads JoinGroupRequest v6-7 on the fast path.
 
-    On any failure the caller re-reads with _decode_JoinGroupRequest_v6, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_JoinGroupRequest_v6.
     """
     o = new_object(JoinGroupRequest)
     n = data[pos]
@@ -637,7 +699,26 @@ def _read_JoinGroupRequest_v6(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
         raise Recheck
     protocols = []
     for _ in range(n):
-        protocols_item, pos = _read_JoinGroupRequestProtocol_v6(data, pos)
+        protocols_item = new_object(JoinGroupRequestProtocol)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            protocols_item.name = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            protocols_item.name, pos = r_compact_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            protocols_item.metadata = data[pos + 1 : end]
+            pos = end
+        else:
+            protocols_item.metadata, pos = r_compact_bytes(data, pos)
+        if data[pos]:
+            protocols_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            protocols_item.unknown_tags = {}
+            pos += 1
         protocols.append(protocols_item)
     o.protocols = protocols
     o.reason = None
@@ -652,7 +733,8 @@ def _read_JoinGroupRequest_v6(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
 def _write_JoinGroupRequest_v6(out: bytearray, o: JoinGroupRequest) -> None:
     """Writes JoinGroupRequest v6-7 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_JoinGroupRequest_v6.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_JoinGroupRequest_v6.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -701,7 +783,8 @@ def _write_JoinGroupRequest_v6(out: bytearray, o: JoinGroupRequest) -> None:
 def _read_JoinGroupRequest_v8(data: bytes, pos: int) -> tuple[JoinGroupRequest, int]:
     """Reads JoinGroupRequest v8-9 on the fast path.
 
-    On any failure the caller re-reads with _decode_JoinGroupRequest_v8, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_JoinGroupRequest_v8.
     """
     o = new_object(JoinGroupRequest)
     n = data[pos]
@@ -744,7 +827,26 @@ def _read_JoinGroupRequest_v8(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
         raise Recheck
     protocols = []
     for _ in range(n):
-        protocols_item, pos = _read_JoinGroupRequestProtocol_v6(data, pos)
+        protocols_item = new_object(JoinGroupRequestProtocol)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            protocols_item.name = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            protocols_item.name, pos = r_compact_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            protocols_item.metadata = data[pos + 1 : end]
+            pos = end
+        else:
+            protocols_item.metadata, pos = r_compact_bytes(data, pos)
+        if data[pos]:
+            protocols_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            protocols_item.unknown_tags = {}
+            pos += 1
         protocols.append(protocols_item)
     o.protocols = protocols
     n = data[pos]
@@ -768,7 +870,8 @@ def _read_JoinGroupRequest_v8(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
 def _write_JoinGroupRequest_v8(out: bytearray, o: JoinGroupRequest) -> None:
     """Writes JoinGroupRequest v8-9 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_JoinGroupRequest_v8.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_JoinGroupRequest_v8.
     """
     s: _Any  # the string being written
     s = o.group_id

@@ -238,7 +238,8 @@ class JoinGroupResponse:
 def _read_JoinGroupResponseMember_v0(data: bytes, pos: int) -> tuple[JoinGroupResponseMember, int]:
     """Reads JoinGroupResponseMember v0-4 on the fast path.
 
-    On any failure the caller re-reads with _decode_JoinGroupResponseMember_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_JoinGroupResponseMember_v0.
     """
     o = new_object(JoinGroupResponseMember)
     (n,) = _S_h.unpack_from(data, pos)
@@ -265,7 +266,8 @@ def _read_JoinGroupResponseMember_v0(data: bytes, pos: int) -> tuple[JoinGroupRe
 def _write_JoinGroupResponseMember_v0(out: bytearray, o: JoinGroupResponseMember) -> None:
     """Writes JoinGroupResponseMember v0-4 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_JoinGroupResponseMember_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_JoinGroupResponseMember_v0.
     """
     s: _Any  # the string being written
     s = o.member_id
@@ -287,7 +289,8 @@ def _write_JoinGroupResponseMember_v0(out: bytearray, o: JoinGroupResponseMember
 def _read_JoinGroupResponseMember_v5(data: bytes, pos: int) -> tuple[JoinGroupResponseMember, int]:
     """Reads JoinGroupResponseMember v5 on the fast path.
 
-    On any failure the caller re-reads with _decode_JoinGroupResponseMember_v5, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_JoinGroupResponseMember_v5.
     """
     o = new_object(JoinGroupResponseMember)
     (n,) = _S_h.unpack_from(data, pos)
@@ -321,7 +324,8 @@ def _read_JoinGroupResponseMember_v5(data: bytes, pos: int) -> tuple[JoinGroupRe
 def _write_JoinGroupResponseMember_v5(out: bytearray, o: JoinGroupResponseMember) -> None:
     """Writes JoinGroupResponseMember v5 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_JoinGroupResponseMember_v5.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_JoinGroupResponseMember_v5.
     """
     s: _Any  # the string being written
     s = o.member_id
@@ -353,7 +357,8 @@ def _write_JoinGroupResponseMember_v5(out: bytearray, o: JoinGroupResponseMember
 def _read_JoinGroupResponseMember_v6(data: bytes, pos: int) -> tuple[JoinGroupResponseMember, int]:
     """Reads JoinGroupResponseMember v6-9 on the fast path.
 
-    On any failure the caller re-reads with _decode_JoinGroupResponseMember_v6, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_JoinGroupResponseMember_v6.
     """
     o = new_object(JoinGroupResponseMember)
     n = data[pos]
@@ -391,7 +396,8 @@ def _read_JoinGroupResponseMember_v6(data: bytes, pos: int) -> tuple[JoinGroupRe
 def _write_JoinGroupResponseMember_v6(out: bytearray, o: JoinGroupResponseMember) -> None:
     """Writes JoinGroupResponseMember v6-9 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_JoinGroupResponseMember_v6.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_JoinGroupResponseMember_v6.
     """
     s: _Any  # the string being written
     s = o.member_id
@@ -425,7 +431,8 @@ def _write_JoinGroupResponseMember_v6(out: bytearray, o: JoinGroupResponseMember
 def _read_JoinGroupResponse_v0(data: bytes, pos: int) -> tuple[JoinGroupResponse, int]:
     """Reads JoinGroupResponse v0-1 on the fast path.
 
-    On any failure the caller re-reads with _decode_JoinGroupResponse_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_JoinGroupResponse_v0.
     """
     o = new_object(JoinGroupResponse)
     o.throttle_time_ms = 0
@@ -464,7 +471,25 @@ def _read_JoinGroupResponse_v0(data: bytes, pos: int) -> tuple[JoinGroupResponse
         raise Recheck
     members = []
     for _ in range(n):
-        members_item, pos = _read_JoinGroupResponseMember_v0(data, pos)
+        members_item = new_object(JoinGroupResponseMember)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            members_item.member_id = data[pos:end].decode()
+            pos = end
+        else:
+            members_item.member_id, pos = r_string(data, pos)
+        members_item.group_instance_id = None
+        (n,) = _S_i.unpack_from(data, pos)
+        if n >= 0:
+            pos += 4
+            end = pos + n
+            members_item.metadata = data[pos:end]
+            pos = end
+        else:
+            members_item.metadata, pos = r_bytes(data, pos)
+        members_item.unknown_tags = {}
         members.append(members_item)
     o.members = members
     o.unknown_tags = {}
@@ -474,7 +499,8 @@ def _read_JoinGroupResponse_v0(data: bytes, pos: int) -> tuple[JoinGroupResponse
 def _write_JoinGroupResponse_v0(out: bytearray, o: JoinGroupResponse) -> None:
     """Writes JoinGroupResponse v0-1 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_JoinGroupResponse_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_JoinGroupResponse_v0.
     """
     s: _Any  # the string being written
     out += _S_hi.pack(o.error_code, o.generation_id)
@@ -513,7 +539,8 @@ def _write_JoinGroupResponse_v0(out: bytearray, o: JoinGroupResponse) -> None:
 def _read_JoinGroupResponse_v2(data: bytes, pos: int) -> tuple[JoinGroupResponse, int]:
     """Reads JoinGroupResponse v2-4 on the fast path.
 
-    On any failure the caller re-reads with _decode_JoinGroupResponse_v2, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_JoinGroupResponse_v2.
     """
     o = new_object(JoinGroupResponse)
     o.throttle_time_ms, o.error_code, o.generation_id = _S_ihi.unpack_from(data, pos)
@@ -551,7 +578,25 @@ def _read_JoinGroupResponse_v2(data: bytes, pos: int) -> tuple[JoinGroupResponse
         raise Recheck
     members = []
     for _ in range(n):
-        members_item, pos = _read_JoinGroupResponseMember_v0(data, pos)
+        members_item = new_object(JoinGroupResponseMember)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            members_item.member_id = data[pos:end].decode()
+            pos = end
+        else:
+            members_item.member_id, pos = r_string(data, pos)
+        members_item.group_instance_id = None
+        (n,) = _S_i.unpack_from(data, pos)
+        if n >= 0:
+            pos += 4
+            end = pos + n
+            members_item.metadata = data[pos:end]
+            pos = end
+        else:
+            members_item.metadata, pos = r_bytes(data, pos)
+        members_item.unknown_tags = {}
         members.append(members_item)
     o.members = members
     o.unknown_tags = {}
@@ -561,7 +606,8 @@ def _read_JoinGroupResponse_v2(data: bytes, pos: int) -> tuple[JoinGroupResponse
 def _write_JoinGroupResponse_v2(out: bytearray, o: JoinGroupResponse) -> None:
     """Writes JoinGroupResponse v2-4 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_JoinGroupResponse_v2.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_JoinGroupResponse_v2.
     """
     s: _Any  # the string being written
     out += _S_ihi.pack(o.throttle_time_ms, o.error_code, o.generation_id)
@@ -600,7 +646,8 @@ def _write_JoinGroupResponse_v2(out: bytearray, o: JoinGroupResponse) -> None:
 def _read_JoinGroupResponse_v5(data: bytes, pos: int) -> tuple[JoinGroupResponse, int]:
     """Reads JoinGroupResponse v5 on the fast path.
 
-    On any failure the caller re-reads with _decode_JoinGroupResponse_v5, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_JoinGroupResponse_v5.
     """
     o = new_object(JoinGroupResponse)
     o.throttle_time_ms, o.error_code, o.generation_id = _S_ihi.unpack_from(data, pos)
@@ -638,7 +685,32 @@ def _read_JoinGroupResponse_v5(data: bytes, pos: int) -> tuple[JoinGroupResponse
         raise Recheck
     members = []
     for _ in range(n):
-        members_item, pos = _read_JoinGroupResponseMember_v5(data, pos)
+        members_item = new_object(JoinGroupResponseMember)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            members_item.member_id = data[pos:end].decode()
+            pos = end
+        else:
+            members_item.member_id, pos = r_string(data, pos)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            members_item.group_instance_id = data[pos:end].decode()
+            pos = end
+        else:
+            members_item.group_instance_id, pos = r_nullable_string(data, pos)
+        (n,) = _S_i.unpack_from(data, pos)
+        if n >= 0:
+            pos += 4
+            end = pos + n
+            members_item.metadata = data[pos:end]
+            pos = end
+        else:
+            members_item.metadata, pos = r_bytes(data, pos)
+        members_item.unknown_tags = {}
         members.append(members_item)
     o.members = members
     o.unknown_tags = {}
@@ -648,7 +720,8 @@ def _read_JoinGroupResponse_v5(data: bytes, pos: int) -> tuple[JoinGroupResponse
 def _write_JoinGroupResponse_v5(out: bytearray, o: JoinGroupResponse) -> None:
     """Writes JoinGroupResponse v5 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_JoinGroupResponse_v5.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_JoinGroupResponse_v5.
     """
     s: _Any  # the string being written
     out += _S_ihi.pack(o.throttle_time_ms, o.error_code, o.generation_id)
@@ -687,7 +760,8 @@ def _write_JoinGroupResponse_v5(out: bytearray, o: JoinGroupResponse) -> None:
 def _read_JoinGroupResponse_v6(data: bytes, pos: int) -> tuple[JoinGroupResponse, int]:
     """Reads JoinGroupResponse v6 on the fast path.
 
-    On any failure the caller re-reads with _decode_JoinGroupResponse_v6, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_JoinGroupResponse_v6.
     """
     o = new_object(JoinGroupResponse)
     o.throttle_time_ms, o.error_code, o.generation_id = _S_ihi.unpack_from(data, pos)
@@ -722,7 +796,36 @@ def _read_JoinGroupResponse_v6(data: bytes, pos: int) -> tuple[JoinGroupResponse
         raise Recheck
     members = []
     for _ in range(n):
-        members_item, pos = _read_JoinGroupResponseMember_v6(data, pos)
+        members_item = new_object(JoinGroupResponseMember)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.member_id = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            members_item.member_id, pos = r_compact_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.group_instance_id = data[pos + 1 : end].decode()
+            pos = end
+        elif n == 0:
+            members_item.group_instance_id = None
+            pos += 1
+        else:
+            members_item.group_instance_id, pos = r_compact_nullable_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.metadata = data[pos + 1 : end]
+            pos = end
+        else:
+            members_item.metadata, pos = r_compact_bytes(data, pos)
+        if data[pos]:
+            members_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            members_item.unknown_tags = {}
+            pos += 1
         members.append(members_item)
     o.members = members
     if data[pos]:
@@ -736,7 +839,8 @@ def _read_JoinGroupResponse_v6(data: bytes, pos: int) -> tuple[JoinGroupResponse
 def _write_JoinGroupResponse_v6(out: bytearray, o: JoinGroupResponse) -> None:
     """Writes JoinGroupResponse v6 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_JoinGroupResponse_v6.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_JoinGroupResponse_v6.
     """
     s: _Any  # the string being written
     out += _S_ihi.pack(o.throttle_time_ms, o.error_code, o.generation_id)
@@ -777,7 +881,8 @@ def _write_JoinGroupResponse_v6(out: bytearray, o: JoinGroupResponse) -> None:
 def _read_JoinGroupResponse_v7(data: bytes, pos: int) -> tuple[JoinGroupResponse, int]:
     """Reads JoinGroupResponse v7-8 on the fast path.
 
-    On any failure the caller re-reads with _decode_JoinGroupResponse_v7, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_JoinGroupResponse_v7.
     """
     o = new_object(JoinGroupResponse)
     o.throttle_time_ms, o.error_code, o.generation_id = _S_ihi.unpack_from(data, pos)
@@ -824,7 +929,36 @@ def _read_JoinGroupResponse_v7(data: bytes, pos: int) -> tuple[JoinGroupResponse
         raise Recheck
     members = []
     for _ in range(n):
-        members_item, pos = _read_JoinGroupResponseMember_v6(data, pos)
+        members_item = new_object(JoinGroupResponseMember)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.member_id = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            members_item.member_id, pos = r_compact_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.group_instance_id = data[pos + 1 : end].decode()
+            pos = end
+        elif n == 0:
+            members_item.group_instance_id = None
+            pos += 1
+        else:
+            members_item.group_instance_id, pos = r_compact_nullable_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.metadata = data[pos + 1 : end]
+            pos = end
+        else:
+            members_item.metadata, pos = r_compact_bytes(data, pos)
+        if data[pos]:
+            members_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            members_item.unknown_tags = {}
+            pos += 1
         members.append(members_item)
     o.members = members
     if data[pos]:
@@ -838,7 +972,8 @@ def _read_JoinGroupResponse_v7(data: bytes, pos: int) -> tuple[JoinGroupResponse
 def _write_JoinGroupResponse_v7(out: bytearray, o: JoinGroupResponse) -> None:
     """Writes JoinGroupResponse v7-8 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_JoinGroupResponse_v7.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_JoinGroupResponse_v7.
     """
     s: _Any  # the string being written
     out += _S_ihi.pack(o.throttle_time_ms, o.error_code, o.generation_id)
@@ -892,7 +1027,8 @@ def _write_JoinGroupResponse_v7(out: bytearray, o: JoinGroupResponse) -> None:
 def _read_JoinGroupResponse_v9(data: bytes, pos: int) -> tuple[JoinGroupResponse, int]:
     """Reads JoinGroupResponse v9 on the fast path.
 
-    On any failure the caller re-reads with _decode_JoinGroupResponse_v9, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_JoinGroupResponse_v9.
     """
     o = new_object(JoinGroupResponse)
     o.throttle_time_ms, o.error_code, o.generation_id = _S_ihi.unpack_from(data, pos)
@@ -940,7 +1076,36 @@ def _read_JoinGroupResponse_v9(data: bytes, pos: int) -> tuple[JoinGroupResponse
         raise Recheck
     members = []
     for _ in range(n):
-        members_item, pos = _read_JoinGroupResponseMember_v6(data, pos)
+        members_item = new_object(JoinGroupResponseMember)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.member_id = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            members_item.member_id, pos = r_compact_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.group_instance_id = data[pos + 1 : end].decode()
+            pos = end
+        elif n == 0:
+            members_item.group_instance_id = None
+            pos += 1
+        else:
+            members_item.group_instance_id, pos = r_compact_nullable_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.metadata = data[pos + 1 : end]
+            pos = end
+        else:
+            members_item.metadata, pos = r_compact_bytes(data, pos)
+        if data[pos]:
+            members_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            members_item.unknown_tags = {}
+            pos += 1
         members.append(members_item)
     o.members = members
     if data[pos]:
@@ -954,7 +1119,8 @@ def _read_JoinGroupResponse_v9(data: bytes, pos: int) -> tuple[JoinGroupResponse
 def _write_JoinGroupResponse_v9(out: bytearray, o: JoinGroupResponse) -> None:
     """Writes JoinGroupResponse v9 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_JoinGroupResponse_v9.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_JoinGroupResponse_v9.
     """
     s: _Any  # the string being written
     out += _S_ihi.pack(o.throttle_time_ms, o.error_code, o.generation_id)

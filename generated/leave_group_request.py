@@ -174,7 +174,8 @@ class LeaveGroupRequest:
 def _read_MemberIdentity_v3(data: bytes, pos: int) -> tuple[MemberIdentity, int]:
     """Reads MemberIdentity v3 on the fast path.
 
-    On any failure the caller re-reads with _decode_MemberIdentity_v3, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_MemberIdentity_v3.
     """
     o = new_object(MemberIdentity)
     (n,) = _S_h.unpack_from(data, pos)
@@ -201,7 +202,8 @@ def _read_MemberIdentity_v3(data: bytes, pos: int) -> tuple[MemberIdentity, int]
 def _write_MemberIdentity_v3(out: bytearray, o: MemberIdentity) -> None:
     """Writes MemberIdentity v3 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_MemberIdentity_v3.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_MemberIdentity_v3.
     """
     s: _Any  # the string being written
     s = o.member_id
@@ -228,7 +230,8 @@ def _write_MemberIdentity_v3(out: bytearray, o: MemberIdentity) -> None:
 def _read_MemberIdentity_v4(data: bytes, pos: int) -> tuple[MemberIdentity, int]:
     """Reads MemberIdentity v4 on the fast path.
 
-    On any failure the caller re-reads with _decode_MemberIdentity_v4, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_MemberIdentity_v4.
     """
     o = new_object(MemberIdentity)
     n = data[pos]
@@ -260,7 +263,8 @@ def _read_MemberIdentity_v4(data: bytes, pos: int) -> tuple[MemberIdentity, int]
 def _write_MemberIdentity_v4(out: bytearray, o: MemberIdentity) -> None:
     """Writes MemberIdentity v4 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_MemberIdentity_v4.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_MemberIdentity_v4.
     """
     s: _Any  # the string being written
     s = o.member_id
@@ -289,7 +293,8 @@ def _write_MemberIdentity_v4(out: bytearray, o: MemberIdentity) -> None:
 def _read_MemberIdentity_v5(data: bytes, pos: int) -> tuple[MemberIdentity, int]:
     """Reads MemberIdentity v5 on the fast path.
 
-    On any failure the caller re-reads with _decode_MemberIdentity_v5, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_MemberIdentity_v5.
     """
     o = new_object(MemberIdentity)
     n = data[pos]
@@ -330,7 +335,8 @@ def _read_MemberIdentity_v5(data: bytes, pos: int) -> tuple[MemberIdentity, int]
 def _write_MemberIdentity_v5(out: bytearray, o: MemberIdentity) -> None:
     """Writes MemberIdentity v5 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_MemberIdentity_v5.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_MemberIdentity_v5.
     """
     s: _Any  # the string being written
     s = o.member_id
@@ -369,7 +375,8 @@ def _write_MemberIdentity_v5(out: bytearray, o: MemberIdentity) -> None:
 def _read_LeaveGroupRequest_v0(data: bytes, pos: int) -> tuple[LeaveGroupRequest, int]:
     """Reads LeaveGroupRequest v0-2 on the fast path.
 
-    On any failure the caller re-reads with _decode_LeaveGroupRequest_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_LeaveGroupRequest_v0.
     """
     o = new_object(LeaveGroupRequest)
     (n,) = _S_h.unpack_from(data, pos)
@@ -396,7 +403,8 @@ def _read_LeaveGroupRequest_v0(data: bytes, pos: int) -> tuple[LeaveGroupRequest
 def _write_LeaveGroupRequest_v0(out: bytearray, o: LeaveGroupRequest) -> None:
     """Writes LeaveGroupRequest v0-2 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_LeaveGroupRequest_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_LeaveGroupRequest_v0.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -422,7 +430,8 @@ def _write_LeaveGroupRequest_v0(out: bytearray, o: LeaveGroupRequest) -> None:
 def _read_LeaveGroupRequest_v3(data: bytes, pos: int) -> tuple[LeaveGroupRequest, int]:
     """Reads LeaveGroupRequest v3 on the fast path.
 
-    On any failure the caller re-reads with _decode_LeaveGroupRequest_v3, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_LeaveGroupRequest_v3.
     """
     o = new_object(LeaveGroupRequest)
     (n,) = _S_h.unpack_from(data, pos)
@@ -441,7 +450,25 @@ def _read_LeaveGroupRequest_v3(data: bytes, pos: int) -> tuple[LeaveGroupRequest
         raise Recheck
     members = []
     for _ in range(n):
-        members_item, pos = _read_MemberIdentity_v3(data, pos)
+        members_item = new_object(MemberIdentity)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            members_item.member_id = data[pos:end].decode()
+            pos = end
+        else:
+            members_item.member_id, pos = r_string(data, pos)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            members_item.group_instance_id = data[pos:end].decode()
+            pos = end
+        else:
+            members_item.group_instance_id, pos = r_nullable_string(data, pos)
+        members_item.reason = None
+        members_item.unknown_tags = {}
         members.append(members_item)
     o.members = members
     o.unknown_tags = {}
@@ -451,7 +478,8 @@ def _read_LeaveGroupRequest_v3(data: bytes, pos: int) -> tuple[LeaveGroupRequest
 def _write_LeaveGroupRequest_v3(out: bytearray, o: LeaveGroupRequest) -> None:
     """Writes LeaveGroupRequest v3 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_LeaveGroupRequest_v3.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_LeaveGroupRequest_v3.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -475,7 +503,8 @@ def _write_LeaveGroupRequest_v3(out: bytearray, o: LeaveGroupRequest) -> None:
 def _read_LeaveGroupRequest_v4(data: bytes, pos: int) -> tuple[LeaveGroupRequest, int]:
     """Reads LeaveGroupRequest v4 on the fast path.
 
-    On any failure the caller re-reads with _decode_LeaveGroupRequest_v4, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_LeaveGroupRequest_v4.
     """
     o = new_object(LeaveGroupRequest)
     n = data[pos]
@@ -493,7 +522,30 @@ def _read_LeaveGroupRequest_v4(data: bytes, pos: int) -> tuple[LeaveGroupRequest
         raise Recheck
     members = []
     for _ in range(n):
-        members_item, pos = _read_MemberIdentity_v4(data, pos)
+        members_item = new_object(MemberIdentity)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.member_id = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            members_item.member_id, pos = r_compact_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.group_instance_id = data[pos + 1 : end].decode()
+            pos = end
+        elif n == 0:
+            members_item.group_instance_id = None
+            pos += 1
+        else:
+            members_item.group_instance_id, pos = r_compact_nullable_string(data, pos)
+        members_item.reason = None
+        if data[pos]:
+            members_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            members_item.unknown_tags = {}
+            pos += 1
         members.append(members_item)
     o.members = members
     if data[pos]:
@@ -507,7 +559,8 @@ def _read_LeaveGroupRequest_v4(data: bytes, pos: int) -> tuple[LeaveGroupRequest
 def _write_LeaveGroupRequest_v4(out: bytearray, o: LeaveGroupRequest) -> None:
     """Writes LeaveGroupRequest v4 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_LeaveGroupRequest_v4.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_LeaveGroupRequest_v4.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -533,7 +586,8 @@ def _write_LeaveGroupRequest_v4(out: bytearray, o: LeaveGroupRequest) -> None:
 def _read_LeaveGroupRequest_v5(data: bytes, pos: int) -> tuple[LeaveGroupRequest, int]:
     """Reads LeaveGroupRequest v5 on the fast path.
 
-    On any failure the caller re-reads with _decode_LeaveGroupRequest_v5, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_LeaveGroupRequest_v5.
     """
     o = new_object(LeaveGroupRequest)
     n = data[pos]
@@ -551,7 +605,39 @@ def _read_LeaveGroupRequest_v5(data: bytes, pos: int) -> tuple[LeaveGroupRequest
         raise Recheck
     members = []
     for _ in range(n):
-        members_item, pos = _read_MemberIdentity_v5(data, pos)
+        members_item = new_object(MemberIdentity)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.member_id = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            members_item.member_id, pos = r_compact_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.group_instance_id = data[pos + 1 : end].decode()
+            pos = end
+        elif n == 0:
+            members_item.group_instance_id = None
+            pos += 1
+        else:
+            members_item.group_instance_id, pos = r_compact_nullable_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.reason = data[pos + 1 : end].decode()
+            pos = end
+        elif n == 0:
+            members_item.reason = None
+            pos += 1
+        else:
+            members_item.reason, pos = r_compact_nullable_string(data, pos)
+        if data[pos]:
+            members_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            members_item.unknown_tags = {}
+            pos += 1
         members.append(members_item)
     o.members = members
     if data[pos]:
@@ -565,7 +651,8 @@ def _read_LeaveGroupRequest_v5(data: bytes, pos: int) -> tuple[LeaveGroupRequest
 def _write_LeaveGroupRequest_v5(out: bytearray, o: LeaveGroupRequest) -> None:
     """Writes LeaveGroupRequest v5 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_LeaveGroupRequest_v5.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_LeaveGroupRequest_v5.
     """
     s: _Any  # the string being written
     s = o.group_id

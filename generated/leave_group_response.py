@@ -184,7 +184,8 @@ class LeaveGroupResponse:
 def _read_MemberResponse_v3(data: bytes, pos: int) -> tuple[MemberResponse, int]:
     """Reads MemberResponse v3 on the fast path.
 
-    On any failure the caller re-reads with _decode_MemberResponse_v3, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_MemberResponse_v3.
     """
     o = new_object(MemberResponse)
     (n,) = _S_h.unpack_from(data, pos)
@@ -212,7 +213,8 @@ def _read_MemberResponse_v3(data: bytes, pos: int) -> tuple[MemberResponse, int]
 def _write_MemberResponse_v3(out: bytearray, o: MemberResponse) -> None:
     """Writes MemberResponse v3 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_MemberResponse_v3.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_MemberResponse_v3.
     """
     s: _Any  # the string being written
     s = o.member_id
@@ -240,7 +242,8 @@ def _write_MemberResponse_v3(out: bytearray, o: MemberResponse) -> None:
 def _read_MemberResponse_v4(data: bytes, pos: int) -> tuple[MemberResponse, int]:
     """Reads MemberResponse v4-5 on the fast path.
 
-    On any failure the caller re-reads with _decode_MemberResponse_v4, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_MemberResponse_v4.
     """
     o = new_object(MemberResponse)
     n = data[pos]
@@ -273,7 +276,8 @@ def _read_MemberResponse_v4(data: bytes, pos: int) -> tuple[MemberResponse, int]
 def _write_MemberResponse_v4(out: bytearray, o: MemberResponse) -> None:
     """Writes MemberResponse v4-5 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_MemberResponse_v4.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_MemberResponse_v4.
     """
     s: _Any  # the string being written
     s = o.member_id
@@ -303,7 +307,8 @@ def _write_MemberResponse_v4(out: bytearray, o: MemberResponse) -> None:
 def _read_LeaveGroupResponse_v0(data: bytes, pos: int) -> tuple[LeaveGroupResponse, int]:
     """Reads LeaveGroupResponse v0 on the fast path.
 
-    On any failure the caller re-reads with _decode_LeaveGroupResponse_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_LeaveGroupResponse_v0.
     """
     o = new_object(LeaveGroupResponse)
     o.throttle_time_ms = 0
@@ -317,7 +322,8 @@ def _read_LeaveGroupResponse_v0(data: bytes, pos: int) -> tuple[LeaveGroupRespon
 def _write_LeaveGroupResponse_v0(out: bytearray, o: LeaveGroupResponse) -> None:
     """Writes LeaveGroupResponse v0 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_LeaveGroupResponse_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_LeaveGroupResponse_v0.
     """
     s: _Any  # the string being written
     out += _S_h.pack(o.error_code)
@@ -330,7 +336,8 @@ def _write_LeaveGroupResponse_v0(out: bytearray, o: LeaveGroupResponse) -> None:
 def _read_LeaveGroupResponse_v1(data: bytes, pos: int) -> tuple[LeaveGroupResponse, int]:
     """Reads LeaveGroupResponse v1-2 on the fast path.
 
-    On any failure the caller re-reads with _decode_LeaveGroupResponse_v1, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_LeaveGroupResponse_v1.
     """
     o = new_object(LeaveGroupResponse)
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
@@ -343,7 +350,8 @@ def _read_LeaveGroupResponse_v1(data: bytes, pos: int) -> tuple[LeaveGroupRespon
 def _write_LeaveGroupResponse_v1(out: bytearray, o: LeaveGroupResponse) -> None:
     """Writes LeaveGroupResponse v1-2 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_LeaveGroupResponse_v1.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_LeaveGroupResponse_v1.
     """
     s: _Any  # the string being written
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
@@ -356,7 +364,8 @@ def _write_LeaveGroupResponse_v1(out: bytearray, o: LeaveGroupResponse) -> None:
 def _read_LeaveGroupResponse_v3(data: bytes, pos: int) -> tuple[LeaveGroupResponse, int]:
     """Reads LeaveGroupResponse v3 on the fast path.
 
-    On any failure the caller re-reads with _decode_LeaveGroupResponse_v3, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_LeaveGroupResponse_v3.
     """
     o = new_object(LeaveGroupResponse)
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
@@ -368,7 +377,26 @@ def _read_LeaveGroupResponse_v3(data: bytes, pos: int) -> tuple[LeaveGroupRespon
         raise Recheck
     members = []
     for _ in range(n):
-        members_item, pos = _read_MemberResponse_v3(data, pos)
+        members_item = new_object(MemberResponse)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            members_item.member_id = data[pos:end].decode()
+            pos = end
+        else:
+            members_item.member_id, pos = r_string(data, pos)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            members_item.group_instance_id = data[pos:end].decode()
+            pos = end
+        else:
+            members_item.group_instance_id, pos = r_nullable_string(data, pos)
+        (members_item.error_code,) = _S_h.unpack_from(data, pos)
+        pos += 2
+        members_item.unknown_tags = {}
         members.append(members_item)
     o.members = members
     o.unknown_tags = {}
@@ -378,7 +406,8 @@ def _read_LeaveGroupResponse_v3(data: bytes, pos: int) -> tuple[LeaveGroupRespon
 def _write_LeaveGroupResponse_v3(out: bytearray, o: LeaveGroupResponse) -> None:
     """Writes LeaveGroupResponse v3 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_LeaveGroupResponse_v3.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_LeaveGroupResponse_v3.
     """
     s: _Any  # the string being written
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
@@ -394,7 +423,8 @@ def _write_LeaveGroupResponse_v3(out: bytearray, o: LeaveGroupResponse) -> None:
 def _read_LeaveGroupResponse_v4(data: bytes, pos: int) -> tuple[LeaveGroupResponse, int]:
     """Reads LeaveGroupResponse v4-5 on the fast path.
 
-    On any failure the caller re-reads with _decode_LeaveGroupResponse_v4, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_LeaveGroupResponse_v4.
     """
     o = new_object(LeaveGroupResponse)
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
@@ -406,7 +436,31 @@ def _read_LeaveGroupResponse_v4(data: bytes, pos: int) -> tuple[LeaveGroupRespon
         raise Recheck
     members = []
     for _ in range(n):
-        members_item, pos = _read_MemberResponse_v4(data, pos)
+        members_item = new_object(MemberResponse)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.member_id = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            members_item.member_id, pos = r_compact_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            members_item.group_instance_id = data[pos + 1 : end].decode()
+            pos = end
+        elif n == 0:
+            members_item.group_instance_id = None
+            pos += 1
+        else:
+            members_item.group_instance_id, pos = r_compact_nullable_string(data, pos)
+        (members_item.error_code,) = _S_h.unpack_from(data, pos)
+        pos += 2
+        if data[pos]:
+            members_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            members_item.unknown_tags = {}
+            pos += 1
         members.append(members_item)
     o.members = members
     if data[pos]:
@@ -420,7 +474,8 @@ def _read_LeaveGroupResponse_v4(data: bytes, pos: int) -> tuple[LeaveGroupRespon
 def _write_LeaveGroupResponse_v4(out: bytearray, o: LeaveGroupResponse) -> None:
     """Writes LeaveGroupResponse v4-5 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_LeaveGroupResponse_v4.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_LeaveGroupResponse_v4.
     """
     s: _Any  # the string being written
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)

@@ -119,7 +119,8 @@ class ListGroupsRequest:
 def _read_ListGroupsRequest_v0(data: bytes, pos: int) -> tuple[ListGroupsRequest, int]:
     """Reads ListGroupsRequest v0-2 on the fast path.
 
-    On any failure the caller re-reads with _decode_ListGroupsRequest_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ListGroupsRequest_v0.
     """
     o = new_object(ListGroupsRequest)
     o.states_filter = []
@@ -131,7 +132,8 @@ def _read_ListGroupsRequest_v0(data: bytes, pos: int) -> tuple[ListGroupsRequest
 def _write_ListGroupsRequest_v0(out: bytearray, o: ListGroupsRequest) -> None:
     """Writes ListGroupsRequest v0-2 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ListGroupsRequest_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ListGroupsRequest_v0.
     """
     s: _Any  # the string being written
     if len(o.states_filter) != 0:
@@ -145,7 +147,8 @@ def _write_ListGroupsRequest_v0(out: bytearray, o: ListGroupsRequest) -> None:
 def _read_ListGroupsRequest_v3(data: bytes, pos: int) -> tuple[ListGroupsRequest, int]:
     """Reads ListGroupsRequest v3 on the fast path.
 
-    On any failure the caller re-reads with _decode_ListGroupsRequest_v3, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ListGroupsRequest_v3.
     """
     o = new_object(ListGroupsRequest)
     o.states_filter = []
@@ -161,7 +164,8 @@ def _read_ListGroupsRequest_v3(data: bytes, pos: int) -> tuple[ListGroupsRequest
 def _write_ListGroupsRequest_v3(out: bytearray, o: ListGroupsRequest) -> None:
     """Writes ListGroupsRequest v3 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ListGroupsRequest_v3.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ListGroupsRequest_v3.
     """
     s: _Any  # the string being written
     if len(o.states_filter) != 0:
@@ -177,7 +181,8 @@ def _write_ListGroupsRequest_v3(out: bytearray, o: ListGroupsRequest) -> None:
 def _read_ListGroupsRequest_v4(data: bytes, pos: int) -> tuple[ListGroupsRequest, int]:
     """Reads ListGroupsRequest v4 on the fast path.
 
-    On any failure the caller re-reads with _decode_ListGroupsRequest_v4, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ListGroupsRequest_v4.
     """
     o = new_object(ListGroupsRequest)
     o.states_filter, pos = r_compact_array(data, pos, r_compact_string)
@@ -193,7 +198,8 @@ def _read_ListGroupsRequest_v4(data: bytes, pos: int) -> tuple[ListGroupsRequest
 def _write_ListGroupsRequest_v4(out: bytearray, o: ListGroupsRequest) -> None:
     """Writes ListGroupsRequest v4 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ListGroupsRequest_v4.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ListGroupsRequest_v4.
     """
     s: _Any  # the string being written
     w_compact_array(out, o.states_filter, w_compact_string)
@@ -208,7 +214,8 @@ def _write_ListGroupsRequest_v4(out: bytearray, o: ListGroupsRequest) -> None:
 def _read_ListGroupsRequest_v5(data: bytes, pos: int) -> tuple[ListGroupsRequest, int]:
     """Reads ListGroupsRequest v5 on the fast path.
 
-    On any failure the caller re-reads with _decode_ListGroupsRequest_v5, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ListGroupsRequest_v5.
     """
     o = new_object(ListGroupsRequest)
     o.states_filter, pos = r_compact_array(data, pos, r_compact_string)
@@ -224,7 +231,8 @@ def _read_ListGroupsRequest_v5(data: bytes, pos: int) -> tuple[ListGroupsRequest
 def _write_ListGroupsRequest_v5(out: bytearray, o: ListGroupsRequest) -> None:
     """Writes ListGroupsRequest v5 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ListGroupsRequest_v5.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ListGroupsRequest_v5.
     """
     s: _Any  # the string being written
     w_compact_array(out, o.states_filter, w_compact_string)

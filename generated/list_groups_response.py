@@ -171,7 +171,8 @@ class ListGroupsResponse:
 def _read_ListedGroup_v0(data: bytes, pos: int) -> tuple[ListedGroup, int]:
     """Reads ListedGroup v0-2 on the fast path.
 
-    On any failure the caller re-reads with _decode_ListedGroup_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ListedGroup_v0.
     """
     o = new_object(ListedGroup)
     (n,) = _S_h.unpack_from(data, pos)
@@ -199,7 +200,8 @@ def _read_ListedGroup_v0(data: bytes, pos: int) -> tuple[ListedGroup, int]:
 def _write_ListedGroup_v0(out: bytearray, o: ListedGroup) -> None:
     """Writes ListedGroup v0-2 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ListedGroup_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ListedGroup_v0.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -223,7 +225,8 @@ def _write_ListedGroup_v0(out: bytearray, o: ListedGroup) -> None:
 def _read_ListedGroup_v3(data: bytes, pos: int) -> tuple[ListedGroup, int]:
     """Reads ListedGroup v3 on the fast path.
 
-    On any failure the caller re-reads with _decode_ListedGroup_v3, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ListedGroup_v3.
     """
     o = new_object(ListedGroup)
     n = data[pos]
@@ -253,7 +256,8 @@ def _read_ListedGroup_v3(data: bytes, pos: int) -> tuple[ListedGroup, int]:
 def _write_ListedGroup_v3(out: bytearray, o: ListedGroup) -> None:
     """Writes ListedGroup v3 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ListedGroup_v3.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ListedGroup_v3.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -279,7 +283,8 @@ def _write_ListedGroup_v3(out: bytearray, o: ListedGroup) -> None:
 def _read_ListedGroup_v4(data: bytes, pos: int) -> tuple[ListedGroup, int]:
     """Reads ListedGroup v4 on the fast path.
 
-    On any failure the caller re-reads with _decode_ListedGroup_v4, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ListedGroup_v4.
     """
     o = new_object(ListedGroup)
     n = data[pos]
@@ -315,7 +320,8 @@ def _read_ListedGroup_v4(data: bytes, pos: int) -> tuple[ListedGroup, int]:
 def _write_ListedGroup_v4(out: bytearray, o: ListedGroup) -> None:
     """Writes ListedGroup v4 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ListedGroup_v4.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ListedGroup_v4.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -348,7 +354,8 @@ def _write_ListedGroup_v4(out: bytearray, o: ListedGroup) -> None:
 def _read_ListedGroup_v5(data: bytes, pos: int) -> tuple[ListedGroup, int]:
     """Reads ListedGroup v5 on the fast path.
 
-    On any failure the caller re-reads with _decode_ListedGroup_v5, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ListedGroup_v5.
     """
     o = new_object(ListedGroup)
     n = data[pos]
@@ -390,7 +397,8 @@ def _read_ListedGroup_v5(data: bytes, pos: int) -> tuple[ListedGroup, int]:
 def _write_ListedGroup_v5(out: bytearray, o: ListedGroup) -> None:
     """Writes ListedGroup v5 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ListedGroup_v5.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ListedGroup_v5.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -430,7 +438,8 @@ def _write_ListedGroup_v5(out: bytearray, o: ListedGroup) -> None:
 def _read_ListGroupsResponse_v0(data: bytes, pos: int) -> tuple[ListGroupsResponse, int]:
     """Reads ListGroupsResponse v0 on the fast path.
 
-    On any failure the caller re-reads with _decode_ListGroupsResponse_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ListGroupsResponse_v0.
     """
     o = new_object(ListGroupsResponse)
     o.throttle_time_ms = 0
@@ -443,7 +452,26 @@ def _read_ListGroupsResponse_v0(data: bytes, pos: int) -> tuple[ListGroupsRespon
         raise Recheck
     groups = []
     for _ in range(n):
-        groups_item, pos = _read_ListedGroup_v0(data, pos)
+        groups_item = new_object(ListedGroup)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            groups_item.group_id = data[pos:end].decode()
+            pos = end
+        else:
+            groups_item.group_id, pos = r_string(data, pos)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            groups_item.protocol_type = data[pos:end].decode()
+            pos = end
+        else:
+            groups_item.protocol_type, pos = r_string(data, pos)
+        groups_item.group_state = ""
+        groups_item.group_type = ""
+        groups_item.unknown_tags = {}
         groups.append(groups_item)
     o.groups = groups
     o.unknown_tags = {}
@@ -453,7 +481,8 @@ def _read_ListGroupsResponse_v0(data: bytes, pos: int) -> tuple[ListGroupsRespon
 def _write_ListGroupsResponse_v0(out: bytearray, o: ListGroupsResponse) -> None:
     """Writes ListGroupsResponse v0 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ListGroupsResponse_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ListGroupsResponse_v0.
     """
     s: _Any  # the string being written
     out += _S_h.pack(o.error_code)
@@ -469,7 +498,8 @@ def _write_ListGroupsResponse_v0(out: bytearray, o: ListGroupsResponse) -> None:
 def _read_ListGroupsResponse_v1(data: bytes, pos: int) -> tuple[ListGroupsResponse, int]:
     """Reads ListGroupsResponse v1-2 on the fast path.
 
-    On any failure the caller re-reads with _decode_ListGroupsResponse_v1, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ListGroupsResponse_v1.
     """
     o = new_object(ListGroupsResponse)
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
@@ -481,7 +511,26 @@ def _read_ListGroupsResponse_v1(data: bytes, pos: int) -> tuple[ListGroupsRespon
         raise Recheck
     groups = []
     for _ in range(n):
-        groups_item, pos = _read_ListedGroup_v0(data, pos)
+        groups_item = new_object(ListedGroup)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            groups_item.group_id = data[pos:end].decode()
+            pos = end
+        else:
+            groups_item.group_id, pos = r_string(data, pos)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            groups_item.protocol_type = data[pos:end].decode()
+            pos = end
+        else:
+            groups_item.protocol_type, pos = r_string(data, pos)
+        groups_item.group_state = ""
+        groups_item.group_type = ""
+        groups_item.unknown_tags = {}
         groups.append(groups_item)
     o.groups = groups
     o.unknown_tags = {}
@@ -491,7 +540,8 @@ def _read_ListGroupsResponse_v1(data: bytes, pos: int) -> tuple[ListGroupsRespon
 def _write_ListGroupsResponse_v1(out: bytearray, o: ListGroupsResponse) -> None:
     """Writes ListGroupsResponse v1-2 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ListGroupsResponse_v1.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ListGroupsResponse_v1.
     """
     s: _Any  # the string being written
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
@@ -507,7 +557,8 @@ def _write_ListGroupsResponse_v1(out: bytearray, o: ListGroupsResponse) -> None:
 def _read_ListGroupsResponse_v3(data: bytes, pos: int) -> tuple[ListGroupsResponse, int]:
     """Reads ListGroupsResponse v3 on the fast path.
 
-    On any failure the caller re-reads with _decode_ListGroupsResponse_v3, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ListGroupsResponse_v3.
     """
     o = new_object(ListGroupsResponse)
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
@@ -519,7 +570,28 @@ def _read_ListGroupsResponse_v3(data: bytes, pos: int) -> tuple[ListGroupsRespon
         raise Recheck
     groups = []
     for _ in range(n):
-        groups_item, pos = _read_ListedGroup_v3(data, pos)
+        groups_item = new_object(ListedGroup)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            groups_item.group_id = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            groups_item.group_id, pos = r_compact_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            groups_item.protocol_type = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            groups_item.protocol_type, pos = r_compact_string(data, pos)
+        groups_item.group_state = ""
+        groups_item.group_type = ""
+        if data[pos]:
+            groups_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            groups_item.unknown_tags = {}
+            pos += 1
         groups.append(groups_item)
     o.groups = groups
     if data[pos]:
@@ -533,7 +605,8 @@ def _read_ListGroupsResponse_v3(data: bytes, pos: int) -> tuple[ListGroupsRespon
 def _write_ListGroupsResponse_v3(out: bytearray, o: ListGroupsResponse) -> None:
     """Writes ListGroupsResponse v3 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ListGroupsResponse_v3.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ListGroupsResponse_v3.
     """
     s: _Any  # the string being written
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
@@ -551,7 +624,8 @@ def _write_ListGroupsResponse_v3(out: bytearray, o: ListGroupsResponse) -> None:
 def _read_ListGroupsResponse_v4(data: bytes, pos: int) -> tuple[ListGroupsResponse, int]:
     """Reads ListGroupsResponse v4 on the fast path.
 
-    On any failure the caller re-reads with _decode_ListGroupsResponse_v4, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ListGroupsResponse_v4.
     """
     o = new_object(ListGroupsResponse)
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
@@ -563,7 +637,34 @@ def _read_ListGroupsResponse_v4(data: bytes, pos: int) -> tuple[ListGroupsRespon
         raise Recheck
     groups = []
     for _ in range(n):
-        groups_item, pos = _read_ListedGroup_v4(data, pos)
+        groups_item = new_object(ListedGroup)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            groups_item.group_id = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            groups_item.group_id, pos = r_compact_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            groups_item.protocol_type = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            groups_item.protocol_type, pos = r_compact_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            groups_item.group_state = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            groups_item.group_state, pos = r_compact_string(data, pos)
+        groups_item.group_type = ""
+        if data[pos]:
+            groups_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            groups_item.unknown_tags = {}
+            pos += 1
         groups.append(groups_item)
     o.groups = groups
     if data[pos]:
@@ -577,7 +678,8 @@ def _read_ListGroupsResponse_v4(data: bytes, pos: int) -> tuple[ListGroupsRespon
 def _write_ListGroupsResponse_v4(out: bytearray, o: ListGroupsResponse) -> None:
     """Writes ListGroupsResponse v4 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ListGroupsResponse_v4.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ListGroupsResponse_v4.
     """
     s: _Any  # the string being written
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
@@ -595,7 +697,8 @@ def _write_ListGroupsResponse_v4(out: bytearray, o: ListGroupsResponse) -> None:
 def _read_ListGroupsResponse_v5(data: bytes, pos: int) -> tuple[ListGroupsResponse, int]:
     """Reads ListGroupsResponse v5 on the fast path.
 
-    On any failure the caller re-reads with _decode_ListGroupsResponse_v5, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ListGroupsResponse_v5.
     """
     o = new_object(ListGroupsResponse)
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
@@ -607,7 +710,40 @@ def _read_ListGroupsResponse_v5(data: bytes, pos: int) -> tuple[ListGroupsRespon
         raise Recheck
     groups = []
     for _ in range(n):
-        groups_item, pos = _read_ListedGroup_v5(data, pos)
+        groups_item = new_object(ListedGroup)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            groups_item.group_id = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            groups_item.group_id, pos = r_compact_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            groups_item.protocol_type = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            groups_item.protocol_type, pos = r_compact_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            groups_item.group_state = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            groups_item.group_state, pos = r_compact_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            groups_item.group_type = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            groups_item.group_type, pos = r_compact_string(data, pos)
+        if data[pos]:
+            groups_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            groups_item.unknown_tags = {}
+            pos += 1
         groups.append(groups_item)
     o.groups = groups
     if data[pos]:
@@ -621,7 +757,8 @@ def _read_ListGroupsResponse_v5(data: bytes, pos: int) -> tuple[ListGroupsRespon
 def _write_ListGroupsResponse_v5(out: bytearray, o: ListGroupsResponse) -> None:
     """Writes ListGroupsResponse v5 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ListGroupsResponse_v5.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ListGroupsResponse_v5.
     """
     s: _Any  # the string being written
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)

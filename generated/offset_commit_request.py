@@ -293,7 +293,8 @@ def _read_OffsetCommitRequestPartition_v0(
 ) -> tuple[OffsetCommitRequestPartition, int]:
     """Reads OffsetCommitRequestPartition v0, v2-5 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetCommitRequestPartition_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetCommitRequestPartition_v0.
     """
     o = new_object(OffsetCommitRequestPartition)
     o.partition_index, o.committed_offset = _S_iq.unpack_from(data, pos)
@@ -315,7 +316,8 @@ def _read_OffsetCommitRequestPartition_v0(
 def _write_OffsetCommitRequestPartition_v0(out: bytearray, o: OffsetCommitRequestPartition) -> None:
     """Writes OffsetCommitRequestPartition v0, v2-5 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequestPartition_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetCommitRequestPartition_v0.
     """
     s: _Any  # the string being written
     out += _S_iq.pack(o.partition_index, o.committed_offset)
@@ -340,7 +342,8 @@ def _read_OffsetCommitRequestPartition_v1(
 ) -> tuple[OffsetCommitRequestPartition, int]:
     """Reads OffsetCommitRequestPartition v1 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetCommitRequestPartition_v1, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetCommitRequestPartition_v1.
     """
     o = new_object(OffsetCommitRequestPartition)
     o.partition_index, o.committed_offset = _S_iq.unpack_from(data, pos)
@@ -363,7 +366,8 @@ def _read_OffsetCommitRequestPartition_v1(
 def _write_OffsetCommitRequestPartition_v1(out: bytearray, o: OffsetCommitRequestPartition) -> None:
     """Writes OffsetCommitRequestPartition v1 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequestPartition_v1.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetCommitRequestPartition_v1.
     """
     s: _Any  # the string being written
     out += _S_iq.pack(o.partition_index, o.committed_offset)
@@ -387,7 +391,8 @@ def _read_OffsetCommitRequestPartition_v6(
 ) -> tuple[OffsetCommitRequestPartition, int]:
     """Reads OffsetCommitRequestPartition v6-7 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetCommitRequestPartition_v6, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetCommitRequestPartition_v6.
     """
     o = new_object(OffsetCommitRequestPartition)
     o.partition_index, o.committed_offset, o.committed_leader_epoch = _S_iqi.unpack_from(data, pos)
@@ -408,7 +413,8 @@ def _read_OffsetCommitRequestPartition_v6(
 def _write_OffsetCommitRequestPartition_v6(out: bytearray, o: OffsetCommitRequestPartition) -> None:
     """Writes OffsetCommitRequestPartition v6-7 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequestPartition_v6.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetCommitRequestPartition_v6.
     """
     s: _Any  # the string being written
     out += _S_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
@@ -433,7 +439,8 @@ def _read_OffsetCommitRequestPartition_v8(
 ) -> tuple[OffsetCommitRequestPartition, int]:
     """Reads OffsetCommitRequestPartition v8-10 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetCommitRequestPartition_v8, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetCommitRequestPartition_v8.
     """
     o = new_object(OffsetCommitRequestPartition)
     o.partition_index, o.committed_offset, o.committed_leader_epoch = _S_iqi.unpack_from(data, pos)
@@ -460,7 +467,8 @@ def _read_OffsetCommitRequestPartition_v8(
 def _write_OffsetCommitRequestPartition_v8(out: bytearray, o: OffsetCommitRequestPartition) -> None:
     """Writes OffsetCommitRequestPartition v8-10 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequestPartition_v8.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetCommitRequestPartition_v8.
     """
     s: _Any  # the string being written
     out += _S_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
@@ -487,7 +495,8 @@ def _read_OffsetCommitRequestTopic_v0(
 ) -> tuple[OffsetCommitRequestTopic, int]:
     """Reads OffsetCommitRequestTopic v0, v2-5 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetCommitRequestTopic_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetCommitRequestTopic_v0.
     """
     o = new_object(OffsetCommitRequestTopic)
     (n,) = _S_h.unpack_from(data, pos)
@@ -506,7 +515,22 @@ def _read_OffsetCommitRequestTopic_v0(
         raise Recheck
     partitions = []
     for _ in range(n):
-        partitions_item, pos = _read_OffsetCommitRequestPartition_v0(data, pos)
+        partitions_item = new_object(OffsetCommitRequestPartition)
+        partitions_item.partition_index, partitions_item.committed_offset = _S_iq.unpack_from(
+            data, pos
+        )
+        pos += 12
+        partitions_item.committed_leader_epoch = -1
+        partitions_item.commit_timestamp = -1
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            partitions_item.committed_metadata = data[pos:end].decode()
+            pos = end
+        else:
+            partitions_item.committed_metadata, pos = r_nullable_string(data, pos)
+        partitions_item.unknown_tags = {}
         partitions.append(partitions_item)
     o.partitions = partitions
     o.unknown_tags = {}
@@ -516,7 +540,8 @@ def _read_OffsetCommitRequestTopic_v0(
 def _write_OffsetCommitRequestTopic_v0(out: bytearray, o: OffsetCommitRequestTopic) -> None:
     """Writes OffsetCommitRequestTopic v0, v2-5 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequestTopic_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetCommitRequestTopic_v0.
     """
     s: _Any  # the string being written
     s = o.name
@@ -540,7 +565,8 @@ def _read_OffsetCommitRequestTopic_v1(
 ) -> tuple[OffsetCommitRequestTopic, int]:
     """Reads OffsetCommitRequestTopic v1 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetCommitRequestTopic_v1, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetCommitRequestTopic_v1.
     """
     o = new_object(OffsetCommitRequestTopic)
     (n,) = _S_h.unpack_from(data, pos)
@@ -559,7 +585,23 @@ def _read_OffsetCommitRequestTopic_v1(
         raise Recheck
     partitions = []
     for _ in range(n):
-        partitions_item, pos = _read_OffsetCommitRequestPartition_v1(data, pos)
+        partitions_item = new_object(OffsetCommitRequestPartition)
+        partitions_item.partition_index, partitions_item.committed_offset = _S_iq.unpack_from(
+            data, pos
+        )
+        pos += 12
+        partitions_item.committed_leader_epoch = -1
+        (partitions_item.commit_timestamp,) = _S_q.unpack_from(data, pos)
+        pos += 8
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            partitions_item.committed_metadata = data[pos:end].decode()
+            pos = end
+        else:
+            partitions_item.committed_metadata, pos = r_nullable_string(data, pos)
+        partitions_item.unknown_tags = {}
         partitions.append(partitions_item)
     o.partitions = partitions
     o.unknown_tags = {}
@@ -569,7 +611,8 @@ def _read_OffsetCommitRequestTopic_v1(
 def _write_OffsetCommitRequestTopic_v1(out: bytearray, o: OffsetCommitRequestTopic) -> None:
     """Writes OffsetCommitRequestTopic v1 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequestTopic_v1.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetCommitRequestTopic_v1.
     """
     s: _Any  # the string being written
     s = o.name
@@ -593,7 +636,8 @@ def _read_OffsetCommitRequestTopic_v6(
 ) -> tuple[OffsetCommitRequestTopic, int]:
     """Reads OffsetCommitRequestTopic v6-7 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetCommitRequestTopic_v6, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetCommitRequestTopic_v6.
     """
     o = new_object(OffsetCommitRequestTopic)
     (n,) = _S_h.unpack_from(data, pos)
@@ -612,7 +656,23 @@ def _read_OffsetCommitRequestTopic_v6(
         raise Recheck
     partitions = []
     for _ in range(n):
-        partitions_item, pos = _read_OffsetCommitRequestPartition_v6(data, pos)
+        partitions_item = new_object(OffsetCommitRequestPartition)
+        (
+            partitions_item.partition_index,
+            partitions_item.committed_offset,
+            partitions_item.committed_leader_epoch,
+        ) = _S_iqi.unpack_from(data, pos)
+        pos += 16
+        partitions_item.commit_timestamp = -1
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            partitions_item.committed_metadata = data[pos:end].decode()
+            pos = end
+        else:
+            partitions_item.committed_metadata, pos = r_nullable_string(data, pos)
+        partitions_item.unknown_tags = {}
         partitions.append(partitions_item)
     o.partitions = partitions
     o.unknown_tags = {}
@@ -622,7 +682,8 @@ def _read_OffsetCommitRequestTopic_v6(
 def _write_OffsetCommitRequestTopic_v6(out: bytearray, o: OffsetCommitRequestTopic) -> None:
     """Writes OffsetCommitRequestTopic v6-7 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequestTopic_v6.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetCommitRequestTopic_v6.
     """
     s: _Any  # the string being written
     s = o.name
@@ -646,7 +707,8 @@ def _read_OffsetCommitRequestTopic_v8(
 ) -> tuple[OffsetCommitRequestTopic, int]:
     """Reads OffsetCommitRequestTopic v8-9 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetCommitRequestTopic_v8, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetCommitRequestTopic_v8.
     """
     o = new_object(OffsetCommitRequestTopic)
     n = data[pos]
@@ -664,7 +726,29 @@ def _read_OffsetCommitRequestTopic_v8(
         raise Recheck
     partitions = []
     for _ in range(n):
-        partitions_item, pos = _read_OffsetCommitRequestPartition_v8(data, pos)
+        partitions_item = new_object(OffsetCommitRequestPartition)
+        (
+            partitions_item.partition_index,
+            partitions_item.committed_offset,
+            partitions_item.committed_leader_epoch,
+        ) = _S_iqi.unpack_from(data, pos)
+        pos += 16
+        partitions_item.commit_timestamp = -1
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            partitions_item.committed_metadata = data[pos + 1 : end].decode()
+            pos = end
+        elif n == 0:
+            partitions_item.committed_metadata = None
+            pos += 1
+        else:
+            partitions_item.committed_metadata, pos = r_compact_nullable_string(data, pos)
+        if data[pos]:
+            partitions_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            partitions_item.unknown_tags = {}
+            pos += 1
         partitions.append(partitions_item)
     o.partitions = partitions
     if data[pos]:
@@ -678,7 +762,8 @@ def _read_OffsetCommitRequestTopic_v8(
 def _write_OffsetCommitRequestTopic_v8(out: bytearray, o: OffsetCommitRequestTopic) -> None:
     """Writes OffsetCommitRequestTopic v8-9 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequestTopic_v8.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetCommitRequestTopic_v8.
     """
     s: _Any  # the string being written
     s = o.name
@@ -704,7 +789,8 @@ def _read_OffsetCommitRequestTopic_v10(
 ) -> tuple[OffsetCommitRequestTopic, int]:
     """Reads OffsetCommitRequestTopic v10 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetCommitRequestTopic_v10, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetCommitRequestTopic_v10.
     """
     o = new_object(OffsetCommitRequestTopic)
     o.name = ""
@@ -716,7 +802,29 @@ def _read_OffsetCommitRequestTopic_v10(
         raise Recheck
     partitions = []
     for _ in range(n):
-        partitions_item, pos = _read_OffsetCommitRequestPartition_v8(data, pos)
+        partitions_item = new_object(OffsetCommitRequestPartition)
+        (
+            partitions_item.partition_index,
+            partitions_item.committed_offset,
+            partitions_item.committed_leader_epoch,
+        ) = _S_iqi.unpack_from(data, pos)
+        pos += 16
+        partitions_item.commit_timestamp = -1
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            partitions_item.committed_metadata = data[pos + 1 : end].decode()
+            pos = end
+        elif n == 0:
+            partitions_item.committed_metadata = None
+            pos += 1
+        else:
+            partitions_item.committed_metadata, pos = r_compact_nullable_string(data, pos)
+        if data[pos]:
+            partitions_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            partitions_item.unknown_tags = {}
+            pos += 1
         partitions.append(partitions_item)
     o.partitions = partitions
     if data[pos]:
@@ -730,7 +838,8 @@ def _read_OffsetCommitRequestTopic_v10(
 def _write_OffsetCommitRequestTopic_v10(out: bytearray, o: OffsetCommitRequestTopic) -> None:
     """Writes OffsetCommitRequestTopic v10 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequestTopic_v10.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetCommitRequestTopic_v10.
     """
     s: _Any  # the string being written
     w_uuid(out, o.topic_id)
@@ -748,7 +857,8 @@ def _write_OffsetCommitRequestTopic_v10(out: bytearray, o: OffsetCommitRequestTo
 def _read_OffsetCommitRequest_v0(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
     """Reads OffsetCommitRequest v0 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetCommitRequest_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetCommitRequest_v0.
     """
     o = new_object(OffsetCommitRequest)
     (n,) = _S_h.unpack_from(data, pos)
@@ -780,7 +890,8 @@ def _read_OffsetCommitRequest_v0(data: bytes, pos: int) -> tuple[OffsetCommitReq
 def _write_OffsetCommitRequest_v0(out: bytearray, o: OffsetCommitRequest) -> None:
     """Writes OffsetCommitRequest v0 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequest_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetCommitRequest_v0.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -804,7 +915,8 @@ def _write_OffsetCommitRequest_v0(out: bytearray, o: OffsetCommitRequest) -> Non
 def _read_OffsetCommitRequest_v1(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
     """Reads OffsetCommitRequest v1 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetCommitRequest_v1, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetCommitRequest_v1.
     """
     o = new_object(OffsetCommitRequest)
     (n,) = _S_h.unpack_from(data, pos)
@@ -844,7 +956,8 @@ def _read_OffsetCommitRequest_v1(data: bytes, pos: int) -> tuple[OffsetCommitReq
 def _write_OffsetCommitRequest_v1(out: bytearray, o: OffsetCommitRequest) -> None:
     """Writes OffsetCommitRequest v1 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequest_v1.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetCommitRequest_v1.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -876,7 +989,8 @@ def _write_OffsetCommitRequest_v1(out: bytearray, o: OffsetCommitRequest) -> Non
 def _read_OffsetCommitRequest_v2(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
     """Reads OffsetCommitRequest v2-4 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetCommitRequest_v2, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetCommitRequest_v2.
     """
     o = new_object(OffsetCommitRequest)
     (n,) = _S_h.unpack_from(data, pos)
@@ -917,7 +1031,8 @@ def _read_OffsetCommitRequest_v2(data: bytes, pos: int) -> tuple[OffsetCommitReq
 def _write_OffsetCommitRequest_v2(out: bytearray, o: OffsetCommitRequest) -> None:
     """Writes OffsetCommitRequest v2-4 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequest_v2.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetCommitRequest_v2.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -950,7 +1065,8 @@ def _write_OffsetCommitRequest_v2(out: bytearray, o: OffsetCommitRequest) -> Non
 def _read_OffsetCommitRequest_v5(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
     """Reads OffsetCommitRequest v5 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetCommitRequest_v5, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetCommitRequest_v5.
     """
     o = new_object(OffsetCommitRequest)
     (n,) = _S_h.unpack_from(data, pos)
@@ -990,7 +1106,8 @@ def _read_OffsetCommitRequest_v5(data: bytes, pos: int) -> tuple[OffsetCommitReq
 def _write_OffsetCommitRequest_v5(out: bytearray, o: OffsetCommitRequest) -> None:
     """Writes OffsetCommitRequest v5 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequest_v5.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetCommitRequest_v5.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -1022,7 +1139,8 @@ def _write_OffsetCommitRequest_v5(out: bytearray, o: OffsetCommitRequest) -> Non
 def _read_OffsetCommitRequest_v6(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
     """Reads OffsetCommitRequest v6 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetCommitRequest_v6, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetCommitRequest_v6.
     """
     o = new_object(OffsetCommitRequest)
     (n,) = _S_h.unpack_from(data, pos)
@@ -1062,7 +1180,8 @@ def _read_OffsetCommitRequest_v6(data: bytes, pos: int) -> tuple[OffsetCommitReq
 def _write_OffsetCommitRequest_v6(out: bytearray, o: OffsetCommitRequest) -> None:
     """Writes OffsetCommitRequest v6 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequest_v6.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetCommitRequest_v6.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -1094,7 +1213,8 @@ def _write_OffsetCommitRequest_v6(out: bytearray, o: OffsetCommitRequest) -> Non
 def _read_OffsetCommitRequest_v7(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
     """Reads OffsetCommitRequest v7 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetCommitRequest_v7, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetCommitRequest_v7.
     """
     o = new_object(OffsetCommitRequest)
     (n,) = _S_h.unpack_from(data, pos)
@@ -1141,7 +1261,8 @@ def _read_OffsetCommitRequest_v7(data: bytes, pos: int) -> tuple[OffsetCommitReq
 def _write_OffsetCommitRequest_v7(out: bytearray, o: OffsetCommitRequest) -> None:
     """Writes OffsetCommitRequest v7 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequest_v7.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetCommitRequest_v7.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -1181,7 +1302,8 @@ def _write_OffsetCommitRequest_v7(out: bytearray, o: OffsetCommitRequest) -> Non
 def _read_OffsetCommitRequest_v8(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
     """Reads OffsetCommitRequest v8-9 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetCommitRequest_v8, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetCommitRequest_v8.
     """
     o = new_object(OffsetCommitRequest)
     n = data[pos]
@@ -1232,7 +1354,8 @@ def _read_OffsetCommitRequest_v8(data: bytes, pos: int) -> tuple[OffsetCommitReq
 def _write_OffsetCommitRequest_v8(out: bytearray, o: OffsetCommitRequest) -> None:
     """Writes OffsetCommitRequest v8-9 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequest_v8.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetCommitRequest_v8.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -1274,7 +1397,8 @@ def _write_OffsetCommitRequest_v8(out: bytearray, o: OffsetCommitRequest) -> Non
 def _read_OffsetCommitRequest_v10(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
     """Reads OffsetCommitRequest v10 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetCommitRequest_v10, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetCommitRequest_v10.
     """
     o = new_object(OffsetCommitRequest)
     n = data[pos]
@@ -1325,7 +1449,8 @@ def _read_OffsetCommitRequest_v10(data: bytes, pos: int) -> tuple[OffsetCommitRe
 def _write_OffsetCommitRequest_v10(out: bytearray, o: OffsetCommitRequest) -> None:
     """Writes OffsetCommitRequest v10 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetCommitRequest_v10.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetCommitRequest_v10.
     """
     s: _Any  # the string being written
     s = o.group_id

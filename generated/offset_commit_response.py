@@ -212,7 +212,8 @@ def _read_OffsetCommitResponsePartition_v0(
 ) -> tuple[OffsetCommitResponsePartition, int]:
     """Reads OffsetCommitResponsePartition v0-7 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetCommitResponsePartition_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetCommitResponsePartition_v0.
     """
     o = new_object(OffsetCommitResponsePartition)
     o.partition_index, o.error_code = _S_ih.unpack_from(data, pos)
@@ -226,7 +227,8 @@ def _write_OffsetCommitResponsePartition_v0(
 ) -> None:
     """Writes OffsetCommitResponsePartition v0-7 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetCommitResponsePartition_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetCommitResponsePartition_v0.
     """
     s: _Any  # the string being written
     out += _S_ih.pack(o.partition_index, o.error_code)
@@ -239,7 +241,8 @@ def _read_OffsetCommitResponsePartition_v8(
 ) -> tuple[OffsetCommitResponsePartition, int]:
     """Reads OffsetCommitResponsePartition v8-10 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetCommitResponsePartition_v8, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetCommitResponsePartition_v8.
     """
     o = new_object(OffsetCommitResponsePartition)
     o.partition_index, o.error_code = _S_ih.unpack_from(data, pos)
@@ -257,7 +260,8 @@ def _write_OffsetCommitResponsePartition_v8(
 ) -> None:
     """Writes OffsetCommitResponsePartition v8-10 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetCommitResponsePartition_v8.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetCommitResponsePartition_v8.
     """
     s: _Any  # the string being written
     out += _S_ih.pack(o.partition_index, o.error_code)
@@ -272,7 +276,8 @@ def _read_OffsetCommitResponseTopic_v0(
 ) -> tuple[OffsetCommitResponseTopic, int]:
     """Reads OffsetCommitResponseTopic v0-7 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetCommitResponseTopic_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetCommitResponseTopic_v0.
     """
     o = new_object(OffsetCommitResponseTopic)
     (n,) = _S_h.unpack_from(data, pos)
@@ -291,7 +296,10 @@ def _read_OffsetCommitResponseTopic_v0(
         raise Recheck
     partitions = []
     for _ in range(n):
-        partitions_item, pos = _read_OffsetCommitResponsePartition_v0(data, pos)
+        partitions_item = new_object(OffsetCommitResponsePartition)
+        partitions_item.partition_index, partitions_item.error_code = _S_ih.unpack_from(data, pos)
+        pos += 6
+        partitions_item.unknown_tags = {}
         partitions.append(partitions_item)
     o.partitions = partitions
     o.unknown_tags = {}
@@ -301,7 +309,8 @@ def _read_OffsetCommitResponseTopic_v0(
 def _write_OffsetCommitResponseTopic_v0(out: bytearray, o: OffsetCommitResponseTopic) -> None:
     """Writes OffsetCommitResponseTopic v0-7 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetCommitResponseTopic_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetCommitResponseTopic_v0.
     """
     s: _Any  # the string being written
     s = o.name
@@ -325,7 +334,8 @@ def _read_OffsetCommitResponseTopic_v8(
 ) -> tuple[OffsetCommitResponseTopic, int]:
     """Reads OffsetCommitResponseTopic v8-9 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetCommitResponseTopic_v8, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetCommitResponseTopic_v8.
     """
     o = new_object(OffsetCommitResponseTopic)
     n = data[pos]
@@ -343,7 +353,14 @@ def _read_OffsetCommitResponseTopic_v8(
         raise Recheck
     partitions = []
     for _ in range(n):
-        partitions_item, pos = _read_OffsetCommitResponsePartition_v8(data, pos)
+        partitions_item = new_object(OffsetCommitResponsePartition)
+        partitions_item.partition_index, partitions_item.error_code = _S_ih.unpack_from(data, pos)
+        pos += 6
+        if data[pos]:
+            partitions_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            partitions_item.unknown_tags = {}
+            pos += 1
         partitions.append(partitions_item)
     o.partitions = partitions
     if data[pos]:
@@ -357,7 +374,8 @@ def _read_OffsetCommitResponseTopic_v8(
 def _write_OffsetCommitResponseTopic_v8(out: bytearray, o: OffsetCommitResponseTopic) -> None:
     """Writes OffsetCommitResponseTopic v8-9 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetCommitResponseTopic_v8.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetCommitResponseTopic_v8.
     """
     s: _Any  # the string being written
     s = o.name
@@ -383,7 +401,8 @@ def _read_OffsetCommitResponseTopic_v10(
 ) -> tuple[OffsetCommitResponseTopic, int]:
     """Reads OffsetCommitResponseTopic v10 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetCommitResponseTopic_v10, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetCommitResponseTopic_v10.
     """
     o = new_object(OffsetCommitResponseTopic)
     o.name = ""
@@ -395,7 +414,14 @@ def _read_OffsetCommitResponseTopic_v10(
         raise Recheck
     partitions = []
     for _ in range(n):
-        partitions_item, pos = _read_OffsetCommitResponsePartition_v8(data, pos)
+        partitions_item = new_object(OffsetCommitResponsePartition)
+        partitions_item.partition_index, partitions_item.error_code = _S_ih.unpack_from(data, pos)
+        pos += 6
+        if data[pos]:
+            partitions_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            partitions_item.unknown_tags = {}
+            pos += 1
         partitions.append(partitions_item)
     o.partitions = partitions
     if data[pos]:
@@ -409,7 +435,8 @@ def _read_OffsetCommitResponseTopic_v10(
 def _write_OffsetCommitResponseTopic_v10(out: bytearray, o: OffsetCommitResponseTopic) -> None:
     """Writes OffsetCommitResponseTopic v10 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetCommitResponseTopic_v10.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetCommitResponseTopic_v10.
     """
     s: _Any  # the string being written
     w_uuid(out, o.topic_id)
@@ -427,7 +454,8 @@ def _write_OffsetCommitResponseTopic_v10(out: bytearray, o: OffsetCommitResponse
 def _read_OffsetCommitResponse_v0(data: bytes, pos: int) -> tuple[OffsetCommitResponse, int]:
     """Reads OffsetCommitResponse v0-2 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetCommitResponse_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetCommitResponse_v0.
     """
     o = new_object(OffsetCommitResponse)
     o.throttle_time_ms = 0
@@ -448,7 +476,8 @@ def _read_OffsetCommitResponse_v0(data: bytes, pos: int) -> tuple[OffsetCommitRe
 def _write_OffsetCommitResponse_v0(out: bytearray, o: OffsetCommitResponse) -> None:
     """Writes OffsetCommitResponse v0-2 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetCommitResponse_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetCommitResponse_v0.
     """
     s: _Any  # the string being written
     if type(o.topics) is not list:
@@ -463,7 +492,8 @@ def _write_OffsetCommitResponse_v0(out: bytearray, o: OffsetCommitResponse) -> N
 def _read_OffsetCommitResponse_v3(data: bytes, pos: int) -> tuple[OffsetCommitResponse, int]:
     """Reads OffsetCommitResponse v3-7 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetCommitResponse_v3, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetCommitResponse_v3.
     """
     o = new_object(OffsetCommitResponse)
     (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
@@ -485,7 +515,8 @@ def _read_OffsetCommitResponse_v3(data: bytes, pos: int) -> tuple[OffsetCommitRe
 def _write_OffsetCommitResponse_v3(out: bytearray, o: OffsetCommitResponse) -> None:
     """Writes OffsetCommitResponse v3-7 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetCommitResponse_v3.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetCommitResponse_v3.
     """
     s: _Any  # the string being written
     out += _S_i.pack(o.throttle_time_ms)
@@ -501,7 +532,8 @@ def _write_OffsetCommitResponse_v3(out: bytearray, o: OffsetCommitResponse) -> N
 def _read_OffsetCommitResponse_v8(data: bytes, pos: int) -> tuple[OffsetCommitResponse, int]:
     """Reads OffsetCommitResponse v8-9 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetCommitResponse_v8, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetCommitResponse_v8.
     """
     o = new_object(OffsetCommitResponse)
     (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
@@ -527,7 +559,8 @@ def _read_OffsetCommitResponse_v8(data: bytes, pos: int) -> tuple[OffsetCommitRe
 def _write_OffsetCommitResponse_v8(out: bytearray, o: OffsetCommitResponse) -> None:
     """Writes OffsetCommitResponse v8-9 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetCommitResponse_v8.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetCommitResponse_v8.
     """
     s: _Any  # the string being written
     out += _S_i.pack(o.throttle_time_ms)
@@ -545,7 +578,8 @@ def _write_OffsetCommitResponse_v8(out: bytearray, o: OffsetCommitResponse) -> N
 def _read_OffsetCommitResponse_v10(data: bytes, pos: int) -> tuple[OffsetCommitResponse, int]:
     """Reads OffsetCommitResponse v10 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetCommitResponse_v10, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetCommitResponse_v10.
     """
     o = new_object(OffsetCommitResponse)
     (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
@@ -571,7 +605,8 @@ def _read_OffsetCommitResponse_v10(data: bytes, pos: int) -> tuple[OffsetCommitR
 def _write_OffsetCommitResponse_v10(out: bytearray, o: OffsetCommitResponse) -> None:
     """Writes OffsetCommitResponse v10 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetCommitResponse_v10.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetCommitResponse_v10.
     """
     s: _Any  # the string being written
     out += _S_i.pack(o.throttle_time_ms)

@@ -188,7 +188,8 @@ def _read_OffsetDeleteRequestPartition_v0(
 ) -> tuple[OffsetDeleteRequestPartition, int]:
     """Reads OffsetDeleteRequestPartition v0 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetDeleteRequestPartition_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetDeleteRequestPartition_v0.
     """
     o = new_object(OffsetDeleteRequestPartition)
     (o.partition_index,) = _S_i.unpack_from(data, pos)
@@ -200,7 +201,8 @@ def _read_OffsetDeleteRequestPartition_v0(
 def _write_OffsetDeleteRequestPartition_v0(out: bytearray, o: OffsetDeleteRequestPartition) -> None:
     """Writes OffsetDeleteRequestPartition v0 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetDeleteRequestPartition_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetDeleteRequestPartition_v0.
     """
     s: _Any  # the string being written
     out += _S_i.pack(o.partition_index)
@@ -213,7 +215,8 @@ def _read_OffsetDeleteRequestTopic_v0(
 ) -> tuple[OffsetDeleteRequestTopic, int]:
     """Reads OffsetDeleteRequestTopic v0 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetDeleteRequestTopic_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetDeleteRequestTopic_v0.
     """
     o = new_object(OffsetDeleteRequestTopic)
     (n,) = _S_h.unpack_from(data, pos)
@@ -231,7 +234,10 @@ def _read_OffsetDeleteRequestTopic_v0(
         raise Recheck
     partitions = []
     for _ in range(n):
-        partitions_item, pos = _read_OffsetDeleteRequestPartition_v0(data, pos)
+        partitions_item = new_object(OffsetDeleteRequestPartition)
+        (partitions_item.partition_index,) = _S_i.unpack_from(data, pos)
+        pos += 4
+        partitions_item.unknown_tags = {}
         partitions.append(partitions_item)
     o.partitions = partitions
     o.unknown_tags = {}
@@ -241,7 +247,8 @@ def _read_OffsetDeleteRequestTopic_v0(
 def _write_OffsetDeleteRequestTopic_v0(out: bytearray, o: OffsetDeleteRequestTopic) -> None:
     """Writes OffsetDeleteRequestTopic v0 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetDeleteRequestTopic_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetDeleteRequestTopic_v0.
     """
     s: _Any  # the string being written
     s = o.name
@@ -263,7 +270,8 @@ def _write_OffsetDeleteRequestTopic_v0(out: bytearray, o: OffsetDeleteRequestTop
 def _read_OffsetDeleteRequest_v0(data: bytes, pos: int) -> tuple[OffsetDeleteRequest, int]:
     """Reads OffsetDeleteRequest v0 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetDeleteRequest_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetDeleteRequest_v0.
     """
     o = new_object(OffsetDeleteRequest)
     (n,) = _S_h.unpack_from(data, pos)
@@ -291,7 +299,8 @@ def _read_OffsetDeleteRequest_v0(data: bytes, pos: int) -> tuple[OffsetDeleteReq
 def _write_OffsetDeleteRequest_v0(out: bytearray, o: OffsetDeleteRequest) -> None:
     """Writes OffsetDeleteRequest v0 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetDeleteRequest_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetDeleteRequest_v0.
     """
     s: _Any  # the string being written
     s = o.group_id

@@ -205,7 +205,8 @@ def _read_OffsetDeleteResponsePartition_v0(
 ) -> tuple[OffsetDeleteResponsePartition, int]:
     """Reads OffsetDeleteResponsePartition v0 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetDeleteResponsePartition_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetDeleteResponsePartition_v0.
     """
     o = new_object(OffsetDeleteResponsePartition)
     o.partition_index, o.error_code = _S_ih.unpack_from(data, pos)
@@ -219,7 +220,8 @@ def _write_OffsetDeleteResponsePartition_v0(
 ) -> None:
     """Writes OffsetDeleteResponsePartition v0 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetDeleteResponsePartition_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetDeleteResponsePartition_v0.
     """
     s: _Any  # the string being written
     out += _S_ih.pack(o.partition_index, o.error_code)
@@ -232,7 +234,8 @@ def _read_OffsetDeleteResponseTopic_v0(
 ) -> tuple[OffsetDeleteResponseTopic, int]:
     """Reads OffsetDeleteResponseTopic v0 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetDeleteResponseTopic_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetDeleteResponseTopic_v0.
     """
     o = new_object(OffsetDeleteResponseTopic)
     (n,) = _S_h.unpack_from(data, pos)
@@ -250,7 +253,10 @@ def _read_OffsetDeleteResponseTopic_v0(
         raise Recheck
     partitions = []
     for _ in range(n):
-        partitions_item, pos = _read_OffsetDeleteResponsePartition_v0(data, pos)
+        partitions_item = new_object(OffsetDeleteResponsePartition)
+        partitions_item.partition_index, partitions_item.error_code = _S_ih.unpack_from(data, pos)
+        pos += 6
+        partitions_item.unknown_tags = {}
         partitions.append(partitions_item)
     o.partitions = partitions
     o.unknown_tags = {}
@@ -260,7 +266,8 @@ def _read_OffsetDeleteResponseTopic_v0(
 def _write_OffsetDeleteResponseTopic_v0(out: bytearray, o: OffsetDeleteResponseTopic) -> None:
     """Writes OffsetDeleteResponseTopic v0 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetDeleteResponseTopic_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetDeleteResponseTopic_v0.
     """
     s: _Any  # the string being written
     s = o.name
@@ -282,7 +289,8 @@ def _write_OffsetDeleteResponseTopic_v0(out: bytearray, o: OffsetDeleteResponseT
 def _read_OffsetDeleteResponse_v0(data: bytes, pos: int) -> tuple[OffsetDeleteResponse, int]:
     """Reads OffsetDeleteResponse v0 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetDeleteResponse_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetDeleteResponse_v0.
     """
     o = new_object(OffsetDeleteResponse)
     o.error_code, o.throttle_time_ms = _S_hi.unpack_from(data, pos)
@@ -304,7 +312,8 @@ def _read_OffsetDeleteResponse_v0(data: bytes, pos: int) -> tuple[OffsetDeleteRe
 def _write_OffsetDeleteResponse_v0(out: bytearray, o: OffsetDeleteResponse) -> None:
     """Writes OffsetDeleteResponse v0 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetDeleteResponse_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetDeleteResponse_v0.
     """
     s: _Any  # the string being written
     out += _S_hi.pack(o.error_code, o.throttle_time_ms)

@@ -266,7 +266,8 @@ class OffsetFetchRequest:
 def _read_OffsetFetchRequestTopic_v0(data: bytes, pos: int) -> tuple[OffsetFetchRequestTopic, int]:
     """Reads OffsetFetchRequestTopic v0-5 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchRequestTopic_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchRequestTopic_v0.
     """
     o = new_object(OffsetFetchRequestTopic)
     (n,) = _S_h.unpack_from(data, pos)
@@ -285,7 +286,8 @@ def _read_OffsetFetchRequestTopic_v0(data: bytes, pos: int) -> tuple[OffsetFetch
 def _write_OffsetFetchRequestTopic_v0(out: bytearray, o: OffsetFetchRequestTopic) -> None:
     """Writes OffsetFetchRequestTopic v0-5 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchRequestTopic_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchRequestTopic_v0.
     """
     s: _Any  # the string being written
     s = o.name
@@ -303,7 +305,8 @@ def _write_OffsetFetchRequestTopic_v0(out: bytearray, o: OffsetFetchRequestTopic
 def _read_OffsetFetchRequestTopic_v6(data: bytes, pos: int) -> tuple[OffsetFetchRequestTopic, int]:
     """Reads OffsetFetchRequestTopic v6-7 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchRequestTopic_v6, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchRequestTopic_v6.
     """
     o = new_object(OffsetFetchRequestTopic)
     n = data[pos]
@@ -325,7 +328,8 @@ def _read_OffsetFetchRequestTopic_v6(data: bytes, pos: int) -> tuple[OffsetFetch
 def _write_OffsetFetchRequestTopic_v6(out: bytearray, o: OffsetFetchRequestTopic) -> None:
     """Writes OffsetFetchRequestTopic v6-7 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchRequestTopic_v6.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchRequestTopic_v6.
     """
     s: _Any  # the string being written
     s = o.name
@@ -347,7 +351,8 @@ def _read_OffsetFetchRequestTopics_v8(
 ) -> tuple[OffsetFetchRequestTopics, int]:
     """Reads OffsetFetchRequestTopics v8-9 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchRequestTopics_v8, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchRequestTopics_v8.
     """
     o = new_object(OffsetFetchRequestTopics)
     n = data[pos]
@@ -370,7 +375,8 @@ def _read_OffsetFetchRequestTopics_v8(
 def _write_OffsetFetchRequestTopics_v8(out: bytearray, o: OffsetFetchRequestTopics) -> None:
     """Writes OffsetFetchRequestTopics v8-9 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchRequestTopics_v8.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchRequestTopics_v8.
     """
     s: _Any  # the string being written
     s = o.name
@@ -392,7 +398,8 @@ def _read_OffsetFetchRequestTopics_v10(
 ) -> tuple[OffsetFetchRequestTopics, int]:
     """Reads OffsetFetchRequestTopics v10 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchRequestTopics_v10, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchRequestTopics_v10.
     """
     o = new_object(OffsetFetchRequestTopics)
     o.name = ""
@@ -409,7 +416,8 @@ def _read_OffsetFetchRequestTopics_v10(
 def _write_OffsetFetchRequestTopics_v10(out: bytearray, o: OffsetFetchRequestTopics) -> None:
     """Writes OffsetFetchRequestTopics v10 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchRequestTopics_v10.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchRequestTopics_v10.
     """
     s: _Any  # the string being written
     w_uuid(out, o.topic_id)
@@ -423,7 +431,8 @@ def _write_OffsetFetchRequestTopics_v10(out: bytearray, o: OffsetFetchRequestTop
 def _read_OffsetFetchRequestGroup_v8(data: bytes, pos: int) -> tuple[OffsetFetchRequestGroup, int]:
     """Reads OffsetFetchRequestGroup v8 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchRequestGroup_v8, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchRequestGroup_v8.
     """
     o = new_object(OffsetFetchRequestGroup)
     n = data[pos]
@@ -447,7 +456,8 @@ def _read_OffsetFetchRequestGroup_v8(data: bytes, pos: int) -> tuple[OffsetFetch
 def _write_OffsetFetchRequestGroup_v8(out: bytearray, o: OffsetFetchRequestGroup) -> None:
     """Writes OffsetFetchRequestGroup v8 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchRequestGroup_v8.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchRequestGroup_v8.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -467,7 +477,8 @@ def _write_OffsetFetchRequestGroup_v8(out: bytearray, o: OffsetFetchRequestGroup
 def _read_OffsetFetchRequestGroup_v9(data: bytes, pos: int) -> tuple[OffsetFetchRequestGroup, int]:
     """Reads OffsetFetchRequestGroup v9 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchRequestGroup_v9, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchRequestGroup_v9.
     """
     o = new_object(OffsetFetchRequestGroup)
     n = data[pos]
@@ -501,7 +512,8 @@ def _read_OffsetFetchRequestGroup_v9(data: bytes, pos: int) -> tuple[OffsetFetch
 def _write_OffsetFetchRequestGroup_v9(out: bytearray, o: OffsetFetchRequestGroup) -> None:
     """Writes OffsetFetchRequestGroup v9 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchRequestGroup_v9.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchRequestGroup_v9.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -532,7 +544,8 @@ def _write_OffsetFetchRequestGroup_v9(out: bytearray, o: OffsetFetchRequestGroup
 def _read_OffsetFetchRequestGroup_v10(data: bytes, pos: int) -> tuple[OffsetFetchRequestGroup, int]:
     """Reads OffsetFetchRequestGroup v10 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchRequestGroup_v10, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchRequestGroup_v10.
     """
     o = new_object(OffsetFetchRequestGroup)
     n = data[pos]
@@ -566,7 +579,8 @@ def _read_OffsetFetchRequestGroup_v10(data: bytes, pos: int) -> tuple[OffsetFetc
 def _write_OffsetFetchRequestGroup_v10(out: bytearray, o: OffsetFetchRequestGroup) -> None:
     """Writes OffsetFetchRequestGroup v10 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchRequestGroup_v10.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchRequestGroup_v10.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -597,7 +611,8 @@ def _write_OffsetFetchRequestGroup_v10(out: bytearray, o: OffsetFetchRequestGrou
 def _read_OffsetFetchRequest_v0(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
     """Reads OffsetFetchRequest v0-1 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchRequest_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchRequest_v0.
     """
     o = new_object(OffsetFetchRequest)
     (n,) = _S_h.unpack_from(data, pos)
@@ -615,7 +630,17 @@ def _read_OffsetFetchRequest_v0(data: bytes, pos: int) -> tuple[OffsetFetchReque
         raise Recheck
     topics = []
     for _ in range(n):
-        topics_item, pos = _read_OffsetFetchRequestTopic_v0(data, pos)
+        topics_item = new_object(OffsetFetchRequestTopic)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            topics_item.name = data[pos:end].decode()
+            pos = end
+        else:
+            topics_item.name, pos = r_string(data, pos)
+        topics_item.partition_indexes, pos = r_array(data, pos, "i")
+        topics_item.unknown_tags = {}
         topics.append(topics_item)
     o.topics = topics
     o.groups = []
@@ -627,7 +652,8 @@ def _read_OffsetFetchRequest_v0(data: bytes, pos: int) -> tuple[OffsetFetchReque
 def _write_OffsetFetchRequest_v0(out: bytearray, o: OffsetFetchRequest) -> None:
     """Writes OffsetFetchRequest v0-1 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchRequest_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchRequest_v0.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -653,7 +679,8 @@ def _write_OffsetFetchRequest_v0(out: bytearray, o: OffsetFetchRequest) -> None:
 def _read_OffsetFetchRequest_v2(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
     """Reads OffsetFetchRequest v2-5 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchRequest_v2, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchRequest_v2.
     """
     o = new_object(OffsetFetchRequest)
     (n,) = _S_h.unpack_from(data, pos)
@@ -674,7 +701,8 @@ def _read_OffsetFetchRequest_v2(data: bytes, pos: int) -> tuple[OffsetFetchReque
 def _write_OffsetFetchRequest_v2(out: bytearray, o: OffsetFetchRequest) -> None:
     """Writes OffsetFetchRequest v2-5 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchRequest_v2.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchRequest_v2.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -696,7 +724,8 @@ def _write_OffsetFetchRequest_v2(out: bytearray, o: OffsetFetchRequest) -> None:
 def _read_OffsetFetchRequest_v6(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
     """Reads OffsetFetchRequest v6 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchRequest_v6, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchRequest_v6.
     """
     o = new_object(OffsetFetchRequest)
     n = data[pos]
@@ -720,7 +749,8 @@ def _read_OffsetFetchRequest_v6(data: bytes, pos: int) -> tuple[OffsetFetchReque
 def _write_OffsetFetchRequest_v6(out: bytearray, o: OffsetFetchRequest) -> None:
     """Writes OffsetFetchRequest v6 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchRequest_v6.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchRequest_v6.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -744,7 +774,8 @@ def _write_OffsetFetchRequest_v6(out: bytearray, o: OffsetFetchRequest) -> None:
 def _read_OffsetFetchRequest_v7(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
     """Reads OffsetFetchRequest v7 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchRequest_v7, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchRequest_v7.
     """
     o = new_object(OffsetFetchRequest)
     n = data[pos]
@@ -769,7 +800,8 @@ def _read_OffsetFetchRequest_v7(data: bytes, pos: int) -> tuple[OffsetFetchReque
 def _write_OffsetFetchRequest_v7(out: bytearray, o: OffsetFetchRequest) -> None:
     """Writes OffsetFetchRequest v7 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchRequest_v7.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchRequest_v7.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -792,7 +824,8 @@ def _write_OffsetFetchRequest_v7(out: bytearray, o: OffsetFetchRequest) -> None:
 def _read_OffsetFetchRequest_v8(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
     """Reads OffsetFetchRequest v8 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchRequest_v8, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchRequest_v8.
     """
     o = new_object(OffsetFetchRequest)
     o.group_id = ""
@@ -804,7 +837,24 @@ def _read_OffsetFetchRequest_v8(data: bytes, pos: int) -> tuple[OffsetFetchReque
         raise Recheck
     groups = []
     for _ in range(n):
-        groups_item, pos = _read_OffsetFetchRequestGroup_v8(data, pos)
+        groups_item = new_object(OffsetFetchRequestGroup)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            groups_item.group_id = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            groups_item.group_id, pos = r_compact_string(data, pos)
+        groups_item.member_id = None
+        groups_item.member_epoch = -1
+        groups_item.topics, pos = r_compact_nullable_array(
+            data, pos, _read_OffsetFetchRequestTopics_v8
+        )
+        if data[pos]:
+            groups_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            groups_item.unknown_tags = {}
+            pos += 1
         groups.append(groups_item)
     o.groups = groups
     (o.require_stable,) = _S_o.unpack_from(data, pos)
@@ -820,7 +870,8 @@ def _read_OffsetFetchRequest_v8(data: bytes, pos: int) -> tuple[OffsetFetchReque
 def _write_OffsetFetchRequest_v8(out: bytearray, o: OffsetFetchRequest) -> None:
     """Writes OffsetFetchRequest v8 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchRequest_v8.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchRequest_v8.
     """
     s: _Any  # the string being written
     if o.group_id != "":
@@ -842,7 +893,8 @@ def _write_OffsetFetchRequest_v8(out: bytearray, o: OffsetFetchRequest) -> None:
 def _read_OffsetFetchRequest_v9(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
     """Reads OffsetFetchRequest v9 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchRequest_v9, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchRequest_v9.
     """
     o = new_object(OffsetFetchRequest)
     o.group_id = ""
@@ -854,7 +906,34 @@ def _read_OffsetFetchRequest_v9(data: bytes, pos: int) -> tuple[OffsetFetchReque
         raise Recheck
     groups = []
     for _ in range(n):
-        groups_item, pos = _read_OffsetFetchRequestGroup_v9(data, pos)
+        groups_item = new_object(OffsetFetchRequestGroup)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            groups_item.group_id = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            groups_item.group_id, pos = r_compact_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            groups_item.member_id = data[pos + 1 : end].decode()
+            pos = end
+        elif n == 0:
+            groups_item.member_id = None
+            pos += 1
+        else:
+            groups_item.member_id, pos = r_compact_nullable_string(data, pos)
+        (groups_item.member_epoch,) = _S_i.unpack_from(data, pos)
+        pos += 4
+        groups_item.topics, pos = r_compact_nullable_array(
+            data, pos, _read_OffsetFetchRequestTopics_v8
+        )
+        if data[pos]:
+            groups_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            groups_item.unknown_tags = {}
+            pos += 1
         groups.append(groups_item)
     o.groups = groups
     (o.require_stable,) = _S_o.unpack_from(data, pos)
@@ -870,7 +949,8 @@ def _read_OffsetFetchRequest_v9(data: bytes, pos: int) -> tuple[OffsetFetchReque
 def _write_OffsetFetchRequest_v9(out: bytearray, o: OffsetFetchRequest) -> None:
     """Writes OffsetFetchRequest v9 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchRequest_v9.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchRequest_v9.
     """
     s: _Any  # the string being written
     if o.group_id != "":
@@ -892,7 +972,8 @@ def _write_OffsetFetchRequest_v9(out: bytearray, o: OffsetFetchRequest) -> None:
 def _read_OffsetFetchRequest_v10(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
     """Reads OffsetFetchRequest v10 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchRequest_v10, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchRequest_v10.
     """
     o = new_object(OffsetFetchRequest)
     o.group_id = ""
@@ -904,7 +985,34 @@ def _read_OffsetFetchRequest_v10(data: bytes, pos: int) -> tuple[OffsetFetchRequ
         raise Recheck
     groups = []
     for _ in range(n):
-        groups_item, pos = _read_OffsetFetchRequestGroup_v10(data, pos)
+        groups_item = new_object(OffsetFetchRequestGroup)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            groups_item.group_id = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            groups_item.group_id, pos = r_compact_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            groups_item.member_id = data[pos + 1 : end].decode()
+            pos = end
+        elif n == 0:
+            groups_item.member_id = None
+            pos += 1
+        else:
+            groups_item.member_id, pos = r_compact_nullable_string(data, pos)
+        (groups_item.member_epoch,) = _S_i.unpack_from(data, pos)
+        pos += 4
+        groups_item.topics, pos = r_compact_nullable_array(
+            data, pos, _read_OffsetFetchRequestTopics_v10
+        )
+        if data[pos]:
+            groups_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            groups_item.unknown_tags = {}
+            pos += 1
         groups.append(groups_item)
     o.groups = groups
     (o.require_stable,) = _S_o.unpack_from(data, pos)
@@ -920,7 +1028,8 @@ def _read_OffsetFetchRequest_v10(data: bytes, pos: int) -> tuple[OffsetFetchRequ
 def _write_OffsetFetchRequest_v10(out: bytearray, o: OffsetFetchRequest) -> None:
     """Writes OffsetFetchRequest v10 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchRequest_v10.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchRequest_v10.
     """
     s: _Any  # the string being written
     if o.group_id != "":

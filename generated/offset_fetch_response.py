@@ -384,7 +384,8 @@ def _read_OffsetFetchResponsePartition_v0(
 ) -> tuple[OffsetFetchResponsePartition, int]:
     """Reads OffsetFetchResponsePartition v0-4 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchResponsePartition_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchResponsePartition_v0.
     """
     o = new_object(OffsetFetchResponsePartition)
     o.partition_index, o.committed_offset = _S_iq.unpack_from(data, pos)
@@ -407,7 +408,8 @@ def _read_OffsetFetchResponsePartition_v0(
 def _write_OffsetFetchResponsePartition_v0(out: bytearray, o: OffsetFetchResponsePartition) -> None:
     """Writes OffsetFetchResponsePartition v0-4 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponsePartition_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchResponsePartition_v0.
     """
     s: _Any  # the string being written
     out += _S_iq.pack(o.partition_index, o.committed_offset)
@@ -431,7 +433,8 @@ def _read_OffsetFetchResponsePartition_v5(
 ) -> tuple[OffsetFetchResponsePartition, int]:
     """Reads OffsetFetchResponsePartition v5 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchResponsePartition_v5, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchResponsePartition_v5.
     """
     o = new_object(OffsetFetchResponsePartition)
     o.partition_index, o.committed_offset, o.committed_leader_epoch = _S_iqi.unpack_from(data, pos)
@@ -453,7 +456,8 @@ def _read_OffsetFetchResponsePartition_v5(
 def _write_OffsetFetchResponsePartition_v5(out: bytearray, o: OffsetFetchResponsePartition) -> None:
     """Writes OffsetFetchResponsePartition v5 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponsePartition_v5.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchResponsePartition_v5.
     """
     s: _Any  # the string being written
     out += _S_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
@@ -477,7 +481,8 @@ def _read_OffsetFetchResponsePartition_v6(
 ) -> tuple[OffsetFetchResponsePartition, int]:
     """Reads OffsetFetchResponsePartition v6-7 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchResponsePartition_v6, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchResponsePartition_v6.
     """
     o = new_object(OffsetFetchResponsePartition)
     o.partition_index, o.committed_offset, o.committed_leader_epoch = _S_iqi.unpack_from(data, pos)
@@ -505,7 +510,8 @@ def _read_OffsetFetchResponsePartition_v6(
 def _write_OffsetFetchResponsePartition_v6(out: bytearray, o: OffsetFetchResponsePartition) -> None:
     """Writes OffsetFetchResponsePartition v6-7 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponsePartition_v6.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchResponsePartition_v6.
     """
     s: _Any  # the string being written
     out += _S_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
@@ -531,7 +537,8 @@ def _read_OffsetFetchResponseTopic_v0(
 ) -> tuple[OffsetFetchResponseTopic, int]:
     """Reads OffsetFetchResponseTopic v0-4 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchResponseTopic_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchResponseTopic_v0.
     """
     o = new_object(OffsetFetchResponseTopic)
     (n,) = _S_h.unpack_from(data, pos)
@@ -549,7 +556,23 @@ def _read_OffsetFetchResponseTopic_v0(
         raise Recheck
     partitions = []
     for _ in range(n):
-        partitions_item, pos = _read_OffsetFetchResponsePartition_v0(data, pos)
+        partitions_item = new_object(OffsetFetchResponsePartition)
+        partitions_item.partition_index, partitions_item.committed_offset = _S_iq.unpack_from(
+            data, pos
+        )
+        pos += 12
+        partitions_item.committed_leader_epoch = -1
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            partitions_item.metadata = data[pos:end].decode()
+            pos = end
+        else:
+            partitions_item.metadata, pos = r_nullable_string(data, pos)
+        (partitions_item.error_code,) = _S_h.unpack_from(data, pos)
+        pos += 2
+        partitions_item.unknown_tags = {}
         partitions.append(partitions_item)
     o.partitions = partitions
     o.unknown_tags = {}
@@ -559,7 +582,8 @@ def _read_OffsetFetchResponseTopic_v0(
 def _write_OffsetFetchResponseTopic_v0(out: bytearray, o: OffsetFetchResponseTopic) -> None:
     """Writes OffsetFetchResponseTopic v0-4 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponseTopic_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchResponseTopic_v0.
     """
     s: _Any  # the string being written
     s = o.name
@@ -583,7 +607,8 @@ def _read_OffsetFetchResponseTopic_v5(
 ) -> tuple[OffsetFetchResponseTopic, int]:
     """Reads OffsetFetchResponseTopic v5 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchResponseTopic_v5, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchResponseTopic_v5.
     """
     o = new_object(OffsetFetchResponseTopic)
     (n,) = _S_h.unpack_from(data, pos)
@@ -601,7 +626,24 @@ def _read_OffsetFetchResponseTopic_v5(
         raise Recheck
     partitions = []
     for _ in range(n):
-        partitions_item, pos = _read_OffsetFetchResponsePartition_v5(data, pos)
+        partitions_item = new_object(OffsetFetchResponsePartition)
+        (
+            partitions_item.partition_index,
+            partitions_item.committed_offset,
+            partitions_item.committed_leader_epoch,
+        ) = _S_iqi.unpack_from(data, pos)
+        pos += 16
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            partitions_item.metadata = data[pos:end].decode()
+            pos = end
+        else:
+            partitions_item.metadata, pos = r_nullable_string(data, pos)
+        (partitions_item.error_code,) = _S_h.unpack_from(data, pos)
+        pos += 2
+        partitions_item.unknown_tags = {}
         partitions.append(partitions_item)
     o.partitions = partitions
     o.unknown_tags = {}
@@ -611,7 +653,8 @@ def _read_OffsetFetchResponseTopic_v5(
 def _write_OffsetFetchResponseTopic_v5(out: bytearray, o: OffsetFetchResponseTopic) -> None:
     """Writes OffsetFetchResponseTopic v5 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponseTopic_v5.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchResponseTopic_v5.
     """
     s: _Any  # the string being written
     s = o.name
@@ -635,7 +678,8 @@ def _read_OffsetFetchResponseTopic_v6(
 ) -> tuple[OffsetFetchResponseTopic, int]:
     """Reads OffsetFetchResponseTopic v6-7 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchResponseTopic_v6, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchResponseTopic_v6.
     """
     o = new_object(OffsetFetchResponseTopic)
     n = data[pos]
@@ -652,7 +696,30 @@ def _read_OffsetFetchResponseTopic_v6(
         raise Recheck
     partitions = []
     for _ in range(n):
-        partitions_item, pos = _read_OffsetFetchResponsePartition_v6(data, pos)
+        partitions_item = new_object(OffsetFetchResponsePartition)
+        (
+            partitions_item.partition_index,
+            partitions_item.committed_offset,
+            partitions_item.committed_leader_epoch,
+        ) = _S_iqi.unpack_from(data, pos)
+        pos += 16
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            partitions_item.metadata = data[pos + 1 : end].decode()
+            pos = end
+        elif n == 0:
+            partitions_item.metadata = None
+            pos += 1
+        else:
+            partitions_item.metadata, pos = r_compact_nullable_string(data, pos)
+        (partitions_item.error_code,) = _S_h.unpack_from(data, pos)
+        pos += 2
+        if data[pos]:
+            partitions_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            partitions_item.unknown_tags = {}
+            pos += 1
         partitions.append(partitions_item)
     o.partitions = partitions
     if data[pos]:
@@ -666,7 +733,8 @@ def _read_OffsetFetchResponseTopic_v6(
 def _write_OffsetFetchResponseTopic_v6(out: bytearray, o: OffsetFetchResponseTopic) -> None:
     """Writes OffsetFetchResponseTopic v6-7 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponseTopic_v6.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchResponseTopic_v6.
     """
     s: _Any  # the string being written
     s = o.name
@@ -692,7 +760,8 @@ def _read_OffsetFetchResponsePartitions_v8(
 ) -> tuple[OffsetFetchResponsePartitions, int]:
     """Reads OffsetFetchResponsePartitions v8-10 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchResponsePartitions_v8, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchResponsePartitions_v8.
     """
     o = new_object(OffsetFetchResponsePartitions)
     o.partition_index, o.committed_offset, o.committed_leader_epoch = _S_iqi.unpack_from(data, pos)
@@ -722,7 +791,8 @@ def _write_OffsetFetchResponsePartitions_v8(
 ) -> None:
     """Writes OffsetFetchResponsePartitions v8-10 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponsePartitions_v8.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchResponsePartitions_v8.
     """
     s: _Any  # the string being written
     out += _S_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
@@ -748,7 +818,8 @@ def _read_OffsetFetchResponseTopics_v8(
 ) -> tuple[OffsetFetchResponseTopics, int]:
     """Reads OffsetFetchResponseTopics v8-9 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchResponseTopics_v8, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchResponseTopics_v8.
     """
     o = new_object(OffsetFetchResponseTopics)
     n = data[pos]
@@ -766,7 +837,30 @@ def _read_OffsetFetchResponseTopics_v8(
         raise Recheck
     partitions = []
     for _ in range(n):
-        partitions_item, pos = _read_OffsetFetchResponsePartitions_v8(data, pos)
+        partitions_item = new_object(OffsetFetchResponsePartitions)
+        (
+            partitions_item.partition_index,
+            partitions_item.committed_offset,
+            partitions_item.committed_leader_epoch,
+        ) = _S_iqi.unpack_from(data, pos)
+        pos += 16
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            partitions_item.metadata = data[pos + 1 : end].decode()
+            pos = end
+        elif n == 0:
+            partitions_item.metadata = None
+            pos += 1
+        else:
+            partitions_item.metadata, pos = r_compact_nullable_string(data, pos)
+        (partitions_item.error_code,) = _S_h.unpack_from(data, pos)
+        pos += 2
+        if data[pos]:
+            partitions_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            partitions_item.unknown_tags = {}
+            pos += 1
         partitions.append(partitions_item)
     o.partitions = partitions
     if data[pos]:
@@ -780,7 +874,8 @@ def _read_OffsetFetchResponseTopics_v8(
 def _write_OffsetFetchResponseTopics_v8(out: bytearray, o: OffsetFetchResponseTopics) -> None:
     """Writes OffsetFetchResponseTopics v8-9 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponseTopics_v8.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchResponseTopics_v8.
     """
     s: _Any  # the string being written
     s = o.name
@@ -806,7 +901,8 @@ def _read_OffsetFetchResponseTopics_v10(
 ) -> tuple[OffsetFetchResponseTopics, int]:
     """Reads OffsetFetchResponseTopics v10 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchResponseTopics_v10, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchResponseTopics_v10.
     """
     o = new_object(OffsetFetchResponseTopics)
     o.name = ""
@@ -818,7 +914,30 @@ def _read_OffsetFetchResponseTopics_v10(
         raise Recheck
     partitions = []
     for _ in range(n):
-        partitions_item, pos = _read_OffsetFetchResponsePartitions_v8(data, pos)
+        partitions_item = new_object(OffsetFetchResponsePartitions)
+        (
+            partitions_item.partition_index,
+            partitions_item.committed_offset,
+            partitions_item.committed_leader_epoch,
+        ) = _S_iqi.unpack_from(data, pos)
+        pos += 16
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            partitions_item.metadata = data[pos + 1 : end].decode()
+            pos = end
+        elif n == 0:
+            partitions_item.metadata = None
+            pos += 1
+        else:
+            partitions_item.metadata, pos = r_compact_nullable_string(data, pos)
+        (partitions_item.error_code,) = _S_h.unpack_from(data, pos)
+        pos += 2
+        if data[pos]:
+            partitions_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            partitions_item.unknown_tags = {}
+            pos += 1
         partitions.append(partitions_item)
     o.partitions = partitions
     if data[pos]:
@@ -832,7 +951,8 @@ def _read_OffsetFetchResponseTopics_v10(
 def _write_OffsetFetchResponseTopics_v10(out: bytearray, o: OffsetFetchResponseTopics) -> None:
     """Writes OffsetFetchResponseTopics v10 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponseTopics_v10.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchResponseTopics_v10.
     """
     s: _Any  # the string being written
     w_uuid(out, o.topic_id)
@@ -852,7 +972,8 @@ def _read_OffsetFetchResponseGroup_v8(
 ) -> tuple[OffsetFetchResponseGroup, int]:
     """Reads OffsetFetchResponseGroup v8-9 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchResponseGroup_v8, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchResponseGroup_v8.
     """
     o = new_object(OffsetFetchResponseGroup)
     n = data[pos]
@@ -885,7 +1006,8 @@ def _read_OffsetFetchResponseGroup_v8(
 def _write_OffsetFetchResponseGroup_v8(out: bytearray, o: OffsetFetchResponseGroup) -> None:
     """Writes OffsetFetchResponseGroup v8-9 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponseGroup_v8.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchResponseGroup_v8.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -912,7 +1034,8 @@ def _read_OffsetFetchResponseGroup_v10(
 ) -> tuple[OffsetFetchResponseGroup, int]:
     """Reads OffsetFetchResponseGroup v10 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchResponseGroup_v10, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchResponseGroup_v10.
     """
     o = new_object(OffsetFetchResponseGroup)
     n = data[pos]
@@ -945,7 +1068,8 @@ def _read_OffsetFetchResponseGroup_v10(
 def _write_OffsetFetchResponseGroup_v10(out: bytearray, o: OffsetFetchResponseGroup) -> None:
     """Writes OffsetFetchResponseGroup v10 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponseGroup_v10.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchResponseGroup_v10.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -970,7 +1094,8 @@ def _write_OffsetFetchResponseGroup_v10(out: bytearray, o: OffsetFetchResponseGr
 def _read_OffsetFetchResponse_v0(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
     """Reads OffsetFetchResponse v0-1 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchResponse_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchResponse_v0.
     """
     o = new_object(OffsetFetchResponse)
     o.throttle_time_ms = 0
@@ -993,7 +1118,8 @@ def _read_OffsetFetchResponse_v0(data: bytes, pos: int) -> tuple[OffsetFetchResp
 def _write_OffsetFetchResponse_v0(out: bytearray, o: OffsetFetchResponse) -> None:
     """Writes OffsetFetchResponse v0-1 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponse_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchResponse_v0.
     """
     s: _Any  # the string being written
     if type(o.topics) is not list:
@@ -1010,7 +1136,8 @@ def _write_OffsetFetchResponse_v0(out: bytearray, o: OffsetFetchResponse) -> Non
 def _read_OffsetFetchResponse_v2(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
     """Reads OffsetFetchResponse v2 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchResponse_v2, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchResponse_v2.
     """
     o = new_object(OffsetFetchResponse)
     o.throttle_time_ms = 0
@@ -1034,7 +1161,8 @@ def _read_OffsetFetchResponse_v2(data: bytes, pos: int) -> tuple[OffsetFetchResp
 def _write_OffsetFetchResponse_v2(out: bytearray, o: OffsetFetchResponse) -> None:
     """Writes OffsetFetchResponse v2 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponse_v2.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchResponse_v2.
     """
     s: _Any  # the string being written
     if type(o.topics) is not list:
@@ -1052,7 +1180,8 @@ def _write_OffsetFetchResponse_v2(out: bytearray, o: OffsetFetchResponse) -> Non
 def _read_OffsetFetchResponse_v3(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
     """Reads OffsetFetchResponse v3-4 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchResponse_v3, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchResponse_v3.
     """
     o = new_object(OffsetFetchResponse)
     (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
@@ -1077,7 +1206,8 @@ def _read_OffsetFetchResponse_v3(data: bytes, pos: int) -> tuple[OffsetFetchResp
 def _write_OffsetFetchResponse_v3(out: bytearray, o: OffsetFetchResponse) -> None:
     """Writes OffsetFetchResponse v3-4 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponse_v3.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchResponse_v3.
     """
     s: _Any  # the string being written
     out += _S_i.pack(o.throttle_time_ms)
@@ -1096,7 +1226,8 @@ def _write_OffsetFetchResponse_v3(out: bytearray, o: OffsetFetchResponse) -> Non
 def _read_OffsetFetchResponse_v5(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
     """Reads OffsetFetchResponse v5 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchResponse_v5, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchResponse_v5.
     """
     o = new_object(OffsetFetchResponse)
     (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
@@ -1121,7 +1252,8 @@ def _read_OffsetFetchResponse_v5(data: bytes, pos: int) -> tuple[OffsetFetchResp
 def _write_OffsetFetchResponse_v5(out: bytearray, o: OffsetFetchResponse) -> None:
     """Writes OffsetFetchResponse v5 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponse_v5.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchResponse_v5.
     """
     s: _Any  # the string being written
     out += _S_i.pack(o.throttle_time_ms)
@@ -1140,7 +1272,8 @@ def _write_OffsetFetchResponse_v5(out: bytearray, o: OffsetFetchResponse) -> Non
 def _read_OffsetFetchResponse_v6(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
     """Reads OffsetFetchResponse v6-7 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchResponse_v6, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchResponse_v6.
     """
     o = new_object(OffsetFetchResponse)
     (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
@@ -1169,7 +1302,8 @@ def _read_OffsetFetchResponse_v6(data: bytes, pos: int) -> tuple[OffsetFetchResp
 def _write_OffsetFetchResponse_v6(out: bytearray, o: OffsetFetchResponse) -> None:
     """Writes OffsetFetchResponse v6-7 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponse_v6.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchResponse_v6.
     """
     s: _Any  # the string being written
     out += _S_i.pack(o.throttle_time_ms)
@@ -1190,7 +1324,8 @@ def _write_OffsetFetchResponse_v6(out: bytearray, o: OffsetFetchResponse) -> Non
 def _read_OffsetFetchResponse_v8(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
     """Reads OffsetFetchResponse v8-9 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchResponse_v8, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchResponse_v8.
     """
     o = new_object(OffsetFetchResponse)
     (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
@@ -1218,7 +1353,8 @@ def _read_OffsetFetchResponse_v8(data: bytes, pos: int) -> tuple[OffsetFetchResp
 def _write_OffsetFetchResponse_v8(out: bytearray, o: OffsetFetchResponse) -> None:
     """Writes OffsetFetchResponse v8-9 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponse_v8.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchResponse_v8.
     """
     s: _Any  # the string being written
     out += _S_i.pack(o.throttle_time_ms)
@@ -1238,7 +1374,8 @@ def _write_OffsetFetchResponse_v8(out: bytearray, o: OffsetFetchResponse) -> Non
 def _read_OffsetFetchResponse_v10(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
     """Reads OffsetFetchResponse v10 on the fast path.
 
-    On any failure the caller re-reads with _decode_OffsetFetchResponse_v10, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_OffsetFetchResponse_v10.
     """
     o = new_object(OffsetFetchResponse)
     (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
@@ -1266,7 +1403,8 @@ def _read_OffsetFetchResponse_v10(data: bytes, pos: int) -> tuple[OffsetFetchRes
 def _write_OffsetFetchResponse_v10(out: bytearray, o: OffsetFetchResponse) -> None:
     """Writes OffsetFetchResponse v10 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_OffsetFetchResponse_v10.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_OffsetFetchResponse_v10.
     """
     s: _Any  # the string being written
     out += _S_i.pack(o.throttle_time_ms)

@@ -137,7 +137,8 @@ class RequestHeader:
 def _read_RequestHeader_v0(data: bytes, pos: int) -> tuple[RequestHeader, int]:
     """Reads RequestHeader v0 on the fast path.
 
-    On any failure the caller re-reads with _decode_RequestHeader_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_RequestHeader_v0.
     """
     o = new_object(RequestHeader)
     o.request_api_key, o.request_api_version, o.correlation_id = _S_hhi.unpack_from(data, pos)
@@ -150,7 +151,8 @@ def _read_RequestHeader_v0(data: bytes, pos: int) -> tuple[RequestHeader, int]:
 def _write_RequestHeader_v0(out: bytearray, o: RequestHeader) -> None:
     """Writes RequestHeader v0 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_RequestHeader_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_RequestHeader_v0.
     """
     s: _Any  # the string being written
     out += _S_hhi.pack(o.request_api_key, o.request_api_version, o.correlation_id)
@@ -161,7 +163,8 @@ def _write_RequestHeader_v0(out: bytearray, o: RequestHeader) -> None:
 def _read_RequestHeader_v1(data: bytes, pos: int) -> tuple[RequestHeader, int]:
     """Reads RequestHeader v1 on the fast path.
 
-    On any failure the caller re-reads with _decode_RequestHeader_v1, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_RequestHeader_v1.
     """
     o = new_object(RequestHeader)
     o.request_api_key, o.request_api_version, o.correlation_id = _S_hhi.unpack_from(data, pos)
@@ -181,7 +184,8 @@ def _read_RequestHeader_v1(data: bytes, pos: int) -> tuple[RequestHeader, int]:
 def _write_RequestHeader_v1(out: bytearray, o: RequestHeader) -> None:
     """Writes RequestHeader v1 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_RequestHeader_v1.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_RequestHeader_v1.
     """
     s: _Any  # the string being written
     out += _S_hhi.pack(o.request_api_key, o.request_api_version, o.correlation_id)
@@ -202,7 +206,8 @@ def _write_RequestHeader_v1(out: bytearray, o: RequestHeader) -> None:
 def _read_RequestHeader_v2(data: bytes, pos: int) -> tuple[RequestHeader, int]:
     """Reads RequestHeader v2 on the fast path.
 
-    On any failure the caller re-reads with _decode_RequestHeader_v2, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_RequestHeader_v2.
     """
     o = new_object(RequestHeader)
     o.request_api_key, o.request_api_version, o.correlation_id = _S_hhi.unpack_from(data, pos)
@@ -226,7 +231,8 @@ def _read_RequestHeader_v2(data: bytes, pos: int) -> tuple[RequestHeader, int]:
 def _write_RequestHeader_v2(out: bytearray, o: RequestHeader) -> None:
     """Writes RequestHeader v2 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_RequestHeader_v2.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_RequestHeader_v2.
     """
     s: _Any  # the string being written
     out += _S_hhi.pack(o.request_api_key, o.request_api_version, o.correlation_id)

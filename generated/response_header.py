@@ -112,7 +112,8 @@ class ResponseHeader:
 def _read_ResponseHeader_v0(data: bytes, pos: int) -> tuple[ResponseHeader, int]:
     """Reads ResponseHeader v0 on the fast path.
 
-    On any failure the caller re-reads with _decode_ResponseHeader_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ResponseHeader_v0.
     """
     o = new_object(ResponseHeader)
     (o.correlation_id,) = _S_i.unpack_from(data, pos)
@@ -124,7 +125,8 @@ def _read_ResponseHeader_v0(data: bytes, pos: int) -> tuple[ResponseHeader, int]
 def _write_ResponseHeader_v0(out: bytearray, o: ResponseHeader) -> None:
     """Writes ResponseHeader v0 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ResponseHeader_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ResponseHeader_v0.
     """
     s: _Any  # the string being written
     out += _S_i.pack(o.correlation_id)
@@ -135,7 +137,8 @@ def _write_ResponseHeader_v0(out: bytearray, o: ResponseHeader) -> None:
 def _read_ResponseHeader_v1(data: bytes, pos: int) -> tuple[ResponseHeader, int]:
     """Reads ResponseHeader v1 on the fast path.
 
-    On any failure the caller re-reads with _decode_ResponseHeader_v1, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ResponseHeader_v1.
     """
     o = new_object(ResponseHeader)
     (o.correlation_id,) = _S_i.unpack_from(data, pos)
@@ -151,7 +154,8 @@ def _read_ResponseHeader_v1(data: bytes, pos: int) -> tuple[ResponseHeader, int]
 def _write_ResponseHeader_v1(out: bytearray, o: ResponseHeader) -> None:
     """Writes ResponseHeader v1 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_ResponseHeader_v1.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ResponseHeader_v1.
     """
     s: _Any  # the string being written
     out += _S_i.pack(o.correlation_id)

@@ -209,7 +209,8 @@ def _read_SyncGroupRequestAssignment_v0(
 ) -> tuple[SyncGroupRequestAssignment, int]:
     """Reads SyncGroupRequestAssignment v0-3 on the fast path.
 
-    On any failure the caller re-reads with _decode_SyncGroupRequestAssignment_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_SyncGroupRequestAssignment_v0.
     """
     o = new_object(SyncGroupRequestAssignment)
     (n,) = _S_h.unpack_from(data, pos)
@@ -235,7 +236,8 @@ def _read_SyncGroupRequestAssignment_v0(
 def _write_SyncGroupRequestAssignment_v0(out: bytearray, o: SyncGroupRequestAssignment) -> None:
     """Writes SyncGroupRequestAssignment v0-3 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_SyncGroupRequestAssignment_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_SyncGroupRequestAssignment_v0.
     """
     s: _Any  # the string being written
     s = o.member_id
@@ -259,7 +261,8 @@ def _read_SyncGroupRequestAssignment_v4(
 ) -> tuple[SyncGroupRequestAssignment, int]:
     """Reads SyncGroupRequestAssignment v4-5 on the fast path.
 
-    On any failure the caller re-reads with _decode_SyncGroupRequestAssignment_v4, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_SyncGroupRequestAssignment_v4.
     """
     o = new_object(SyncGroupRequestAssignment)
     n = data[pos]
@@ -287,7 +290,8 @@ def _read_SyncGroupRequestAssignment_v4(
 def _write_SyncGroupRequestAssignment_v4(out: bytearray, o: SyncGroupRequestAssignment) -> None:
     """Writes SyncGroupRequestAssignment v4-5 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_SyncGroupRequestAssignment_v4.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_SyncGroupRequestAssignment_v4.
     """
     s: _Any  # the string being written
     s = o.member_id
@@ -311,7 +315,8 @@ def _write_SyncGroupRequestAssignment_v4(out: bytearray, o: SyncGroupRequestAssi
 def _read_SyncGroupRequest_v0(data: bytes, pos: int) -> tuple[SyncGroupRequest, int]:
     """Reads SyncGroupRequest v0-2 on the fast path.
 
-    On any failure the caller re-reads with _decode_SyncGroupRequest_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_SyncGroupRequest_v0.
     """
     o = new_object(SyncGroupRequest)
     (n,) = _S_h.unpack_from(data, pos)
@@ -342,7 +347,24 @@ def _read_SyncGroupRequest_v0(data: bytes, pos: int) -> tuple[SyncGroupRequest, 
         raise Recheck
     assignments = []
     for _ in range(n):
-        assignments_item, pos = _read_SyncGroupRequestAssignment_v0(data, pos)
+        assignments_item = new_object(SyncGroupRequestAssignment)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            assignments_item.member_id = data[pos:end].decode()
+            pos = end
+        else:
+            assignments_item.member_id, pos = r_string(data, pos)
+        (n,) = _S_i.unpack_from(data, pos)
+        if n >= 0:
+            pos += 4
+            end = pos + n
+            assignments_item.assignment = data[pos:end]
+            pos = end
+        else:
+            assignments_item.assignment, pos = r_bytes(data, pos)
+        assignments_item.unknown_tags = {}
         assignments.append(assignments_item)
     o.assignments = assignments
     o.unknown_tags = {}
@@ -352,7 +374,8 @@ def _read_SyncGroupRequest_v0(data: bytes, pos: int) -> tuple[SyncGroupRequest, 
 def _write_SyncGroupRequest_v0(out: bytearray, o: SyncGroupRequest) -> None:
     """Writes SyncGroupRequest v0-2 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_SyncGroupRequest_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_SyncGroupRequest_v0.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -384,7 +407,8 @@ def _write_SyncGroupRequest_v0(out: bytearray, o: SyncGroupRequest) -> None:
 def _read_SyncGroupRequest_v3(data: bytes, pos: int) -> tuple[SyncGroupRequest, int]:
     """Reads SyncGroupRequest v3 on the fast path.
 
-    On any failure the caller re-reads with _decode_SyncGroupRequest_v3, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_SyncGroupRequest_v3.
     """
     o = new_object(SyncGroupRequest)
     (n,) = _S_h.unpack_from(data, pos)
@@ -422,7 +446,24 @@ def _read_SyncGroupRequest_v3(data: bytes, pos: int) -> tuple[SyncGroupRequest, 
         raise Recheck
     assignments = []
     for _ in range(n):
-        assignments_item, pos = _read_SyncGroupRequestAssignment_v0(data, pos)
+        assignments_item = new_object(SyncGroupRequestAssignment)
+        (n,) = _S_h.unpack_from(data, pos)
+        if n >= 0:
+            pos += 2
+            end = pos + n
+            assignments_item.member_id = data[pos:end].decode()
+            pos = end
+        else:
+            assignments_item.member_id, pos = r_string(data, pos)
+        (n,) = _S_i.unpack_from(data, pos)
+        if n >= 0:
+            pos += 4
+            end = pos + n
+            assignments_item.assignment = data[pos:end]
+            pos = end
+        else:
+            assignments_item.assignment, pos = r_bytes(data, pos)
+        assignments_item.unknown_tags = {}
         assignments.append(assignments_item)
     o.assignments = assignments
     o.unknown_tags = {}
@@ -432,7 +473,8 @@ def _read_SyncGroupRequest_v3(data: bytes, pos: int) -> tuple[SyncGroupRequest, 
 def _write_SyncGroupRequest_v3(out: bytearray, o: SyncGroupRequest) -> None:
     """Writes SyncGroupRequest v3 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_SyncGroupRequest_v3.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_SyncGroupRequest_v3.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -472,7 +514,8 @@ def _write_SyncGroupRequest_v3(out: bytearray, o: SyncGroupRequest) -> None:
 def _read_SyncGroupRequest_v4(data: bytes, pos: int) -> tuple[SyncGroupRequest, int]:
     """Reads SyncGroupRequest v4 on the fast path.
 
-    On any failure the caller re-reads with _decode_SyncGroupRequest_v4, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_SyncGroupRequest_v4.
     """
     o = new_object(SyncGroupRequest)
     n = data[pos]
@@ -510,7 +553,26 @@ def _read_SyncGroupRequest_v4(data: bytes, pos: int) -> tuple[SyncGroupRequest, 
         raise Recheck
     assignments = []
     for _ in range(n):
-        assignments_item, pos = _read_SyncGroupRequestAssignment_v4(data, pos)
+        assignments_item = new_object(SyncGroupRequestAssignment)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            assignments_item.member_id = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            assignments_item.member_id, pos = r_compact_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            assignments_item.assignment = data[pos + 1 : end]
+            pos = end
+        else:
+            assignments_item.assignment, pos = r_compact_bytes(data, pos)
+        if data[pos]:
+            assignments_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            assignments_item.unknown_tags = {}
+            pos += 1
         assignments.append(assignments_item)
     o.assignments = assignments
     if data[pos]:
@@ -524,7 +586,8 @@ def _read_SyncGroupRequest_v4(data: bytes, pos: int) -> tuple[SyncGroupRequest, 
 def _write_SyncGroupRequest_v4(out: bytearray, o: SyncGroupRequest) -> None:
     """Writes SyncGroupRequest v4 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_SyncGroupRequest_v4.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_SyncGroupRequest_v4.
     """
     s: _Any  # the string being written
     s = o.group_id
@@ -566,7 +629,8 @@ def _write_SyncGroupRequest_v4(out: bytearray, o: SyncGroupRequest) -> None:
 def _read_SyncGroupRequest_v5(data: bytes, pos: int) -> tuple[SyncGroupRequest, int]:
     """Reads SyncGroupRequest v5 on the fast path.
 
-    On any failure the caller re-reads with _decode_SyncGroupRequest_v5, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_SyncGroupRequest_v5.
     """
     o = new_object(SyncGroupRequest)
     n = data[pos]
@@ -622,7 +686,26 @@ def _read_SyncGroupRequest_v5(data: bytes, pos: int) -> tuple[SyncGroupRequest, 
         raise Recheck
     assignments = []
     for _ in range(n):
-        assignments_item, pos = _read_SyncGroupRequestAssignment_v4(data, pos)
+        assignments_item = new_object(SyncGroupRequestAssignment)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            assignments_item.member_id = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            assignments_item.member_id, pos = r_compact_string(data, pos)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            assignments_item.assignment = data[pos + 1 : end]
+            pos = end
+        else:
+            assignments_item.assignment, pos = r_compact_bytes(data, pos)
+        if data[pos]:
+            assignments_item.unknown_tags, pos = r_tags(data, pos)
+        else:  # no tagged fields
+            assignments_item.unknown_tags = {}
+            pos += 1
         assignments.append(assignments_item)
     o.assignments = assignments
     if data[pos]:
@@ -636,7 +719,8 @@ def _read_SyncGroupRequest_v5(data: bytes, pos: int) -> tuple[SyncGroupRequest, 
 def _write_SyncGroupRequest_v5(out: bytearray, o: SyncGroupRequest) -> None:
     """Writes SyncGroupRequest v5 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_SyncGroupRequest_v5.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_SyncGroupRequest_v5.
     """
     s: _Any  # the string being written
     s = o.group_id

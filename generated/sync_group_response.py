@@ -157,7 +157,8 @@ class SyncGroupResponse:
 def _read_SyncGroupResponse_v0(data: bytes, pos: int) -> tuple[SyncGroupResponse, int]:
     """Reads SyncGroupResponse v0 on the fast path.
 
-    On any failure the caller re-reads with _decode_SyncGroupResponse_v0, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_SyncGroupResponse_v0.
     """
     o = new_object(SyncGroupResponse)
     o.throttle_time_ms = 0
@@ -180,7 +181,8 @@ def _read_SyncGroupResponse_v0(data: bytes, pos: int) -> tuple[SyncGroupResponse
 def _write_SyncGroupResponse_v0(out: bytearray, o: SyncGroupResponse) -> None:
     """Writes SyncGroupResponse v0 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_SyncGroupResponse_v0.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_SyncGroupResponse_v0.
     """
     s: _Any  # the string being written
     out += _S_h.pack(o.error_code)
@@ -196,7 +198,8 @@ def _write_SyncGroupResponse_v0(out: bytearray, o: SyncGroupResponse) -> None:
 def _read_SyncGroupResponse_v1(data: bytes, pos: int) -> tuple[SyncGroupResponse, int]:
     """Reads SyncGroupResponse v1-3 on the fast path.
 
-    On any failure the caller re-reads with _decode_SyncGroupResponse_v1, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_SyncGroupResponse_v1.
     """
     o = new_object(SyncGroupResponse)
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
@@ -218,7 +221,8 @@ def _read_SyncGroupResponse_v1(data: bytes, pos: int) -> tuple[SyncGroupResponse
 def _write_SyncGroupResponse_v1(out: bytearray, o: SyncGroupResponse) -> None:
     """Writes SyncGroupResponse v1-3 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_SyncGroupResponse_v1.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_SyncGroupResponse_v1.
     """
     s: _Any  # the string being written
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
@@ -234,7 +238,8 @@ def _write_SyncGroupResponse_v1(out: bytearray, o: SyncGroupResponse) -> None:
 def _read_SyncGroupResponse_v4(data: bytes, pos: int) -> tuple[SyncGroupResponse, int]:
     """Reads SyncGroupResponse v4 on the fast path.
 
-    On any failure the caller re-reads with _decode_SyncGroupResponse_v4, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_SyncGroupResponse_v4.
     """
     o = new_object(SyncGroupResponse)
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
@@ -259,7 +264,8 @@ def _read_SyncGroupResponse_v4(data: bytes, pos: int) -> tuple[SyncGroupResponse
 def _write_SyncGroupResponse_v4(out: bytearray, o: SyncGroupResponse) -> None:
     """Writes SyncGroupResponse v4 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_SyncGroupResponse_v4.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_SyncGroupResponse_v4.
     """
     s: _Any  # the string being written
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
@@ -277,7 +283,8 @@ def _write_SyncGroupResponse_v4(out: bytearray, o: SyncGroupResponse) -> None:
 def _read_SyncGroupResponse_v5(data: bytes, pos: int) -> tuple[SyncGroupResponse, int]:
     """Reads SyncGroupResponse v5 on the fast path.
 
-    On any failure the caller re-reads with _decode_SyncGroupResponse_v5, which names field and offset.
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_SyncGroupResponse_v5.
     """
     o = new_object(SyncGroupResponse)
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
@@ -320,7 +327,8 @@ def _read_SyncGroupResponse_v5(data: bytes, pos: int) -> tuple[SyncGroupResponse
 def _write_SyncGroupResponse_v5(out: bytearray, o: SyncGroupResponse) -> None:
     """Writes SyncGroupResponse v5 on the fast path.
 
-    On any failure the caller drops the output and writes again with _encode_SyncGroupResponse_v5.
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_SyncGroupResponse_v5.
     """
     s: _Any  # the string being written
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)

@@ -94,6 +94,9 @@ class StructDefault:
     def __repr__(self) -> str:
         return "StructDefault"
 
+    def __reduce__(self) -> str:
+        return "STRUCT_DEFAULT"  # one marker per process: compared by identity
+
 
 STRUCT_DEFAULT = StructDefault()
 

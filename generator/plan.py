@@ -42,6 +42,8 @@ class Step:
     fast: str = "call"
     compact: bool = False
     nullable: bool = False
+    # A struct_array whose element codec the fast path prints inside its loop: no call per element.
+    inline: Codec | None = None
 
     @property
     def field(self) -> Field:
@@ -74,6 +76,12 @@ class Codec:
     known_tags: list[int]
     decode_name: str = ""
     encode_name: str = ""
+
+    @property
+    def is_leaf(self) -> bool:
+        """No arrays of structs and no known tagged fields: the fast path can print this codec
+        inside its parent's loop without any local of its own but `n` and `end`."""
+        return not self.tagged and all(s.fast != "struct_array" for s in self.steps)
 
     @property
     def version_text(self) -> str:
@@ -337,6 +345,7 @@ class Planner:
                 codec = Codec(struct, cls, group, sig[0], steps, tagged, invalid, known)
                 codec.decode_name, codec.encode_name = names[(id(struct), sig)]
                 out.append(codec)
+        codec_of = {(c.struct.name, c.decode_name): c for c in out}
         # Resolve references to nested codecs.
         for codec in out:
             linked: list[Step | TaggedStep] = [*codec.steps, *codec.tagged]
@@ -349,6 +358,10 @@ class Planner:
                     step.reader, step.writer = dname, ename
                 else:
                     step.read_arg, step.write_arg = dname, ename
+                if isinstance(step, Step) and step.fast == "struct_array":
+                    element = codec_of[(child_struct.name, dname)]
+                    if element.is_leaf:
+                        step.inline = element
         return out
 
     def version_table(self, codecs: list[Codec]) -> list[tuple[int, str, str]]:

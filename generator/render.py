@@ -323,20 +323,33 @@ def compile_schemas(inputs: list[Path], format: bool = True) -> dict[str, str]:
     if problems:
         raise SchemaError(problems)
     sources: dict[str, str] = {}
-    for message, display in messages:
-        sources[f"{message.module}.py"] = render_module(message, Path(display).as_posix())
     sources["__init__.py"] = render_package([m for m, _ in messages], "")
     runtime = (TEMPLATES / "runtime.py").read_text(encoding="utf-8")
     sources["_runtime.py"] = f"{MARKER}: runtime of the generated codecs. Do not edit.\n{runtime}"
-    items = sorted(sources.items())
+    jobs = [(m, Path(display).as_posix()) for m, display in messages]
     if not format:
-        return dict(items)
-    if len(items) > 8 and (os.cpu_count() or 1) > 1:
+        sources.update(map(_render, jobs))
+        return dict(sorted(sources.items()))
+    items = sorted(sources.items())
+    if len(jobs) > 8 and (os.cpu_count() or 1) > 1:
+        # Rendering and black both run in the workers: black dominates, and a module's render
+        # and format in one task keep the pickled traffic to a Message out and a string back.
         with ProcessPoolExecutor() as pool:
-            formatted = dict(pool.map(_format, items, chunksize=4))
+            formatted = dict(pool.map(_render_and_format, jobs, chunksize=2))
+            formatted.update(pool.map(_format, items))
     else:
-        formatted = dict(map(_format, items))
-    return formatted
+        formatted = dict(map(_render_and_format, jobs))
+        formatted.update(map(_format, items))
+    return dict(sorted(formatted.items()))
+
+
+def _render(job: tuple[Message, str]) -> tuple[str, str]:
+    message, source = job
+    return f"{message.module}.py", render_module(message, source)
+
+
+def _render_and_format(job: tuple[Message, str]) -> tuple[str, str]:
+    return _format(_render(job))
 
 
 def write_package(files: dict[str, str], out: Path) -> None:
