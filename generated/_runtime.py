@@ -879,6 +879,19 @@ def decode_request_frame(
     header_v0: frozenset[tuple[int, int]],
 ) -> tuple[Any, Any]:
     data = _frame_bytes(frame)
+    try:  # the common case in one go; anything unusual is redone below, step by step
+        api_key, api_version = _hh.unpack_from(data, 0)
+        cls = registry[api_key].request
+        if (api_key, api_version) in header_v0:
+            hv = 0
+        else:
+            hv = 2 if api_version in cls.FLEXIBLE_VERSIONS else 1
+        header, pos = header_cls.read(data, 0, hv)
+        body, end = cls.read(data, pos, api_version)
+        if end == len(data):
+            return header, body
+    except Exception:
+        pass
     if len(data) < 4:
         e: DecodeError = TruncatedError(f"a request needs at least 4 bytes, got {len(data)}", 0)
         e.message_name, e.version = header_cls.__name__, 1
@@ -906,6 +919,18 @@ def decode_response_frame(
     v0_fallback: frozenset[int],
 ) -> tuple[Any, Any]:
     data = _frame_bytes(frame)
+    try:  # the common case in one go; anything unusual is redone below, step by step
+        cls = registry[api_key].response
+        if api_key in always_v0:
+            hv = 0
+        else:
+            hv = 1 if api_version in cls.FLEXIBLE_VERSIONS else 0
+        header, pos = header_cls.read(data, 0, hv)
+        body, end = cls.read(data, pos, api_version)
+        if end == len(data):
+            return header, body
+    except Exception:
+        pass
     info = registry.get(api_key)
     if info is None or info.response is None:
         raise UnknownApiKeyError(api_key)

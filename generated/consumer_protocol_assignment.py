@@ -161,8 +161,8 @@ def _read_TopicPartition_v0(data: bytes, pos: int) -> tuple[TopicPartition, int]
     _decode_TopicPartition_v0.
     """
     o = new_object(TopicPartition)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.topic = data[pos:end].decode()
@@ -210,8 +210,8 @@ def _read_ConsumerProtocolAssignment_v0(
     assigned_partitions = []
     for _ in range(n):
         assigned_partitions_item = new_object(TopicPartition)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             assigned_partitions_item.topic = data[pos:end].decode()

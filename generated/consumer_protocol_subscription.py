@@ -176,8 +176,8 @@ def _read_TopicPartition_v1(data: bytes, pos: int) -> tuple[TopicPartition, int]
     _decode_TopicPartition_v1.
     """
     o = new_object(TopicPartition)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.topic = data[pos:end].decode()
@@ -276,8 +276,8 @@ def _read_ConsumerProtocolSubscription_v1(
     owned_partitions = []
     for _ in range(n):
         owned_partitions_item = new_object(TopicPartition)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             owned_partitions_item.topic = data[pos:end].decode()
@@ -342,8 +342,8 @@ def _read_ConsumerProtocolSubscription_v2(
     owned_partitions = []
     for _ in range(n):
         owned_partitions_item = new_object(TopicPartition)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             owned_partitions_item.topic = data[pos:end].decode()
@@ -410,8 +410,8 @@ def _read_ConsumerProtocolSubscription_v3(
     owned_partitions = []
     for _ in range(n):
         owned_partitions_item = new_object(TopicPartition)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             owned_partitions_item.topic = data[pos:end].decode()
@@ -424,8 +424,8 @@ def _read_ConsumerProtocolSubscription_v3(
     o.owned_partitions = owned_partitions
     (o.generation_id,) = _S_i.unpack_from(data, pos)
     pos += 4
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.rack_id = data[pos:end].decode()

@@ -168,8 +168,8 @@ def _read_DeletableGroupResult_v0(data: bytes, pos: int) -> tuple[DeletableGroup
     _decode_DeletableGroupResult_v0.
     """
     o = new_object(DeletableGroupResult)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_id = data[pos:end].decode()
@@ -263,8 +263,8 @@ def _read_DeleteGroupsResponse_v0(data: bytes, pos: int) -> tuple[DeleteGroupsRe
     results = []
     for _ in range(n):
         results_item = new_object(DeletableGroupResult)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             results_item.group_id = data[pos:end].decode()

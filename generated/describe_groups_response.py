@@ -290,8 +290,8 @@ def _read_DescribedGroupMember_v0(data: bytes, pos: int) -> tuple[DescribedGroup
     _decode_DescribedGroupMember_v0.
     """
     o = new_object(DescribedGroupMember)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.member_id = data[pos:end].decode()
@@ -299,16 +299,16 @@ def _read_DescribedGroupMember_v0(data: bytes, pos: int) -> tuple[DescribedGroup
     else:
         o.member_id, pos = r_string(data, pos)
     o.group_instance_id = None
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.client_id = data[pos:end].decode()
         pos = end
     else:
         o.client_id, pos = r_string(data, pos)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.client_host = data[pos:end].decode()
@@ -384,32 +384,32 @@ def _read_DescribedGroupMember_v4(data: bytes, pos: int) -> tuple[DescribedGroup
     _decode_DescribedGroupMember_v4.
     """
     o = new_object(DescribedGroupMember)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.member_id = data[pos:end].decode()
         pos = end
     else:
         o.member_id, pos = r_string(data, pos)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_instance_id = data[pos:end].decode()
         pos = end
     else:
         o.group_instance_id, pos = r_nullable_string(data, pos)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.client_id = data[pos:end].decode()
         pos = end
     else:
         o.client_id, pos = r_string(data, pos)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.client_host = data[pos:end].decode()
@@ -612,32 +612,32 @@ def _read_DescribedGroup_v0(data: bytes, pos: int) -> tuple[DescribedGroup, int]
     (o.error_code,) = _S_h.unpack_from(data, pos)
     pos += 2
     o.error_message = None
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_id = data[pos:end].decode()
         pos = end
     else:
         o.group_id, pos = r_string(data, pos)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_state = data[pos:end].decode()
         pos = end
     else:
         o.group_state, pos = r_string(data, pos)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.protocol_type = data[pos:end].decode()
         pos = end
     else:
         o.protocol_type, pos = r_string(data, pos)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.protocol_data = data[pos:end].decode()
@@ -652,8 +652,8 @@ def _read_DescribedGroup_v0(data: bytes, pos: int) -> tuple[DescribedGroup, int]
     members = []
     for _ in range(n):
         members_item = new_object(DescribedGroupMember)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             members_item.member_id = data[pos:end].decode()
@@ -661,16 +661,16 @@ def _read_DescribedGroup_v0(data: bytes, pos: int) -> tuple[DescribedGroup, int]
         else:
             members_item.member_id, pos = r_string(data, pos)
         members_item.group_instance_id = None
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             members_item.client_id = data[pos:end].decode()
             pos = end
         else:
             members_item.client_id, pos = r_string(data, pos)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             members_item.client_host = data[pos:end].decode()
@@ -760,32 +760,32 @@ def _read_DescribedGroup_v3(data: bytes, pos: int) -> tuple[DescribedGroup, int]
     (o.error_code,) = _S_h.unpack_from(data, pos)
     pos += 2
     o.error_message = None
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_id = data[pos:end].decode()
         pos = end
     else:
         o.group_id, pos = r_string(data, pos)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_state = data[pos:end].decode()
         pos = end
     else:
         o.group_state, pos = r_string(data, pos)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.protocol_type = data[pos:end].decode()
         pos = end
     else:
         o.protocol_type, pos = r_string(data, pos)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.protocol_data = data[pos:end].decode()
@@ -800,8 +800,8 @@ def _read_DescribedGroup_v3(data: bytes, pos: int) -> tuple[DescribedGroup, int]
     members = []
     for _ in range(n):
         members_item = new_object(DescribedGroupMember)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             members_item.member_id = data[pos:end].decode()
@@ -809,16 +809,16 @@ def _read_DescribedGroup_v3(data: bytes, pos: int) -> tuple[DescribedGroup, int]
         else:
             members_item.member_id, pos = r_string(data, pos)
         members_item.group_instance_id = None
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             members_item.client_id = data[pos:end].decode()
             pos = end
         else:
             members_item.client_id, pos = r_string(data, pos)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             members_item.client_host = data[pos:end].decode()
@@ -908,32 +908,32 @@ def _read_DescribedGroup_v4(data: bytes, pos: int) -> tuple[DescribedGroup, int]
     (o.error_code,) = _S_h.unpack_from(data, pos)
     pos += 2
     o.error_message = None
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_id = data[pos:end].decode()
         pos = end
     else:
         o.group_id, pos = r_string(data, pos)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_state = data[pos:end].decode()
         pos = end
     else:
         o.group_state, pos = r_string(data, pos)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.protocol_type = data[pos:end].decode()
         pos = end
     else:
         o.protocol_type, pos = r_string(data, pos)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.protocol_data = data[pos:end].decode()
@@ -948,32 +948,32 @@ def _read_DescribedGroup_v4(data: bytes, pos: int) -> tuple[DescribedGroup, int]
     members = []
     for _ in range(n):
         members_item = new_object(DescribedGroupMember)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             members_item.member_id = data[pos:end].decode()
             pos = end
         else:
             members_item.member_id, pos = r_string(data, pos)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             members_item.group_instance_id = data[pos:end].decode()
             pos = end
         else:
             members_item.group_instance_id, pos = r_nullable_string(data, pos)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             members_item.client_id = data[pos:end].decode()
             pos = end
         else:
             members_item.client_id, pos = r_string(data, pos)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             members_item.client_host = data[pos:end].decode()

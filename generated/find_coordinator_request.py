@@ -136,8 +136,8 @@ def _read_FindCoordinatorRequest_v0(data: bytes, pos: int) -> tuple[FindCoordina
     _decode_FindCoordinatorRequest_v0.
     """
     o = new_object(FindCoordinatorRequest)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.key = data[pos:end].decode()
@@ -179,8 +179,8 @@ def _read_FindCoordinatorRequest_v1(data: bytes, pos: int) -> tuple[FindCoordina
     _decode_FindCoordinatorRequest_v1.
     """
     o = new_object(FindCoordinatorRequest)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.key = data[pos:end].decode()

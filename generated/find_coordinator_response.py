@@ -304,8 +304,8 @@ def _read_FindCoordinatorResponse_v0(data: bytes, pos: int) -> tuple[FindCoordin
     o.error_message = ""
     (o.node_id,) = _S_i.unpack_from(data, pos)
     pos += 4
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.host = data[pos:end].decode()
@@ -351,8 +351,8 @@ def _read_FindCoordinatorResponse_v1(data: bytes, pos: int) -> tuple[FindCoordin
     o = new_object(FindCoordinatorResponse)
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
     pos += 6
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.error_message = data[pos:end].decode()
@@ -361,8 +361,8 @@ def _read_FindCoordinatorResponse_v1(data: bytes, pos: int) -> tuple[FindCoordin
         o.error_message, pos = r_nullable_string(data, pos)
     (o.node_id,) = _S_i.unpack_from(data, pos)
     pos += 4
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.host = data[pos:end].decode()

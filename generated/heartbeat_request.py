@@ -143,8 +143,8 @@ def _read_HeartbeatRequest_v0(data: bytes, pos: int) -> tuple[HeartbeatRequest, 
     _decode_HeartbeatRequest_v0.
     """
     o = new_object(HeartbeatRequest)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_id = data[pos:end].decode()
@@ -153,8 +153,8 @@ def _read_HeartbeatRequest_v0(data: bytes, pos: int) -> tuple[HeartbeatRequest, 
         o.group_id, pos = r_string(data, pos)
     (o.generation_id,) = _S_i.unpack_from(data, pos)
     pos += 4
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.member_id = data[pos:end].decode()
@@ -201,8 +201,8 @@ def _read_HeartbeatRequest_v3(data: bytes, pos: int) -> tuple[HeartbeatRequest, 
     _decode_HeartbeatRequest_v3.
     """
     o = new_object(HeartbeatRequest)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_id = data[pos:end].decode()
@@ -211,16 +211,16 @@ def _read_HeartbeatRequest_v3(data: bytes, pos: int) -> tuple[HeartbeatRequest, 
         o.group_id, pos = r_string(data, pos)
     (o.generation_id,) = _S_i.unpack_from(data, pos)
     pos += 4
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.member_id = data[pos:end].decode()
         pos = end
     else:
         o.member_id, pos = r_string(data, pos)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_instance_id = data[pos:end].decode()

@@ -219,8 +219,8 @@ def _read_JoinGroupRequestProtocol_v0(
     _decode_JoinGroupRequestProtocol_v0.
     """
     o = new_object(JoinGroupRequestProtocol)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.name = data[pos:end].decode()
@@ -325,8 +325,8 @@ def _read_JoinGroupRequest_v0(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
     _decode_JoinGroupRequest_v0.
     """
     o = new_object(JoinGroupRequest)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_id = data[pos:end].decode()
@@ -336,8 +336,8 @@ def _read_JoinGroupRequest_v0(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
     (o.session_timeout_ms,) = _S_i.unpack_from(data, pos)
     pos += 4
     o.rebalance_timeout_ms = -1
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.member_id = data[pos:end].decode()
@@ -345,8 +345,8 @@ def _read_JoinGroupRequest_v0(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
     else:
         o.member_id, pos = r_string(data, pos)
     o.group_instance_id = None
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.protocol_type = data[pos:end].decode()
@@ -361,8 +361,8 @@ def _read_JoinGroupRequest_v0(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
     protocols = []
     for _ in range(n):
         protocols_item = new_object(JoinGroupRequestProtocol)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             protocols_item.name = data[pos:end].decode()
@@ -432,8 +432,8 @@ def _read_JoinGroupRequest_v1(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
     _decode_JoinGroupRequest_v1.
     """
     o = new_object(JoinGroupRequest)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_id = data[pos:end].decode()
@@ -442,8 +442,8 @@ def _read_JoinGroupRequest_v1(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
         o.group_id, pos = r_string(data, pos)
     o.session_timeout_ms, o.rebalance_timeout_ms = _S_ii.unpack_from(data, pos)
     pos += 8
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.member_id = data[pos:end].decode()
@@ -451,8 +451,8 @@ def _read_JoinGroupRequest_v1(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
     else:
         o.member_id, pos = r_string(data, pos)
     o.group_instance_id = None
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.protocol_type = data[pos:end].decode()
@@ -467,8 +467,8 @@ def _read_JoinGroupRequest_v1(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
     protocols = []
     for _ in range(n):
         protocols_item = new_object(JoinGroupRequestProtocol)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             protocols_item.name = data[pos:end].decode()
@@ -538,8 +538,8 @@ def _read_JoinGroupRequest_v5(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
     _decode_JoinGroupRequest_v5.
     """
     o = new_object(JoinGroupRequest)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_id = data[pos:end].decode()
@@ -548,24 +548,24 @@ def _read_JoinGroupRequest_v5(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
         o.group_id, pos = r_string(data, pos)
     o.session_timeout_ms, o.rebalance_timeout_ms = _S_ii.unpack_from(data, pos)
     pos += 8
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.member_id = data[pos:end].decode()
         pos = end
     else:
         o.member_id, pos = r_string(data, pos)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_instance_id = data[pos:end].decode()
         pos = end
     else:
         o.group_instance_id, pos = r_nullable_string(data, pos)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.protocol_type = data[pos:end].decode()
@@ -580,8 +580,8 @@ def _read_JoinGroupRequest_v5(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
     protocols = []
     for _ in range(n):
         protocols_item = new_object(JoinGroupRequestProtocol)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             protocols_item.name = data[pos:end].decode()

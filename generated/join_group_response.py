@@ -242,8 +242,8 @@ def _read_JoinGroupResponseMember_v0(data: bytes, pos: int) -> tuple[JoinGroupRe
     _decode_JoinGroupResponseMember_v0.
     """
     o = new_object(JoinGroupResponseMember)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.member_id = data[pos:end].decode()
@@ -293,16 +293,16 @@ def _read_JoinGroupResponseMember_v5(data: bytes, pos: int) -> tuple[JoinGroupRe
     _decode_JoinGroupResponseMember_v5.
     """
     o = new_object(JoinGroupResponseMember)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.member_id = data[pos:end].decode()
         pos = end
     else:
         o.member_id, pos = r_string(data, pos)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_instance_id = data[pos:end].decode()
@@ -439,16 +439,16 @@ def _read_JoinGroupResponse_v0(data: bytes, pos: int) -> tuple[JoinGroupResponse
     o.error_code, o.generation_id = _S_hi.unpack_from(data, pos)
     pos += 6
     o.protocol_type = None
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.protocol_name = data[pos:end].decode()
         pos = end
     else:
         o.protocol_name, pos = r_string(data, pos)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.leader = data[pos:end].decode()
@@ -456,8 +456,8 @@ def _read_JoinGroupResponse_v0(data: bytes, pos: int) -> tuple[JoinGroupResponse
     else:
         o.leader, pos = r_string(data, pos)
     o.skip_assignment = False
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.member_id = data[pos:end].decode()
@@ -472,8 +472,8 @@ def _read_JoinGroupResponse_v0(data: bytes, pos: int) -> tuple[JoinGroupResponse
     members = []
     for _ in range(n):
         members_item = new_object(JoinGroupResponseMember)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             members_item.member_id = data[pos:end].decode()
@@ -546,16 +546,16 @@ def _read_JoinGroupResponse_v2(data: bytes, pos: int) -> tuple[JoinGroupResponse
     o.throttle_time_ms, o.error_code, o.generation_id = _S_ihi.unpack_from(data, pos)
     pos += 10
     o.protocol_type = None
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.protocol_name = data[pos:end].decode()
         pos = end
     else:
         o.protocol_name, pos = r_string(data, pos)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.leader = data[pos:end].decode()
@@ -563,8 +563,8 @@ def _read_JoinGroupResponse_v2(data: bytes, pos: int) -> tuple[JoinGroupResponse
     else:
         o.leader, pos = r_string(data, pos)
     o.skip_assignment = False
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.member_id = data[pos:end].decode()
@@ -579,8 +579,8 @@ def _read_JoinGroupResponse_v2(data: bytes, pos: int) -> tuple[JoinGroupResponse
     members = []
     for _ in range(n):
         members_item = new_object(JoinGroupResponseMember)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             members_item.member_id = data[pos:end].decode()
@@ -653,16 +653,16 @@ def _read_JoinGroupResponse_v5(data: bytes, pos: int) -> tuple[JoinGroupResponse
     o.throttle_time_ms, o.error_code, o.generation_id = _S_ihi.unpack_from(data, pos)
     pos += 10
     o.protocol_type = None
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.protocol_name = data[pos:end].decode()
         pos = end
     else:
         o.protocol_name, pos = r_string(data, pos)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.leader = data[pos:end].decode()
@@ -670,8 +670,8 @@ def _read_JoinGroupResponse_v5(data: bytes, pos: int) -> tuple[JoinGroupResponse
     else:
         o.leader, pos = r_string(data, pos)
     o.skip_assignment = False
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.member_id = data[pos:end].decode()
@@ -686,16 +686,16 @@ def _read_JoinGroupResponse_v5(data: bytes, pos: int) -> tuple[JoinGroupResponse
     members = []
     for _ in range(n):
         members_item = new_object(JoinGroupResponseMember)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             members_item.member_id = data[pos:end].decode()
             pos = end
         else:
             members_item.member_id, pos = r_string(data, pos)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             members_item.group_instance_id = data[pos:end].decode()

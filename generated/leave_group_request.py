@@ -178,16 +178,16 @@ def _read_MemberIdentity_v3(data: bytes, pos: int) -> tuple[MemberIdentity, int]
     _decode_MemberIdentity_v3.
     """
     o = new_object(MemberIdentity)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.member_id = data[pos:end].decode()
         pos = end
     else:
         o.member_id, pos = r_string(data, pos)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_instance_id = data[pos:end].decode()
@@ -379,16 +379,16 @@ def _read_LeaveGroupRequest_v0(data: bytes, pos: int) -> tuple[LeaveGroupRequest
     _decode_LeaveGroupRequest_v0.
     """
     o = new_object(LeaveGroupRequest)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_id = data[pos:end].decode()
         pos = end
     else:
         o.group_id, pos = r_string(data, pos)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.member_id = data[pos:end].decode()
@@ -434,8 +434,8 @@ def _read_LeaveGroupRequest_v3(data: bytes, pos: int) -> tuple[LeaveGroupRequest
     _decode_LeaveGroupRequest_v3.
     """
     o = new_object(LeaveGroupRequest)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_id = data[pos:end].decode()
@@ -451,16 +451,16 @@ def _read_LeaveGroupRequest_v3(data: bytes, pos: int) -> tuple[LeaveGroupRequest
     members = []
     for _ in range(n):
         members_item = new_object(MemberIdentity)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             members_item.member_id = data[pos:end].decode()
             pos = end
         else:
             members_item.member_id, pos = r_string(data, pos)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             members_item.group_instance_id = data[pos:end].decode()

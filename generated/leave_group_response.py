@@ -188,16 +188,16 @@ def _read_MemberResponse_v3(data: bytes, pos: int) -> tuple[MemberResponse, int]
     _decode_MemberResponse_v3.
     """
     o = new_object(MemberResponse)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.member_id = data[pos:end].decode()
         pos = end
     else:
         o.member_id, pos = r_string(data, pos)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_instance_id = data[pos:end].decode()
@@ -378,16 +378,16 @@ def _read_LeaveGroupResponse_v3(data: bytes, pos: int) -> tuple[LeaveGroupRespon
     members = []
     for _ in range(n):
         members_item = new_object(MemberResponse)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             members_item.member_id = data[pos:end].decode()
             pos = end
         else:
             members_item.member_id, pos = r_string(data, pos)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             members_item.group_instance_id = data[pos:end].decode()

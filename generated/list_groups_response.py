@@ -175,16 +175,16 @@ def _read_ListedGroup_v0(data: bytes, pos: int) -> tuple[ListedGroup, int]:
     _decode_ListedGroup_v0.
     """
     o = new_object(ListedGroup)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_id = data[pos:end].decode()
         pos = end
     else:
         o.group_id, pos = r_string(data, pos)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.protocol_type = data[pos:end].decode()
@@ -453,16 +453,16 @@ def _read_ListGroupsResponse_v0(data: bytes, pos: int) -> tuple[ListGroupsRespon
     groups = []
     for _ in range(n):
         groups_item = new_object(ListedGroup)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             groups_item.group_id = data[pos:end].decode()
             pos = end
         else:
             groups_item.group_id, pos = r_string(data, pos)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             groups_item.protocol_type = data[pos:end].decode()
@@ -512,16 +512,16 @@ def _read_ListGroupsResponse_v1(data: bytes, pos: int) -> tuple[ListGroupsRespon
     groups = []
     for _ in range(n):
         groups_item = new_object(ListedGroup)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             groups_item.group_id = data[pos:end].decode()
             pos = end
         else:
             groups_item.group_id, pos = r_string(data, pos)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             groups_item.protocol_type = data[pos:end].decode()

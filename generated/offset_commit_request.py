@@ -301,8 +301,8 @@ def _read_OffsetCommitRequestPartition_v0(
     pos += 12
     o.committed_leader_epoch = -1
     o.commit_timestamp = -1
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.committed_metadata = data[pos:end].decode()
@@ -351,8 +351,8 @@ def _read_OffsetCommitRequestPartition_v1(
     o.committed_leader_epoch = -1
     (o.commit_timestamp,) = _S_q.unpack_from(data, pos)
     pos += 8
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.committed_metadata = data[pos:end].decode()
@@ -398,8 +398,8 @@ def _read_OffsetCommitRequestPartition_v6(
     o.partition_index, o.committed_offset, o.committed_leader_epoch = _S_iqi.unpack_from(data, pos)
     pos += 16
     o.commit_timestamp = -1
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.committed_metadata = data[pos:end].decode()
@@ -499,8 +499,8 @@ def _read_OffsetCommitRequestTopic_v0(
     _decode_OffsetCommitRequestTopic_v0.
     """
     o = new_object(OffsetCommitRequestTopic)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.name = data[pos:end].decode()
@@ -522,8 +522,8 @@ def _read_OffsetCommitRequestTopic_v0(
         pos += 12
         partitions_item.committed_leader_epoch = -1
         partitions_item.commit_timestamp = -1
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             partitions_item.committed_metadata = data[pos:end].decode()
@@ -569,8 +569,8 @@ def _read_OffsetCommitRequestTopic_v1(
     _decode_OffsetCommitRequestTopic_v1.
     """
     o = new_object(OffsetCommitRequestTopic)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.name = data[pos:end].decode()
@@ -593,8 +593,8 @@ def _read_OffsetCommitRequestTopic_v1(
         partitions_item.committed_leader_epoch = -1
         (partitions_item.commit_timestamp,) = _S_q.unpack_from(data, pos)
         pos += 8
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             partitions_item.committed_metadata = data[pos:end].decode()
@@ -640,8 +640,8 @@ def _read_OffsetCommitRequestTopic_v6(
     _decode_OffsetCommitRequestTopic_v6.
     """
     o = new_object(OffsetCommitRequestTopic)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.name = data[pos:end].decode()
@@ -664,8 +664,8 @@ def _read_OffsetCommitRequestTopic_v6(
         ) = _S_iqi.unpack_from(data, pos)
         pos += 16
         partitions_item.commit_timestamp = -1
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             partitions_item.committed_metadata = data[pos:end].decode()
@@ -861,8 +861,8 @@ def _read_OffsetCommitRequest_v0(data: bytes, pos: int) -> tuple[OffsetCommitReq
     _decode_OffsetCommitRequest_v0.
     """
     o = new_object(OffsetCommitRequest)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_id = data[pos:end].decode()
@@ -919,8 +919,8 @@ def _read_OffsetCommitRequest_v1(data: bytes, pos: int) -> tuple[OffsetCommitReq
     _decode_OffsetCommitRequest_v1.
     """
     o = new_object(OffsetCommitRequest)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_id = data[pos:end].decode()
@@ -929,8 +929,8 @@ def _read_OffsetCommitRequest_v1(data: bytes, pos: int) -> tuple[OffsetCommitReq
         o.group_id, pos = r_string(data, pos)
     (o.generation_id_or_member_epoch,) = _S_i.unpack_from(data, pos)
     pos += 4
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.member_id = data[pos:end].decode()
@@ -993,8 +993,8 @@ def _read_OffsetCommitRequest_v2(data: bytes, pos: int) -> tuple[OffsetCommitReq
     _decode_OffsetCommitRequest_v2.
     """
     o = new_object(OffsetCommitRequest)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_id = data[pos:end].decode()
@@ -1003,8 +1003,8 @@ def _read_OffsetCommitRequest_v2(data: bytes, pos: int) -> tuple[OffsetCommitReq
         o.group_id, pos = r_string(data, pos)
     (o.generation_id_or_member_epoch,) = _S_i.unpack_from(data, pos)
     pos += 4
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.member_id = data[pos:end].decode()
@@ -1069,8 +1069,8 @@ def _read_OffsetCommitRequest_v5(data: bytes, pos: int) -> tuple[OffsetCommitReq
     _decode_OffsetCommitRequest_v5.
     """
     o = new_object(OffsetCommitRequest)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_id = data[pos:end].decode()
@@ -1079,8 +1079,8 @@ def _read_OffsetCommitRequest_v5(data: bytes, pos: int) -> tuple[OffsetCommitReq
         o.group_id, pos = r_string(data, pos)
     (o.generation_id_or_member_epoch,) = _S_i.unpack_from(data, pos)
     pos += 4
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.member_id = data[pos:end].decode()
@@ -1143,8 +1143,8 @@ def _read_OffsetCommitRequest_v6(data: bytes, pos: int) -> tuple[OffsetCommitReq
     _decode_OffsetCommitRequest_v6.
     """
     o = new_object(OffsetCommitRequest)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_id = data[pos:end].decode()
@@ -1153,8 +1153,8 @@ def _read_OffsetCommitRequest_v6(data: bytes, pos: int) -> tuple[OffsetCommitReq
         o.group_id, pos = r_string(data, pos)
     (o.generation_id_or_member_epoch,) = _S_i.unpack_from(data, pos)
     pos += 4
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.member_id = data[pos:end].decode()
@@ -1217,8 +1217,8 @@ def _read_OffsetCommitRequest_v7(data: bytes, pos: int) -> tuple[OffsetCommitReq
     _decode_OffsetCommitRequest_v7.
     """
     o = new_object(OffsetCommitRequest)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_id = data[pos:end].decode()
@@ -1227,16 +1227,16 @@ def _read_OffsetCommitRequest_v7(data: bytes, pos: int) -> tuple[OffsetCommitReq
         o.group_id, pos = r_string(data, pos)
     (o.generation_id_or_member_epoch,) = _S_i.unpack_from(data, pos)
     pos += 4
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.member_id = data[pos:end].decode()
         pos = end
     else:
         o.member_id, pos = r_string(data, pos)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_instance_id = data[pos:end].decode()

@@ -280,8 +280,8 @@ def _read_OffsetCommitResponseTopic_v0(
     _decode_OffsetCommitResponseTopic_v0.
     """
     o = new_object(OffsetCommitResponseTopic)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.name = data[pos:end].decode()

@@ -219,8 +219,8 @@ def _read_OffsetDeleteRequestTopic_v0(
     _decode_OffsetDeleteRequestTopic_v0.
     """
     o = new_object(OffsetDeleteRequestTopic)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.name = data[pos:end].decode()
@@ -274,8 +274,8 @@ def _read_OffsetDeleteRequest_v0(data: bytes, pos: int) -> tuple[OffsetDeleteReq
     _decode_OffsetDeleteRequest_v0.
     """
     o = new_object(OffsetDeleteRequest)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_id = data[pos:end].decode()

@@ -270,8 +270,8 @@ def _read_OffsetFetchRequestTopic_v0(data: bytes, pos: int) -> tuple[OffsetFetch
     _decode_OffsetFetchRequestTopic_v0.
     """
     o = new_object(OffsetFetchRequestTopic)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.name = data[pos:end].decode()
@@ -615,8 +615,8 @@ def _read_OffsetFetchRequest_v0(data: bytes, pos: int) -> tuple[OffsetFetchReque
     _decode_OffsetFetchRequest_v0.
     """
     o = new_object(OffsetFetchRequest)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_id = data[pos:end].decode()
@@ -631,8 +631,8 @@ def _read_OffsetFetchRequest_v0(data: bytes, pos: int) -> tuple[OffsetFetchReque
     topics = []
     for _ in range(n):
         topics_item = new_object(OffsetFetchRequestTopic)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             topics_item.name = data[pos:end].decode()
@@ -683,8 +683,8 @@ def _read_OffsetFetchRequest_v2(data: bytes, pos: int) -> tuple[OffsetFetchReque
     _decode_OffsetFetchRequest_v2.
     """
     o = new_object(OffsetFetchRequest)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_id = data[pos:end].decode()

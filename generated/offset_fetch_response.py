@@ -391,8 +391,8 @@ def _read_OffsetFetchResponsePartition_v0(
     o.partition_index, o.committed_offset = _S_iq.unpack_from(data, pos)
     pos += 12
     o.committed_leader_epoch = -1
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.metadata = data[pos:end].decode()
@@ -439,8 +439,8 @@ def _read_OffsetFetchResponsePartition_v5(
     o = new_object(OffsetFetchResponsePartition)
     o.partition_index, o.committed_offset, o.committed_leader_epoch = _S_iqi.unpack_from(data, pos)
     pos += 16
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.metadata = data[pos:end].decode()
@@ -541,8 +541,8 @@ def _read_OffsetFetchResponseTopic_v0(
     _decode_OffsetFetchResponseTopic_v0.
     """
     o = new_object(OffsetFetchResponseTopic)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.name = data[pos:end].decode()
@@ -562,8 +562,8 @@ def _read_OffsetFetchResponseTopic_v0(
         )
         pos += 12
         partitions_item.committed_leader_epoch = -1
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             partitions_item.metadata = data[pos:end].decode()
@@ -611,8 +611,8 @@ def _read_OffsetFetchResponseTopic_v5(
     _decode_OffsetFetchResponseTopic_v5.
     """
     o = new_object(OffsetFetchResponseTopic)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.name = data[pos:end].decode()
@@ -633,8 +633,8 @@ def _read_OffsetFetchResponseTopic_v5(
             partitions_item.committed_leader_epoch,
         ) = _S_iqi.unpack_from(data, pos)
         pos += 16
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             partitions_item.metadata = data[pos:end].decode()

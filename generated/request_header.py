@@ -169,8 +169,8 @@ def _read_RequestHeader_v1(data: bytes, pos: int) -> tuple[RequestHeader, int]:
     o = new_object(RequestHeader)
     o.request_api_key, o.request_api_version, o.correlation_id = _S_hhi.unpack_from(data, pos)
     pos += 8
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.client_id = data[pos:end].decode()
@@ -212,8 +212,8 @@ def _read_RequestHeader_v2(data: bytes, pos: int) -> tuple[RequestHeader, int]:
     o = new_object(RequestHeader)
     o.request_api_key, o.request_api_version, o.correlation_id = _S_hhi.unpack_from(data, pos)
     pos += 8
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.client_id = data[pos:end].decode()

@@ -213,8 +213,8 @@ def _read_SyncGroupRequestAssignment_v0(
     _decode_SyncGroupRequestAssignment_v0.
     """
     o = new_object(SyncGroupRequestAssignment)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.member_id = data[pos:end].decode()
@@ -319,8 +319,8 @@ def _read_SyncGroupRequest_v0(data: bytes, pos: int) -> tuple[SyncGroupRequest, 
     _decode_SyncGroupRequest_v0.
     """
     o = new_object(SyncGroupRequest)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_id = data[pos:end].decode()
@@ -329,8 +329,8 @@ def _read_SyncGroupRequest_v0(data: bytes, pos: int) -> tuple[SyncGroupRequest, 
         o.group_id, pos = r_string(data, pos)
     (o.generation_id,) = _S_i.unpack_from(data, pos)
     pos += 4
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.member_id = data[pos:end].decode()
@@ -348,8 +348,8 @@ def _read_SyncGroupRequest_v0(data: bytes, pos: int) -> tuple[SyncGroupRequest, 
     assignments = []
     for _ in range(n):
         assignments_item = new_object(SyncGroupRequestAssignment)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             assignments_item.member_id = data[pos:end].decode()
@@ -411,8 +411,8 @@ def _read_SyncGroupRequest_v3(data: bytes, pos: int) -> tuple[SyncGroupRequest, 
     _decode_SyncGroupRequest_v3.
     """
     o = new_object(SyncGroupRequest)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_id = data[pos:end].decode()
@@ -421,16 +421,16 @@ def _read_SyncGroupRequest_v3(data: bytes, pos: int) -> tuple[SyncGroupRequest, 
         o.group_id, pos = r_string(data, pos)
     (o.generation_id,) = _S_i.unpack_from(data, pos)
     pos += 4
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.member_id = data[pos:end].decode()
         pos = end
     else:
         o.member_id, pos = r_string(data, pos)
-    (n,) = _S_h.unpack_from(data, pos)
-    if n >= 0:
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
         pos += 2
         end = pos + n
         o.group_instance_id = data[pos:end].decode()
@@ -447,8 +447,8 @@ def _read_SyncGroupRequest_v3(data: bytes, pos: int) -> tuple[SyncGroupRequest, 
     assignments = []
     for _ in range(n):
         assignments_item = new_object(SyncGroupRequestAssignment)
-        (n,) = _S_h.unpack_from(data, pos)
-        if n >= 0:
+        n = data[pos] << 8 | data[pos + 1]
+        if n < 0x8000:  # not negative (null) as an int16
             pos += 2
             end = pos + n
             assignments_item.member_id = data[pos:end].decode()
