@@ -446,7 +446,7 @@ def check_sql_header(spark: Any, data: Path, scratch: Path) -> dict[str, Any]:
     extra_df = spark.createDataFrame([(f,) for f in extra], "frame binary")
     extra_df.write.mode("overwrite").parquet(str(scratch / "extra"))
     rows += build("sql_header", spark, str(scratch / "extra")).collect()
-    problems = []
+    problems: list[str] = []
     for r in rows:
         frame = bytes(r["frame"])
         k, v, c = struct.unpack_from(">hhi", frame)
@@ -603,7 +603,7 @@ def run_variant(args: argparse.Namespace) -> dict[str, Any]:
             errors = pq.read_table(written[0].parent, columns=["error"]).column("error")
             result["decode_errors"] = len(errors) - errors.null_count
         result["seconds"] = seconds
-        result["arrow_batch"] = int(spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch"))
+        result["arrow_batch"] = int(str(spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")))
     finally:
         sampler.stop()
         spark.stop()

@@ -103,7 +103,7 @@ class Column:
         raise NotImplementedError
 
 
-class Dense(list):  # type: ignore[type-arg]
+class Dense(list):  # type: ignore[type-arg,unused-ignore]
     """A list of objects known to hold no None (messages, elements of a list of structs), so
     the columns built from it skip the per-row null checks."""
 
