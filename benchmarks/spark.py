@@ -517,7 +517,8 @@ class MemorySampler:
             rss = int(fields.get("VmRSS", "0 kB").split()[0]) * 1024
             hwm = int(fields.get("VmHWM", "0 kB").split()[0]) * 1024
             name = fields.get("Name", "").strip()
-            total += rss
+            # Only the JVM and Python count: a process the JVM forks for a moment (Hadoop's
+            # local file system runs shell commands) shows the JVM's shared pages as its own.
             if name == "java":
                 jvm += rss
                 self.jvm_hwm = max(self.jvm_hwm, hwm)
@@ -525,6 +526,9 @@ class MemorySampler:
                 py += rss
                 workers += 1
                 self.worker_hwm = max(self.worker_hwm, hwm)
+            else:
+                continue
+            total += rss
         self.peak_total = max(self.peak_total, total)
         self.peak_jvm = max(self.peak_jvm, jvm)
         self.peak_python = max(self.peak_python, py)
