@@ -109,7 +109,9 @@ def write_frames(directory: Path, rows: int, files: int, seed: int) -> dict[str,
     written, index, writer, in_file = 0, 0, None, 0
     counts: dict[str, int] = {}
     for batch in mixed_requests(rows, seed=seed):
-        for k, v in zip(batch.column("api_key").to_pylist(), batch.column("api_version").to_pylist()):
+        for k, v in zip(
+            batch.column("api_key").to_pylist(), batch.column("api_version").to_pylist()
+        ):
             counts[f"{k}/{v}"] = counts.get(f"{k}/{v}", 0) + 1
         frames = batch.column("frame")
         start = 0
@@ -369,7 +371,9 @@ def check_kio(data: Path) -> dict[str, Any]:
         problems.append(f"kio leaves these non-null kwire columns null: {unexpected}")
     errors = sum(r["error"] is not None for r in kio_rows)
     if errors:
-        problems.append(f"kio: {errors} decode errors, e.g. {next(r['error'] for r in kio_rows if r['error'])}")
+        problems.append(
+            f"kio: {errors} decode errors, e.g. {next(r['error'] for r in kio_rows if r['error'])}"
+        )
     return {
         "rows": len(kio_rows),
         "ok": not problems,
@@ -416,7 +420,9 @@ def build(variant: str, spark: Any, path: str) -> Any:
 
         from udfs.api import plan
 
-        schema = StructType([StructField("frame", BinaryType())] + plan("request").spark_type.fields)
+        schema = StructType(
+            [StructField("frame", BinaryType())] + plan("request").spark_type.fields
+        )
         return df.mapInArrow(this.kio_map, schema)
     import udfs
 
@@ -511,9 +517,7 @@ class MemorySampler:
                 status = Path(f"/proc/{pid}/status").read_text()
             except OSError:
                 continue
-            fields = dict(
-                line.split(":", 1) for line in status.splitlines() if ":" in line
-            )
+            fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
             rss = int(fields.get("VmRSS", "0 kB").split()[0]) * 1024
             hwm = int(fields.get("VmHWM", "0 kB").split()[0]) * 1024
             name = fields.get("Name", "").strip()
@@ -607,7 +611,9 @@ def run_variant(args: argparse.Namespace) -> dict[str, Any]:
             errors = pq.read_table(written[0].parent, columns=["error"]).column("error")
             result["decode_errors"] = len(errors) - errors.null_count
         result["seconds"] = seconds
-        result["arrow_batch"] = int(str(spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")))
+        result["arrow_batch"] = int(
+            str(spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch"))
+        )
     finally:
         sampler.stop()
         spark.stop()
@@ -630,9 +636,7 @@ def spawn(variant: str, args: argparse.Namespace, data: Path) -> dict[str, Any]:
     ]  # fmt: skip
     started = time.perf_counter()
     try:
-        proc = subprocess.run(
-            cmd, cwd=ROOT, timeout=args.timeout, capture_output=True, text=True
-        )
+        proc = subprocess.run(cmd, cwd=ROOT, timeout=args.timeout, capture_output=True, text=True)
         failed = proc.returncode != 0
         tail = (proc.stderr or "").strip().splitlines()[-15:]
     except subprocess.TimeoutExpired:
@@ -709,14 +713,27 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.spark", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--rows", type=int, help="frames in the table (default 1000000; quick 50000)")
+    parser.add_argument(
+        "--rows", type=int, help="frames in the table (default 1000000; quick 50000)"
+    )
     parser.add_argument("--quick", action="store_true", help="smoke run: 50k frames, 1 repeat")
     parser.add_argument("--repeats", type=int, help="timed runs per variant (default 3; quick 1)")
     parser.add_argument("--files", type=int, default=8, help="Parquet files (= tasks), default 8")
     parser.add_argument("--seed", type=int, default=1, help="frame mix seed")
-    parser.add_argument("--data", type=Path, help="frames table directory: reused if it has files, else written there")
-    parser.add_argument("--only", action="append", choices=VARIANTS, help="run only this variant (repeatable)")
-    parser.add_argument("--arrow-batch", type=int, default=10000, help="spark.sql.execution.arrow.maxRecordsPerBatch (default 10000)")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        help="frames table directory: reused if it has files, else written there",
+    )
+    parser.add_argument(
+        "--only", action="append", choices=VARIANTS, help="run only this variant (repeatable)"
+    )
+    parser.add_argument(
+        "--arrow-batch",
+        type=int,
+        default=10000,
+        help="spark.sql.execution.arrow.maxRecordsPerBatch (default 10000)",
+    )
     parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     parser.add_argument("--driver-memory", default="4g", help="spark.driver.memory (default 4g)")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per variant process")

@@ -471,8 +471,7 @@ def mixed_requests(n: int, seed: int = 1, batch: int = 65536) -> Iterator[pa.Rec
     while done < n:
         m = min(batch, n - done)
         picks = [
-            rng.choice(pool[key][rng.random() < 0.5])
-            for key in rng.choices(keys, weights, k=m)
+            rng.choice(pool[key][rng.random() < 0.5]) for key in rng.choices(keys, weights, k=m)
         ]
         frames = [p[0][:4] + corr.pack(done + j) + p[0][8:] for j, p in enumerate(picks)]
         yield pa.RecordBatch.from_arrays(
