@@ -48,6 +48,9 @@ class ApiVersionsRequest:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(3, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {}
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo(
             "ClientSoftwareName",
@@ -103,6 +106,22 @@ class ApiVersionsRequest:
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
 
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> ApiVersionsRequest:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
+
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
         out = bytearray()
@@ -137,6 +156,7 @@ def _read_ApiVersionsRequest_v0(data: bytes, pos: int) -> tuple[ApiVersionsReque
     o = new_object(ApiVersionsRequest)
     o.client_software_name = ""
     o.client_software_version = ""
+
     o.unknown_tags = {}
     return o, pos
 
@@ -173,6 +193,7 @@ def _read_ApiVersionsRequest_v3(data: bytes, pos: int) -> tuple[ApiVersionsReque
         pos = end
     else:
         o.client_software_version, pos = r_compact_string(data, pos)
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -293,6 +314,7 @@ _WRITERS = {
     3: _write_ApiVersionsRequest_v3,
     4: _write_ApiVersionsRequest_v3,
 }
+_HEADS: dict[int, _Any] = {}
 _DECODERS = {
     0: _decode_ApiVersionsRequest_v0,
     1: _decode_ApiVersionsRequest_v0,

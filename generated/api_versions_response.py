@@ -164,6 +164,15 @@ class ApiVersionsResponse:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(3, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
+        0: ("error_code",),
+        1: ("error_code",),
+        2: ("error_code",),
+        3: ("error_code",),
+        4: ("error_code",),
+    }
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo("ErrorCode", "error_code", "int16", range(0, 5), range(0), range(0), None, None),
         FieldInfo(
@@ -263,6 +272,22 @@ class ApiVersionsResponse:
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
 
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> ApiVersionsResponse:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
+
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
         out = bytearray()
@@ -297,6 +322,7 @@ def _read_ApiVersion_v0(data: bytes, pos: int) -> tuple[ApiVersion, int]:
     o = new_object(ApiVersion)
     o.api_key, o.min_version, o.max_version = _S_hhh.unpack_from(data, pos)
     pos += 6
+
     o.unknown_tags = {}
     return o, pos
 
@@ -322,6 +348,7 @@ def _read_ApiVersion_v3(data: bytes, pos: int) -> tuple[ApiVersion, int]:
     o = new_object(ApiVersion)
     o.api_key, o.min_version, o.max_version = _S_hhh.unpack_from(data, pos)
     pos += 6
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -360,6 +387,7 @@ def _read_SupportedFeatureKey_v3(data: bytes, pos: int) -> tuple[SupportedFeatur
         o.name, pos = r_compact_string(data, pos)
     o.min_version, o.max_version = _S_hh.unpack_from(data, pos)
     pos += 4
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -405,6 +433,7 @@ def _read_FinalizedFeatureKey_v3(data: bytes, pos: int) -> tuple[FinalizedFeatur
         o.name, pos = r_compact_string(data, pos)
     o.max_version_level, o.min_version_level = _S_hh.unpack_from(data, pos)
     pos += 4
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -455,9 +484,31 @@ def _read_ApiVersionsResponse_v0(data: bytes, pos: int) -> tuple[ApiVersionsResp
             _S_hhh.unpack_from(data, pos)
         )
         pos += 6
+
         api_keys_item.unknown_tags = {}
         api_keys.append(api_keys_item)
     o.api_keys = api_keys
+    o.throttle_time_ms = 0
+    o.supported_features = []
+    o.finalized_features_epoch = -1
+    o.finalized_features = []
+    o.zk_migration_ready = False
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_ApiVersionsResponse_v0(data: bytes, pos: int) -> tuple[ApiVersionsResponse, int]:
+    """Reads the head of ApiVersionsResponse v0: the fields before its first array or struct.
+
+    Reads ErrorCode on the fast path; every later field keeps its default, unread. On any
+    failure the caller reads the whole body with the checked decoder:
+    _decode_ApiVersionsResponse_v0.
+    """
+    o = new_object(ApiVersionsResponse)
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    o.api_keys = []
     o.throttle_time_ms = 0
     o.supported_features = []
     o.finalized_features_epoch = -1
@@ -505,11 +556,33 @@ def _read_ApiVersionsResponse_v1(data: bytes, pos: int) -> tuple[ApiVersionsResp
             _S_hhh.unpack_from(data, pos)
         )
         pos += 6
+
         api_keys_item.unknown_tags = {}
         api_keys.append(api_keys_item)
     o.api_keys = api_keys
     (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
     pos += 4
+    o.supported_features = []
+    o.finalized_features_epoch = -1
+    o.finalized_features = []
+    o.zk_migration_ready = False
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_ApiVersionsResponse_v1(data: bytes, pos: int) -> tuple[ApiVersionsResponse, int]:
+    """Reads the head of ApiVersionsResponse v1-2: the fields before its first array or struct.
+
+    Reads ErrorCode on the fast path; every later field keeps its default, unread. On any
+    failure the caller reads the whole body with the checked decoder:
+    _decode_ApiVersionsResponse_v1.
+    """
+    o = new_object(ApiVersionsResponse)
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    o.api_keys = []
+    o.throttle_time_ms = 0
     o.supported_features = []
     o.finalized_features_epoch = -1
     o.finalized_features = []
@@ -557,6 +630,7 @@ def _read_ApiVersionsResponse_v3(data: bytes, pos: int) -> tuple[ApiVersionsResp
             _S_hhh.unpack_from(data, pos)
         )
         pos += 6
+
         if data[pos]:
             api_keys_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -566,6 +640,7 @@ def _read_ApiVersionsResponse_v3(data: bytes, pos: int) -> tuple[ApiVersionsResp
     o.api_keys = api_keys
     (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
     pos += 4
+
     o.supported_features = []
     o.finalized_features_epoch = -1
     o.finalized_features = []
@@ -589,6 +664,26 @@ def _read_ApiVersionsResponse_v3(data: bytes, pos: int) -> tuple[ApiVersionsResp
         if pos != end:
             raise Recheck
     o.unknown_tags = unknown_tags
+    return o, pos
+
+
+def _head_ApiVersionsResponse_v3(data: bytes, pos: int) -> tuple[ApiVersionsResponse, int]:
+    """Reads the head of ApiVersionsResponse v3-4: the fields before its first array or struct.
+
+    Reads ErrorCode on the fast path; every later field keeps its default, unread. On any
+    failure the caller reads the whole body with the checked decoder:
+    _decode_ApiVersionsResponse_v3.
+    """
+    o = new_object(ApiVersionsResponse)
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    o.api_keys = []
+    o.throttle_time_ms = 0
+    o.supported_features = []
+    o.finalized_features_epoch = -1
+    o.finalized_features = []
+    o.zk_migration_ready = False
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -1011,6 +1106,13 @@ _WRITERS = {
     2: _write_ApiVersionsResponse_v1,
     3: _write_ApiVersionsResponse_v3,
     4: _write_ApiVersionsResponse_v3,
+}
+_HEADS: dict[int, _Any] = {
+    0: _head_ApiVersionsResponse_v0,
+    1: _head_ApiVersionsResponse_v1,
+    2: _head_ApiVersionsResponse_v1,
+    3: _head_ApiVersionsResponse_v3,
+    4: _head_ApiVersionsResponse_v3,
 }
 _DECODERS = {
     0: _decode_ApiVersionsResponse_v0,

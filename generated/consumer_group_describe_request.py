@@ -53,6 +53,12 @@ class ConsumerGroupDescribeRequest:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(0, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
+        0: (),
+        1: (),
+    }
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo("GroupIds", "group_ids", "[]string", range(0, 2), range(0), range(0), None, None),
         FieldInfo(
@@ -101,6 +107,22 @@ class ConsumerGroupDescribeRequest:
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
 
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> ConsumerGroupDescribeRequest:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
+
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
         out = bytearray()
@@ -138,11 +160,28 @@ def _read_ConsumerGroupDescribeRequest_v0(
     o.group_ids, pos = r_compact_array(data, pos, r_compact_string)
     (o.include_authorized_operations,) = _S_o.unpack_from(data, pos)
     pos += 1
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_ConsumerGroupDescribeRequest_v0(
+    data: bytes, pos: int
+) -> tuple[ConsumerGroupDescribeRequest, int]:
+    """Reads the head of ConsumerGroupDescribeRequest v0-1: the fields before its first array or struct.
+
+    Reads nothing on the fast path; every later field keeps its default, unread. On any failure
+    the caller reads the whole body with the checked decoder:
+    _decode_ConsumerGroupDescribeRequest_v0.
+    """
+    o = new_object(ConsumerGroupDescribeRequest)
+    o.group_ids = []
+    o.include_authorized_operations = False
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -216,6 +255,10 @@ _READERS = {
 _WRITERS = {
     0: _write_ConsumerGroupDescribeRequest_v0,
     1: _write_ConsumerGroupDescribeRequest_v0,
+}
+_HEADS: dict[int, _Any] = {
+    0: _head_ConsumerGroupDescribeRequest_v0,
+    1: _head_ConsumerGroupDescribeRequest_v0,
 }
 _DECODERS = {
     0: _decode_ConsumerGroupDescribeRequest_v0,

@@ -292,6 +292,12 @@ class ConsumerGroupDescribeResponse:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(0, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
+        0: ("throttle_time_ms",),
+        1: ("throttle_time_ms",),
+    }
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo(
             "ThrottleTimeMs",
@@ -349,6 +355,22 @@ class ConsumerGroupDescribeResponse:
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
 
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> ConsumerGroupDescribeResponse:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
+
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
         out = bytearray()
@@ -390,6 +412,7 @@ def _read_TopicPartitions_v0(data: bytes, pos: int) -> tuple[TopicPartitions, in
     else:
         o.topic_name, pos = r_compact_string(data, pos)
     o.partitions, pos = r_compact_array(data, pos, "i")
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -444,6 +467,7 @@ def _read_Assignment_v0(data: bytes, pos: int) -> tuple[Assignment, int]:
         else:
             topic_partitions_item.topic_name, pos = r_compact_string(data, pos)
         topic_partitions_item.partitions, pos = r_compact_array(data, pos, "i")
+
         if data[pos]:
             topic_partitions_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -451,6 +475,7 @@ def _read_Assignment_v0(data: bytes, pos: int) -> tuple[Assignment, int]:
             pos += 1
         topic_partitions.append(topic_partitions_item)
     o.topic_partitions = topic_partitions
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -541,6 +566,7 @@ def _read_Member_v0(data: bytes, pos: int) -> tuple[Member, int]:
     o.assignment, pos = _read_Assignment_v0(data, pos)
     o.target_assignment, pos = _read_Assignment_v0(data, pos)
     o.member_type = -1
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -682,6 +708,7 @@ def _read_Member_v1(data: bytes, pos: int) -> tuple[Member, int]:
     o.target_assignment, pos = _read_Assignment_v0(data, pos)
     (o.member_type,) = _S_b.unpack_from(data, pos)
     pos += 1
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -866,6 +893,7 @@ def _read_DescribedGroup_v0(data: bytes, pos: int) -> tuple[DescribedGroup, int]
         members_item.assignment, pos = _read_Assignment_v0(data, pos)
         members_item.target_assignment, pos = _read_Assignment_v0(data, pos)
         members_item.member_type = -1
+
         if data[pos]:
             members_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -875,6 +903,7 @@ def _read_DescribedGroup_v0(data: bytes, pos: int) -> tuple[DescribedGroup, int]
     o.members = members
     (o.authorized_operations,) = _S_i.unpack_from(data, pos)
     pos += 4
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -1043,6 +1072,7 @@ def _read_DescribedGroup_v1(data: bytes, pos: int) -> tuple[DescribedGroup, int]
         members_item.target_assignment, pos = _read_Assignment_v0(data, pos)
         (members_item.member_type,) = _S_b.unpack_from(data, pos)
         pos += 1
+
         if data[pos]:
             members_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -1052,6 +1082,7 @@ def _read_DescribedGroup_v1(data: bytes, pos: int) -> tuple[DescribedGroup, int]
     o.members = members
     (o.authorized_operations,) = _S_i.unpack_from(data, pos)
     pos += 4
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -1133,11 +1164,29 @@ def _read_ConsumerGroupDescribeResponse_v0(
         groups_item, pos = _read_DescribedGroup_v0(data, pos)
         groups.append(groups_item)
     o.groups = groups
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_ConsumerGroupDescribeResponse_v0(
+    data: bytes, pos: int
+) -> tuple[ConsumerGroupDescribeResponse, int]:
+    """Reads the head of ConsumerGroupDescribeResponse v0: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
+    failure the caller reads the whole body with the checked decoder:
+    _decode_ConsumerGroupDescribeResponse_v0.
+    """
+    o = new_object(ConsumerGroupDescribeResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.groups = []
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -1183,11 +1232,29 @@ def _read_ConsumerGroupDescribeResponse_v1(
         groups_item, pos = _read_DescribedGroup_v1(data, pos)
         groups.append(groups_item)
     o.groups = groups
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_ConsumerGroupDescribeResponse_v1(
+    data: bytes, pos: int
+) -> tuple[ConsumerGroupDescribeResponse, int]:
+    """Reads the head of ConsumerGroupDescribeResponse v1: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
+    failure the caller reads the whole body with the checked decoder:
+    _decode_ConsumerGroupDescribeResponse_v1.
+    """
+    o = new_object(ConsumerGroupDescribeResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.groups = []
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -1742,6 +1809,10 @@ _READERS = {
 _WRITERS = {
     0: _write_ConsumerGroupDescribeResponse_v0,
     1: _write_ConsumerGroupDescribeResponse_v1,
+}
+_HEADS: dict[int, _Any] = {
+    0: _head_ConsumerGroupDescribeResponse_v0,
+    1: _head_ConsumerGroupDescribeResponse_v1,
 }
 _DECODERS = {
     0: _decode_ConsumerGroupDescribeResponse_v0,

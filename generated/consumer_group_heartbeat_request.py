@@ -82,6 +82,26 @@ class ConsumerGroupHeartbeatRequest:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(0, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
+        0: (
+            "group_id",
+            "member_id",
+            "member_epoch",
+            "instance_id",
+            "rack_id",
+            "rebalance_timeout_ms",
+        ),
+        1: (
+            "group_id",
+            "member_id",
+            "member_epoch",
+            "instance_id",
+            "rack_id",
+            "rebalance_timeout_ms",
+        ),
+    }
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo("GroupId", "group_id", "string", range(0, 2), range(0), range(0), None, None),
         FieldInfo("MemberId", "member_id", "string", range(0, 2), range(0), range(0), None, None),
@@ -203,6 +223,22 @@ class ConsumerGroupHeartbeatRequest:
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
 
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> ConsumerGroupHeartbeatRequest:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
+
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
         out = bytearray()
@@ -237,6 +273,7 @@ def _read_TopicPartitions_v0(data: bytes, pos: int) -> tuple[TopicPartitions, in
     o = new_object(TopicPartitions)
     o.topic_id, pos = r_uuid(data, pos)
     o.partitions, pos = r_compact_array(data, pos, "i")
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -320,11 +357,68 @@ def _read_ConsumerGroupHeartbeatRequest_v0(
     else:
         o.server_assignor, pos = r_compact_nullable_string(data, pos)
     o.topic_partitions, pos = r_compact_nullable_array(data, pos, _read_TopicPartitions_v0)
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_ConsumerGroupHeartbeatRequest_v0(
+    data: bytes, pos: int
+) -> tuple[ConsumerGroupHeartbeatRequest, int]:
+    """Reads the head of ConsumerGroupHeartbeatRequest v0: the fields before its first array or struct.
+
+    Reads GroupId, MemberId, MemberEpoch, InstanceId, RackId, RebalanceTimeoutMs on the fast
+    path; every later field keeps its default, unread. On any failure the caller reads the whole
+    body with the checked decoder: _decode_ConsumerGroupHeartbeatRequest_v0.
+    """
+    o = new_object(ConsumerGroupHeartbeatRequest)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    (o.member_epoch,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.instance_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.instance_id = None
+        pos += 1
+    else:
+        o.instance_id, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.rack_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.rack_id = None
+        pos += 1
+    else:
+        o.rack_id, pos = r_compact_nullable_string(data, pos)
+    (o.rebalance_timeout_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.subscribed_topic_names = None
+    o.subscribed_topic_regex = None
+    o.server_assignor = None
+    o.topic_partitions = None
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -462,11 +556,68 @@ def _read_ConsumerGroupHeartbeatRequest_v1(
     else:
         o.server_assignor, pos = r_compact_nullable_string(data, pos)
     o.topic_partitions, pos = r_compact_nullable_array(data, pos, _read_TopicPartitions_v0)
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_ConsumerGroupHeartbeatRequest_v1(
+    data: bytes, pos: int
+) -> tuple[ConsumerGroupHeartbeatRequest, int]:
+    """Reads the head of ConsumerGroupHeartbeatRequest v1: the fields before its first array or struct.
+
+    Reads GroupId, MemberId, MemberEpoch, InstanceId, RackId, RebalanceTimeoutMs on the fast
+    path; every later field keeps its default, unread. On any failure the caller reads the whole
+    body with the checked decoder: _decode_ConsumerGroupHeartbeatRequest_v1.
+    """
+    o = new_object(ConsumerGroupHeartbeatRequest)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    (o.member_epoch,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.instance_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.instance_id = None
+        pos += 1
+    else:
+        o.instance_id, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.rack_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.rack_id = None
+        pos += 1
+    else:
+        o.rack_id, pos = r_compact_nullable_string(data, pos)
+    (o.rebalance_timeout_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.subscribed_topic_names = None
+    o.subscribed_topic_regex = None
+    o.server_assignor = None
+    o.topic_partitions = None
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -770,6 +921,10 @@ _READERS = {
 _WRITERS = {
     0: _write_ConsumerGroupHeartbeatRequest_v0,
     1: _write_ConsumerGroupHeartbeatRequest_v1,
+}
+_HEADS: dict[int, _Any] = {
+    0: _head_ConsumerGroupHeartbeatRequest_v0,
+    1: _head_ConsumerGroupHeartbeatRequest_v1,
 }
 _DECODERS = {
     0: _decode_ConsumerGroupHeartbeatRequest_v0,

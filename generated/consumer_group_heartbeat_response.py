@@ -111,6 +111,26 @@ class ConsumerGroupHeartbeatResponse:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(0, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
+        0: (
+            "throttle_time_ms",
+            "error_code",
+            "error_message",
+            "member_id",
+            "member_epoch",
+            "heartbeat_interval_ms",
+        ),
+        1: (
+            "throttle_time_ms",
+            "error_code",
+            "error_message",
+            "member_id",
+            "member_epoch",
+            "heartbeat_interval_ms",
+        ),
+    }
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo(
             "ThrottleTimeMs",
@@ -207,6 +227,22 @@ class ConsumerGroupHeartbeatResponse:
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
 
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> ConsumerGroupHeartbeatResponse:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
+
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
         out = bytearray()
@@ -241,6 +277,7 @@ def _read_TopicPartitions_v0(data: bytes, pos: int) -> tuple[TopicPartitions, in
     o = new_object(TopicPartitions)
     o.topic_id, pos = r_uuid(data, pos)
     o.partitions, pos = r_compact_array(data, pos, "i")
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -281,6 +318,7 @@ def _read_Assignment_v0(data: bytes, pos: int) -> tuple[Assignment, int]:
         topic_partitions_item = new_object(TopicPartitions)
         topic_partitions_item.topic_id, pos = r_uuid(data, pos)
         topic_partitions_item.partitions, pos = r_compact_array(data, pos, "i")
+
         if data[pos]:
             topic_partitions_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -288,6 +326,7 @@ def _read_Assignment_v0(data: bytes, pos: int) -> tuple[Assignment, int]:
             pos += 1
         topic_partitions.append(topic_partitions_item)
     o.topic_partitions = topic_partitions
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -348,11 +387,51 @@ def _read_ConsumerGroupHeartbeatResponse_v0(
     o.member_epoch, o.heartbeat_interval_ms = _S_ii.unpack_from(data, pos)
     pos += 8
     o.assignment, pos = r_nullable_struct(data, pos, _read_Assignment_v0)
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_ConsumerGroupHeartbeatResponse_v0(
+    data: bytes, pos: int
+) -> tuple[ConsumerGroupHeartbeatResponse, int]:
+    """Reads the head of ConsumerGroupHeartbeatResponse v0-1: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs, ErrorCode, ErrorMessage, MemberId, MemberEpoch, HeartbeatIntervalMs on
+    the fast path; every later field keeps its default, unread. On any failure the caller reads
+    the whole body with the checked decoder: _decode_ConsumerGroupHeartbeatResponse_v0.
+    """
+    o = new_object(ConsumerGroupHeartbeatResponse)
+    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
+    pos += 6
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.error_message = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.error_message = None
+        pos += 1
+    else:
+        o.error_message, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.member_id = None
+        pos += 1
+    else:
+        o.member_id, pos = r_compact_nullable_string(data, pos)
+    o.member_epoch, o.heartbeat_interval_ms = _S_ii.unpack_from(data, pos)
+    pos += 8
+    o.assignment = None
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -560,6 +639,10 @@ _READERS = {
 _WRITERS = {
     0: _write_ConsumerGroupHeartbeatResponse_v0,
     1: _write_ConsumerGroupHeartbeatResponse_v0,
+}
+_HEADS: dict[int, _Any] = {
+    0: _head_ConsumerGroupHeartbeatResponse_v0,
+    1: _head_ConsumerGroupHeartbeatResponse_v0,
 }
 _DECODERS = {
     0: _decode_ConsumerGroupHeartbeatResponse_v0,

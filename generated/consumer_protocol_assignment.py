@@ -79,6 +79,14 @@ class ConsumerProtocolAssignment:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(0)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
+        0: (),
+        1: (),
+        2: (),
+        3: (),
+    }
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo(
             "AssignedPartitions",
@@ -129,6 +137,22 @@ class ConsumerProtocolAssignment:
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
 
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> ConsumerProtocolAssignment:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
+
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
         out = bytearray()
@@ -170,6 +194,7 @@ def _read_TopicPartition_v0(data: bytes, pos: int) -> tuple[TopicPartition, int]
     else:
         o.topic, pos = r_string(data, pos)
     o.partitions, pos = r_array(data, pos, "i")
+
     o.unknown_tags = {}
     return o, pos
 
@@ -219,6 +244,7 @@ def _read_ConsumerProtocolAssignment_v0(
         else:
             assigned_partitions_item.topic, pos = r_string(data, pos)
         assigned_partitions_item.partitions, pos = r_array(data, pos, "i")
+
         assigned_partitions_item.unknown_tags = {}
         assigned_partitions.append(assigned_partitions_item)
     o.assigned_partitions = assigned_partitions
@@ -230,6 +256,23 @@ def _read_ConsumerProtocolAssignment_v0(
         pos = end
     else:
         o.user_data, pos = r_nullable_bytes(data, pos)
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_ConsumerProtocolAssignment_v0(
+    data: bytes, pos: int
+) -> tuple[ConsumerProtocolAssignment, int]:
+    """Reads the head of ConsumerProtocolAssignment v0-3: the fields before its first array or struct.
+
+    Reads nothing on the fast path; every later field keeps its default, unread. On any failure
+    the caller reads the whole body with the checked decoder:
+    _decode_ConsumerProtocolAssignment_v0.
+    """
+    o = new_object(ConsumerProtocolAssignment)
+    o.assigned_partitions = []
+    o.user_data = None
     o.unknown_tags = {}
     return o, pos
 
@@ -338,6 +381,12 @@ _WRITERS = {
     1: _write_ConsumerProtocolAssignment_v0,
     2: _write_ConsumerProtocolAssignment_v0,
     3: _write_ConsumerProtocolAssignment_v0,
+}
+_HEADS: dict[int, _Any] = {
+    0: _head_ConsumerProtocolAssignment_v0,
+    1: _head_ConsumerProtocolAssignment_v0,
+    2: _head_ConsumerProtocolAssignment_v0,
+    3: _head_ConsumerProtocolAssignment_v0,
 }
 _DECODERS = {
     0: _decode_ConsumerProtocolAssignment_v0,

@@ -81,6 +81,14 @@ class ConsumerProtocolSubscription:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(0)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
+        0: (),
+        1: (),
+        2: (),
+        3: (),
+    }
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo("Topics", "topics", "[]string", range(0, 4), range(0), range(0), None, None),
         FieldInfo(
@@ -144,6 +152,22 @@ class ConsumerProtocolSubscription:
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
 
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> ConsumerProtocolSubscription:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
+
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
         out = bytearray()
@@ -185,6 +209,7 @@ def _read_TopicPartition_v1(data: bytes, pos: int) -> tuple[TopicPartition, int]
     else:
         o.topic, pos = r_string(data, pos)
     o.partitions, pos = r_array(data, pos, "i")
+
     o.unknown_tags = {}
     return o, pos
 
@@ -226,6 +251,26 @@ def _read_ConsumerProtocolSubscription_v0(
         pos = end
     else:
         o.user_data, pos = r_nullable_bytes(data, pos)
+    o.owned_partitions = []
+    o.generation_id = -1
+    o.rack_id = None
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_ConsumerProtocolSubscription_v0(
+    data: bytes, pos: int
+) -> tuple[ConsumerProtocolSubscription, int]:
+    """Reads the head of ConsumerProtocolSubscription v0: the fields before its first array or struct.
+
+    Reads nothing on the fast path; every later field keeps its default, unread. On any failure
+    the caller reads the whole body with the checked decoder:
+    _decode_ConsumerProtocolSubscription_v0.
+    """
+    o = new_object(ConsumerProtocolSubscription)
+    o.topics = []
+    o.user_data = None
     o.owned_partitions = []
     o.generation_id = -1
     o.rack_id = None
@@ -285,9 +330,30 @@ def _read_ConsumerProtocolSubscription_v1(
         else:
             owned_partitions_item.topic, pos = r_string(data, pos)
         owned_partitions_item.partitions, pos = r_array(data, pos, "i")
+
         owned_partitions_item.unknown_tags = {}
         owned_partitions.append(owned_partitions_item)
     o.owned_partitions = owned_partitions
+    o.generation_id = -1
+    o.rack_id = None
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_ConsumerProtocolSubscription_v1(
+    data: bytes, pos: int
+) -> tuple[ConsumerProtocolSubscription, int]:
+    """Reads the head of ConsumerProtocolSubscription v1: the fields before its first array or struct.
+
+    Reads nothing on the fast path; every later field keeps its default, unread. On any failure
+    the caller reads the whole body with the checked decoder:
+    _decode_ConsumerProtocolSubscription_v1.
+    """
+    o = new_object(ConsumerProtocolSubscription)
+    o.topics = []
+    o.user_data = None
+    o.owned_partitions = []
     o.generation_id = -1
     o.rack_id = None
     o.unknown_tags = {}
@@ -351,11 +417,32 @@ def _read_ConsumerProtocolSubscription_v2(
         else:
             owned_partitions_item.topic, pos = r_string(data, pos)
         owned_partitions_item.partitions, pos = r_array(data, pos, "i")
+
         owned_partitions_item.unknown_tags = {}
         owned_partitions.append(owned_partitions_item)
     o.owned_partitions = owned_partitions
     (o.generation_id,) = _S_i.unpack_from(data, pos)
     pos += 4
+    o.rack_id = None
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_ConsumerProtocolSubscription_v2(
+    data: bytes, pos: int
+) -> tuple[ConsumerProtocolSubscription, int]:
+    """Reads the head of ConsumerProtocolSubscription v2: the fields before its first array or struct.
+
+    Reads nothing on the fast path; every later field keeps its default, unread. On any failure
+    the caller reads the whole body with the checked decoder:
+    _decode_ConsumerProtocolSubscription_v2.
+    """
+    o = new_object(ConsumerProtocolSubscription)
+    o.topics = []
+    o.user_data = None
+    o.owned_partitions = []
+    o.generation_id = -1
     o.rack_id = None
     o.unknown_tags = {}
     return o, pos
@@ -419,6 +506,7 @@ def _read_ConsumerProtocolSubscription_v3(
         else:
             owned_partitions_item.topic, pos = r_string(data, pos)
         owned_partitions_item.partitions, pos = r_array(data, pos, "i")
+
         owned_partitions_item.unknown_tags = {}
         owned_partitions.append(owned_partitions_item)
     o.owned_partitions = owned_partitions
@@ -432,6 +520,26 @@ def _read_ConsumerProtocolSubscription_v3(
         pos = end
     else:
         o.rack_id, pos = r_nullable_string(data, pos)
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_ConsumerProtocolSubscription_v3(
+    data: bytes, pos: int
+) -> tuple[ConsumerProtocolSubscription, int]:
+    """Reads the head of ConsumerProtocolSubscription v3: the fields before its first array or struct.
+
+    Reads nothing on the fast path; every later field keeps its default, unread. On any failure
+    the caller reads the whole body with the checked decoder:
+    _decode_ConsumerProtocolSubscription_v3.
+    """
+    o = new_object(ConsumerProtocolSubscription)
+    o.topics = []
+    o.user_data = None
+    o.owned_partitions = []
+    o.generation_id = -1
+    o.rack_id = None
     o.unknown_tags = {}
     return o, pos
 
@@ -709,6 +817,12 @@ _WRITERS = {
     1: _write_ConsumerProtocolSubscription_v1,
     2: _write_ConsumerProtocolSubscription_v2,
     3: _write_ConsumerProtocolSubscription_v3,
+}
+_HEADS: dict[int, _Any] = {
+    0: _head_ConsumerProtocolSubscription_v0,
+    1: _head_ConsumerProtocolSubscription_v1,
+    2: _head_ConsumerProtocolSubscription_v2,
+    3: _head_ConsumerProtocolSubscription_v3,
 }
 _DECODERS = {
     0: _decode_ConsumerProtocolSubscription_v0,

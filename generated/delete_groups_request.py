@@ -54,6 +54,13 @@ class DeleteGroupsRequest:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(2, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
+        0: (),
+        1: (),
+        2: (),
+    }
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo(
             "GroupsNames", "groups_names", "[]string", range(0, 3), range(0), range(0), None, None
@@ -90,6 +97,22 @@ class DeleteGroupsRequest:
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
 
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> DeleteGroupsRequest:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
+
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
         out = bytearray()
@@ -123,6 +146,19 @@ def _read_DeleteGroupsRequest_v0(data: bytes, pos: int) -> tuple[DeleteGroupsReq
     """
     o = new_object(DeleteGroupsRequest)
     o.groups_names, pos = r_array(data, pos, r_string)
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_DeleteGroupsRequest_v0(data: bytes, pos: int) -> tuple[DeleteGroupsRequest, int]:
+    """Reads the head of DeleteGroupsRequest v0-1: the fields before its first array or struct.
+
+    Reads nothing on the fast path; every later field keeps its default, unread. On any failure
+    the caller reads the whole body with the checked decoder: _decode_DeleteGroupsRequest_v0.
+    """
+    o = new_object(DeleteGroupsRequest)
+    o.groups_names = []
     o.unknown_tags = {}
     return o, pos
 
@@ -147,11 +183,24 @@ def _read_DeleteGroupsRequest_v2(data: bytes, pos: int) -> tuple[DeleteGroupsReq
     """
     o = new_object(DeleteGroupsRequest)
     o.groups_names, pos = r_compact_array(data, pos, r_compact_string)
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_DeleteGroupsRequest_v2(data: bytes, pos: int) -> tuple[DeleteGroupsRequest, int]:
+    """Reads the head of DeleteGroupsRequest v2: the fields before its first array or struct.
+
+    Reads nothing on the fast path; every later field keeps its default, unread. On any failure
+    the caller reads the whole body with the checked decoder: _decode_DeleteGroupsRequest_v2.
+    """
+    o = new_object(DeleteGroupsRequest)
+    o.groups_names = []
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -246,6 +295,11 @@ _WRITERS = {
     0: _write_DeleteGroupsRequest_v0,
     1: _write_DeleteGroupsRequest_v0,
     2: _write_DeleteGroupsRequest_v2,
+}
+_HEADS: dict[int, _Any] = {
+    0: _head_DeleteGroupsRequest_v0,
+    1: _head_DeleteGroupsRequest_v0,
+    2: _head_DeleteGroupsRequest_v2,
 }
 _DECODERS = {
     0: _decode_DeleteGroupsRequest_v0,

@@ -81,6 +81,13 @@ class DeleteGroupsResponse:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(2, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
+        0: ("throttle_time_ms",),
+        1: ("throttle_time_ms",),
+        2: ("throttle_time_ms",),
+    }
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo(
             "ThrottleTimeMs",
@@ -136,6 +143,22 @@ class DeleteGroupsResponse:
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
 
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> DeleteGroupsResponse:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
+
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
         out = bytearray()
@@ -178,6 +201,7 @@ def _read_DeletableGroupResult_v0(data: bytes, pos: int) -> tuple[DeletableGroup
         o.group_id, pos = r_string(data, pos)
     (o.error_code,) = _S_h.unpack_from(data, pos)
     pos += 2
+
     o.unknown_tags = {}
     return o, pos
 
@@ -217,6 +241,7 @@ def _read_DeletableGroupResult_v2(data: bytes, pos: int) -> tuple[DeletableGroup
         o.group_id, pos = r_compact_string(data, pos)
     (o.error_code,) = _S_h.unpack_from(data, pos)
     pos += 2
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -273,9 +298,26 @@ def _read_DeleteGroupsResponse_v0(data: bytes, pos: int) -> tuple[DeleteGroupsRe
             results_item.group_id, pos = r_string(data, pos)
         (results_item.error_code,) = _S_h.unpack_from(data, pos)
         pos += 2
+
         results_item.unknown_tags = {}
         results.append(results_item)
     o.results = results
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_DeleteGroupsResponse_v0(data: bytes, pos: int) -> tuple[DeleteGroupsResponse, int]:
+    """Reads the head of DeleteGroupsResponse v0-1: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
+    failure the caller reads the whole body with the checked decoder:
+    _decode_DeleteGroupsResponse_v0.
+    """
+    o = new_object(DeleteGroupsResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.results = []
     o.unknown_tags = {}
     return o, pos
 
@@ -323,6 +365,7 @@ def _read_DeleteGroupsResponse_v2(data: bytes, pos: int) -> tuple[DeleteGroupsRe
             results_item.group_id, pos = r_compact_string(data, pos)
         (results_item.error_code,) = _S_h.unpack_from(data, pos)
         pos += 2
+
         if data[pos]:
             results_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -330,11 +373,27 @@ def _read_DeleteGroupsResponse_v2(data: bytes, pos: int) -> tuple[DeleteGroupsRe
             pos += 1
         results.append(results_item)
     o.results = results
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_DeleteGroupsResponse_v2(data: bytes, pos: int) -> tuple[DeleteGroupsResponse, int]:
+    """Reads the head of DeleteGroupsResponse v2: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
+    failure the caller reads the whole body with the checked decoder:
+    _decode_DeleteGroupsResponse_v2.
+    """
+    o = new_object(DeleteGroupsResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.results = []
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -526,6 +585,11 @@ _WRITERS = {
     0: _write_DeleteGroupsResponse_v0,
     1: _write_DeleteGroupsResponse_v0,
     2: _write_DeleteGroupsResponse_v2,
+}
+_HEADS: dict[int, _Any] = {
+    0: _head_DeleteGroupsResponse_v0,
+    1: _head_DeleteGroupsResponse_v0,
+    2: _head_DeleteGroupsResponse_v2,
 }
 _DECODERS = {
     0: _decode_DeleteGroupsResponse_v0,

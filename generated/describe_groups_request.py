@@ -57,6 +57,17 @@ class DescribeGroupsRequest:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(5, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
+        0: (),
+        1: (),
+        2: (),
+        3: (),
+        4: (),
+        5: (),
+        6: (),
+    }
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo("Groups", "groups", "[]string", range(0, 7), range(0), range(0), None, None),
         FieldInfo(
@@ -103,6 +114,22 @@ class DescribeGroupsRequest:
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
 
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> DescribeGroupsRequest:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
+
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
         out = bytearray()
@@ -137,6 +164,20 @@ def _read_DescribeGroupsRequest_v0(data: bytes, pos: int) -> tuple[DescribeGroup
     o = new_object(DescribeGroupsRequest)
     o.groups, pos = r_array(data, pos, r_string)
     o.include_authorized_operations = False
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_DescribeGroupsRequest_v0(data: bytes, pos: int) -> tuple[DescribeGroupsRequest, int]:
+    """Reads the head of DescribeGroupsRequest v0-2: the fields before its first array or struct.
+
+    Reads nothing on the fast path; every later field keeps its default, unread. On any failure
+    the caller reads the whole body with the checked decoder: _decode_DescribeGroupsRequest_v0.
+    """
+    o = new_object(DescribeGroupsRequest)
+    o.groups = []
+    o.include_authorized_operations = False
     o.unknown_tags = {}
     return o, pos
 
@@ -165,6 +206,20 @@ def _read_DescribeGroupsRequest_v3(data: bytes, pos: int) -> tuple[DescribeGroup
     o.groups, pos = r_array(data, pos, r_string)
     (o.include_authorized_operations,) = _S_o.unpack_from(data, pos)
     pos += 1
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_DescribeGroupsRequest_v3(data: bytes, pos: int) -> tuple[DescribeGroupsRequest, int]:
+    """Reads the head of DescribeGroupsRequest v3-4: the fields before its first array or struct.
+
+    Reads nothing on the fast path; every later field keeps its default, unread. On any failure
+    the caller reads the whole body with the checked decoder: _decode_DescribeGroupsRequest_v3.
+    """
+    o = new_object(DescribeGroupsRequest)
+    o.groups = []
+    o.include_authorized_operations = False
     o.unknown_tags = {}
     return o, pos
 
@@ -192,11 +247,25 @@ def _read_DescribeGroupsRequest_v5(data: bytes, pos: int) -> tuple[DescribeGroup
     o.groups, pos = r_compact_array(data, pos, r_compact_string)
     (o.include_authorized_operations,) = _S_o.unpack_from(data, pos)
     pos += 1
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_DescribeGroupsRequest_v5(data: bytes, pos: int) -> tuple[DescribeGroupsRequest, int]:
+    """Reads the head of DescribeGroupsRequest v5-6: the fields before its first array or struct.
+
+    Reads nothing on the fast path; every later field keeps its default, unread. On any failure
+    the caller reads the whole body with the checked decoder: _decode_DescribeGroupsRequest_v5.
+    """
+    o = new_object(DescribeGroupsRequest)
+    o.groups = []
+    o.include_authorized_operations = False
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -346,6 +415,15 @@ _WRITERS = {
     4: _write_DescribeGroupsRequest_v3,
     5: _write_DescribeGroupsRequest_v5,
     6: _write_DescribeGroupsRequest_v5,
+}
+_HEADS: dict[int, _Any] = {
+    0: _head_DescribeGroupsRequest_v0,
+    1: _head_DescribeGroupsRequest_v0,
+    2: _head_DescribeGroupsRequest_v0,
+    3: _head_DescribeGroupsRequest_v3,
+    4: _head_DescribeGroupsRequest_v3,
+    5: _head_DescribeGroupsRequest_v5,
+    6: _head_DescribeGroupsRequest_v5,
 }
 _DECODERS = {
     0: _decode_DescribeGroupsRequest_v0,

@@ -203,6 +203,17 @@ class DescribeGroupsResponse:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(5, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
+        0: ("throttle_time_ms",),
+        1: ("throttle_time_ms",),
+        2: ("throttle_time_ms",),
+        3: ("throttle_time_ms",),
+        4: ("throttle_time_ms",),
+        5: ("throttle_time_ms",),
+        6: ("throttle_time_ms",),
+    }
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo(
             "ThrottleTimeMs",
@@ -257,6 +268,22 @@ class DescribeGroupsResponse:
             except Exception:  # the checked decoder below raises the precise error
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
+
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> DescribeGroupsResponse:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
@@ -331,6 +358,7 @@ def _read_DescribedGroupMember_v0(data: bytes, pos: int) -> tuple[DescribedGroup
         pos = end
     else:
         o.member_assignment, pos = r_bytes(data, pos)
+
     o.unknown_tags = {}
     return o, pos
 
@@ -432,6 +460,7 @@ def _read_DescribedGroupMember_v4(data: bytes, pos: int) -> tuple[DescribedGroup
         pos = end
     else:
         o.member_assignment, pos = r_bytes(data, pos)
+
     o.unknown_tags = {}
     return o, pos
 
@@ -540,6 +569,7 @@ def _read_DescribedGroupMember_v5(data: bytes, pos: int) -> tuple[DescribedGroup
         pos = end
     else:
         o.member_assignment, pos = r_compact_bytes(data, pos)
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -693,10 +723,12 @@ def _read_DescribedGroup_v0(data: bytes, pos: int) -> tuple[DescribedGroup, int]
             pos = end
         else:
             members_item.member_assignment, pos = r_bytes(data, pos)
+
         members_item.unknown_tags = {}
         members.append(members_item)
     o.members = members
     o.authorized_operations = -2147483648
+
     o.unknown_tags = {}
     return o, pos
 
@@ -841,11 +873,13 @@ def _read_DescribedGroup_v3(data: bytes, pos: int) -> tuple[DescribedGroup, int]
             pos = end
         else:
             members_item.member_assignment, pos = r_bytes(data, pos)
+
         members_item.unknown_tags = {}
         members.append(members_item)
     o.members = members
     (o.authorized_operations,) = _S_i.unpack_from(data, pos)
     pos += 4
+
     o.unknown_tags = {}
     return o, pos
 
@@ -996,11 +1030,13 @@ def _read_DescribedGroup_v4(data: bytes, pos: int) -> tuple[DescribedGroup, int]
             pos = end
         else:
             members_item.member_assignment, pos = r_bytes(data, pos)
+
         members_item.unknown_tags = {}
         members.append(members_item)
     o.members = members
     (o.authorized_operations,) = _S_i.unpack_from(data, pos)
     pos += 4
+
     o.unknown_tags = {}
     return o, pos
 
@@ -1144,6 +1180,7 @@ def _read_DescribedGroup_v5(data: bytes, pos: int) -> tuple[DescribedGroup, int]
             pos = end
         else:
             members_item.member_assignment, pos = r_compact_bytes(data, pos)
+
         if data[pos]:
             members_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -1153,6 +1190,7 @@ def _read_DescribedGroup_v5(data: bytes, pos: int) -> tuple[DescribedGroup, int]
     o.members = members
     (o.authorized_operations,) = _S_i.unpack_from(data, pos)
     pos += 4
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -1311,6 +1349,7 @@ def _read_DescribedGroup_v6(data: bytes, pos: int) -> tuple[DescribedGroup, int]
             pos = end
         else:
             members_item.member_assignment, pos = r_compact_bytes(data, pos)
+
         if data[pos]:
             members_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -1320,6 +1359,7 @@ def _read_DescribedGroup_v6(data: bytes, pos: int) -> tuple[DescribedGroup, int]
     o.members = members
     (o.authorized_operations,) = _S_i.unpack_from(data, pos)
     pos += 4
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -1404,6 +1444,20 @@ def _read_DescribeGroupsResponse_v0(data: bytes, pos: int) -> tuple[DescribeGrou
         groups_item, pos = _read_DescribedGroup_v0(data, pos)
         groups.append(groups_item)
     o.groups = groups
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_DescribeGroupsResponse_v0(data: bytes, pos: int) -> tuple[DescribeGroupsResponse, int]:
+    """Reads the head of DescribeGroupsResponse v0: the fields before its first array or struct.
+
+    Reads nothing on the fast path; every later field keeps its default, unread. On any failure
+    the caller reads the whole body with the checked decoder: _decode_DescribeGroupsResponse_v0.
+    """
+    o = new_object(DescribeGroupsResponse)
+    o.throttle_time_ms = 0
+    o.groups = []
     o.unknown_tags = {}
     return o, pos
 
@@ -1443,6 +1497,22 @@ def _read_DescribeGroupsResponse_v1(data: bytes, pos: int) -> tuple[DescribeGrou
         groups_item, pos = _read_DescribedGroup_v0(data, pos)
         groups.append(groups_item)
     o.groups = groups
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_DescribeGroupsResponse_v1(data: bytes, pos: int) -> tuple[DescribeGroupsResponse, int]:
+    """Reads the head of DescribeGroupsResponse v1-2: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
+    failure the caller reads the whole body with the checked decoder:
+    _decode_DescribeGroupsResponse_v1.
+    """
+    o = new_object(DescribeGroupsResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.groups = []
     o.unknown_tags = {}
     return o, pos
 
@@ -1483,6 +1553,22 @@ def _read_DescribeGroupsResponse_v3(data: bytes, pos: int) -> tuple[DescribeGrou
         groups_item, pos = _read_DescribedGroup_v3(data, pos)
         groups.append(groups_item)
     o.groups = groups
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_DescribeGroupsResponse_v3(data: bytes, pos: int) -> tuple[DescribeGroupsResponse, int]:
+    """Reads the head of DescribeGroupsResponse v3: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
+    failure the caller reads the whole body with the checked decoder:
+    _decode_DescribeGroupsResponse_v3.
+    """
+    o = new_object(DescribeGroupsResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.groups = []
     o.unknown_tags = {}
     return o, pos
 
@@ -1523,6 +1609,22 @@ def _read_DescribeGroupsResponse_v4(data: bytes, pos: int) -> tuple[DescribeGrou
         groups_item, pos = _read_DescribedGroup_v4(data, pos)
         groups.append(groups_item)
     o.groups = groups
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_DescribeGroupsResponse_v4(data: bytes, pos: int) -> tuple[DescribeGroupsResponse, int]:
+    """Reads the head of DescribeGroupsResponse v4: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
+    failure the caller reads the whole body with the checked decoder:
+    _decode_DescribeGroupsResponse_v4.
+    """
+    o = new_object(DescribeGroupsResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.groups = []
     o.unknown_tags = {}
     return o, pos
 
@@ -1563,11 +1665,27 @@ def _read_DescribeGroupsResponse_v5(data: bytes, pos: int) -> tuple[DescribeGrou
         groups_item, pos = _read_DescribedGroup_v5(data, pos)
         groups.append(groups_item)
     o.groups = groups
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_DescribeGroupsResponse_v5(data: bytes, pos: int) -> tuple[DescribeGroupsResponse, int]:
+    """Reads the head of DescribeGroupsResponse v5: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
+    failure the caller reads the whole body with the checked decoder:
+    _decode_DescribeGroupsResponse_v5.
+    """
+    o = new_object(DescribeGroupsResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.groups = []
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -1609,11 +1727,27 @@ def _read_DescribeGroupsResponse_v6(data: bytes, pos: int) -> tuple[DescribeGrou
         groups_item, pos = _read_DescribedGroup_v6(data, pos)
         groups.append(groups_item)
     o.groups = groups
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_DescribeGroupsResponse_v6(data: bytes, pos: int) -> tuple[DescribeGroupsResponse, int]:
+    """Reads the head of DescribeGroupsResponse v6: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
+    failure the caller reads the whole body with the checked decoder:
+    _decode_DescribeGroupsResponse_v6.
+    """
+    o = new_object(DescribeGroupsResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.groups = []
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -2394,6 +2528,15 @@ _WRITERS = {
     4: _write_DescribeGroupsResponse_v4,
     5: _write_DescribeGroupsResponse_v5,
     6: _write_DescribeGroupsResponse_v6,
+}
+_HEADS: dict[int, _Any] = {
+    0: _head_DescribeGroupsResponse_v0,
+    1: _head_DescribeGroupsResponse_v1,
+    2: _head_DescribeGroupsResponse_v1,
+    3: _head_DescribeGroupsResponse_v3,
+    4: _head_DescribeGroupsResponse_v4,
+    5: _head_DescribeGroupsResponse_v5,
+    6: _head_DescribeGroupsResponse_v6,
 }
 _DECODERS = {
     0: _decode_DescribeGroupsResponse_v0,

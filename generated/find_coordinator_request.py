@@ -55,6 +55,13 @@ class FindCoordinatorRequest:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(3, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
+        4: ("key", "key_type"),
+        5: ("key", "key_type"),
+        6: ("key", "key_type"),
+    }
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo("Key", "key", "string", range(0, 4), range(0), range(0), None, None),
         FieldInfo("KeyType", "key_type", "int8", range(1, 7), range(0), range(0), None, None),
@@ -104,6 +111,22 @@ class FindCoordinatorRequest:
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
 
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> FindCoordinatorRequest:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
+
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
         out = bytearray()
@@ -146,6 +169,7 @@ def _read_FindCoordinatorRequest_v0(data: bytes, pos: int) -> tuple[FindCoordina
         o.key, pos = r_string(data, pos)
     o.key_type = 0
     o.coordinator_keys = []
+
     o.unknown_tags = {}
     return o, pos
 
@@ -190,6 +214,7 @@ def _read_FindCoordinatorRequest_v1(data: bytes, pos: int) -> tuple[FindCoordina
     (o.key_type,) = _S_b.unpack_from(data, pos)
     pos += 1
     o.coordinator_keys = []
+
     o.unknown_tags = {}
     return o, pos
 
@@ -232,6 +257,7 @@ def _read_FindCoordinatorRequest_v3(data: bytes, pos: int) -> tuple[FindCoordina
     (o.key_type,) = _S_b.unpack_from(data, pos)
     pos += 1
     o.coordinator_keys = []
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -274,11 +300,27 @@ def _read_FindCoordinatorRequest_v4(data: bytes, pos: int) -> tuple[FindCoordina
     (o.key_type,) = _S_b.unpack_from(data, pos)
     pos += 1
     o.coordinator_keys, pos = r_compact_array(data, pos, r_compact_string)
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_FindCoordinatorRequest_v4(data: bytes, pos: int) -> tuple[FindCoordinatorRequest, int]:
+    """Reads the head of FindCoordinatorRequest v4-6: the fields before its first array or struct.
+
+    Reads KeyType on the fast path; every later field keeps its default, unread. On any failure
+    the caller reads the whole body with the checked decoder: _decode_FindCoordinatorRequest_v4.
+    """
+    o = new_object(FindCoordinatorRequest)
+    o.key = ""
+    (o.key_type,) = _S_b.unpack_from(data, pos)
+    pos += 1
+    o.coordinator_keys = []
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -490,6 +532,11 @@ _WRITERS = {
     4: _write_FindCoordinatorRequest_v4,
     5: _write_FindCoordinatorRequest_v4,
     6: _write_FindCoordinatorRequest_v4,
+}
+_HEADS: dict[int, _Any] = {
+    4: _head_FindCoordinatorRequest_v4,
+    5: _head_FindCoordinatorRequest_v4,
+    6: _head_FindCoordinatorRequest_v4,
 }
 _DECODERS = {
     0: _decode_FindCoordinatorRequest_v0,

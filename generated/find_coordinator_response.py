@@ -105,6 +105,13 @@ class FindCoordinatorResponse:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(3, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
+        4: ("throttle_time_ms", "error_code", "error_message", "node_id", "host", "port"),
+        5: ("throttle_time_ms", "error_code", "error_message", "node_id", "host", "port"),
+        6: ("throttle_time_ms", "error_code", "error_message", "node_id", "host", "port"),
+    }
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo(
             "ThrottleTimeMs",
@@ -184,6 +191,22 @@ class FindCoordinatorResponse:
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
 
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> FindCoordinatorResponse:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
+
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
         out = bytearray()
@@ -244,6 +267,7 @@ def _read_Coordinator_v4(data: bytes, pos: int) -> tuple[Coordinator, int]:
         pos += 1
     else:
         o.error_message, pos = r_compact_nullable_string(data, pos)
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -315,6 +339,7 @@ def _read_FindCoordinatorResponse_v0(data: bytes, pos: int) -> tuple[FindCoordin
     (o.port,) = _S_i.unpack_from(data, pos)
     pos += 4
     o.coordinators = []
+
     o.unknown_tags = {}
     return o, pos
 
@@ -372,6 +397,7 @@ def _read_FindCoordinatorResponse_v1(data: bytes, pos: int) -> tuple[FindCoordin
     (o.port,) = _S_i.unpack_from(data, pos)
     pos += 4
     o.coordinators = []
+
     o.unknown_tags = {}
     return o, pos
 
@@ -440,6 +466,7 @@ def _read_FindCoordinatorResponse_v3(data: bytes, pos: int) -> tuple[FindCoordin
     (o.port,) = _S_i.unpack_from(data, pos)
     pos += 4
     o.coordinators = []
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -533,6 +560,7 @@ def _read_FindCoordinatorResponse_v4(data: bytes, pos: int) -> tuple[FindCoordin
             pos += 1
         else:
             coordinators_item.error_message, pos = r_compact_nullable_string(data, pos)
+
         if data[pos]:
             coordinators_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -540,11 +568,32 @@ def _read_FindCoordinatorResponse_v4(data: bytes, pos: int) -> tuple[FindCoordin
             pos += 1
         coordinators.append(coordinators_item)
     o.coordinators = coordinators
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_FindCoordinatorResponse_v4(data: bytes, pos: int) -> tuple[FindCoordinatorResponse, int]:
+    """Reads the head of FindCoordinatorResponse v4-6: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
+    failure the caller reads the whole body with the checked decoder:
+    _decode_FindCoordinatorResponse_v4.
+    """
+    o = new_object(FindCoordinatorResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.error_code = 0
+    o.error_message = ""
+    o.node_id = 0
+    o.host = ""
+    o.port = 0
+    o.coordinators = []
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -918,6 +967,11 @@ _WRITERS = {
     4: _write_FindCoordinatorResponse_v4,
     5: _write_FindCoordinatorResponse_v4,
     6: _write_FindCoordinatorResponse_v4,
+}
+_HEADS: dict[int, _Any] = {
+    4: _head_FindCoordinatorResponse_v4,
+    5: _head_FindCoordinatorResponse_v4,
+    6: _head_FindCoordinatorResponse_v4,
 }
 _DECODERS = {
     0: _decode_FindCoordinatorResponse_v0,

@@ -57,6 +57,9 @@ class HeartbeatRequest:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(4, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {}
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo("GroupId", "group_id", "string", range(0, 5), range(0), range(0), None, None),
         FieldInfo(
@@ -111,6 +114,22 @@ class HeartbeatRequest:
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
 
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> HeartbeatRequest:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
+
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
         out = bytearray()
@@ -162,6 +181,7 @@ def _read_HeartbeatRequest_v0(data: bytes, pos: int) -> tuple[HeartbeatRequest, 
     else:
         o.member_id, pos = r_string(data, pos)
     o.group_instance_id = None
+
     o.unknown_tags = {}
     return o, pos
 
@@ -227,6 +247,7 @@ def _read_HeartbeatRequest_v3(data: bytes, pos: int) -> tuple[HeartbeatRequest, 
         pos = end
     else:
         o.group_instance_id, pos = r_nullable_string(data, pos)
+
     o.unknown_tags = {}
     return o, pos
 
@@ -300,6 +321,7 @@ def _read_HeartbeatRequest_v4(data: bytes, pos: int) -> tuple[HeartbeatRequest, 
         pos += 1
     else:
         o.group_instance_id, pos = r_compact_nullable_string(data, pos)
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -505,6 +527,7 @@ _WRITERS = {
     3: _write_HeartbeatRequest_v3,
     4: _write_HeartbeatRequest_v4,
 }
+_HEADS: dict[int, _Any] = {}
 _DECODERS = {
     0: _decode_HeartbeatRequest_v0,
     1: _decode_HeartbeatRequest_v0,

@@ -49,6 +49,9 @@ class HeartbeatResponse:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(4, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {}
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo(
             "ThrottleTimeMs",
@@ -95,6 +98,22 @@ class HeartbeatResponse:
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
 
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> HeartbeatResponse:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
+
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
         out = bytearray()
@@ -130,6 +149,7 @@ def _read_HeartbeatResponse_v0(data: bytes, pos: int) -> tuple[HeartbeatResponse
     o.throttle_time_ms = 0
     (o.error_code,) = _S_h.unpack_from(data, pos)
     pos += 2
+
     o.unknown_tags = {}
     return o, pos
 
@@ -155,6 +175,7 @@ def _read_HeartbeatResponse_v1(data: bytes, pos: int) -> tuple[HeartbeatResponse
     o = new_object(HeartbeatResponse)
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
     pos += 6
+
     o.unknown_tags = {}
     return o, pos
 
@@ -180,6 +201,7 @@ def _read_HeartbeatResponse_v4(data: bytes, pos: int) -> tuple[HeartbeatResponse
     o = new_object(HeartbeatResponse)
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
     pos += 6
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -332,6 +354,7 @@ _WRITERS = {
     3: _write_HeartbeatResponse_v1,
     4: _write_HeartbeatResponse_v4,
 }
+_HEADS: dict[int, _Any] = {}
 _DECODERS = {
     0: _decode_HeartbeatResponse_v0,
     1: _decode_HeartbeatResponse_v1,

@@ -90,6 +90,90 @@ class JoinGroupRequest:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(6, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
+        0: (
+            "group_id",
+            "session_timeout_ms",
+            "rebalance_timeout_ms",
+            "member_id",
+            "group_instance_id",
+            "protocol_type",
+        ),
+        1: (
+            "group_id",
+            "session_timeout_ms",
+            "rebalance_timeout_ms",
+            "member_id",
+            "group_instance_id",
+            "protocol_type",
+        ),
+        2: (
+            "group_id",
+            "session_timeout_ms",
+            "rebalance_timeout_ms",
+            "member_id",
+            "group_instance_id",
+            "protocol_type",
+        ),
+        3: (
+            "group_id",
+            "session_timeout_ms",
+            "rebalance_timeout_ms",
+            "member_id",
+            "group_instance_id",
+            "protocol_type",
+        ),
+        4: (
+            "group_id",
+            "session_timeout_ms",
+            "rebalance_timeout_ms",
+            "member_id",
+            "group_instance_id",
+            "protocol_type",
+        ),
+        5: (
+            "group_id",
+            "session_timeout_ms",
+            "rebalance_timeout_ms",
+            "member_id",
+            "group_instance_id",
+            "protocol_type",
+        ),
+        6: (
+            "group_id",
+            "session_timeout_ms",
+            "rebalance_timeout_ms",
+            "member_id",
+            "group_instance_id",
+            "protocol_type",
+        ),
+        7: (
+            "group_id",
+            "session_timeout_ms",
+            "rebalance_timeout_ms",
+            "member_id",
+            "group_instance_id",
+            "protocol_type",
+        ),
+        8: (
+            "group_id",
+            "session_timeout_ms",
+            "rebalance_timeout_ms",
+            "member_id",
+            "group_instance_id",
+            "protocol_type",
+        ),
+        9: (
+            "group_id",
+            "session_timeout_ms",
+            "rebalance_timeout_ms",
+            "member_id",
+            "group_instance_id",
+            "protocol_type",
+        ),
+    }
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo("GroupId", "group_id", "string", range(0, 10), range(0), range(0), None, None),
         FieldInfo(
@@ -185,6 +269,22 @@ class JoinGroupRequest:
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
 
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> JoinGroupRequest:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
+
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
         out = bytearray()
@@ -235,6 +335,7 @@ def _read_JoinGroupRequestProtocol_v0(
         pos = end
     else:
         o.metadata, pos = r_bytes(data, pos)
+
     o.unknown_tags = {}
     return o, pos
 
@@ -285,6 +386,7 @@ def _read_JoinGroupRequestProtocol_v6(
         pos = end
     else:
         o.metadata, pos = r_compact_bytes(data, pos)
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -377,9 +479,53 @@ def _read_JoinGroupRequest_v0(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
             pos = end
         else:
             protocols_item.metadata, pos = r_bytes(data, pos)
+
         protocols_item.unknown_tags = {}
         protocols.append(protocols_item)
     o.protocols = protocols
+    o.reason = None
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_JoinGroupRequest_v0(data: bytes, pos: int) -> tuple[JoinGroupRequest, int]:
+    """Reads the head of JoinGroupRequest v0: the fields before its first array or struct.
+
+    Reads GroupId, SessionTimeoutMs, MemberId, ProtocolType on the fast path; every later field
+    keeps its default, unread. On any failure the caller reads the whole body with the checked
+    decoder: _decode_JoinGroupRequest_v0.
+    """
+    o = new_object(JoinGroupRequest)
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    (o.session_timeout_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.rebalance_timeout_ms = -1
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    o.group_instance_id = None
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.protocol_type = data[pos:end].decode()
+        pos = end
+    else:
+        o.protocol_type, pos = r_string(data, pos)
+    o.protocols = []
     o.reason = None
     o.unknown_tags = {}
     return o, pos
@@ -483,9 +629,52 @@ def _read_JoinGroupRequest_v1(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
             pos = end
         else:
             protocols_item.metadata, pos = r_bytes(data, pos)
+
         protocols_item.unknown_tags = {}
         protocols.append(protocols_item)
     o.protocols = protocols
+    o.reason = None
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_JoinGroupRequest_v1(data: bytes, pos: int) -> tuple[JoinGroupRequest, int]:
+    """Reads the head of JoinGroupRequest v1-4: the fields before its first array or struct.
+
+    Reads GroupId, SessionTimeoutMs, RebalanceTimeoutMs, MemberId, ProtocolType on the fast
+    path; every later field keeps its default, unread. On any failure the caller reads the whole
+    body with the checked decoder: _decode_JoinGroupRequest_v1.
+    """
+    o = new_object(JoinGroupRequest)
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    o.session_timeout_ms, o.rebalance_timeout_ms = _S_ii.unpack_from(data, pos)
+    pos += 8
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    o.group_instance_id = None
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.protocol_type = data[pos:end].decode()
+        pos = end
+    else:
+        o.protocol_type, pos = r_string(data, pos)
+    o.protocols = []
     o.reason = None
     o.unknown_tags = {}
     return o, pos
@@ -596,9 +785,59 @@ def _read_JoinGroupRequest_v5(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
             pos = end
         else:
             protocols_item.metadata, pos = r_bytes(data, pos)
+
         protocols_item.unknown_tags = {}
         protocols.append(protocols_item)
     o.protocols = protocols
+    o.reason = None
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_JoinGroupRequest_v5(data: bytes, pos: int) -> tuple[JoinGroupRequest, int]:
+    """Reads the head of JoinGroupRequest v5: the fields before its first array or struct.
+
+    Reads GroupId, SessionTimeoutMs, RebalanceTimeoutMs, MemberId, GroupInstanceId, ProtocolType
+    on the fast path; every later field keeps its default, unread. On any failure the caller
+    reads the whole body with the checked decoder: _decode_JoinGroupRequest_v5.
+    """
+    o = new_object(JoinGroupRequest)
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    o.session_timeout_ms, o.rebalance_timeout_ms = _S_ii.unpack_from(data, pos)
+    pos += 8
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.group_instance_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_instance_id, pos = r_nullable_string(data, pos)
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.protocol_type = data[pos:end].decode()
+        pos = end
+    else:
+        o.protocol_type, pos = r_string(data, pos)
+    o.protocols = []
     o.reason = None
     o.unknown_tags = {}
     return o, pos
@@ -714,6 +953,7 @@ def _read_JoinGroupRequest_v6(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
             pos = end
         else:
             protocols_item.metadata, pos = r_compact_bytes(data, pos)
+
         if data[pos]:
             protocols_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -722,11 +962,59 @@ def _read_JoinGroupRequest_v6(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
         protocols.append(protocols_item)
     o.protocols = protocols
     o.reason = None
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_JoinGroupRequest_v6(data: bytes, pos: int) -> tuple[JoinGroupRequest, int]:
+    """Reads the head of JoinGroupRequest v6-7: the fields before its first array or struct.
+
+    Reads GroupId, SessionTimeoutMs, RebalanceTimeoutMs, MemberId, GroupInstanceId, ProtocolType
+    on the fast path; every later field keeps its default, unread. On any failure the caller
+    reads the whole body with the checked decoder: _decode_JoinGroupRequest_v6.
+    """
+    o = new_object(JoinGroupRequest)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    o.session_timeout_ms, o.rebalance_timeout_ms = _S_ii.unpack_from(data, pos)
+    pos += 8
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_instance_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.group_instance_id = None
+        pos += 1
+    else:
+        o.group_instance_id, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.protocol_type = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.protocol_type, pos = r_compact_string(data, pos)
+    o.protocols = []
+    o.reason = None
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -842,6 +1130,7 @@ def _read_JoinGroupRequest_v8(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
             pos = end
         else:
             protocols_item.metadata, pos = r_compact_bytes(data, pos)
+
         if data[pos]:
             protocols_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -859,11 +1148,59 @@ def _read_JoinGroupRequest_v8(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
         pos += 1
     else:
         o.reason, pos = r_compact_nullable_string(data, pos)
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_JoinGroupRequest_v8(data: bytes, pos: int) -> tuple[JoinGroupRequest, int]:
+    """Reads the head of JoinGroupRequest v8-9: the fields before its first array or struct.
+
+    Reads GroupId, SessionTimeoutMs, RebalanceTimeoutMs, MemberId, GroupInstanceId, ProtocolType
+    on the fast path; every later field keeps its default, unread. On any failure the caller
+    reads the whole body with the checked decoder: _decode_JoinGroupRequest_v8.
+    """
+    o = new_object(JoinGroupRequest)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    o.session_timeout_ms, o.rebalance_timeout_ms = _S_ii.unpack_from(data, pos)
+    pos += 8
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_instance_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.group_instance_id = None
+        pos += 1
+    else:
+        o.group_instance_id, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.protocol_type = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.protocol_type, pos = r_compact_string(data, pos)
+    o.protocols = []
+    o.reason = None
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -1364,6 +1701,18 @@ _WRITERS = {
     7: _write_JoinGroupRequest_v6,
     8: _write_JoinGroupRequest_v8,
     9: _write_JoinGroupRequest_v8,
+}
+_HEADS: dict[int, _Any] = {
+    0: _head_JoinGroupRequest_v0,
+    1: _head_JoinGroupRequest_v1,
+    2: _head_JoinGroupRequest_v1,
+    3: _head_JoinGroupRequest_v1,
+    4: _head_JoinGroupRequest_v1,
+    5: _head_JoinGroupRequest_v5,
+    6: _head_JoinGroupRequest_v6,
+    7: _head_JoinGroupRequest_v6,
+    8: _head_JoinGroupRequest_v8,
+    9: _head_JoinGroupRequest_v8,
 }
 _DECODERS = {
     0: _decode_JoinGroupRequest_v0,

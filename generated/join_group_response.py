@@ -105,6 +105,110 @@ class JoinGroupResponse:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(6, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
+        0: (
+            "throttle_time_ms",
+            "error_code",
+            "generation_id",
+            "protocol_type",
+            "protocol_name",
+            "leader",
+            "skip_assignment",
+            "member_id",
+        ),
+        1: (
+            "throttle_time_ms",
+            "error_code",
+            "generation_id",
+            "protocol_type",
+            "protocol_name",
+            "leader",
+            "skip_assignment",
+            "member_id",
+        ),
+        2: (
+            "throttle_time_ms",
+            "error_code",
+            "generation_id",
+            "protocol_type",
+            "protocol_name",
+            "leader",
+            "skip_assignment",
+            "member_id",
+        ),
+        3: (
+            "throttle_time_ms",
+            "error_code",
+            "generation_id",
+            "protocol_type",
+            "protocol_name",
+            "leader",
+            "skip_assignment",
+            "member_id",
+        ),
+        4: (
+            "throttle_time_ms",
+            "error_code",
+            "generation_id",
+            "protocol_type",
+            "protocol_name",
+            "leader",
+            "skip_assignment",
+            "member_id",
+        ),
+        5: (
+            "throttle_time_ms",
+            "error_code",
+            "generation_id",
+            "protocol_type",
+            "protocol_name",
+            "leader",
+            "skip_assignment",
+            "member_id",
+        ),
+        6: (
+            "throttle_time_ms",
+            "error_code",
+            "generation_id",
+            "protocol_type",
+            "protocol_name",
+            "leader",
+            "skip_assignment",
+            "member_id",
+        ),
+        7: (
+            "throttle_time_ms",
+            "error_code",
+            "generation_id",
+            "protocol_type",
+            "protocol_name",
+            "leader",
+            "skip_assignment",
+            "member_id",
+        ),
+        8: (
+            "throttle_time_ms",
+            "error_code",
+            "generation_id",
+            "protocol_type",
+            "protocol_name",
+            "leader",
+            "skip_assignment",
+            "member_id",
+        ),
+        9: (
+            "throttle_time_ms",
+            "error_code",
+            "generation_id",
+            "protocol_type",
+            "protocol_name",
+            "leader",
+            "skip_assignment",
+            "member_id",
+        ),
+    }
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo(
             "ThrottleTimeMs",
@@ -210,6 +314,22 @@ class JoinGroupResponse:
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
 
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> JoinGroupResponse:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
+
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
         out = bytearray()
@@ -259,6 +379,7 @@ def _read_JoinGroupResponseMember_v0(data: bytes, pos: int) -> tuple[JoinGroupRe
         pos = end
     else:
         o.metadata, pos = r_bytes(data, pos)
+
     o.unknown_tags = {}
     return o, pos
 
@@ -317,6 +438,7 @@ def _read_JoinGroupResponseMember_v5(data: bytes, pos: int) -> tuple[JoinGroupRe
         pos = end
     else:
         o.metadata, pos = r_bytes(data, pos)
+
     o.unknown_tags = {}
     return o, pos
 
@@ -385,6 +507,7 @@ def _read_JoinGroupResponseMember_v6(data: bytes, pos: int) -> tuple[JoinGroupRe
         pos = end
     else:
         o.metadata, pos = r_compact_bytes(data, pos)
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -489,9 +612,53 @@ def _read_JoinGroupResponse_v0(data: bytes, pos: int) -> tuple[JoinGroupResponse
             pos = end
         else:
             members_item.metadata, pos = r_bytes(data, pos)
+
         members_item.unknown_tags = {}
         members.append(members_item)
     o.members = members
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_JoinGroupResponse_v0(data: bytes, pos: int) -> tuple[JoinGroupResponse, int]:
+    """Reads the head of JoinGroupResponse v0-1: the fields before its first array or struct.
+
+    Reads ErrorCode, GenerationId, ProtocolName, Leader, MemberId on the fast path; every later
+    field keeps its default, unread. On any failure the caller reads the whole body with the
+    checked decoder: _decode_JoinGroupResponse_v0.
+    """
+    o = new_object(JoinGroupResponse)
+    o.throttle_time_ms = 0
+    o.error_code, o.generation_id = _S_hi.unpack_from(data, pos)
+    pos += 6
+    o.protocol_type = None
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.protocol_name = data[pos:end].decode()
+        pos = end
+    else:
+        o.protocol_name, pos = r_string(data, pos)
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.leader = data[pos:end].decode()
+        pos = end
+    else:
+        o.leader, pos = r_string(data, pos)
+    o.skip_assignment = False
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    o.members = []
     o.unknown_tags = {}
     return o, pos
 
@@ -596,9 +763,52 @@ def _read_JoinGroupResponse_v2(data: bytes, pos: int) -> tuple[JoinGroupResponse
             pos = end
         else:
             members_item.metadata, pos = r_bytes(data, pos)
+
         members_item.unknown_tags = {}
         members.append(members_item)
     o.members = members
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_JoinGroupResponse_v2(data: bytes, pos: int) -> tuple[JoinGroupResponse, int]:
+    """Reads the head of JoinGroupResponse v2-4: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs, ErrorCode, GenerationId, ProtocolName, Leader, MemberId on the fast
+    path; every later field keeps its default, unread. On any failure the caller reads the whole
+    body with the checked decoder: _decode_JoinGroupResponse_v2.
+    """
+    o = new_object(JoinGroupResponse)
+    o.throttle_time_ms, o.error_code, o.generation_id = _S_ihi.unpack_from(data, pos)
+    pos += 10
+    o.protocol_type = None
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.protocol_name = data[pos:end].decode()
+        pos = end
+    else:
+        o.protocol_name, pos = r_string(data, pos)
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.leader = data[pos:end].decode()
+        pos = end
+    else:
+        o.leader, pos = r_string(data, pos)
+    o.skip_assignment = False
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    o.members = []
     o.unknown_tags = {}
     return o, pos
 
@@ -710,9 +920,52 @@ def _read_JoinGroupResponse_v5(data: bytes, pos: int) -> tuple[JoinGroupResponse
             pos = end
         else:
             members_item.metadata, pos = r_bytes(data, pos)
+
         members_item.unknown_tags = {}
         members.append(members_item)
     o.members = members
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_JoinGroupResponse_v5(data: bytes, pos: int) -> tuple[JoinGroupResponse, int]:
+    """Reads the head of JoinGroupResponse v5: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs, ErrorCode, GenerationId, ProtocolName, Leader, MemberId on the fast
+    path; every later field keeps its default, unread. On any failure the caller reads the whole
+    body with the checked decoder: _decode_JoinGroupResponse_v5.
+    """
+    o = new_object(JoinGroupResponse)
+    o.throttle_time_ms, o.error_code, o.generation_id = _S_ihi.unpack_from(data, pos)
+    pos += 10
+    o.protocol_type = None
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.protocol_name = data[pos:end].decode()
+        pos = end
+    else:
+        o.protocol_name, pos = r_string(data, pos)
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.leader = data[pos:end].decode()
+        pos = end
+    else:
+        o.leader, pos = r_string(data, pos)
+    o.skip_assignment = False
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    o.members = []
     o.unknown_tags = {}
     return o, pos
 
@@ -821,6 +1074,7 @@ def _read_JoinGroupResponse_v6(data: bytes, pos: int) -> tuple[JoinGroupResponse
             pos = end
         else:
             members_item.metadata, pos = r_compact_bytes(data, pos)
+
         if data[pos]:
             members_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -828,11 +1082,50 @@ def _read_JoinGroupResponse_v6(data: bytes, pos: int) -> tuple[JoinGroupResponse
             pos += 1
         members.append(members_item)
     o.members = members
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_JoinGroupResponse_v6(data: bytes, pos: int) -> tuple[JoinGroupResponse, int]:
+    """Reads the head of JoinGroupResponse v6: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs, ErrorCode, GenerationId, ProtocolName, Leader, MemberId on the fast
+    path; every later field keeps its default, unread. On any failure the caller reads the whole
+    body with the checked decoder: _decode_JoinGroupResponse_v6.
+    """
+    o = new_object(JoinGroupResponse)
+    o.throttle_time_ms, o.error_code, o.generation_id = _S_ihi.unpack_from(data, pos)
+    pos += 10
+    o.protocol_type = None
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.protocol_name = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.protocol_name, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.leader = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.leader, pos = r_compact_string(data, pos)
+    o.skip_assignment = False
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    o.members = []
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -954,6 +1247,7 @@ def _read_JoinGroupResponse_v7(data: bytes, pos: int) -> tuple[JoinGroupResponse
             pos = end
         else:
             members_item.metadata, pos = r_compact_bytes(data, pos)
+
         if data[pos]:
             members_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -961,11 +1255,62 @@ def _read_JoinGroupResponse_v7(data: bytes, pos: int) -> tuple[JoinGroupResponse
             pos += 1
         members.append(members_item)
     o.members = members
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_JoinGroupResponse_v7(data: bytes, pos: int) -> tuple[JoinGroupResponse, int]:
+    """Reads the head of JoinGroupResponse v7-8: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs, ErrorCode, GenerationId, ProtocolType, ProtocolName, Leader, MemberId
+    on the fast path; every later field keeps its default, unread. On any failure the caller
+    reads the whole body with the checked decoder: _decode_JoinGroupResponse_v7.
+    """
+    o = new_object(JoinGroupResponse)
+    o.throttle_time_ms, o.error_code, o.generation_id = _S_ihi.unpack_from(data, pos)
+    pos += 10
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.protocol_type = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.protocol_type = None
+        pos += 1
+    else:
+        o.protocol_type, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.protocol_name = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.protocol_name = None
+        pos += 1
+    else:
+        o.protocol_name, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.leader = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.leader, pos = r_compact_string(data, pos)
+    o.skip_assignment = False
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    o.members = []
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -1101,6 +1446,7 @@ def _read_JoinGroupResponse_v9(data: bytes, pos: int) -> tuple[JoinGroupResponse
             pos = end
         else:
             members_item.metadata, pos = r_compact_bytes(data, pos)
+
         if data[pos]:
             members_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -1108,11 +1454,64 @@ def _read_JoinGroupResponse_v9(data: bytes, pos: int) -> tuple[JoinGroupResponse
             pos += 1
         members.append(members_item)
     o.members = members
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_JoinGroupResponse_v9(data: bytes, pos: int) -> tuple[JoinGroupResponse, int]:
+    """Reads the head of JoinGroupResponse v9: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs, ErrorCode, GenerationId, ProtocolType, ProtocolName, Leader,
+    SkipAssignment, MemberId on the fast path; every later field keeps its default, unread. On
+    any failure the caller reads the whole body with the checked decoder:
+    _decode_JoinGroupResponse_v9.
+    """
+    o = new_object(JoinGroupResponse)
+    o.throttle_time_ms, o.error_code, o.generation_id = _S_ihi.unpack_from(data, pos)
+    pos += 10
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.protocol_type = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.protocol_type = None
+        pos += 1
+    else:
+        o.protocol_type, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.protocol_name = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.protocol_name = None
+        pos += 1
+    else:
+        o.protocol_name, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.leader = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.leader, pos = r_compact_string(data, pos)
+    (o.skip_assignment,) = _S_o.unpack_from(data, pos)
+    pos += 1
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    o.members = []
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -1751,6 +2150,18 @@ _WRITERS = {
     7: _write_JoinGroupResponse_v7,
     8: _write_JoinGroupResponse_v7,
     9: _write_JoinGroupResponse_v9,
+}
+_HEADS: dict[int, _Any] = {
+    0: _head_JoinGroupResponse_v0,
+    1: _head_JoinGroupResponse_v0,
+    2: _head_JoinGroupResponse_v2,
+    3: _head_JoinGroupResponse_v2,
+    4: _head_JoinGroupResponse_v2,
+    5: _head_JoinGroupResponse_v5,
+    6: _head_JoinGroupResponse_v6,
+    7: _head_JoinGroupResponse_v7,
+    8: _head_JoinGroupResponse_v7,
+    9: _head_JoinGroupResponse_v9,
 }
 _DECODERS = {
     0: _decode_JoinGroupResponse_v0,

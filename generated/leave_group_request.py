@@ -97,6 +97,13 @@ class LeaveGroupRequest:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(4, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
+        3: ("group_id", "member_id"),
+        4: ("group_id", "member_id"),
+        5: ("group_id", "member_id"),
+    }
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo("GroupId", "group_id", "string", range(0, 6), range(0), range(0), None, None),
         FieldInfo("MemberId", "member_id", "string", range(0, 3), range(0), range(0), None, None),
@@ -145,6 +152,22 @@ class LeaveGroupRequest:
             except Exception:  # the checked decoder below raises the precise error
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
+
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> LeaveGroupRequest:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
 
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
@@ -195,6 +218,7 @@ def _read_MemberIdentity_v3(data: bytes, pos: int) -> tuple[MemberIdentity, int]
     else:
         o.group_instance_id, pos = r_nullable_string(data, pos)
     o.reason = None
+
     o.unknown_tags = {}
     return o, pos
 
@@ -252,6 +276,7 @@ def _read_MemberIdentity_v4(data: bytes, pos: int) -> tuple[MemberIdentity, int]
     else:
         o.group_instance_id, pos = r_compact_nullable_string(data, pos)
     o.reason = None
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -324,6 +349,7 @@ def _read_MemberIdentity_v5(data: bytes, pos: int) -> tuple[MemberIdentity, int]
         pos += 1
     else:
         o.reason, pos = r_compact_nullable_string(data, pos)
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -396,6 +422,7 @@ def _read_LeaveGroupRequest_v0(data: bytes, pos: int) -> tuple[LeaveGroupRequest
     else:
         o.member_id, pos = r_string(data, pos)
     o.members = []
+
     o.unknown_tags = {}
     return o, pos
 
@@ -468,9 +495,32 @@ def _read_LeaveGroupRequest_v3(data: bytes, pos: int) -> tuple[LeaveGroupRequest
         else:
             members_item.group_instance_id, pos = r_nullable_string(data, pos)
         members_item.reason = None
+
         members_item.unknown_tags = {}
         members.append(members_item)
     o.members = members
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_LeaveGroupRequest_v3(data: bytes, pos: int) -> tuple[LeaveGroupRequest, int]:
+    """Reads the head of LeaveGroupRequest v3: the fields before its first array or struct.
+
+    Reads GroupId on the fast path; every later field keeps its default, unread. On any failure
+    the caller reads the whole body with the checked decoder: _decode_LeaveGroupRequest_v3.
+    """
+    o = new_object(LeaveGroupRequest)
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    o.member_id = ""
+    o.members = []
     o.unknown_tags = {}
     return o, pos
 
@@ -541,6 +591,7 @@ def _read_LeaveGroupRequest_v4(data: bytes, pos: int) -> tuple[LeaveGroupRequest
         else:
             members_item.group_instance_id, pos = r_compact_nullable_string(data, pos)
         members_item.reason = None
+
         if data[pos]:
             members_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -548,11 +599,32 @@ def _read_LeaveGroupRequest_v4(data: bytes, pos: int) -> tuple[LeaveGroupRequest
             pos += 1
         members.append(members_item)
     o.members = members
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_LeaveGroupRequest_v4(data: bytes, pos: int) -> tuple[LeaveGroupRequest, int]:
+    """Reads the head of LeaveGroupRequest v4: the fields before its first array or struct.
+
+    Reads GroupId on the fast path; every later field keeps its default, unread. On any failure
+    the caller reads the whole body with the checked decoder: _decode_LeaveGroupRequest_v4.
+    """
+    o = new_object(LeaveGroupRequest)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    o.member_id = ""
+    o.members = []
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -633,6 +705,7 @@ def _read_LeaveGroupRequest_v5(data: bytes, pos: int) -> tuple[LeaveGroupRequest
             pos += 1
         else:
             members_item.reason, pos = r_compact_nullable_string(data, pos)
+
         if data[pos]:
             members_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -640,11 +713,32 @@ def _read_LeaveGroupRequest_v5(data: bytes, pos: int) -> tuple[LeaveGroupRequest
             pos += 1
         members.append(members_item)
     o.members = members
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_LeaveGroupRequest_v5(data: bytes, pos: int) -> tuple[LeaveGroupRequest, int]:
+    """Reads the head of LeaveGroupRequest v5: the fields before its first array or struct.
+
+    Reads GroupId on the fast path; every later field keeps its default, unread. On any failure
+    the caller reads the whole body with the checked decoder: _decode_LeaveGroupRequest_v5.
+    """
+    o = new_object(LeaveGroupRequest)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    o.member_id = ""
+    o.members = []
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -990,6 +1084,11 @@ _WRITERS = {
     3: _write_LeaveGroupRequest_v3,
     4: _write_LeaveGroupRequest_v4,
     5: _write_LeaveGroupRequest_v5,
+}
+_HEADS: dict[int, _Any] = {
+    3: _head_LeaveGroupRequest_v3,
+    4: _head_LeaveGroupRequest_v4,
+    5: _head_LeaveGroupRequest_v5,
 }
 _DECODERS = {
     0: _decode_LeaveGroupRequest_v0,

@@ -98,6 +98,13 @@ class LeaveGroupResponse:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(4, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
+        3: ("throttle_time_ms", "error_code"),
+        4: ("throttle_time_ms", "error_code"),
+        5: ("throttle_time_ms", "error_code"),
+    }
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo(
             "ThrottleTimeMs",
@@ -156,6 +163,22 @@ class LeaveGroupResponse:
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
 
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> LeaveGroupResponse:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
+
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
         out = bytearray()
@@ -206,6 +229,7 @@ def _read_MemberResponse_v3(data: bytes, pos: int) -> tuple[MemberResponse, int]
         o.group_instance_id, pos = r_nullable_string(data, pos)
     (o.error_code,) = _S_h.unpack_from(data, pos)
     pos += 2
+
     o.unknown_tags = {}
     return o, pos
 
@@ -265,6 +289,7 @@ def _read_MemberResponse_v4(data: bytes, pos: int) -> tuple[MemberResponse, int]
         o.group_instance_id, pos = r_compact_nullable_string(data, pos)
     (o.error_code,) = _S_h.unpack_from(data, pos)
     pos += 2
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -315,6 +340,7 @@ def _read_LeaveGroupResponse_v0(data: bytes, pos: int) -> tuple[LeaveGroupRespon
     (o.error_code,) = _S_h.unpack_from(data, pos)
     pos += 2
     o.members = []
+
     o.unknown_tags = {}
     return o, pos
 
@@ -343,6 +369,7 @@ def _read_LeaveGroupResponse_v1(data: bytes, pos: int) -> tuple[LeaveGroupRespon
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
     pos += 6
     o.members = []
+
     o.unknown_tags = {}
     return o, pos
 
@@ -396,9 +423,26 @@ def _read_LeaveGroupResponse_v3(data: bytes, pos: int) -> tuple[LeaveGroupRespon
             members_item.group_instance_id, pos = r_nullable_string(data, pos)
         (members_item.error_code,) = _S_h.unpack_from(data, pos)
         pos += 2
+
         members_item.unknown_tags = {}
         members.append(members_item)
     o.members = members
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_LeaveGroupResponse_v3(data: bytes, pos: int) -> tuple[LeaveGroupResponse, int]:
+    """Reads the head of LeaveGroupResponse v3: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs, ErrorCode on the fast path; every later field keeps its default,
+    unread. On any failure the caller reads the whole body with the checked decoder:
+    _decode_LeaveGroupResponse_v3.
+    """
+    o = new_object(LeaveGroupResponse)
+    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
+    pos += 6
+    o.members = []
     o.unknown_tags = {}
     return o, pos
 
@@ -456,6 +500,7 @@ def _read_LeaveGroupResponse_v4(data: bytes, pos: int) -> tuple[LeaveGroupRespon
             members_item.group_instance_id, pos = r_compact_nullable_string(data, pos)
         (members_item.error_code,) = _S_h.unpack_from(data, pos)
         pos += 2
+
         if data[pos]:
             members_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -463,11 +508,27 @@ def _read_LeaveGroupResponse_v4(data: bytes, pos: int) -> tuple[LeaveGroupRespon
             pos += 1
         members.append(members_item)
     o.members = members
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_LeaveGroupResponse_v4(data: bytes, pos: int) -> tuple[LeaveGroupResponse, int]:
+    """Reads the head of LeaveGroupResponse v4-5: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs, ErrorCode on the fast path; every later field keeps its default,
+    unread. On any failure the caller reads the whole body with the checked decoder:
+    _decode_LeaveGroupResponse_v4.
+    """
+    o = new_object(LeaveGroupResponse)
+    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
+    pos += 6
+    o.members = []
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -767,6 +828,11 @@ _WRITERS = {
     3: _write_LeaveGroupResponse_v3,
     4: _write_LeaveGroupResponse_v4,
     5: _write_LeaveGroupResponse_v4,
+}
+_HEADS: dict[int, _Any] = {
+    3: _head_LeaveGroupResponse_v3,
+    4: _head_LeaveGroupResponse_v4,
+    5: _head_LeaveGroupResponse_v4,
 }
 _DECODERS = {
     0: _decode_LeaveGroupResponse_v0,

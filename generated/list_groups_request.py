@@ -50,6 +50,12 @@ class ListGroupsRequest:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(3, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
+        4: (),
+        5: (),
+    }
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo(
             "StatesFilter", "states_filter", "[]string", range(4, 6), range(0), range(0), None, None
@@ -91,6 +97,22 @@ class ListGroupsRequest:
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
 
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> ListGroupsRequest:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
+
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
         out = bytearray()
@@ -125,6 +147,7 @@ def _read_ListGroupsRequest_v0(data: bytes, pos: int) -> tuple[ListGroupsRequest
     o = new_object(ListGroupsRequest)
     o.states_filter = []
     o.types_filter = []
+
     o.unknown_tags = {}
     return o, pos
 
@@ -153,6 +176,7 @@ def _read_ListGroupsRequest_v3(data: bytes, pos: int) -> tuple[ListGroupsRequest
     o = new_object(ListGroupsRequest)
     o.states_filter = []
     o.types_filter = []
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -187,11 +211,25 @@ def _read_ListGroupsRequest_v4(data: bytes, pos: int) -> tuple[ListGroupsRequest
     o = new_object(ListGroupsRequest)
     o.states_filter, pos = r_compact_array(data, pos, r_compact_string)
     o.types_filter = []
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_ListGroupsRequest_v4(data: bytes, pos: int) -> tuple[ListGroupsRequest, int]:
+    """Reads the head of ListGroupsRequest v4: the fields before its first array or struct.
+
+    Reads nothing on the fast path; every later field keeps its default, unread. On any failure
+    the caller reads the whole body with the checked decoder: _decode_ListGroupsRequest_v4.
+    """
+    o = new_object(ListGroupsRequest)
+    o.states_filter = []
+    o.types_filter = []
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -220,11 +258,25 @@ def _read_ListGroupsRequest_v5(data: bytes, pos: int) -> tuple[ListGroupsRequest
     o = new_object(ListGroupsRequest)
     o.states_filter, pos = r_compact_array(data, pos, r_compact_string)
     o.types_filter, pos = r_compact_array(data, pos, r_compact_string)
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_ListGroupsRequest_v5(data: bytes, pos: int) -> tuple[ListGroupsRequest, int]:
+    """Reads the head of ListGroupsRequest v5: the fields before its first array or struct.
+
+    Reads nothing on the fast path; every later field keeps its default, unread. On any failure
+    the caller reads the whole body with the checked decoder: _decode_ListGroupsRequest_v5.
+    """
+    o = new_object(ListGroupsRequest)
+    o.states_filter = []
+    o.types_filter = []
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -418,6 +470,10 @@ _WRITERS = {
     3: _write_ListGroupsRequest_v3,
     4: _write_ListGroupsRequest_v4,
     5: _write_ListGroupsRequest_v5,
+}
+_HEADS: dict[int, _Any] = {
+    4: _head_ListGroupsRequest_v4,
+    5: _head_ListGroupsRequest_v5,
 }
 _DECODERS = {
     0: _decode_ListGroupsRequest_v0,

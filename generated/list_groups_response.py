@@ -92,6 +92,16 @@ class ListGroupsResponse:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(3, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
+        0: ("throttle_time_ms", "error_code"),
+        1: ("throttle_time_ms", "error_code"),
+        2: ("throttle_time_ms", "error_code"),
+        3: ("throttle_time_ms", "error_code"),
+        4: ("throttle_time_ms", "error_code"),
+        5: ("throttle_time_ms", "error_code"),
+    }
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo(
             "ThrottleTimeMs",
@@ -143,6 +153,22 @@ class ListGroupsResponse:
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
 
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> ListGroupsResponse:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
+
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
         out = bytearray()
@@ -193,6 +219,7 @@ def _read_ListedGroup_v0(data: bytes, pos: int) -> tuple[ListedGroup, int]:
         o.protocol_type, pos = r_string(data, pos)
     o.group_state = ""
     o.group_type = ""
+
     o.unknown_tags = {}
     return o, pos
 
@@ -245,6 +272,7 @@ def _read_ListedGroup_v3(data: bytes, pos: int) -> tuple[ListedGroup, int]:
         o.protocol_type, pos = r_compact_string(data, pos)
     o.group_state = ""
     o.group_type = ""
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -309,6 +337,7 @@ def _read_ListedGroup_v4(data: bytes, pos: int) -> tuple[ListedGroup, int]:
     else:
         o.group_state, pos = r_compact_string(data, pos)
     o.group_type = ""
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -386,6 +415,7 @@ def _read_ListedGroup_v5(data: bytes, pos: int) -> tuple[ListedGroup, int]:
         pos = end
     else:
         o.group_type, pos = r_compact_string(data, pos)
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -471,9 +501,27 @@ def _read_ListGroupsResponse_v0(data: bytes, pos: int) -> tuple[ListGroupsRespon
             groups_item.protocol_type, pos = r_string(data, pos)
         groups_item.group_state = ""
         groups_item.group_type = ""
+
         groups_item.unknown_tags = {}
         groups.append(groups_item)
     o.groups = groups
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_ListGroupsResponse_v0(data: bytes, pos: int) -> tuple[ListGroupsResponse, int]:
+    """Reads the head of ListGroupsResponse v0: the fields before its first array or struct.
+
+    Reads ErrorCode on the fast path; every later field keeps its default, unread. On any
+    failure the caller reads the whole body with the checked decoder:
+    _decode_ListGroupsResponse_v0.
+    """
+    o = new_object(ListGroupsResponse)
+    o.throttle_time_ms = 0
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    o.groups = []
     o.unknown_tags = {}
     return o, pos
 
@@ -530,9 +578,26 @@ def _read_ListGroupsResponse_v1(data: bytes, pos: int) -> tuple[ListGroupsRespon
             groups_item.protocol_type, pos = r_string(data, pos)
         groups_item.group_state = ""
         groups_item.group_type = ""
+
         groups_item.unknown_tags = {}
         groups.append(groups_item)
     o.groups = groups
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_ListGroupsResponse_v1(data: bytes, pos: int) -> tuple[ListGroupsResponse, int]:
+    """Reads the head of ListGroupsResponse v1-2: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs, ErrorCode on the fast path; every later field keeps its default,
+    unread. On any failure the caller reads the whole body with the checked decoder:
+    _decode_ListGroupsResponse_v1.
+    """
+    o = new_object(ListGroupsResponse)
+    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
+    pos += 6
+    o.groups = []
     o.unknown_tags = {}
     return o, pos
 
@@ -587,6 +652,7 @@ def _read_ListGroupsResponse_v3(data: bytes, pos: int) -> tuple[ListGroupsRespon
             groups_item.protocol_type, pos = r_compact_string(data, pos)
         groups_item.group_state = ""
         groups_item.group_type = ""
+
         if data[pos]:
             groups_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -594,11 +660,27 @@ def _read_ListGroupsResponse_v3(data: bytes, pos: int) -> tuple[ListGroupsRespon
             pos += 1
         groups.append(groups_item)
     o.groups = groups
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_ListGroupsResponse_v3(data: bytes, pos: int) -> tuple[ListGroupsResponse, int]:
+    """Reads the head of ListGroupsResponse v3: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs, ErrorCode on the fast path; every later field keeps its default,
+    unread. On any failure the caller reads the whole body with the checked decoder:
+    _decode_ListGroupsResponse_v3.
+    """
+    o = new_object(ListGroupsResponse)
+    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
+    pos += 6
+    o.groups = []
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -660,6 +742,7 @@ def _read_ListGroupsResponse_v4(data: bytes, pos: int) -> tuple[ListGroupsRespon
         else:
             groups_item.group_state, pos = r_compact_string(data, pos)
         groups_item.group_type = ""
+
         if data[pos]:
             groups_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -667,11 +750,27 @@ def _read_ListGroupsResponse_v4(data: bytes, pos: int) -> tuple[ListGroupsRespon
             pos += 1
         groups.append(groups_item)
     o.groups = groups
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_ListGroupsResponse_v4(data: bytes, pos: int) -> tuple[ListGroupsResponse, int]:
+    """Reads the head of ListGroupsResponse v4: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs, ErrorCode on the fast path; every later field keeps its default,
+    unread. On any failure the caller reads the whole body with the checked decoder:
+    _decode_ListGroupsResponse_v4.
+    """
+    o = new_object(ListGroupsResponse)
+    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
+    pos += 6
+    o.groups = []
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -739,6 +838,7 @@ def _read_ListGroupsResponse_v5(data: bytes, pos: int) -> tuple[ListGroupsRespon
             pos = end
         else:
             groups_item.group_type, pos = r_compact_string(data, pos)
+
         if data[pos]:
             groups_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -746,11 +846,27 @@ def _read_ListGroupsResponse_v5(data: bytes, pos: int) -> tuple[ListGroupsRespon
             pos += 1
         groups.append(groups_item)
     o.groups = groups
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_ListGroupsResponse_v5(data: bytes, pos: int) -> tuple[ListGroupsResponse, int]:
+    """Reads the head of ListGroupsResponse v5: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs, ErrorCode on the fast path; every later field keeps its default,
+    unread. On any failure the caller reads the whole body with the checked decoder:
+    _decode_ListGroupsResponse_v5.
+    """
+    o = new_object(ListGroupsResponse)
+    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
+    pos += 6
+    o.groups = []
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -1205,6 +1321,14 @@ _WRITERS = {
     3: _write_ListGroupsResponse_v3,
     4: _write_ListGroupsResponse_v4,
     5: _write_ListGroupsResponse_v5,
+}
+_HEADS: dict[int, _Any] = {
+    0: _head_ListGroupsResponse_v0,
+    1: _head_ListGroupsResponse_v1,
+    2: _head_ListGroupsResponse_v1,
+    3: _head_ListGroupsResponse_v3,
+    4: _head_ListGroupsResponse_v4,
+    5: _head_ListGroupsResponse_v5,
 }
 _DECODERS = {
     0: _decode_ListGroupsResponse_v0,

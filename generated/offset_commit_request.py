@@ -178,6 +178,87 @@ class OffsetCommitRequest:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(8, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0, 2)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
+        0: (
+            "group_id",
+            "generation_id_or_member_epoch",
+            "member_id",
+            "group_instance_id",
+            "retention_time_ms",
+        ),
+        1: (
+            "group_id",
+            "generation_id_or_member_epoch",
+            "member_id",
+            "group_instance_id",
+            "retention_time_ms",
+        ),
+        2: (
+            "group_id",
+            "generation_id_or_member_epoch",
+            "member_id",
+            "group_instance_id",
+            "retention_time_ms",
+        ),
+        3: (
+            "group_id",
+            "generation_id_or_member_epoch",
+            "member_id",
+            "group_instance_id",
+            "retention_time_ms",
+        ),
+        4: (
+            "group_id",
+            "generation_id_or_member_epoch",
+            "member_id",
+            "group_instance_id",
+            "retention_time_ms",
+        ),
+        5: (
+            "group_id",
+            "generation_id_or_member_epoch",
+            "member_id",
+            "group_instance_id",
+            "retention_time_ms",
+        ),
+        6: (
+            "group_id",
+            "generation_id_or_member_epoch",
+            "member_id",
+            "group_instance_id",
+            "retention_time_ms",
+        ),
+        7: (
+            "group_id",
+            "generation_id_or_member_epoch",
+            "member_id",
+            "group_instance_id",
+            "retention_time_ms",
+        ),
+        8: (
+            "group_id",
+            "generation_id_or_member_epoch",
+            "member_id",
+            "group_instance_id",
+            "retention_time_ms",
+        ),
+        9: (
+            "group_id",
+            "generation_id_or_member_epoch",
+            "member_id",
+            "group_instance_id",
+            "retention_time_ms",
+        ),
+        10: (
+            "group_id",
+            "generation_id_or_member_epoch",
+            "member_id",
+            "group_instance_id",
+            "retention_time_ms",
+        ),
+    }
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo("GroupId", "group_id", "string", range(0, 11), range(0), range(0), None, None),
         FieldInfo(
@@ -263,6 +344,22 @@ class OffsetCommitRequest:
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
 
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> OffsetCommitRequest:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
+
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
         out = bytearray()
@@ -309,6 +406,7 @@ def _read_OffsetCommitRequestPartition_v0(
         pos = end
     else:
         o.committed_metadata, pos = r_nullable_string(data, pos)
+
     o.unknown_tags = {}
     return o, pos
 
@@ -359,6 +457,7 @@ def _read_OffsetCommitRequestPartition_v1(
         pos = end
     else:
         o.committed_metadata, pos = r_nullable_string(data, pos)
+
     o.unknown_tags = {}
     return o, pos
 
@@ -406,6 +505,7 @@ def _read_OffsetCommitRequestPartition_v6(
         pos = end
     else:
         o.committed_metadata, pos = r_nullable_string(data, pos)
+
     o.unknown_tags = {}
     return o, pos
 
@@ -456,6 +556,7 @@ def _read_OffsetCommitRequestPartition_v8(
         pos += 1
     else:
         o.committed_metadata, pos = r_compact_nullable_string(data, pos)
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -530,9 +631,11 @@ def _read_OffsetCommitRequestTopic_v0(
             pos = end
         else:
             partitions_item.committed_metadata, pos = r_nullable_string(data, pos)
+
         partitions_item.unknown_tags = {}
         partitions.append(partitions_item)
     o.partitions = partitions
+
     o.unknown_tags = {}
     return o, pos
 
@@ -601,9 +704,11 @@ def _read_OffsetCommitRequestTopic_v1(
             pos = end
         else:
             partitions_item.committed_metadata, pos = r_nullable_string(data, pos)
+
         partitions_item.unknown_tags = {}
         partitions.append(partitions_item)
     o.partitions = partitions
+
     o.unknown_tags = {}
     return o, pos
 
@@ -672,9 +777,11 @@ def _read_OffsetCommitRequestTopic_v6(
             pos = end
         else:
             partitions_item.committed_metadata, pos = r_nullable_string(data, pos)
+
         partitions_item.unknown_tags = {}
         partitions.append(partitions_item)
     o.partitions = partitions
+
     o.unknown_tags = {}
     return o, pos
 
@@ -744,6 +851,7 @@ def _read_OffsetCommitRequestTopic_v8(
             pos += 1
         else:
             partitions_item.committed_metadata, pos = r_compact_nullable_string(data, pos)
+
         if data[pos]:
             partitions_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -751,6 +859,7 @@ def _read_OffsetCommitRequestTopic_v8(
             pos += 1
         partitions.append(partitions_item)
     o.partitions = partitions
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -820,6 +929,7 @@ def _read_OffsetCommitRequestTopic_v10(
             pos += 1
         else:
             partitions_item.committed_metadata, pos = r_compact_nullable_string(data, pos)
+
         if data[pos]:
             partitions_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -827,6 +937,7 @@ def _read_OffsetCommitRequestTopic_v10(
             pos += 1
         partitions.append(partitions_item)
     o.partitions = partitions
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -883,6 +994,31 @@ def _read_OffsetCommitRequest_v0(data: bytes, pos: int) -> tuple[OffsetCommitReq
         topics_item, pos = _read_OffsetCommitRequestTopic_v0(data, pos)
         topics.append(topics_item)
     o.topics = topics
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_OffsetCommitRequest_v0(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
+    """Reads the head of OffsetCommitRequest v0: the fields before its first array or struct.
+
+    Reads GroupId on the fast path; every later field keeps its default, unread. On any failure
+    the caller reads the whole body with the checked decoder: _decode_OffsetCommitRequest_v0.
+    """
+    o = new_object(OffsetCommitRequest)
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    o.generation_id_or_member_epoch = -1
+    o.member_id = ""
+    o.group_instance_id = None
+    o.retention_time_ms = -1
+    o.topics = []
     o.unknown_tags = {}
     return o, pos
 
@@ -949,6 +1085,40 @@ def _read_OffsetCommitRequest_v1(data: bytes, pos: int) -> tuple[OffsetCommitReq
         topics_item, pos = _read_OffsetCommitRequestTopic_v1(data, pos)
         topics.append(topics_item)
     o.topics = topics
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_OffsetCommitRequest_v1(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
+    """Reads the head of OffsetCommitRequest v1: the fields before its first array or struct.
+
+    Reads GroupId, GenerationIdOrMemberEpoch, MemberId on the fast path; every later field keeps
+    its default, unread. On any failure the caller reads the whole body with the checked
+    decoder: _decode_OffsetCommitRequest_v1.
+    """
+    o = new_object(OffsetCommitRequest)
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    (o.generation_id_or_member_epoch,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    o.group_instance_id = None
+    o.retention_time_ms = -1
+    o.topics = []
     o.unknown_tags = {}
     return o, pos
 
@@ -1024,6 +1194,41 @@ def _read_OffsetCommitRequest_v2(data: bytes, pos: int) -> tuple[OffsetCommitReq
         topics_item, pos = _read_OffsetCommitRequestTopic_v0(data, pos)
         topics.append(topics_item)
     o.topics = topics
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_OffsetCommitRequest_v2(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
+    """Reads the head of OffsetCommitRequest v2-4: the fields before its first array or struct.
+
+    Reads GroupId, GenerationIdOrMemberEpoch, MemberId, RetentionTimeMs on the fast path; every
+    later field keeps its default, unread. On any failure the caller reads the whole body with
+    the checked decoder: _decode_OffsetCommitRequest_v2.
+    """
+    o = new_object(OffsetCommitRequest)
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    (o.generation_id_or_member_epoch,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    o.group_instance_id = None
+    (o.retention_time_ms,) = _S_q.unpack_from(data, pos)
+    pos += 8
+    o.topics = []
     o.unknown_tags = {}
     return o, pos
 
@@ -1099,6 +1304,40 @@ def _read_OffsetCommitRequest_v5(data: bytes, pos: int) -> tuple[OffsetCommitReq
         topics_item, pos = _read_OffsetCommitRequestTopic_v0(data, pos)
         topics.append(topics_item)
     o.topics = topics
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_OffsetCommitRequest_v5(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
+    """Reads the head of OffsetCommitRequest v5: the fields before its first array or struct.
+
+    Reads GroupId, GenerationIdOrMemberEpoch, MemberId on the fast path; every later field keeps
+    its default, unread. On any failure the caller reads the whole body with the checked
+    decoder: _decode_OffsetCommitRequest_v5.
+    """
+    o = new_object(OffsetCommitRequest)
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    (o.generation_id_or_member_epoch,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    o.group_instance_id = None
+    o.retention_time_ms = -1
+    o.topics = []
     o.unknown_tags = {}
     return o, pos
 
@@ -1173,6 +1412,40 @@ def _read_OffsetCommitRequest_v6(data: bytes, pos: int) -> tuple[OffsetCommitReq
         topics_item, pos = _read_OffsetCommitRequestTopic_v6(data, pos)
         topics.append(topics_item)
     o.topics = topics
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_OffsetCommitRequest_v6(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
+    """Reads the head of OffsetCommitRequest v6: the fields before its first array or struct.
+
+    Reads GroupId, GenerationIdOrMemberEpoch, MemberId on the fast path; every later field keeps
+    its default, unread. On any failure the caller reads the whole body with the checked
+    decoder: _decode_OffsetCommitRequest_v6.
+    """
+    o = new_object(OffsetCommitRequest)
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    (o.generation_id_or_member_epoch,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    o.group_instance_id = None
+    o.retention_time_ms = -1
+    o.topics = []
     o.unknown_tags = {}
     return o, pos
 
@@ -1254,6 +1527,47 @@ def _read_OffsetCommitRequest_v7(data: bytes, pos: int) -> tuple[OffsetCommitReq
         topics_item, pos = _read_OffsetCommitRequestTopic_v6(data, pos)
         topics.append(topics_item)
     o.topics = topics
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_OffsetCommitRequest_v7(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
+    """Reads the head of OffsetCommitRequest v7: the fields before its first array or struct.
+
+    Reads GroupId, GenerationIdOrMemberEpoch, MemberId, GroupInstanceId on the fast path; every
+    later field keeps its default, unread. On any failure the caller reads the whole body with
+    the checked decoder: _decode_OffsetCommitRequest_v7.
+    """
+    o = new_object(OffsetCommitRequest)
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    (o.generation_id_or_member_epoch,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.group_instance_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_instance_id, pos = r_nullable_string(data, pos)
+    o.retention_time_ms = -1
+    o.topics = []
     o.unknown_tags = {}
     return o, pos
 
@@ -1343,11 +1657,52 @@ def _read_OffsetCommitRequest_v8(data: bytes, pos: int) -> tuple[OffsetCommitReq
         topics_item, pos = _read_OffsetCommitRequestTopic_v8(data, pos)
         topics.append(topics_item)
     o.topics = topics
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_OffsetCommitRequest_v8(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
+    """Reads the head of OffsetCommitRequest v8-9: the fields before its first array or struct.
+
+    Reads GroupId, GenerationIdOrMemberEpoch, MemberId, GroupInstanceId on the fast path; every
+    later field keeps its default, unread. On any failure the caller reads the whole body with
+    the checked decoder: _decode_OffsetCommitRequest_v8.
+    """
+    o = new_object(OffsetCommitRequest)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    (o.generation_id_or_member_epoch,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_instance_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.group_instance_id = None
+        pos += 1
+    else:
+        o.group_instance_id, pos = r_compact_nullable_string(data, pos)
+    o.retention_time_ms = -1
+    o.topics = []
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -1438,11 +1793,52 @@ def _read_OffsetCommitRequest_v10(data: bytes, pos: int) -> tuple[OffsetCommitRe
         topics_item, pos = _read_OffsetCommitRequestTopic_v10(data, pos)
         topics.append(topics_item)
     o.topics = topics
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_OffsetCommitRequest_v10(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
+    """Reads the head of OffsetCommitRequest v10: the fields before its first array or struct.
+
+    Reads GroupId, GenerationIdOrMemberEpoch, MemberId, GroupInstanceId on the fast path; every
+    later field keeps its default, unread. On any failure the caller reads the whole body with
+    the checked decoder: _decode_OffsetCommitRequest_v10.
+    """
+    o = new_object(OffsetCommitRequest)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    (o.generation_id_or_member_epoch,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_instance_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.group_instance_id = None
+        pos += 1
+    else:
+        o.group_instance_id, pos = r_compact_nullable_string(data, pos)
+    o.retention_time_ms = -1
+    o.topics = []
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -2365,6 +2761,19 @@ _WRITERS = {
     8: _write_OffsetCommitRequest_v8,
     9: _write_OffsetCommitRequest_v8,
     10: _write_OffsetCommitRequest_v10,
+}
+_HEADS: dict[int, _Any] = {
+    0: _head_OffsetCommitRequest_v0,
+    1: _head_OffsetCommitRequest_v1,
+    2: _head_OffsetCommitRequest_v2,
+    3: _head_OffsetCommitRequest_v2,
+    4: _head_OffsetCommitRequest_v2,
+    5: _head_OffsetCommitRequest_v5,
+    6: _head_OffsetCommitRequest_v6,
+    7: _head_OffsetCommitRequest_v7,
+    8: _head_OffsetCommitRequest_v8,
+    9: _head_OffsetCommitRequest_v8,
+    10: _head_OffsetCommitRequest_v10,
 }
 _DECODERS = {
     0: _decode_OffsetCommitRequest_v0,

@@ -127,6 +127,21 @@ class OffsetCommitResponse:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(8, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
+        0: ("throttle_time_ms",),
+        1: ("throttle_time_ms",),
+        2: ("throttle_time_ms",),
+        3: ("throttle_time_ms",),
+        4: ("throttle_time_ms",),
+        5: ("throttle_time_ms",),
+        6: ("throttle_time_ms",),
+        7: ("throttle_time_ms",),
+        8: ("throttle_time_ms",),
+        9: ("throttle_time_ms",),
+        10: ("throttle_time_ms",),
+    }
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo(
             "ThrottleTimeMs",
@@ -182,6 +197,22 @@ class OffsetCommitResponse:
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
 
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> OffsetCommitResponse:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
+
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
         out = bytearray()
@@ -218,6 +249,7 @@ def _read_OffsetCommitResponsePartition_v0(
     o = new_object(OffsetCommitResponsePartition)
     o.partition_index, o.error_code = _S_ih.unpack_from(data, pos)
     pos += 6
+
     o.unknown_tags = {}
     return o, pos
 
@@ -247,6 +279,7 @@ def _read_OffsetCommitResponsePartition_v8(
     o = new_object(OffsetCommitResponsePartition)
     o.partition_index, o.error_code = _S_ih.unpack_from(data, pos)
     pos += 6
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -299,9 +332,11 @@ def _read_OffsetCommitResponseTopic_v0(
         partitions_item = new_object(OffsetCommitResponsePartition)
         partitions_item.partition_index, partitions_item.error_code = _S_ih.unpack_from(data, pos)
         pos += 6
+
         partitions_item.unknown_tags = {}
         partitions.append(partitions_item)
     o.partitions = partitions
+
     o.unknown_tags = {}
     return o, pos
 
@@ -356,6 +391,7 @@ def _read_OffsetCommitResponseTopic_v8(
         partitions_item = new_object(OffsetCommitResponsePartition)
         partitions_item.partition_index, partitions_item.error_code = _S_ih.unpack_from(data, pos)
         pos += 6
+
         if data[pos]:
             partitions_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -363,6 +399,7 @@ def _read_OffsetCommitResponseTopic_v8(
             pos += 1
         partitions.append(partitions_item)
     o.partitions = partitions
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -417,6 +454,7 @@ def _read_OffsetCommitResponseTopic_v10(
         partitions_item = new_object(OffsetCommitResponsePartition)
         partitions_item.partition_index, partitions_item.error_code = _S_ih.unpack_from(data, pos)
         pos += 6
+
         if data[pos]:
             partitions_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -424,6 +462,7 @@ def _read_OffsetCommitResponseTopic_v10(
             pos += 1
         partitions.append(partitions_item)
     o.partitions = partitions
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -469,6 +508,20 @@ def _read_OffsetCommitResponse_v0(data: bytes, pos: int) -> tuple[OffsetCommitRe
         topics_item, pos = _read_OffsetCommitResponseTopic_v0(data, pos)
         topics.append(topics_item)
     o.topics = topics
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_OffsetCommitResponse_v0(data: bytes, pos: int) -> tuple[OffsetCommitResponse, int]:
+    """Reads the head of OffsetCommitResponse v0-2: the fields before its first array or struct.
+
+    Reads nothing on the fast path; every later field keeps its default, unread. On any failure
+    the caller reads the whole body with the checked decoder: _decode_OffsetCommitResponse_v0.
+    """
+    o = new_object(OffsetCommitResponse)
+    o.throttle_time_ms = 0
+    o.topics = []
     o.unknown_tags = {}
     return o, pos
 
@@ -508,6 +561,22 @@ def _read_OffsetCommitResponse_v3(data: bytes, pos: int) -> tuple[OffsetCommitRe
         topics_item, pos = _read_OffsetCommitResponseTopic_v0(data, pos)
         topics.append(topics_item)
     o.topics = topics
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_OffsetCommitResponse_v3(data: bytes, pos: int) -> tuple[OffsetCommitResponse, int]:
+    """Reads the head of OffsetCommitResponse v3-7: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
+    failure the caller reads the whole body with the checked decoder:
+    _decode_OffsetCommitResponse_v3.
+    """
+    o = new_object(OffsetCommitResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.topics = []
     o.unknown_tags = {}
     return o, pos
 
@@ -548,11 +617,27 @@ def _read_OffsetCommitResponse_v8(data: bytes, pos: int) -> tuple[OffsetCommitRe
         topics_item, pos = _read_OffsetCommitResponseTopic_v8(data, pos)
         topics.append(topics_item)
     o.topics = topics
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_OffsetCommitResponse_v8(data: bytes, pos: int) -> tuple[OffsetCommitResponse, int]:
+    """Reads the head of OffsetCommitResponse v8-9: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
+    failure the caller reads the whole body with the checked decoder:
+    _decode_OffsetCommitResponse_v8.
+    """
+    o = new_object(OffsetCommitResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.topics = []
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -594,11 +679,27 @@ def _read_OffsetCommitResponse_v10(data: bytes, pos: int) -> tuple[OffsetCommitR
         topics_item, pos = _read_OffsetCommitResponseTopic_v10(data, pos)
         topics.append(topics_item)
     o.topics = topics
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_OffsetCommitResponse_v10(data: bytes, pos: int) -> tuple[OffsetCommitResponse, int]:
+    """Reads the head of OffsetCommitResponse v10: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
+    failure the caller reads the whole body with the checked decoder:
+    _decode_OffsetCommitResponse_v10.
+    """
+    o = new_object(OffsetCommitResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.topics = []
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -1023,6 +1124,19 @@ _WRITERS = {
     8: _write_OffsetCommitResponse_v8,
     9: _write_OffsetCommitResponse_v8,
     10: _write_OffsetCommitResponse_v10,
+}
+_HEADS: dict[int, _Any] = {
+    0: _head_OffsetCommitResponse_v0,
+    1: _head_OffsetCommitResponse_v0,
+    2: _head_OffsetCommitResponse_v0,
+    3: _head_OffsetCommitResponse_v3,
+    4: _head_OffsetCommitResponse_v3,
+    5: _head_OffsetCommitResponse_v3,
+    6: _head_OffsetCommitResponse_v3,
+    7: _head_OffsetCommitResponse_v3,
+    8: _head_OffsetCommitResponse_v8,
+    9: _head_OffsetCommitResponse_v8,
+    10: _head_OffsetCommitResponse_v10,
 }
 _DECODERS = {
     0: _decode_OffsetCommitResponse_v0,

@@ -112,6 +112,11 @@ class OffsetDeleteRequest:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(0)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
+        0: ("group_id",),
+    }
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo("GroupId", "group_id", "string", range(0, 1), range(0), range(0), None, None),
         FieldInfo(
@@ -158,6 +163,22 @@ class OffsetDeleteRequest:
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
 
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> OffsetDeleteRequest:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
+
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
         out = bytearray()
@@ -194,6 +215,7 @@ def _read_OffsetDeleteRequestPartition_v0(
     o = new_object(OffsetDeleteRequestPartition)
     (o.partition_index,) = _S_i.unpack_from(data, pos)
     pos += 4
+
     o.unknown_tags = {}
     return o, pos
 
@@ -237,9 +259,11 @@ def _read_OffsetDeleteRequestTopic_v0(
         partitions_item = new_object(OffsetDeleteRequestPartition)
         (partitions_item.partition_index,) = _S_i.unpack_from(data, pos)
         pos += 4
+
         partitions_item.unknown_tags = {}
         partitions.append(partitions_item)
     o.partitions = partitions
+
     o.unknown_tags = {}
     return o, pos
 
@@ -292,6 +316,27 @@ def _read_OffsetDeleteRequest_v0(data: bytes, pos: int) -> tuple[OffsetDeleteReq
         topics_item, pos = _read_OffsetDeleteRequestTopic_v0(data, pos)
         topics.append(topics_item)
     o.topics = topics
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_OffsetDeleteRequest_v0(data: bytes, pos: int) -> tuple[OffsetDeleteRequest, int]:
+    """Reads the head of OffsetDeleteRequest v0: the fields before its first array or struct.
+
+    Reads GroupId on the fast path; every later field keeps its default, unread. On any failure
+    the caller reads the whole body with the checked decoder: _decode_OffsetDeleteRequest_v0.
+    """
+    o = new_object(OffsetDeleteRequest)
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    o.topics = []
     o.unknown_tags = {}
     return o, pos
 
@@ -431,6 +476,9 @@ _READERS = {
 }
 _WRITERS = {
     0: _write_OffsetDeleteRequest_v0,
+}
+_HEADS: dict[int, _Any] = {
+    0: _head_OffsetDeleteRequest_v0,
 }
 _DECODERS = {
     0: _decode_OffsetDeleteRequest_v0,

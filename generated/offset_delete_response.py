@@ -117,6 +117,11 @@ class OffsetDeleteResponse:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(0)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
+        0: ("error_code", "throttle_time_ms"),
+    }
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo("ErrorCode", "error_code", "int16", range(0, 1), range(0), range(0), None, None),
         FieldInfo(
@@ -175,6 +180,22 @@ class OffsetDeleteResponse:
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
 
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> OffsetDeleteResponse:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
+
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
         out = bytearray()
@@ -211,6 +232,7 @@ def _read_OffsetDeleteResponsePartition_v0(
     o = new_object(OffsetDeleteResponsePartition)
     o.partition_index, o.error_code = _S_ih.unpack_from(data, pos)
     pos += 6
+
     o.unknown_tags = {}
     return o, pos
 
@@ -256,9 +278,11 @@ def _read_OffsetDeleteResponseTopic_v0(
         partitions_item = new_object(OffsetDeleteResponsePartition)
         partitions_item.partition_index, partitions_item.error_code = _S_ih.unpack_from(data, pos)
         pos += 6
+
         partitions_item.unknown_tags = {}
         partitions.append(partitions_item)
     o.partitions = partitions
+
     o.unknown_tags = {}
     return o, pos
 
@@ -305,6 +329,22 @@ def _read_OffsetDeleteResponse_v0(data: bytes, pos: int) -> tuple[OffsetDeleteRe
         topics_item, pos = _read_OffsetDeleteResponseTopic_v0(data, pos)
         topics.append(topics_item)
     o.topics = topics
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_OffsetDeleteResponse_v0(data: bytes, pos: int) -> tuple[OffsetDeleteResponse, int]:
+    """Reads the head of OffsetDeleteResponse v0: the fields before its first array or struct.
+
+    Reads ErrorCode, ThrottleTimeMs on the fast path; every later field keeps its default,
+    unread. On any failure the caller reads the whole body with the checked decoder:
+    _decode_OffsetDeleteResponse_v0.
+    """
+    o = new_object(OffsetDeleteResponse)
+    o.error_code, o.throttle_time_ms = _S_hi.unpack_from(data, pos)
+    pos += 6
+    o.topics = []
     o.unknown_tags = {}
     return o, pos
 
@@ -453,6 +493,9 @@ _READERS = {
 }
 _WRITERS = {
     0: _write_OffsetDeleteResponse_v0,
+}
+_HEADS: dict[int, _Any] = {
+    0: _head_OffsetDeleteResponse_v0,
 }
 _DECODERS = {
     0: _decode_OffsetDeleteResponse_v0,

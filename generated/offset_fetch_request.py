@@ -175,6 +175,21 @@ class OffsetFetchRequest:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(6, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0, 1)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
+        0: ("group_id",),
+        1: ("group_id",),
+        2: ("group_id",),
+        3: ("group_id",),
+        4: ("group_id",),
+        5: ("group_id",),
+        6: ("group_id",),
+        7: ("group_id",),
+        8: ("group_id", "topics"),
+        9: ("group_id", "topics"),
+        10: ("group_id", "topics"),
+    }
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo("GroupId", "group_id", "string", range(0, 8), range(0), range(0), None, None),
         FieldInfo(
@@ -238,6 +253,22 @@ class OffsetFetchRequest:
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
 
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> OffsetFetchRequest:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
+
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
         out = bytearray()
@@ -279,6 +310,7 @@ def _read_OffsetFetchRequestTopic_v0(data: bytes, pos: int) -> tuple[OffsetFetch
     else:
         o.name, pos = r_string(data, pos)
     o.partition_indexes, pos = r_array(data, pos, "i")
+
     o.unknown_tags = {}
     return o, pos
 
@@ -317,6 +349,7 @@ def _read_OffsetFetchRequestTopic_v6(data: bytes, pos: int) -> tuple[OffsetFetch
     else:
         o.name, pos = r_compact_string(data, pos)
     o.partition_indexes, pos = r_compact_array(data, pos, "i")
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -364,6 +397,7 @@ def _read_OffsetFetchRequestTopics_v8(
         o.name, pos = r_compact_string(data, pos)
     o.topic_id = ZERO_UUID
     o.partition_indexes, pos = r_compact_array(data, pos, "i")
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -405,6 +439,7 @@ def _read_OffsetFetchRequestTopics_v10(
     o.name = ""
     o.topic_id, pos = r_uuid(data, pos)
     o.partition_indexes, pos = r_compact_array(data, pos, "i")
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -445,6 +480,7 @@ def _read_OffsetFetchRequestGroup_v8(data: bytes, pos: int) -> tuple[OffsetFetch
     o.member_id = None
     o.member_epoch = -1
     o.topics, pos = r_compact_nullable_array(data, pos, _read_OffsetFetchRequestTopics_v8)
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -501,6 +537,7 @@ def _read_OffsetFetchRequestGroup_v9(data: bytes, pos: int) -> tuple[OffsetFetch
     (o.member_epoch,) = _S_i.unpack_from(data, pos)
     pos += 4
     o.topics, pos = r_compact_nullable_array(data, pos, _read_OffsetFetchRequestTopics_v8)
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -568,6 +605,7 @@ def _read_OffsetFetchRequestGroup_v10(data: bytes, pos: int) -> tuple[OffsetFetc
     (o.member_epoch,) = _S_i.unpack_from(data, pos)
     pos += 4
     o.topics, pos = r_compact_nullable_array(data, pos, _read_OffsetFetchRequestTopics_v10)
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -640,9 +678,33 @@ def _read_OffsetFetchRequest_v0(data: bytes, pos: int) -> tuple[OffsetFetchReque
         else:
             topics_item.name, pos = r_string(data, pos)
         topics_item.partition_indexes, pos = r_array(data, pos, "i")
+
         topics_item.unknown_tags = {}
         topics.append(topics_item)
     o.topics = topics
+    o.groups = []
+    o.require_stable = False
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_OffsetFetchRequest_v0(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
+    """Reads the head of OffsetFetchRequest v0-1: the fields before its first array or struct.
+
+    Reads GroupId on the fast path; every later field keeps its default, unread. On any failure
+    the caller reads the whole body with the checked decoder: _decode_OffsetFetchRequest_v0.
+    """
+    o = new_object(OffsetFetchRequest)
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    o.topics = []
     o.groups = []
     o.require_stable = False
     o.unknown_tags = {}
@@ -694,6 +756,29 @@ def _read_OffsetFetchRequest_v2(data: bytes, pos: int) -> tuple[OffsetFetchReque
     o.topics, pos = r_nullable_array(data, pos, _read_OffsetFetchRequestTopic_v0)
     o.groups = []
     o.require_stable = False
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_OffsetFetchRequest_v2(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
+    """Reads the head of OffsetFetchRequest v2-5: the fields before its first array or struct.
+
+    Reads GroupId on the fast path; every later field keeps its default, unread. On any failure
+    the caller reads the whole body with the checked decoder: _decode_OffsetFetchRequest_v2.
+    """
+    o = new_object(OffsetFetchRequest)
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    o.topics = []
+    o.groups = []
+    o.require_stable = False
     o.unknown_tags = {}
     return o, pos
 
@@ -738,11 +823,33 @@ def _read_OffsetFetchRequest_v6(data: bytes, pos: int) -> tuple[OffsetFetchReque
     o.topics, pos = r_compact_nullable_array(data, pos, _read_OffsetFetchRequestTopic_v6)
     o.groups = []
     o.require_stable = False
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_OffsetFetchRequest_v6(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
+    """Reads the head of OffsetFetchRequest v6: the fields before its first array or struct.
+
+    Reads GroupId on the fast path; every later field keeps its default, unread. On any failure
+    the caller reads the whole body with the checked decoder: _decode_OffsetFetchRequest_v6.
+    """
+    o = new_object(OffsetFetchRequest)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    o.topics = []
+    o.groups = []
+    o.require_stable = False
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -789,11 +896,33 @@ def _read_OffsetFetchRequest_v7(data: bytes, pos: int) -> tuple[OffsetFetchReque
     o.groups = []
     (o.require_stable,) = _S_o.unpack_from(data, pos)
     pos += 1
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_OffsetFetchRequest_v7(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
+    """Reads the head of OffsetFetchRequest v7: the fields before its first array or struct.
+
+    Reads GroupId on the fast path; every later field keeps its default, unread. On any failure
+    the caller reads the whole body with the checked decoder: _decode_OffsetFetchRequest_v7.
+    """
+    o = new_object(OffsetFetchRequest)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    o.topics = []
+    o.groups = []
+    o.require_stable = False
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -850,6 +979,7 @@ def _read_OffsetFetchRequest_v8(data: bytes, pos: int) -> tuple[OffsetFetchReque
         groups_item.topics, pos = r_compact_nullable_array(
             data, pos, _read_OffsetFetchRequestTopics_v8
         )
+
         if data[pos]:
             groups_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -859,11 +989,27 @@ def _read_OffsetFetchRequest_v8(data: bytes, pos: int) -> tuple[OffsetFetchReque
     o.groups = groups
     (o.require_stable,) = _S_o.unpack_from(data, pos)
     pos += 1
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_OffsetFetchRequest_v8(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
+    """Reads the head of OffsetFetchRequest v8: the fields before its first array or struct.
+
+    Reads nothing on the fast path; every later field keeps its default, unread. On any failure
+    the caller reads the whole body with the checked decoder: _decode_OffsetFetchRequest_v8.
+    """
+    o = new_object(OffsetFetchRequest)
+    o.group_id = ""
+    o.topics = []
+    o.groups = []
+    o.require_stable = False
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -929,6 +1075,7 @@ def _read_OffsetFetchRequest_v9(data: bytes, pos: int) -> tuple[OffsetFetchReque
         groups_item.topics, pos = r_compact_nullable_array(
             data, pos, _read_OffsetFetchRequestTopics_v8
         )
+
         if data[pos]:
             groups_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -938,11 +1085,27 @@ def _read_OffsetFetchRequest_v9(data: bytes, pos: int) -> tuple[OffsetFetchReque
     o.groups = groups
     (o.require_stable,) = _S_o.unpack_from(data, pos)
     pos += 1
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_OffsetFetchRequest_v9(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
+    """Reads the head of OffsetFetchRequest v9: the fields before its first array or struct.
+
+    Reads nothing on the fast path; every later field keeps its default, unread. On any failure
+    the caller reads the whole body with the checked decoder: _decode_OffsetFetchRequest_v9.
+    """
+    o = new_object(OffsetFetchRequest)
+    o.group_id = ""
+    o.topics = []
+    o.groups = []
+    o.require_stable = False
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -1008,6 +1171,7 @@ def _read_OffsetFetchRequest_v10(data: bytes, pos: int) -> tuple[OffsetFetchRequ
         groups_item.topics, pos = r_compact_nullable_array(
             data, pos, _read_OffsetFetchRequestTopics_v10
         )
+
         if data[pos]:
             groups_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -1017,11 +1181,27 @@ def _read_OffsetFetchRequest_v10(data: bytes, pos: int) -> tuple[OffsetFetchRequ
     o.groups = groups
     (o.require_stable,) = _S_o.unpack_from(data, pos)
     pos += 1
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_OffsetFetchRequest_v10(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
+    """Reads the head of OffsetFetchRequest v10: the fields before its first array or struct.
+
+    Reads nothing on the fast path; every later field keeps its default, unread. On any failure
+    the caller reads the whole body with the checked decoder: _decode_OffsetFetchRequest_v10.
+    """
+    o = new_object(OffsetFetchRequest)
+    o.group_id = ""
+    o.topics = []
+    o.groups = []
+    o.require_stable = False
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -1752,6 +1932,19 @@ _WRITERS = {
     8: _write_OffsetFetchRequest_v8,
     9: _write_OffsetFetchRequest_v9,
     10: _write_OffsetFetchRequest_v10,
+}
+_HEADS: dict[int, _Any] = {
+    0: _head_OffsetFetchRequest_v0,
+    1: _head_OffsetFetchRequest_v0,
+    2: _head_OffsetFetchRequest_v2,
+    3: _head_OffsetFetchRequest_v2,
+    4: _head_OffsetFetchRequest_v2,
+    5: _head_OffsetFetchRequest_v2,
+    6: _head_OffsetFetchRequest_v6,
+    7: _head_OffsetFetchRequest_v7,
+    8: _head_OffsetFetchRequest_v8,
+    9: _head_OffsetFetchRequest_v9,
+    10: _head_OffsetFetchRequest_v10,
 }
 _DECODERS = {
     0: _decode_OffsetFetchRequest_v0,

@@ -284,6 +284,21 @@ class OffsetFetchResponse:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(6, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
+        0: ("throttle_time_ms",),
+        1: ("throttle_time_ms",),
+        2: ("throttle_time_ms",),
+        3: ("throttle_time_ms",),
+        4: ("throttle_time_ms",),
+        5: ("throttle_time_ms",),
+        6: ("throttle_time_ms",),
+        7: ("throttle_time_ms",),
+        8: ("throttle_time_ms", "topics", "error_code"),
+        9: ("throttle_time_ms", "topics", "error_code"),
+        10: ("throttle_time_ms", "topics", "error_code"),
+    }
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo(
             "ThrottleTimeMs",
@@ -354,6 +369,22 @@ class OffsetFetchResponse:
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
 
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> OffsetFetchResponse:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
+
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
         out = bytearray()
@@ -401,6 +432,7 @@ def _read_OffsetFetchResponsePartition_v0(
         o.metadata, pos = r_nullable_string(data, pos)
     (o.error_code,) = _S_h.unpack_from(data, pos)
     pos += 2
+
     o.unknown_tags = {}
     return o, pos
 
@@ -449,6 +481,7 @@ def _read_OffsetFetchResponsePartition_v5(
         o.metadata, pos = r_nullable_string(data, pos)
     (o.error_code,) = _S_h.unpack_from(data, pos)
     pos += 2
+
     o.unknown_tags = {}
     return o, pos
 
@@ -499,6 +532,7 @@ def _read_OffsetFetchResponsePartition_v6(
         o.metadata, pos = r_compact_nullable_string(data, pos)
     (o.error_code,) = _S_h.unpack_from(data, pos)
     pos += 2
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -572,9 +606,11 @@ def _read_OffsetFetchResponseTopic_v0(
             partitions_item.metadata, pos = r_nullable_string(data, pos)
         (partitions_item.error_code,) = _S_h.unpack_from(data, pos)
         pos += 2
+
         partitions_item.unknown_tags = {}
         partitions.append(partitions_item)
     o.partitions = partitions
+
     o.unknown_tags = {}
     return o, pos
 
@@ -643,9 +679,11 @@ def _read_OffsetFetchResponseTopic_v5(
             partitions_item.metadata, pos = r_nullable_string(data, pos)
         (partitions_item.error_code,) = _S_h.unpack_from(data, pos)
         pos += 2
+
         partitions_item.unknown_tags = {}
         partitions.append(partitions_item)
     o.partitions = partitions
+
     o.unknown_tags = {}
     return o, pos
 
@@ -715,6 +753,7 @@ def _read_OffsetFetchResponseTopic_v6(
             partitions_item.metadata, pos = r_compact_nullable_string(data, pos)
         (partitions_item.error_code,) = _S_h.unpack_from(data, pos)
         pos += 2
+
         if data[pos]:
             partitions_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -722,6 +761,7 @@ def _read_OffsetFetchResponseTopic_v6(
             pos += 1
         partitions.append(partitions_item)
     o.partitions = partitions
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -778,6 +818,7 @@ def _read_OffsetFetchResponsePartitions_v8(
         o.metadata, pos = r_compact_nullable_string(data, pos)
     (o.error_code,) = _S_h.unpack_from(data, pos)
     pos += 2
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -856,6 +897,7 @@ def _read_OffsetFetchResponseTopics_v8(
             partitions_item.metadata, pos = r_compact_nullable_string(data, pos)
         (partitions_item.error_code,) = _S_h.unpack_from(data, pos)
         pos += 2
+
         if data[pos]:
             partitions_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -863,6 +905,7 @@ def _read_OffsetFetchResponseTopics_v8(
             pos += 1
         partitions.append(partitions_item)
     o.partitions = partitions
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -933,6 +976,7 @@ def _read_OffsetFetchResponseTopics_v10(
             partitions_item.metadata, pos = r_compact_nullable_string(data, pos)
         (partitions_item.error_code,) = _S_h.unpack_from(data, pos)
         pos += 2
+
         if data[pos]:
             partitions_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -940,6 +984,7 @@ def _read_OffsetFetchResponseTopics_v10(
             pos += 1
         partitions.append(partitions_item)
     o.partitions = partitions
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -995,6 +1040,7 @@ def _read_OffsetFetchResponseGroup_v8(
     o.topics = topics
     (o.error_code,) = _S_h.unpack_from(data, pos)
     pos += 2
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -1057,6 +1103,7 @@ def _read_OffsetFetchResponseGroup_v10(
     o.topics = topics
     (o.error_code,) = _S_h.unpack_from(data, pos)
     pos += 2
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -1111,6 +1158,22 @@ def _read_OffsetFetchResponse_v0(data: bytes, pos: int) -> tuple[OffsetFetchResp
     o.topics = topics
     o.error_code = 0
     o.groups = []
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_OffsetFetchResponse_v0(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
+    """Reads the head of OffsetFetchResponse v0-1: the fields before its first array or struct.
+
+    Reads nothing on the fast path; every later field keeps its default, unread. On any failure
+    the caller reads the whole body with the checked decoder: _decode_OffsetFetchResponse_v0.
+    """
+    o = new_object(OffsetFetchResponse)
+    o.throttle_time_ms = 0
+    o.topics = []
+    o.error_code = 0
+    o.groups = []
     o.unknown_tags = {}
     return o, pos
 
@@ -1153,6 +1216,22 @@ def _read_OffsetFetchResponse_v2(data: bytes, pos: int) -> tuple[OffsetFetchResp
     o.topics = topics
     (o.error_code,) = _S_h.unpack_from(data, pos)
     pos += 2
+    o.groups = []
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_OffsetFetchResponse_v2(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
+    """Reads the head of OffsetFetchResponse v2: the fields before its first array or struct.
+
+    Reads nothing on the fast path; every later field keeps its default, unread. On any failure
+    the caller reads the whole body with the checked decoder: _decode_OffsetFetchResponse_v2.
+    """
+    o = new_object(OffsetFetchResponse)
+    o.throttle_time_ms = 0
+    o.topics = []
+    o.error_code = 0
     o.groups = []
     o.unknown_tags = {}
     return o, pos
@@ -1198,6 +1277,24 @@ def _read_OffsetFetchResponse_v3(data: bytes, pos: int) -> tuple[OffsetFetchResp
     o.topics = topics
     (o.error_code,) = _S_h.unpack_from(data, pos)
     pos += 2
+    o.groups = []
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_OffsetFetchResponse_v3(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
+    """Reads the head of OffsetFetchResponse v3-4: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
+    failure the caller reads the whole body with the checked decoder:
+    _decode_OffsetFetchResponse_v3.
+    """
+    o = new_object(OffsetFetchResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.topics = []
+    o.error_code = 0
     o.groups = []
     o.unknown_tags = {}
     return o, pos
@@ -1245,6 +1342,24 @@ def _read_OffsetFetchResponse_v5(data: bytes, pos: int) -> tuple[OffsetFetchResp
     (o.error_code,) = _S_h.unpack_from(data, pos)
     pos += 2
     o.groups = []
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_OffsetFetchResponse_v5(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
+    """Reads the head of OffsetFetchResponse v5: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
+    failure the caller reads the whole body with the checked decoder:
+    _decode_OffsetFetchResponse_v5.
+    """
+    o = new_object(OffsetFetchResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.topics = []
+    o.error_code = 0
+    o.groups = []
     o.unknown_tags = {}
     return o, pos
 
@@ -1291,11 +1406,29 @@ def _read_OffsetFetchResponse_v6(data: bytes, pos: int) -> tuple[OffsetFetchResp
     (o.error_code,) = _S_h.unpack_from(data, pos)
     pos += 2
     o.groups = []
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_OffsetFetchResponse_v6(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
+    """Reads the head of OffsetFetchResponse v6-7: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
+    failure the caller reads the whole body with the checked decoder:
+    _decode_OffsetFetchResponse_v6.
+    """
+    o = new_object(OffsetFetchResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.topics = []
+    o.error_code = 0
+    o.groups = []
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -1342,11 +1475,29 @@ def _read_OffsetFetchResponse_v8(data: bytes, pos: int) -> tuple[OffsetFetchResp
         groups_item, pos = _read_OffsetFetchResponseGroup_v8(data, pos)
         groups.append(groups_item)
     o.groups = groups
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_OffsetFetchResponse_v8(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
+    """Reads the head of OffsetFetchResponse v8-9: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
+    failure the caller reads the whole body with the checked decoder:
+    _decode_OffsetFetchResponse_v8.
+    """
+    o = new_object(OffsetFetchResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.topics = []
+    o.error_code = 0
+    o.groups = []
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -1392,11 +1543,29 @@ def _read_OffsetFetchResponse_v10(data: bytes, pos: int) -> tuple[OffsetFetchRes
         groups_item, pos = _read_OffsetFetchResponseGroup_v10(data, pos)
         groups.append(groups_item)
     o.groups = groups
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_OffsetFetchResponse_v10(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
+    """Reads the head of OffsetFetchResponse v10: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
+    failure the caller reads the whole body with the checked decoder:
+    _decode_OffsetFetchResponse_v10.
+    """
+    o = new_object(OffsetFetchResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.topics = []
+    o.error_code = 0
+    o.groups = []
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -2318,6 +2487,19 @@ _WRITERS = {
     8: _write_OffsetFetchResponse_v8,
     9: _write_OffsetFetchResponse_v8,
     10: _write_OffsetFetchResponse_v10,
+}
+_HEADS: dict[int, _Any] = {
+    0: _head_OffsetFetchResponse_v0,
+    1: _head_OffsetFetchResponse_v0,
+    2: _head_OffsetFetchResponse_v2,
+    3: _head_OffsetFetchResponse_v3,
+    4: _head_OffsetFetchResponse_v3,
+    5: _head_OffsetFetchResponse_v5,
+    6: _head_OffsetFetchResponse_v6,
+    7: _head_OffsetFetchResponse_v6,
+    8: _head_OffsetFetchResponse_v8,
+    9: _head_OffsetFetchResponse_v8,
+    10: _head_OffsetFetchResponse_v10,
 }
 _DECODERS = {
     0: _decode_OffsetFetchResponse_v0,

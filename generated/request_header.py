@@ -51,6 +51,9 @@ class RequestHeader:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(2, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {}
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo(
             "RequestApiKey", "request_api_key", "int16", range(0, 3), range(0), range(0), None, None
@@ -109,6 +112,22 @@ class RequestHeader:
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
 
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> RequestHeader:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
+
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
         out = bytearray()
@@ -144,6 +163,7 @@ def _read_RequestHeader_v0(data: bytes, pos: int) -> tuple[RequestHeader, int]:
     o.request_api_key, o.request_api_version, o.correlation_id = _S_hhi.unpack_from(data, pos)
     pos += 8
     o.client_id = ""
+
     o.unknown_tags = {}
     return o, pos
 
@@ -177,6 +197,7 @@ def _read_RequestHeader_v1(data: bytes, pos: int) -> tuple[RequestHeader, int]:
         pos = end
     else:
         o.client_id, pos = r_nullable_string(data, pos)
+
     o.unknown_tags = {}
     return o, pos
 
@@ -220,6 +241,7 @@ def _read_RequestHeader_v2(data: bytes, pos: int) -> tuple[RequestHeader, int]:
         pos = end
     else:
         o.client_id, pos = r_nullable_string(data, pos)
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -404,6 +426,7 @@ _WRITERS = {
     1: _write_RequestHeader_v1,
     2: _write_RequestHeader_v2,
 }
+_HEADS: dict[int, _Any] = {}
 _DECODERS = {
     0: _decode_RequestHeader_v0,
     1: _decode_RequestHeader_v1,

@@ -48,6 +48,9 @@ class ResponseHeader:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(1, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {}
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo(
             "CorrelationId", "correlation_id", "int32", range(0, 2), range(0), range(0), None, None
@@ -84,6 +87,22 @@ class ResponseHeader:
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
 
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> ResponseHeader:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
+
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
         out = bytearray()
@@ -118,6 +137,7 @@ def _read_ResponseHeader_v0(data: bytes, pos: int) -> tuple[ResponseHeader, int]
     o = new_object(ResponseHeader)
     (o.correlation_id,) = _S_i.unpack_from(data, pos)
     pos += 4
+
     o.unknown_tags = {}
     return o, pos
 
@@ -143,6 +163,7 @@ def _read_ResponseHeader_v1(data: bytes, pos: int) -> tuple[ResponseHeader, int]
     o = new_object(ResponseHeader)
     (o.correlation_id,) = _S_i.unpack_from(data, pos)
     pos += 4
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -243,6 +264,7 @@ _WRITERS = {
     0: _write_ResponseHeader_v0,
     1: _write_ResponseHeader_v1,
 }
+_HEADS: dict[int, _Any] = {}
 _DECODERS = {
     0: _decode_ResponseHeader_v0,
     1: _decode_ResponseHeader_v1,

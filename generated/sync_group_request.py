@@ -89,6 +89,58 @@ class SyncGroupRequest:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(4, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
+        0: (
+            "group_id",
+            "generation_id",
+            "member_id",
+            "group_instance_id",
+            "protocol_type",
+            "protocol_name",
+        ),
+        1: (
+            "group_id",
+            "generation_id",
+            "member_id",
+            "group_instance_id",
+            "protocol_type",
+            "protocol_name",
+        ),
+        2: (
+            "group_id",
+            "generation_id",
+            "member_id",
+            "group_instance_id",
+            "protocol_type",
+            "protocol_name",
+        ),
+        3: (
+            "group_id",
+            "generation_id",
+            "member_id",
+            "group_instance_id",
+            "protocol_type",
+            "protocol_name",
+        ),
+        4: (
+            "group_id",
+            "generation_id",
+            "member_id",
+            "group_instance_id",
+            "protocol_type",
+            "protocol_name",
+        ),
+        5: (
+            "group_id",
+            "generation_id",
+            "member_id",
+            "group_instance_id",
+            "protocol_type",
+            "protocol_name",
+        ),
+    }
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo("GroupId", "group_id", "string", range(0, 6), range(0), range(0), None, None),
         FieldInfo(
@@ -179,6 +231,22 @@ class SyncGroupRequest:
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
 
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> SyncGroupRequest:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
+
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
         out = bytearray()
@@ -229,6 +297,7 @@ def _read_SyncGroupRequestAssignment_v0(
         pos = end
     else:
         o.assignment, pos = r_bytes(data, pos)
+
     o.unknown_tags = {}
     return o, pos
 
@@ -279,6 +348,7 @@ def _read_SyncGroupRequestAssignment_v4(
         pos = end
     else:
         o.assignment, pos = r_compact_bytes(data, pos)
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -364,9 +434,45 @@ def _read_SyncGroupRequest_v0(data: bytes, pos: int) -> tuple[SyncGroupRequest, 
             pos = end
         else:
             assignments_item.assignment, pos = r_bytes(data, pos)
+
         assignments_item.unknown_tags = {}
         assignments.append(assignments_item)
     o.assignments = assignments
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_SyncGroupRequest_v0(data: bytes, pos: int) -> tuple[SyncGroupRequest, int]:
+    """Reads the head of SyncGroupRequest v0-2: the fields before its first array or struct.
+
+    Reads GroupId, GenerationId, MemberId on the fast path; every later field keeps its default,
+    unread. On any failure the caller reads the whole body with the checked decoder:
+    _decode_SyncGroupRequest_v0.
+    """
+    o = new_object(SyncGroupRequest)
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    (o.generation_id,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    o.group_instance_id = None
+    o.protocol_type = None
+    o.protocol_name = None
+    o.assignments = []
     o.unknown_tags = {}
     return o, pos
 
@@ -463,9 +569,52 @@ def _read_SyncGroupRequest_v3(data: bytes, pos: int) -> tuple[SyncGroupRequest, 
             pos = end
         else:
             assignments_item.assignment, pos = r_bytes(data, pos)
+
         assignments_item.unknown_tags = {}
         assignments.append(assignments_item)
     o.assignments = assignments
+
+    o.unknown_tags = {}
+    return o, pos
+
+
+def _head_SyncGroupRequest_v3(data: bytes, pos: int) -> tuple[SyncGroupRequest, int]:
+    """Reads the head of SyncGroupRequest v3: the fields before its first array or struct.
+
+    Reads GroupId, GenerationId, MemberId, GroupInstanceId on the fast path; every later field
+    keeps its default, unread. On any failure the caller reads the whole body with the checked
+    decoder: _decode_SyncGroupRequest_v3.
+    """
+    o = new_object(SyncGroupRequest)
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.group_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_string(data, pos)
+    (o.generation_id,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.member_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_string(data, pos)
+    n = data[pos] << 8 | data[pos + 1]
+    if n < 0x8000:  # not negative (null) as an int16
+        pos += 2
+        end = pos + n
+        o.group_instance_id = data[pos:end].decode()
+        pos = end
+    else:
+        o.group_instance_id, pos = r_nullable_string(data, pos)
+    o.protocol_type = None
+    o.protocol_name = None
+    o.assignments = []
     o.unknown_tags = {}
     return o, pos
 
@@ -568,6 +717,7 @@ def _read_SyncGroupRequest_v4(data: bytes, pos: int) -> tuple[SyncGroupRequest, 
             pos = end
         else:
             assignments_item.assignment, pos = r_compact_bytes(data, pos)
+
         if data[pos]:
             assignments_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -575,11 +725,53 @@ def _read_SyncGroupRequest_v4(data: bytes, pos: int) -> tuple[SyncGroupRequest, 
             pos += 1
         assignments.append(assignments_item)
     o.assignments = assignments
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_SyncGroupRequest_v4(data: bytes, pos: int) -> tuple[SyncGroupRequest, int]:
+    """Reads the head of SyncGroupRequest v4: the fields before its first array or struct.
+
+    Reads GroupId, GenerationId, MemberId, GroupInstanceId on the fast path; every later field
+    keeps its default, unread. On any failure the caller reads the whole body with the checked
+    decoder: _decode_SyncGroupRequest_v4.
+    """
+    o = new_object(SyncGroupRequest)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    (o.generation_id,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_instance_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.group_instance_id = None
+        pos += 1
+    else:
+        o.group_instance_id, pos = r_compact_nullable_string(data, pos)
+    o.protocol_type = None
+    o.protocol_name = None
+    o.assignments = []
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -701,6 +893,7 @@ def _read_SyncGroupRequest_v5(data: bytes, pos: int) -> tuple[SyncGroupRequest, 
             pos = end
         else:
             assignments_item.assignment, pos = r_compact_bytes(data, pos)
+
         if data[pos]:
             assignments_item.unknown_tags, pos = r_tags(data, pos)
         else:  # no tagged fields
@@ -708,11 +901,71 @@ def _read_SyncGroupRequest_v5(data: bytes, pos: int) -> tuple[SyncGroupRequest, 
             pos += 1
         assignments.append(assignments_item)
     o.assignments = assignments
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
+    return o, pos
+
+
+def _head_SyncGroupRequest_v5(data: bytes, pos: int) -> tuple[SyncGroupRequest, int]:
+    """Reads the head of SyncGroupRequest v5: the fields before its first array or struct.
+
+    Reads GroupId, GenerationId, MemberId, GroupInstanceId, ProtocolType, ProtocolName on the
+    fast path; every later field keeps its default, unread. On any failure the caller reads the
+    whole body with the checked decoder: _decode_SyncGroupRequest_v5.
+    """
+    o = new_object(SyncGroupRequest)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    (o.generation_id,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_instance_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.group_instance_id = None
+        pos += 1
+    else:
+        o.group_instance_id, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.protocol_type = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.protocol_type = None
+        pos += 1
+    else:
+        o.protocol_type, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.protocol_name = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.protocol_name = None
+        pos += 1
+    else:
+        o.protocol_name, pos = r_compact_nullable_string(data, pos)
+    o.assignments = []
+    o.unknown_tags = {}
     return o, pos
 
 
@@ -1111,6 +1364,14 @@ _WRITERS = {
     3: _write_SyncGroupRequest_v3,
     4: _write_SyncGroupRequest_v4,
     5: _write_SyncGroupRequest_v5,
+}
+_HEADS: dict[int, _Any] = {
+    0: _head_SyncGroupRequest_v0,
+    1: _head_SyncGroupRequest_v0,
+    2: _head_SyncGroupRequest_v0,
+    3: _head_SyncGroupRequest_v3,
+    4: _head_SyncGroupRequest_v4,
+    5: _head_SyncGroupRequest_v5,
 }
 _DECODERS = {
     0: _decode_SyncGroupRequest_v0,

@@ -56,6 +56,9 @@ class SyncGroupResponse:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(4, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {}
+    """Per version, what read_head reads: the attributes before the first array or struct.
+    Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo(
             "ThrottleTimeMs",
@@ -129,6 +132,22 @@ class SyncGroupResponse:
                 pass
         return read_message(cls, _DECODERS, data, pos, version)
 
+    @classmethod
+    def read_head(cls, data: bytes, pos: int, version: int) -> SyncGroupResponse:
+        """Reads only the head of a body that starts at pos: the fields before its first array
+        or struct (HEAD_FIELDS[version]), for filters and column pruning over many frames. Later
+        fields keep their defaults and are neither read nor checked; a version without an array
+        or struct is read whole. Raises DecodeError when the head does not decode."""
+        head = _HEADS.get(version)
+        if head is not None and type(data) is bytes:
+            try:
+                o, end = head(data, pos)
+                if end <= len(data):
+                    return o
+            except Exception:  # the checked decoder below raises the precise error
+                pass
+        return cls.read(data, pos, version)[0]
+
     def encode(self, version: int) -> bytes:
         """Encodes the body at the given version; raises EncodeError naming the field."""
         out = bytearray()
@@ -174,6 +193,7 @@ def _read_SyncGroupResponse_v0(data: bytes, pos: int) -> tuple[SyncGroupResponse
         pos = end
     else:
         o.assignment, pos = r_bytes(data, pos)
+
     o.unknown_tags = {}
     return o, pos
 
@@ -214,6 +234,7 @@ def _read_SyncGroupResponse_v1(data: bytes, pos: int) -> tuple[SyncGroupResponse
         pos = end
     else:
         o.assignment, pos = r_bytes(data, pos)
+
     o.unknown_tags = {}
     return o, pos
 
@@ -253,6 +274,7 @@ def _read_SyncGroupResponse_v4(data: bytes, pos: int) -> tuple[SyncGroupResponse
         pos = end
     else:
         o.assignment, pos = r_compact_bytes(data, pos)
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -316,6 +338,7 @@ def _read_SyncGroupResponse_v5(data: bytes, pos: int) -> tuple[SyncGroupResponse
         pos = end
     else:
         o.assignment, pos = r_compact_bytes(data, pos)
+
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
     else:  # no tagged fields
@@ -577,6 +600,7 @@ _WRITERS = {
     4: _write_SyncGroupResponse_v4,
     5: _write_SyncGroupResponse_v5,
 }
+_HEADS: dict[int, _Any] = {}
 _DECODERS = {
     0: _decode_SyncGroupResponse_v0,
     1: _decode_SyncGroupResponse_v1,

@@ -76,12 +76,27 @@ class Codec:
     known_tags: list[int]
     decode_name: str = ""
     encode_name: str = ""
+    # A message's head: its leading steps, up to its first array or struct. Reading only these
+    # serves filters and column pruning over many frames; `head_skipped` are the fields the head
+    # leaves at their defaults (the array or struct, what follows it, the tagged fields). None
+    # for nested structs and for versions with no array or struct (read whole: just as cheap).
+    head: list[Step] | None = None
+    head_skipped: list[Field] = field(default_factory=list)
 
     @property
     def is_leaf(self) -> bool:
         """No arrays of structs and no known tagged fields: the fast path can print this codec
         inside its parent's loop without any local of its own but `n` and `end`."""
         return not self.tagged and all(s.fast != "struct_array" for s in self.steps)
+
+    @property
+    def head_name(self) -> str:
+        return self.decode_name.replace("_decode_", "_head_", 1)
+
+    @property
+    def head_fields(self) -> list[Field]:
+        """The fields a head read gives their wire values (or, absent here, their defaults)."""
+        return [f for s in self.head or [] for f in s.fields]
 
     @property
     def version_text(self) -> str:
@@ -345,6 +360,9 @@ class Planner:
                 codec = Codec(struct, cls, group, sig[0], steps, tagged, invalid, known)
                 codec.decode_name, codec.encode_name = names[(id(struct), sig)]
                 out.append(codec)
+        for codec in out:
+            if codec.struct is self.message.root:
+                _plan_head(codec)
         codec_of = {(c.struct.name, c.decode_name): c for c in out}
         # Resolve references to nested codecs.
         for codec in out:
@@ -372,6 +390,26 @@ class Planner:
                 table.append((v, c.decode_name, c.encode_name))
         return sorted(table)
 
+    def head_table(self, codecs: list[Codec]) -> list[tuple[int, str, tuple[str, ...]]]:
+        """(version, head reader, attributes it reads) for the message versions with a head."""
+        table = []
+        for c in codecs:
+            if c.struct is self.message.root and c.head is not None:
+                attrs = tuple(f.attr for f in c.head_fields)
+                for v in c.versions:
+                    table.append((v, c.head_name, attrs))
+        return sorted(table)
+
+
+def _plan_head(codec: Codec) -> None:
+    """Cuts a message codec's steps at its first array or struct (see Codec.head)."""
+    for i, step in enumerate(codec.steps):
+        if step.kind == "value" and step.field.type.kind in ("array", "struct"):
+            codec.head = codec.steps[:i]
+            codec.head_skipped = [f for s in codec.steps[i:] for f in s.fields]
+            codec.head_skipped += [t.field for t in codec.tagged]
+            return
+
 
 @dataclass
 class ModuleView:
@@ -380,6 +418,7 @@ class ModuleView:
     message: Message
     codecs: list[Codec]
     versions: list[tuple[int, str, str]]
+    heads: list[tuple[int, str, tuple[str, ...]]]
     fixed_formats: dict[str, str]
     runtime: list[str]
     class_names: dict[str, str]
@@ -394,6 +433,7 @@ def plan_message(message: Message) -> ModuleView:
         message=message,
         codecs=codecs,
         versions=planner.version_table(codecs),
+        heads=planner.head_table(codecs),
         fixed_formats=dict(sorted(planner.fixed_formats.items())),
         runtime=sorted(planner.runtime),
         class_names=planner.class_names,

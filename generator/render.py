@@ -165,6 +165,17 @@ def _decorate(codec: Codec, names: dict[str, str]) -> None:
         t.fast_writer = _fast(t.writer)  # type: ignore[attr-defined]
         t.fast_read_tail = _tail(_fast(t.read_arg))  # type: ignore[attr-defined]
         t.fast_write_tail = _tail(_fast(t.write_arg))  # type: ignore[attr-defined]
+    if codec.head is not None:
+        names_read = ", ".join(f.name for f in codec.head_fields if f.present(codec.versions[0]))
+        codec.head_summary = (  # type: ignore[attr-defined]
+            f"Reads {names_read or 'nothing'} on the fast path; every later field keeps its default, "
+            f"unread. On any failure the caller reads the whole body with the checked decoder: "
+            f"{codec.decode_name}."
+        )
+        codec.head_defaults = [  # type: ignore[attr-defined]
+            (f.attr, "[]" if isinstance(f.default, list) else default_source(f, names))
+            for f in codec.head_skipped
+        ]
     invalid = tuple(codec.invalid_tags)
     codec.invalid_tags_text = repr(invalid)  # type: ignore[attr-defined]
     codec.invalid_tail = _tail(repr(invalid) if invalid else "")  # type: ignore[attr-defined]
@@ -230,6 +241,7 @@ def render_module(message: Message, source: str) -> str:
         "classes": classes,
         "codecs": view.codecs,
         "versions": view.versions,
+        "heads": view.heads,
     }
     template = _environment().get_template("module.py.j2")
     return template.render(view=_Obj(context))

@@ -58,7 +58,8 @@ from tests.fuzz.harness import Crash, Target, Violation  # noqa: E402
 CHUNK = 2000
 SAMPLE_EVERY = 997  # inputs between traced-allocation samples (a prime: no aliasing with groups)
 GROUP_WEIGHTS = {  # how random-phase inputs are spread over groups of targets
-    "decode": 40,
+    "decode": 36,
+    "head": 6,
     "request": 14,
     "response": 12,
     "inspect": 10,

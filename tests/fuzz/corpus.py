@@ -107,6 +107,8 @@ def build(
         for i, obj in enumerate(objs):
             body = obj.encode(v)
             corpus.add(f"decode:{name}:v{v}", body)
+            if v in getattr(cls, "HEAD_FIELDS", {}):
+                corpus.add(f"head:{name}:v{v}", body)
             api_key = getattr(cls, "API_KEY", None)
             if api_key is None:
                 if name not in ("RequestHeader", "ResponseHeader"):

@@ -160,6 +160,20 @@ def message_targets(package: Any = g, prefix: str = "decode") -> list[Target]:
     return out
 
 
+def head_targets() -> list[Target]:
+    """`Message.read_head(data, 0, v)` (the leading fields only) for every message version
+    that has a head (HEAD_FIELDS): column pruning reads untrusted frames this way."""
+    out = []
+    for name, cls in sorted(g.MESSAGES.items()):
+        for v in sorted(getattr(cls, "HEAD_FIELDS", {})):
+            out.append(Target(f"head:{name}:v{v}", _head_call(cls, v)))
+    return out
+
+
+def _head_call(cls: Any, v: int) -> Callable[[bytes], Any]:
+    return lambda data: cls.read_head(data, 0, v)
+
+
 def _decode_call(cls: Any, v: int) -> Callable[[bytes], Any]:
     return lambda data: cls.decode(data, v)
 
@@ -200,7 +214,7 @@ def frame_targets() -> list[Target]:
 
 
 def all_targets() -> list[Target]:
-    return message_targets() + frame_targets()
+    return message_targets() + head_targets() + frame_targets()
 
 
 def run_one(target: Target, data: bytes) -> str:

@@ -29,7 +29,7 @@ MODELS = corpus_mod.messages()
 CLASSES = sorted(g.MESSAGES)
 REQUESTS = sorted(n for n, c in g.MESSAGES.items() if getattr(c, "MESSAGE_TYPE", "") == "request")
 RESPONSES = sorted(n for n, c in g.MESSAGES.items() if getattr(c, "MESSAGE_TYPE", "") == "response")
-GROUPS = ["decode", "request", "response", "inspect", "prefixed"]
+GROUPS = ["decode", "head", "request", "response", "inspect", "prefixed"]
 ALLOC_LIMIT = 1 << 20  # bytes: far above what decoding a few hundred bytes needs
 HYP = settings(
     max_examples=15,
@@ -61,7 +61,7 @@ def _seeds(group: str, corpus: Any) -> list[tuple[str, bytes]]:
         if _group(name) == group
         for data in seeds
     ]
-    return out[::3] if group == "inspect" else out
+    return out[::3] if group in ("inspect", "head") else out
 
 
 @pytest.mark.parametrize("group", GROUPS)

@@ -106,3 +106,43 @@ def test_response_batches_with_any_key_and_version(corpus: Any) -> None:
         except g.KwireError as e:
             expected = str(e)
         assert row["error"] == expected
+
+
+PRUNED = (
+    "heartbeat.group_id",
+    "offset_commit.group_id",
+    "join_group.group_id",
+    "join_group.protocol_type",
+    "sync_group.member_id",
+    "offset_fetch.group_id",
+)
+
+
+@pytest.mark.parametrize("batch", range(2))
+def test_pruned_batches_read_less_and_never_invent_errors(corpus: Any, batch: int) -> None:
+    """With pruning (families not asked for: header only; asked-for columns in the head:
+    read_head) a row's error is either none or exactly the whole decode's error, the header
+    columns are the whole decode's, and a pruned column holds the whole decode's value."""
+    r = random.Random(f"udf-pruned/{batch}")
+    seeds = [data for _, data in _seeds(corpus, "request")]
+    frames: list[bytes | None] = [None, b"", b"\x00\x0c"]
+    while len(frames) < PER_BATCH:
+        data = r.choice(seeds)
+        frames.append(
+            data if r.random() < 0.2 else mutate.mutate(data, r, other=r.choice(seeds))[0]
+        )
+    column = pa.array(frames, pa.binary())
+    pruned_plan = plan("request", None, PRUNED)
+    assert pruned_plan.heads and pruned_plan.header_only
+    full = decode_request_array(column, plan("request")).to_pylist()
+    pruned = decode_request_array(column, pruned_plan).to_pylist()
+    assert len(pruned) == len(frames)
+    for a, b in zip(full, pruned):
+        assert not (b["error"] or "").startswith("internal error"), b["error"]
+        assert b["error"] in (None, a["error"])
+        for name in ("api_key", "api_version", "correlation_id", "client_id"):
+            assert a[name] == b[name]
+        for family in pruned_plan.family_names:
+            if b[family] is not None and a[family] is not None:
+                for column_name, value in b[family].items():
+                    assert value == a[family][column_name]

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.checks import check_head
 from tests.strategies import Strategies, load_message
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,3 +42,4 @@ def test_roundtrip(name: str, version: int, data: st.DataObject) -> None:
     assert cls.decode(memoryview(encoded), version) == obj
     again, end = cls.read(b"\x99" * 3 + encoded + b"\x77", 3, version)
     assert again == obj and end == 3 + len(encoded)
+    check_head(obj, encoded, version)

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from generator.render import compile_schemas, write_package
+from tests.checks import check_head
 from tests.strategies import Strategies, load_message
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,6 +72,7 @@ def test_upstream_roundtrip(
     decoded = type(obj).decode(encoded, version)
     assert decoded == obj
     assert decoded.encode(version) == encoded
+    check_head(obj, encoded, version)
 
 
 def test_reference_snapshot_compiles(tmp_path: Path) -> None:
