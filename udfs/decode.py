@@ -18,8 +18,10 @@ from pyspark.sql.types import ShortType, IntegerType, StringType, StructField, S
 
 import generated
 from generated import KwireError
+from udfs.consumer import payload_columns
 from udfs.model import (
     FAMILIES,
+    PROTOCOL_TYPE_ATTR,
     Dense,
     Selection,
     StructColumns,
@@ -28,6 +30,7 @@ from udfs.model import (
 )
 
 _HEADER8 = struct.Struct(">hhi")
+_HH = struct.Struct(">hh")
 
 REQUEST_HEADER_FIELDS = [
     StructField("api_key", ShortType()),
@@ -74,6 +77,22 @@ class Plan:
             sel: Selection = tree.get(name)
             self.families.append((key, name, message_columns(cls, sel, name)))
         self.by_key = {key: (name, cols) for key, name, cols in self.families}
+        # Pruning decodes only what is asked for: api key -> versions whose selected columns
+        # all lie in the message's head (read_head), and the families not asked for at all,
+        # whose frames get their header read and their body left alone.
+        self.heads: dict[int, frozenset[int]] = {}
+        for key, name, _cols in self.families:
+            info = generated.REGISTRY[key]
+            cls = info.request if direction == "request" else info.response
+            versions = _head_versions(cls, tree.get(name))
+            if versions:
+                self.heads[key] = versions
+        self.header_only = frozenset(
+            key
+            for key, info in generated.REGISTRY.items()
+            if key not in self.by_key
+            and (info.request if direction == "request" else info.response) is not None
+        )
         header = REQUEST_HEADER_FIELDS if direction == "request" else RESPONSE_HEADER_FIELDS
         self.spark_type = StructType(
             header
@@ -85,6 +104,25 @@ class Plan:
     @property
     def family_names(self) -> list[str]:
         return [name for _, name, _ in self.families]
+
+
+def _head_versions(cls: Any, select: Selection) -> frozenset[int]:
+    """The versions of cls whose head (see read_head) holds every column the selection asks
+    for; empty when the whole message is selected or a column needs more than the head."""
+    if select is None:
+        return frozenset()
+    attrs = {f.attr for f in cls.FIELDS}
+    payloads = payload_columns(cls)
+    needed = set()
+    for name in select:
+        if name in attrs:
+            needed.add(name)
+        elif name in payloads:  # decoded from a bytes field, in the protocol type's context
+            needed.add(payloads[name].source)
+            needed.update({PROTOCOL_TYPE_ATTR} & attrs)
+        else:  # unknown_tags: only a whole read finds them
+            return frozenset()
+    return frozenset(v for v, head in cls.HEAD_FIELDS.items() if needed <= set(head))
 
 
 @contextmanager
@@ -169,6 +207,31 @@ def _families(
     return out
 
 
+def _pruned_request(frame: bytes, plan: Plan) -> tuple[Any, Any]:
+    """Header and as much body as the plan needs: none for a family not asked for, the head
+    when the asked-for columns lie in it, else all. Raises on anything unusual: the caller then
+    decodes the frame whole, for the codecs' own error."""
+    k, v = _HH.unpack_from(frame)
+    if k in plan.header_only:
+        hv = generated.request_header_version(k, v)
+        return generated.RequestHeader.read(frame, 0, hv)[0], None
+    versions = plan.heads.get(k)
+    if versions is None or v not in versions:
+        return generated.decode_request(frame)
+    hv = generated.request_header_version(k, v)
+    header, pos = generated.RequestHeader.read(frame, 0, hv)
+    return header, generated.REGISTRY[k].request.read_head(frame, pos, v)
+
+
+def _pruned_response(frame: bytes, k: int, v: int, plan: Plan) -> tuple[Any, Any]:
+    """The response counterpart of _pruned_request (key and version come from the request)."""
+    hv = generated.response_header_version(k, v)
+    header, pos = generated.ResponseHeader.read(frame, 0, hv)
+    if k in plan.header_only:
+        return header, None
+    return header, generated.REGISTRY[k].response.read_head(frame, pos, v)
+
+
 def decode_request_array(frames: pa.Array, plan: Plan) -> pa.StructArray:
     """Request frames (without length prefix) -> struct<header..., error, family...> per row."""
     with _no_gc():
@@ -185,13 +248,20 @@ def _decode_requests(frames: pa.Array, plan: Plan) -> pa.StructArray:
     found: dict[int, tuple[list[int], list[Any], list[int]]] = {}
     by_key = plan.by_key
     decode = generated.decode_request
+    pruned = plan.heads or plan.header_only
     for i, frame in enumerate(frames.to_pylist()):
         if frame is None:
             continue
         header: Any
         message: Any
         try:
-            header, message = decode(frame)
+            if pruned:
+                try:
+                    header, message = _pruned_request(frame, plan)
+                except Exception:  # the whole decode below names what is wrong
+                    header, message = decode(frame)
+            else:
+                header, message = decode(frame)
         except Exception as e:
             errors[i] = _error_text(e)
             header = getattr(e, "header", None)
@@ -239,6 +309,7 @@ def _decode_responses(
     found: dict[int, tuple[list[int], list[Any], list[int]]] = {}
     by_key = plan.by_key
     decode = generated.decode_response
+    heads, header_only = plan.heads, plan.header_only
     for i, frame in enumerate(frames.to_pylist()):
         if frame is None:
             continue
@@ -251,7 +322,13 @@ def _decode_responses(
         header: Any
         message: Any
         try:
-            header, message = decode(frame, k, v)
+            if k in header_only or (k in heads and v in heads[k]):
+                try:
+                    header, message = _pruned_response(frame, k, v, plan)
+                except Exception:  # the whole decode below names what is wrong
+                    header, message = decode(frame, k, v)
+            else:
+                header, message = decode(frame, k, v)
         except Exception as e:
             errors[i] = _error_text(e)
             header = getattr(e, "header", None)
