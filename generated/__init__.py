@@ -35,6 +35,8 @@ from ._runtime import (
     inspect_request_frame,
     inspect_response_frame,
     kafka_uuid,
+    request_frame_readers,
+    response_frame_readers,
 )
 from ._runtime import request_header_version as _request_header_version
 from ._runtime import response_header_version as _response_header_version
@@ -158,9 +160,13 @@ def response_header_version(api_key: int, api_version: int) -> int:
     return _response_header_version(REGISTRY, RESPONSE_HEADER_ALWAYS_V0, api_key, api_version)
 
 
+_REQUEST_READERS = request_frame_readers(REGISTRY, RequestHeader, REQUEST_HEADER_V0)
+_RESPONSE_READERS = response_frame_readers(REGISTRY, ResponseHeader, RESPONSE_HEADER_ALWAYS_V0)
+
+
 def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, Any]:
     """Decodes a request frame (without its length prefix) into its header and body."""
-    return decode_request_frame(frame, REGISTRY, RequestHeader, REQUEST_HEADER_V0)
+    return decode_request_frame(frame, REGISTRY, RequestHeader, REQUEST_HEADER_V0, _REQUEST_READERS)
 
 
 def decode_response(
@@ -175,6 +181,7 @@ def decode_response(
         ResponseHeader,
         RESPONSE_HEADER_ALWAYS_V0,
         RESPONSE_V0_FALLBACK,
+        _RESPONSE_READERS,
     )
 
 

@@ -872,23 +872,51 @@ def _body(cls: Any, data: bytes, pos: int, version: int) -> Any:
     return body
 
 
+FrameReaders = dict[tuple[int, int], tuple[Any, Any]]
+
+
+def request_frame_readers(
+    registry: dict[int, ApiInfo], header_cls: Any, header_v0: frozenset[tuple[int, int]]
+) -> FrameReaders:
+    """(api key, version) -> the fast readers of its request header and body, so the common
+    case of decode_request is one dict lookup keyed by the frame's first four bytes."""
+    table: FrameReaders = {}
+    for api_key, info in registry.items():
+        if info.request is None:
+            continue
+        for v in info.request.VALID_VERSIONS:
+            hv = request_header_version(registry, header_v0, api_key, v)
+            table[(api_key, v)] = (header_cls.FAST_READERS[hv], info.request.FAST_READERS[v])
+    return table
+
+
+def response_frame_readers(
+    registry: dict[int, ApiInfo], header_cls: Any, always_v0: frozenset[int]
+) -> FrameReaders:
+    """(api key, version) -> the fast readers of its response header and body."""
+    table: FrameReaders = {}
+    for api_key, info in registry.items():
+        if info.response is None:
+            continue
+        for v in info.response.VALID_VERSIONS:
+            hv = response_header_version(registry, always_v0, api_key, v)
+            table[(api_key, v)] = (header_cls.FAST_READERS[hv], info.response.FAST_READERS[v])
+    return table
+
+
 def decode_request_frame(
     frame: Any,
     registry: dict[int, ApiInfo],
     header_cls: Any,
     header_v0: frozenset[tuple[int, int]],
+    readers: FrameReaders,
 ) -> tuple[Any, Any]:
-    data = _frame_bytes(frame)
-    try:  # the common case in one go; anything unusual is redone below, step by step
-        api_key, api_version = _hh.unpack_from(data, 0)
-        cls = registry[api_key].request
-        if (api_key, api_version) in header_v0:
-            hv = 0
-        else:
-            hv = 2 if api_version in cls.FLEXIBLE_VERSIONS else 1
-        header, pos = header_cls.read(data, 0, hv)
-        body, end = cls.read(data, pos, api_version)
-        if end == len(data):
+    data = frame if type(frame) is bytes else bytes(frame)
+    try:  # the common case in one go; anything unusual is redone below, checked, step by step
+        read_header, read_body = readers[_hh.unpack_from(data, 0)]
+        header, pos = read_header(data, 0)
+        body, end = read_body(data, pos)
+        if end == len(data):  # positions only grow: no read went past the end
             return header, body
     except Exception:
         pass
@@ -917,17 +945,14 @@ def decode_response_frame(
     header_cls: Any,
     always_v0: frozenset[int],
     v0_fallback: frozenset[int],
+    readers: FrameReaders,
 ) -> tuple[Any, Any]:
-    data = _frame_bytes(frame)
-    try:  # the common case in one go; anything unusual is redone below, step by step
-        cls = registry[api_key].response
-        if api_key in always_v0:
-            hv = 0
-        else:
-            hv = 1 if api_version in cls.FLEXIBLE_VERSIONS else 0
-        header, pos = header_cls.read(data, 0, hv)
-        body, end = cls.read(data, pos, api_version)
-        if end == len(data):
+    data = frame if type(frame) is bytes else bytes(frame)
+    try:  # the common case in one go; anything unusual is redone below, checked, step by step
+        read_header, read_body = readers[(api_key, api_version)]
+        header, pos = read_header(data, 0)
+        body, end = read_body(data, pos)
+        if end == len(data):  # positions only grow: no read went past the end
             return header, body
     except Exception:
         pass

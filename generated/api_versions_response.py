@@ -164,6 +164,8 @@ class ApiVersionsResponse:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(3, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    FAST_READERS: _ClassVar[dict[int, _Any]]
+    """Version -> the unchecked reader decode tries first (set below the readers)."""
     HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
         0: ("error_code",),
         1: ("error_code",),
@@ -1107,6 +1109,7 @@ _WRITERS = {
     3: _write_ApiVersionsResponse_v3,
     4: _write_ApiVersionsResponse_v3,
 }
+ApiVersionsResponse.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_ApiVersionsResponse_v0,
     1: _head_ApiVersionsResponse_v1,

@@ -53,6 +53,8 @@ class ConsumerGroupDescribeRequest:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(0, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    FAST_READERS: _ClassVar[dict[int, _Any]]
+    """Version -> the unchecked reader decode tries first (set below the readers)."""
     HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
         0: (),
         1: (),
@@ -256,6 +258,7 @@ _WRITERS = {
     0: _write_ConsumerGroupDescribeRequest_v0,
     1: _write_ConsumerGroupDescribeRequest_v0,
 }
+ConsumerGroupDescribeRequest.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_ConsumerGroupDescribeRequest_v0,
     1: _head_ConsumerGroupDescribeRequest_v0,

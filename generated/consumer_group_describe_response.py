@@ -292,6 +292,8 @@ class ConsumerGroupDescribeResponse:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(0, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    FAST_READERS: _ClassVar[dict[int, _Any]]
+    """Version -> the unchecked reader decode tries first (set below the readers)."""
     HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
         0: ("throttle_time_ms",),
         1: ("throttle_time_ms",),
@@ -1810,6 +1812,7 @@ _WRITERS = {
     0: _write_ConsumerGroupDescribeResponse_v0,
     1: _write_ConsumerGroupDescribeResponse_v1,
 }
+ConsumerGroupDescribeResponse.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_ConsumerGroupDescribeResponse_v0,
     1: _head_ConsumerGroupDescribeResponse_v1,

@@ -79,6 +79,8 @@ class ConsumerProtocolAssignment:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(0)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    FAST_READERS: _ClassVar[dict[int, _Any]]
+    """Version -> the unchecked reader decode tries first (set below the readers)."""
     HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
         0: (),
         1: (),
@@ -382,6 +384,7 @@ _WRITERS = {
     2: _write_ConsumerProtocolAssignment_v0,
     3: _write_ConsumerProtocolAssignment_v0,
 }
+ConsumerProtocolAssignment.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_ConsumerProtocolAssignment_v0,
     1: _head_ConsumerProtocolAssignment_v0,

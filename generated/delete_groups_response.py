@@ -81,6 +81,8 @@ class DeleteGroupsResponse:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(2, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    FAST_READERS: _ClassVar[dict[int, _Any]]
+    """Version -> the unchecked reader decode tries first (set below the readers)."""
     HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
         0: ("throttle_time_ms",),
         1: ("throttle_time_ms",),
@@ -586,6 +588,7 @@ _WRITERS = {
     1: _write_DeleteGroupsResponse_v0,
     2: _write_DeleteGroupsResponse_v2,
 }
+DeleteGroupsResponse.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_DeleteGroupsResponse_v0,
     1: _head_DeleteGroupsResponse_v0,

@@ -57,6 +57,8 @@ class DescribeGroupsRequest:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(5, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    FAST_READERS: _ClassVar[dict[int, _Any]]
+    """Version -> the unchecked reader decode tries first (set below the readers)."""
     HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
         0: (),
         1: (),
@@ -416,6 +418,7 @@ _WRITERS = {
     5: _write_DescribeGroupsRequest_v5,
     6: _write_DescribeGroupsRequest_v5,
 }
+DescribeGroupsRequest.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_DescribeGroupsRequest_v0,
     1: _head_DescribeGroupsRequest_v0,

@@ -203,6 +203,8 @@ class DescribeGroupsResponse:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(5, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    FAST_READERS: _ClassVar[dict[int, _Any]]
+    """Version -> the unchecked reader decode tries first (set below the readers)."""
     HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
         0: ("throttle_time_ms",),
         1: ("throttle_time_ms",),
@@ -2529,6 +2531,7 @@ _WRITERS = {
     5: _write_DescribeGroupsResponse_v5,
     6: _write_DescribeGroupsResponse_v6,
 }
+DescribeGroupsResponse.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_DescribeGroupsResponse_v0,
     1: _head_DescribeGroupsResponse_v1,

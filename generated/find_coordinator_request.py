@@ -55,6 +55,8 @@ class FindCoordinatorRequest:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(3, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    FAST_READERS: _ClassVar[dict[int, _Any]]
+    """Version -> the unchecked reader decode tries first (set below the readers)."""
     HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
         4: ("key", "key_type"),
         5: ("key", "key_type"),
@@ -533,6 +535,7 @@ _WRITERS = {
     5: _write_FindCoordinatorRequest_v4,
     6: _write_FindCoordinatorRequest_v4,
 }
+FindCoordinatorRequest.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     4: _head_FindCoordinatorRequest_v4,
     5: _head_FindCoordinatorRequest_v4,

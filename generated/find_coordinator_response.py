@@ -105,6 +105,8 @@ class FindCoordinatorResponse:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(3, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    FAST_READERS: _ClassVar[dict[int, _Any]]
+    """Version -> the unchecked reader decode tries first (set below the readers)."""
     HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
         4: ("throttle_time_ms", "error_code", "error_message", "node_id", "host", "port"),
         5: ("throttle_time_ms", "error_code", "error_message", "node_id", "host", "port"),
@@ -968,6 +970,7 @@ _WRITERS = {
     5: _write_FindCoordinatorResponse_v4,
     6: _write_FindCoordinatorResponse_v4,
 }
+FindCoordinatorResponse.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     4: _head_FindCoordinatorResponse_v4,
     5: _head_FindCoordinatorResponse_v4,

@@ -49,6 +49,8 @@ class HeartbeatResponse:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(4, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    FAST_READERS: _ClassVar[dict[int, _Any]]
+    """Version -> the unchecked reader decode tries first (set below the readers)."""
     HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {}
     """Per version, what read_head reads: the attributes before the first array or struct.
     Versions not listed have no array or struct; read_head reads them whole."""
@@ -354,6 +356,7 @@ _WRITERS = {
     3: _write_HeartbeatResponse_v1,
     4: _write_HeartbeatResponse_v4,
 }
+HeartbeatResponse.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {}
 _DECODERS = {
     0: _decode_HeartbeatResponse_v0,

@@ -90,6 +90,8 @@ class JoinGroupRequest:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(6, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    FAST_READERS: _ClassVar[dict[int, _Any]]
+    """Version -> the unchecked reader decode tries first (set below the readers)."""
     HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
         0: (
             "group_id",
@@ -1702,6 +1704,7 @@ _WRITERS = {
     8: _write_JoinGroupRequest_v8,
     9: _write_JoinGroupRequest_v8,
 }
+JoinGroupRequest.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_JoinGroupRequest_v0,
     1: _head_JoinGroupRequest_v1,

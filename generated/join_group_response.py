@@ -105,6 +105,8 @@ class JoinGroupResponse:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(6, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    FAST_READERS: _ClassVar[dict[int, _Any]]
+    """Version -> the unchecked reader decode tries first (set below the readers)."""
     HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
         0: (
             "throttle_time_ms",
@@ -2151,6 +2153,7 @@ _WRITERS = {
     8: _write_JoinGroupResponse_v7,
     9: _write_JoinGroupResponse_v9,
 }
+JoinGroupResponse.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_JoinGroupResponse_v0,
     1: _head_JoinGroupResponse_v0,

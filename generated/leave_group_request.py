@@ -97,6 +97,8 @@ class LeaveGroupRequest:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(4, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    FAST_READERS: _ClassVar[dict[int, _Any]]
+    """Version -> the unchecked reader decode tries first (set below the readers)."""
     HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
         3: ("group_id", "member_id"),
         4: ("group_id", "member_id"),
@@ -1085,6 +1087,7 @@ _WRITERS = {
     4: _write_LeaveGroupRequest_v4,
     5: _write_LeaveGroupRequest_v5,
 }
+LeaveGroupRequest.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     3: _head_LeaveGroupRequest_v3,
     4: _head_LeaveGroupRequest_v4,

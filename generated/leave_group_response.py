@@ -98,6 +98,8 @@ class LeaveGroupResponse:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(4, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    FAST_READERS: _ClassVar[dict[int, _Any]]
+    """Version -> the unchecked reader decode tries first (set below the readers)."""
     HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
         3: ("throttle_time_ms", "error_code"),
         4: ("throttle_time_ms", "error_code"),
@@ -829,6 +831,7 @@ _WRITERS = {
     4: _write_LeaveGroupResponse_v4,
     5: _write_LeaveGroupResponse_v4,
 }
+LeaveGroupResponse.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     3: _head_LeaveGroupResponse_v3,
     4: _head_LeaveGroupResponse_v4,

@@ -50,6 +50,8 @@ class ListGroupsRequest:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(3, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    FAST_READERS: _ClassVar[dict[int, _Any]]
+    """Version -> the unchecked reader decode tries first (set below the readers)."""
     HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
         4: (),
         5: (),
@@ -471,6 +473,7 @@ _WRITERS = {
     4: _write_ListGroupsRequest_v4,
     5: _write_ListGroupsRequest_v5,
 }
+ListGroupsRequest.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     4: _head_ListGroupsRequest_v4,
     5: _head_ListGroupsRequest_v5,

@@ -92,6 +92,8 @@ class ListGroupsResponse:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(3, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    FAST_READERS: _ClassVar[dict[int, _Any]]
+    """Version -> the unchecked reader decode tries first (set below the readers)."""
     HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
         0: ("throttle_time_ms", "error_code"),
         1: ("throttle_time_ms", "error_code"),
@@ -1322,6 +1324,7 @@ _WRITERS = {
     4: _write_ListGroupsResponse_v4,
     5: _write_ListGroupsResponse_v5,
 }
+ListGroupsResponse.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_ListGroupsResponse_v0,
     1: _head_ListGroupsResponse_v1,

@@ -178,6 +178,8 @@ class OffsetCommitRequest:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(8, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0, 2)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    FAST_READERS: _ClassVar[dict[int, _Any]]
+    """Version -> the unchecked reader decode tries first (set below the readers)."""
     HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
         0: (
             "group_id",
@@ -2762,6 +2764,7 @@ _WRITERS = {
     9: _write_OffsetCommitRequest_v8,
     10: _write_OffsetCommitRequest_v10,
 }
+OffsetCommitRequest.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_OffsetCommitRequest_v0,
     1: _head_OffsetCommitRequest_v1,

@@ -127,6 +127,8 @@ class OffsetCommitResponse:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(8, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    FAST_READERS: _ClassVar[dict[int, _Any]]
+    """Version -> the unchecked reader decode tries first (set below the readers)."""
     HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
         0: ("throttle_time_ms",),
         1: ("throttle_time_ms",),
@@ -1125,6 +1127,7 @@ _WRITERS = {
     9: _write_OffsetCommitResponse_v8,
     10: _write_OffsetCommitResponse_v10,
 }
+OffsetCommitResponse.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_OffsetCommitResponse_v0,
     1: _head_OffsetCommitResponse_v0,

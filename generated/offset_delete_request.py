@@ -112,6 +112,8 @@ class OffsetDeleteRequest:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(0)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    FAST_READERS: _ClassVar[dict[int, _Any]]
+    """Version -> the unchecked reader decode tries first (set below the readers)."""
     HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
         0: ("group_id",),
     }
@@ -477,6 +479,7 @@ _READERS = {
 _WRITERS = {
     0: _write_OffsetDeleteRequest_v0,
 }
+OffsetDeleteRequest.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_OffsetDeleteRequest_v0,
 }

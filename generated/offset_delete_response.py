@@ -117,6 +117,8 @@ class OffsetDeleteResponse:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(0)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    FAST_READERS: _ClassVar[dict[int, _Any]]
+    """Version -> the unchecked reader decode tries first (set below the readers)."""
     HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
         0: ("error_code", "throttle_time_ms"),
     }
@@ -494,6 +496,7 @@ _READERS = {
 _WRITERS = {
     0: _write_OffsetDeleteResponse_v0,
 }
+OffsetDeleteResponse.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_OffsetDeleteResponse_v0,
 }

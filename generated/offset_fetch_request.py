@@ -175,6 +175,8 @@ class OffsetFetchRequest:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(6, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0, 1)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    FAST_READERS: _ClassVar[dict[int, _Any]]
+    """Version -> the unchecked reader decode tries first (set below the readers)."""
     HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
         0: ("group_id",),
         1: ("group_id",),
@@ -1933,6 +1935,7 @@ _WRITERS = {
     9: _write_OffsetFetchRequest_v9,
     10: _write_OffsetFetchRequest_v10,
 }
+OffsetFetchRequest.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_OffsetFetchRequest_v0,
     1: _head_OffsetFetchRequest_v0,

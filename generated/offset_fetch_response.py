@@ -284,6 +284,8 @@ class OffsetFetchResponse:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(6, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    FAST_READERS: _ClassVar[dict[int, _Any]]
+    """Version -> the unchecked reader decode tries first (set below the readers)."""
     HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
         0: ("throttle_time_ms",),
         1: ("throttle_time_ms",),
@@ -2488,6 +2490,7 @@ _WRITERS = {
     9: _write_OffsetFetchResponse_v8,
     10: _write_OffsetFetchResponse_v10,
 }
+OffsetFetchResponse.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_OffsetFetchResponse_v0,
     1: _head_OffsetFetchResponse_v0,

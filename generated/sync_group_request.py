@@ -89,6 +89,8 @@ class SyncGroupRequest:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(4, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    FAST_READERS: _ClassVar[dict[int, _Any]]
+    """Version -> the unchecked reader decode tries first (set below the readers)."""
     HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
         0: (
             "group_id",
@@ -1365,6 +1367,7 @@ _WRITERS = {
     4: _write_SyncGroupRequest_v4,
     5: _write_SyncGroupRequest_v5,
 }
+SyncGroupRequest.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_SyncGroupRequest_v0,
     1: _head_SyncGroupRequest_v0,

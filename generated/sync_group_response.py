@@ -56,6 +56,8 @@ class SyncGroupResponse:
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(4, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    FAST_READERS: _ClassVar[dict[int, _Any]]
+    """Version -> the unchecked reader decode tries first (set below the readers)."""
     HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {}
     """Per version, what read_head reads: the attributes before the first array or struct.
     Versions not listed have no array or struct; read_head reads them whole."""
@@ -600,6 +602,7 @@ _WRITERS = {
     4: _write_SyncGroupResponse_v4,
     5: _write_SyncGroupResponse_v5,
 }
+SyncGroupResponse.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {}
 _DECODERS = {
     0: _decode_SyncGroupResponse_v0,

@@ -242,6 +242,7 @@ def render_module(message: Message, source: str) -> str:
         "codecs": view.codecs,
         "versions": view.versions,
         "heads": view.heads,
+        "root_name": message.name,
     }
     template = _environment().get_template("module.py.j2")
     return template.render(view=_Obj(context))

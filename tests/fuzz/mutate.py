@@ -68,13 +68,17 @@ def checked_decoders_only() -> Iterator[None]:
     saved = []
     for name, module in list(sys.modules.items()):
         if name.startswith("generated.") and hasattr(module, "_READERS"):
-            saved.append((module, module._READERS))
+            saved.append((module, "_READERS", module._READERS))
             module._READERS = module._DECODERS
+        if name == "generated":  # frames: no fast (api key, version) readers either
+            for table in ("_REQUEST_READERS", "_RESPONSE_READERS"):
+                saved.append((module, table, getattr(module, table)))
+                setattr(module, table, {})
     try:
         yield
     finally:
-        for module, readers in saved:
-            module._READERS = readers
+        for module, attr, readers in saved:
+            setattr(module, attr, readers)
 
 
 def length_fields(decode: Callable[[bytes], Any], data: bytes) -> list[tuple[int, str]]:
