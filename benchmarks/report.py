@@ -85,6 +85,15 @@ def spark(d: dict[str, Any]) -> str:
             f"| {r.get('ratio_to_sql_header', 0):.3f} | {target} "
             f"| {'' if not peak else f'{peak / 2**20:,.0f}'} |"
         )
+    py = d.get("python_only")
+    if py:
+        lines.append("")
+        lines.append(
+            f"Outside Spark, one core, {py['rows']:,} frames: kwire_full "
+            f"{py['kwire_full_rows_per_second']:,.0f} rows/s, kwire_pruned "
+            f"{py['kwire_pruned_rows_per_second']:,.0f}, kio {py['kio_rows_per_second']:,.0f} "
+            f"(kwire_full / kio = {py['kwire_full_over_kio']:.2f}×)."
+        )
     full = d["results"].get("kwire_full", {})
     if "ratio_to_kio" in full:
         lines.append("")

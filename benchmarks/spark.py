@@ -67,6 +67,7 @@ import argparse
 import dataclasses
 import datetime
 import json
+import math
 import os
 import statistics
 import struct
@@ -384,6 +385,34 @@ def check_kio(data: Path) -> dict[str, Any]:
         "problems": problems,
         "kwire_only_columns": skipped_cols,
     }
+
+
+def python_only(data: Path, rows: int = 50_000, repeats: int = 3) -> dict[str, Any]:
+    """Rows/s of the Python side alone, on one core, outside Spark: kwire's batch decoder (what
+    kwire_full runs per Arrow batch) and the kio variant's, on the first `rows` frames in
+    batches of 10,000 (Spark's default Arrow batch). Separates decoding from Spark's share."""
+    from udfs.api import plan
+    from udfs.decode import decode_request_array
+
+    frames = pq.read_table(data_files(data)[0]).column("frame").combine_chunks()[:rows]
+    batches = [frames[i : i + 10_000] for i in range(0, len(frames), 10_000)]
+    kio, full, pruned = KioDecoder(), plan("request"), plan("request", None, PRUNED_FIELDS)
+    decoders = {
+        "kwire_full": lambda b: decode_request_array(b, full),
+        "kwire_pruned": lambda b: decode_request_array(b, pruned),
+        "kio": kio.decode,
+    }
+    out: dict[str, Any] = {"rows": len(frames)}
+    for name, decode in decoders.items():
+        best = math.inf
+        for _ in range(repeats):
+            started = time.perf_counter()
+            for b in batches:
+                decode(b)
+            best = min(best, time.perf_counter() - started)
+        out[f"{name}_rows_per_second"] = len(frames) / best
+    out["kwire_full_over_kio"] = out["kwire_full_rows_per_second"] / out["kio_rows_per_second"]
+    return out
 
 
 # -- variants (run in a child process) --------------------------------------------------------------
@@ -814,6 +843,9 @@ def main(argv: list[str] | None = None) -> int:
             checks["kio_vs_kwire"] = check_kio(data)
         except Exception as e:  # reported, the timings still run
             checks["kio_vs_kwire"] = {"ok": False, "problems": [f"{type(e).__name__}: {e}"]}
+    if "kio" in variants and "kwire_full" in variants:
+        checks["python_only"] = python_only(data)
+        checks["python_only"]["ok"] = True
     results: dict[str, dict[str, Any]] = {}
     for v in variants:
         print(f"  running {v} ...", file=sys.stderr, flush=True)
@@ -839,6 +871,14 @@ def main(argv: list[str] | None = None) -> int:
         "\nratios are rows/s over sql_header's rows/s; peak MiB: sum of the Spark JVM's and its "
         "Python processes' resident memory during the timed runs"
     )
+    py = checks.pop("python_only", None)
+    if py is not None:
+        print(
+            f"outside Spark, one core, {py['rows']:,} frames: kwire_full "
+            f"{py['kwire_full_rows_per_second']:,.0f} rows/s, kwire_pruned "
+            f"{py['kwire_pruned_rows_per_second']:,.0f}, kio {py['kio_rows_per_second']:,.0f} "
+            f"(kwire_full / kio = {py['kwire_full_over_kio']:.2f}x)"
+        )
     for name, c in checks.items():
         state = "ok" if c.get("ok") else "FAILED"
         print(f"check {name}: {state} on {c.get('rows', 0)} rows" + (
@@ -885,6 +925,7 @@ def main(argv: list[str] | None = None) -> int:
                 "expected": EXPECTED,
             },
             "checks": checks,
+            "python_only": py,
             "results": results,
             "failed": failed,
             "run_seconds": took,
