@@ -880,27 +880,37 @@ def request_frame_readers(
 ) -> FrameReaders:
     """(api key, version) -> the fast readers of its request header and body, so the common
     case of decode_request is one dict lookup keyed by the frame's first four bytes."""
-    table: FrameReaders = {}
-    for api_key, info in registry.items():
-        if info.request is None:
-            continue
-        for v in info.request.VALID_VERSIONS:
-            hv = request_header_version(registry, header_v0, api_key, v)
-            table[(api_key, v)] = (header_cls.FAST_READERS[hv], info.request.FAST_READERS[v])
-    return table
+    return _frame_readers(
+        registry,
+        "request",
+        header_cls,
+        lambda k, v: request_header_version(registry, header_v0, k, v),
+    )
 
 
 def response_frame_readers(
     registry: dict[int, ApiInfo], header_cls: Any, always_v0: frozenset[int]
 ) -> FrameReaders:
     """(api key, version) -> the fast readers of its response header and body."""
+    return _frame_readers(
+        registry,
+        "response",
+        header_cls,
+        lambda k, v: response_header_version(registry, always_v0, k, v),
+    )
+
+
+def _frame_readers(
+    registry: dict[int, ApiInfo], side: str, header_cls: Any, header_version: Any
+) -> FrameReaders:
     table: FrameReaders = {}
     for api_key, info in registry.items():
-        if info.response is None:
+        cls = getattr(info, side)
+        if cls is None:
             continue
-        for v in info.response.VALID_VERSIONS:
-            hv = response_header_version(registry, always_v0, api_key, v)
-            table[(api_key, v)] = (header_cls.FAST_READERS[hv], info.response.FAST_READERS[v])
+        for v in cls.VALID_VERSIONS:
+            hv = header_version(api_key, v)
+            table[(api_key, v)] = (header_cls.FAST_READERS[hv], cls.FAST_READERS[v])
     return table
 
 
