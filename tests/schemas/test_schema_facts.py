@@ -5,7 +5,7 @@ each cover only part of that range:
 
 * kafka-python's bundled Kafka 4.x schemas (a test dependency, always present) have the newest
   versions but dropped some old ones (e.g. OffsetCommit starts at v2);
-* the 2024-10 reference snapshot in ``/work/shared/reference-schemas`` (optional) still has the
+* the 2024-10 reference snapshot in ``../shared/reference-schemas`` (optional) still has the
   old versions;
 * kio's generated per-version dataclasses (a test dependency) are a third, independent view.
 
