@@ -904,13 +904,13 @@ def _frame_readers(
     registry: dict[int, ApiInfo], side: str, header_cls: Any, header_version: Any
 ) -> FrameReaders:
     table: FrameReaders = {}
+    headers = getattr(header_cls, "FAST_READERS", {})
     for api_key, info in registry.items():
-        cls = getattr(info, side)
-        if cls is None:
-            continue
-        for v in cls.VALID_VERSIONS:
+        bodies = getattr(getattr(info, side), "FAST_READERS", {})  # none: the checked path serves
+        for v in bodies:
             hv = header_version(api_key, v)
-            table[(api_key, v)] = (header_cls.FAST_READERS[hv], cls.FAST_READERS[v])
+            if hv in headers:
+                table[(api_key, v)] = (headers[hv], bodies[v])
     return table
 
 
