@@ -501,7 +501,7 @@ def _read_ApiVersionsResponse_v0(data: bytes, pos: int) -> tuple[ApiVersionsResp
 
 
 def _head_ApiVersionsResponse_v0(data: bytes, pos: int) -> tuple[ApiVersionsResponse, int]:
-    """Reads the head of ApiVersionsResponse v0: the fields before its first array or struct.
+    """Reads the head of ApiVersionsResponse v0-4: the fields before its first array or struct.
 
     Reads ErrorCode on the fast path; every later field keeps its default, unread. On any
     failure the caller reads the whole body with the checked decoder:
@@ -569,26 +569,6 @@ def _read_ApiVersionsResponse_v1(data: bytes, pos: int) -> tuple[ApiVersionsResp
     o.finalized_features = []
     o.zk_migration_ready = False
 
-    o.unknown_tags = {}
-    return o, pos
-
-
-def _head_ApiVersionsResponse_v1(data: bytes, pos: int) -> tuple[ApiVersionsResponse, int]:
-    """Reads the head of ApiVersionsResponse v1-2: the fields before its first array or struct.
-
-    Reads ErrorCode on the fast path; every later field keeps its default, unread. On any
-    failure the caller reads the whole body with the checked decoder:
-    _decode_ApiVersionsResponse_v1.
-    """
-    o = new_object(ApiVersionsResponse)
-    (o.error_code,) = _S_h.unpack_from(data, pos)
-    pos += 2
-    o.api_keys = []
-    o.throttle_time_ms = 0
-    o.supported_features = []
-    o.finalized_features_epoch = -1
-    o.finalized_features = []
-    o.zk_migration_ready = False
     o.unknown_tags = {}
     return o, pos
 
@@ -666,26 +646,6 @@ def _read_ApiVersionsResponse_v3(data: bytes, pos: int) -> tuple[ApiVersionsResp
         if pos != end:
             raise Recheck
     o.unknown_tags = unknown_tags
-    return o, pos
-
-
-def _head_ApiVersionsResponse_v3(data: bytes, pos: int) -> tuple[ApiVersionsResponse, int]:
-    """Reads the head of ApiVersionsResponse v3-4: the fields before its first array or struct.
-
-    Reads ErrorCode on the fast path; every later field keeps its default, unread. On any
-    failure the caller reads the whole body with the checked decoder:
-    _decode_ApiVersionsResponse_v3.
-    """
-    o = new_object(ApiVersionsResponse)
-    (o.error_code,) = _S_h.unpack_from(data, pos)
-    pos += 2
-    o.api_keys = []
-    o.throttle_time_ms = 0
-    o.supported_features = []
-    o.finalized_features_epoch = -1
-    o.finalized_features = []
-    o.zk_migration_ready = False
-    o.unknown_tags = {}
     return o, pos
 
 
@@ -1112,10 +1072,10 @@ _WRITERS = {
 ApiVersionsResponse.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_ApiVersionsResponse_v0,
-    1: _head_ApiVersionsResponse_v1,
-    2: _head_ApiVersionsResponse_v1,
-    3: _head_ApiVersionsResponse_v3,
-    4: _head_ApiVersionsResponse_v3,
+    1: _head_ApiVersionsResponse_v0,
+    2: _head_ApiVersionsResponse_v0,
+    3: _head_ApiVersionsResponse_v0,
+    4: _head_ApiVersionsResponse_v0,
 }
 _DECODERS = {
     0: _decode_ApiVersionsResponse_v0,

@@ -1178,7 +1178,7 @@ def _read_ConsumerGroupDescribeResponse_v0(
 def _head_ConsumerGroupDescribeResponse_v0(
     data: bytes, pos: int
 ) -> tuple[ConsumerGroupDescribeResponse, int]:
-    """Reads the head of ConsumerGroupDescribeResponse v0: the fields before its first array or struct.
+    """Reads the head of ConsumerGroupDescribeResponse v0-1: the fields before its first array or struct.
 
     Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
     failure the caller reads the whole body with the checked decoder:
@@ -1240,23 +1240,6 @@ def _read_ConsumerGroupDescribeResponse_v1(
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
-    return o, pos
-
-
-def _head_ConsumerGroupDescribeResponse_v1(
-    data: bytes, pos: int
-) -> tuple[ConsumerGroupDescribeResponse, int]:
-    """Reads the head of ConsumerGroupDescribeResponse v1: the fields before its first array or struct.
-
-    Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
-    failure the caller reads the whole body with the checked decoder:
-    _decode_ConsumerGroupDescribeResponse_v1.
-    """
-    o = new_object(ConsumerGroupDescribeResponse)
-    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
-    pos += 4
-    o.groups = []
-    o.unknown_tags = {}
     return o, pos
 
 
@@ -1815,7 +1798,7 @@ _WRITERS = {
 ConsumerGroupDescribeResponse.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_ConsumerGroupDescribeResponse_v0,
-    1: _head_ConsumerGroupDescribeResponse_v1,
+    1: _head_ConsumerGroupDescribeResponse_v0,
 }
 _DECODERS = {
     0: _decode_ConsumerGroupDescribeResponse_v0,

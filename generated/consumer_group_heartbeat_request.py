@@ -371,7 +371,7 @@ def _read_ConsumerGroupHeartbeatRequest_v0(
 def _head_ConsumerGroupHeartbeatRequest_v0(
     data: bytes, pos: int
 ) -> tuple[ConsumerGroupHeartbeatRequest, int]:
-    """Reads the head of ConsumerGroupHeartbeatRequest v0: the fields before its first array or struct.
+    """Reads the head of ConsumerGroupHeartbeatRequest v0-1: the fields before its first array or struct.
 
     Reads GroupId, MemberId, MemberEpoch, InstanceId, RackId, RebalanceTimeoutMs on the fast
     path; every later field keeps its default, unread. On any failure the caller reads the whole
@@ -564,62 +564,6 @@ def _read_ConsumerGroupHeartbeatRequest_v1(
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
-    return o, pos
-
-
-def _head_ConsumerGroupHeartbeatRequest_v1(
-    data: bytes, pos: int
-) -> tuple[ConsumerGroupHeartbeatRequest, int]:
-    """Reads the head of ConsumerGroupHeartbeatRequest v1: the fields before its first array or struct.
-
-    Reads GroupId, MemberId, MemberEpoch, InstanceId, RackId, RebalanceTimeoutMs on the fast
-    path; every later field keeps its default, unread. On any failure the caller reads the whole
-    body with the checked decoder: _decode_ConsumerGroupHeartbeatRequest_v1.
-    """
-    o = new_object(ConsumerGroupHeartbeatRequest)
-    n = data[pos]
-    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
-        end = pos + n
-        o.group_id = data[pos + 1 : end].decode()
-        pos = end
-    else:
-        o.group_id, pos = r_compact_string(data, pos)
-    n = data[pos]
-    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
-        end = pos + n
-        o.member_id = data[pos + 1 : end].decode()
-        pos = end
-    else:
-        o.member_id, pos = r_compact_string(data, pos)
-    (o.member_epoch,) = _S_i.unpack_from(data, pos)
-    pos += 4
-    n = data[pos]
-    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
-        end = pos + n
-        o.instance_id = data[pos + 1 : end].decode()
-        pos = end
-    elif n == 0:
-        o.instance_id = None
-        pos += 1
-    else:
-        o.instance_id, pos = r_compact_nullable_string(data, pos)
-    n = data[pos]
-    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
-        end = pos + n
-        o.rack_id = data[pos + 1 : end].decode()
-        pos = end
-    elif n == 0:
-        o.rack_id = None
-        pos += 1
-    else:
-        o.rack_id, pos = r_compact_nullable_string(data, pos)
-    (o.rebalance_timeout_ms,) = _S_i.unpack_from(data, pos)
-    pos += 4
-    o.subscribed_topic_names = None
-    o.subscribed_topic_regex = None
-    o.server_assignor = None
-    o.topic_partitions = None
-    o.unknown_tags = {}
     return o, pos
 
 
@@ -927,7 +871,7 @@ _WRITERS = {
 ConsumerGroupHeartbeatRequest.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_ConsumerGroupHeartbeatRequest_v0,
-    1: _head_ConsumerGroupHeartbeatRequest_v1,
+    1: _head_ConsumerGroupHeartbeatRequest_v0,
 }
 _DECODERS = {
     0: _decode_ConsumerGroupHeartbeatRequest_v0,

@@ -264,7 +264,7 @@ def _read_ConsumerProtocolSubscription_v0(
 def _head_ConsumerProtocolSubscription_v0(
     data: bytes, pos: int
 ) -> tuple[ConsumerProtocolSubscription, int]:
-    """Reads the head of ConsumerProtocolSubscription v0: the fields before its first array or struct.
+    """Reads the head of ConsumerProtocolSubscription v0-3: the fields before its first array or struct.
 
     Reads nothing on the fast path; every later field keeps its default, unread. On any failure
     the caller reads the whole body with the checked decoder:
@@ -343,25 +343,6 @@ def _read_ConsumerProtocolSubscription_v1(
     return o, pos
 
 
-def _head_ConsumerProtocolSubscription_v1(
-    data: bytes, pos: int
-) -> tuple[ConsumerProtocolSubscription, int]:
-    """Reads the head of ConsumerProtocolSubscription v1: the fields before its first array or struct.
-
-    Reads nothing on the fast path; every later field keeps its default, unread. On any failure
-    the caller reads the whole body with the checked decoder:
-    _decode_ConsumerProtocolSubscription_v1.
-    """
-    o = new_object(ConsumerProtocolSubscription)
-    o.topics = []
-    o.user_data = None
-    o.owned_partitions = []
-    o.generation_id = -1
-    o.rack_id = None
-    o.unknown_tags = {}
-    return o, pos
-
-
 def _write_ConsumerProtocolSubscription_v1(out: bytearray, o: ConsumerProtocolSubscription) -> None:
     """Writes ConsumerProtocolSubscription v1 on the fast path.
 
@@ -427,25 +408,6 @@ def _read_ConsumerProtocolSubscription_v2(
     pos += 4
     o.rack_id = None
 
-    o.unknown_tags = {}
-    return o, pos
-
-
-def _head_ConsumerProtocolSubscription_v2(
-    data: bytes, pos: int
-) -> tuple[ConsumerProtocolSubscription, int]:
-    """Reads the head of ConsumerProtocolSubscription v2: the fields before its first array or struct.
-
-    Reads nothing on the fast path; every later field keeps its default, unread. On any failure
-    the caller reads the whole body with the checked decoder:
-    _decode_ConsumerProtocolSubscription_v2.
-    """
-    o = new_object(ConsumerProtocolSubscription)
-    o.topics = []
-    o.user_data = None
-    o.owned_partitions = []
-    o.generation_id = -1
-    o.rack_id = None
     o.unknown_tags = {}
     return o, pos
 
@@ -523,25 +485,6 @@ def _read_ConsumerProtocolSubscription_v3(
     else:
         o.rack_id, pos = r_nullable_string(data, pos)
 
-    o.unknown_tags = {}
-    return o, pos
-
-
-def _head_ConsumerProtocolSubscription_v3(
-    data: bytes, pos: int
-) -> tuple[ConsumerProtocolSubscription, int]:
-    """Reads the head of ConsumerProtocolSubscription v3: the fields before its first array or struct.
-
-    Reads nothing on the fast path; every later field keeps its default, unread. On any failure
-    the caller reads the whole body with the checked decoder:
-    _decode_ConsumerProtocolSubscription_v3.
-    """
-    o = new_object(ConsumerProtocolSubscription)
-    o.topics = []
-    o.user_data = None
-    o.owned_partitions = []
-    o.generation_id = -1
-    o.rack_id = None
     o.unknown_tags = {}
     return o, pos
 
@@ -823,9 +766,9 @@ _WRITERS = {
 ConsumerProtocolSubscription.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_ConsumerProtocolSubscription_v0,
-    1: _head_ConsumerProtocolSubscription_v1,
-    2: _head_ConsumerProtocolSubscription_v2,
-    3: _head_ConsumerProtocolSubscription_v3,
+    1: _head_ConsumerProtocolSubscription_v0,
+    2: _head_ConsumerProtocolSubscription_v0,
+    3: _head_ConsumerProtocolSubscription_v0,
 }
 _DECODERS = {
     0: _decode_ConsumerProtocolSubscription_v0,

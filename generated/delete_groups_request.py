@@ -154,7 +154,7 @@ def _read_DeleteGroupsRequest_v0(data: bytes, pos: int) -> tuple[DeleteGroupsReq
 
 
 def _head_DeleteGroupsRequest_v0(data: bytes, pos: int) -> tuple[DeleteGroupsRequest, int]:
-    """Reads the head of DeleteGroupsRequest v0-1: the fields before its first array or struct.
+    """Reads the head of DeleteGroupsRequest v0-2: the fields before its first array or struct.
 
     Reads nothing on the fast path; every later field keeps its default, unread. On any failure
     the caller reads the whole body with the checked decoder: _decode_DeleteGroupsRequest_v0.
@@ -191,18 +191,6 @@ def _read_DeleteGroupsRequest_v2(data: bytes, pos: int) -> tuple[DeleteGroupsReq
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
-    return o, pos
-
-
-def _head_DeleteGroupsRequest_v2(data: bytes, pos: int) -> tuple[DeleteGroupsRequest, int]:
-    """Reads the head of DeleteGroupsRequest v2: the fields before its first array or struct.
-
-    Reads nothing on the fast path; every later field keeps its default, unread. On any failure
-    the caller reads the whole body with the checked decoder: _decode_DeleteGroupsRequest_v2.
-    """
-    o = new_object(DeleteGroupsRequest)
-    o.groups_names = []
-    o.unknown_tags = {}
     return o, pos
 
 
@@ -302,7 +290,7 @@ DeleteGroupsRequest.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_DeleteGroupsRequest_v0,
     1: _head_DeleteGroupsRequest_v0,
-    2: _head_DeleteGroupsRequest_v2,
+    2: _head_DeleteGroupsRequest_v0,
 }
 _DECODERS = {
     0: _decode_DeleteGroupsRequest_v0,

@@ -310,7 +310,7 @@ def _read_DeleteGroupsResponse_v0(data: bytes, pos: int) -> tuple[DeleteGroupsRe
 
 
 def _head_DeleteGroupsResponse_v0(data: bytes, pos: int) -> tuple[DeleteGroupsResponse, int]:
-    """Reads the head of DeleteGroupsResponse v0-1: the fields before its first array or struct.
+    """Reads the head of DeleteGroupsResponse v0-2: the fields before its first array or struct.
 
     Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
     failure the caller reads the whole body with the checked decoder:
@@ -381,21 +381,6 @@ def _read_DeleteGroupsResponse_v2(data: bytes, pos: int) -> tuple[DeleteGroupsRe
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
-    return o, pos
-
-
-def _head_DeleteGroupsResponse_v2(data: bytes, pos: int) -> tuple[DeleteGroupsResponse, int]:
-    """Reads the head of DeleteGroupsResponse v2: the fields before its first array or struct.
-
-    Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
-    failure the caller reads the whole body with the checked decoder:
-    _decode_DeleteGroupsResponse_v2.
-    """
-    o = new_object(DeleteGroupsResponse)
-    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
-    pos += 4
-    o.results = []
-    o.unknown_tags = {}
     return o, pos
 
 
@@ -592,7 +577,7 @@ DeleteGroupsResponse.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_DeleteGroupsResponse_v0,
     1: _head_DeleteGroupsResponse_v0,
-    2: _head_DeleteGroupsResponse_v2,
+    2: _head_DeleteGroupsResponse_v0,
 }
 _DECODERS = {
     0: _decode_DeleteGroupsResponse_v0,

@@ -172,7 +172,7 @@ def _read_DescribeGroupsRequest_v0(data: bytes, pos: int) -> tuple[DescribeGroup
 
 
 def _head_DescribeGroupsRequest_v0(data: bytes, pos: int) -> tuple[DescribeGroupsRequest, int]:
-    """Reads the head of DescribeGroupsRequest v0-2: the fields before its first array or struct.
+    """Reads the head of DescribeGroupsRequest v0-6: the fields before its first array or struct.
 
     Reads nothing on the fast path; every later field keeps its default, unread. On any failure
     the caller reads the whole body with the checked decoder: _decode_DescribeGroupsRequest_v0.
@@ -213,19 +213,6 @@ def _read_DescribeGroupsRequest_v3(data: bytes, pos: int) -> tuple[DescribeGroup
     return o, pos
 
 
-def _head_DescribeGroupsRequest_v3(data: bytes, pos: int) -> tuple[DescribeGroupsRequest, int]:
-    """Reads the head of DescribeGroupsRequest v3-4: the fields before its first array or struct.
-
-    Reads nothing on the fast path; every later field keeps its default, unread. On any failure
-    the caller reads the whole body with the checked decoder: _decode_DescribeGroupsRequest_v3.
-    """
-    o = new_object(DescribeGroupsRequest)
-    o.groups = []
-    o.include_authorized_operations = False
-    o.unknown_tags = {}
-    return o, pos
-
-
 def _write_DescribeGroupsRequest_v3(out: bytearray, o: DescribeGroupsRequest) -> None:
     """Writes DescribeGroupsRequest v3-4 on the fast path.
 
@@ -255,19 +242,6 @@ def _read_DescribeGroupsRequest_v5(data: bytes, pos: int) -> tuple[DescribeGroup
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
-    return o, pos
-
-
-def _head_DescribeGroupsRequest_v5(data: bytes, pos: int) -> tuple[DescribeGroupsRequest, int]:
-    """Reads the head of DescribeGroupsRequest v5-6: the fields before its first array or struct.
-
-    Reads nothing on the fast path; every later field keeps its default, unread. On any failure
-    the caller reads the whole body with the checked decoder: _decode_DescribeGroupsRequest_v5.
-    """
-    o = new_object(DescribeGroupsRequest)
-    o.groups = []
-    o.include_authorized_operations = False
-    o.unknown_tags = {}
     return o, pos
 
 
@@ -423,10 +397,10 @@ _HEADS: dict[int, _Any] = {
     0: _head_DescribeGroupsRequest_v0,
     1: _head_DescribeGroupsRequest_v0,
     2: _head_DescribeGroupsRequest_v0,
-    3: _head_DescribeGroupsRequest_v3,
-    4: _head_DescribeGroupsRequest_v3,
-    5: _head_DescribeGroupsRequest_v5,
-    6: _head_DescribeGroupsRequest_v5,
+    3: _head_DescribeGroupsRequest_v0,
+    4: _head_DescribeGroupsRequest_v0,
+    5: _head_DescribeGroupsRequest_v0,
+    6: _head_DescribeGroupsRequest_v0,
 }
 _DECODERS = {
     0: _decode_DescribeGroupsRequest_v0,

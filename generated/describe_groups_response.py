@@ -1505,7 +1505,7 @@ def _read_DescribeGroupsResponse_v1(data: bytes, pos: int) -> tuple[DescribeGrou
 
 
 def _head_DescribeGroupsResponse_v1(data: bytes, pos: int) -> tuple[DescribeGroupsResponse, int]:
-    """Reads the head of DescribeGroupsResponse v1-2: the fields before its first array or struct.
+    """Reads the head of DescribeGroupsResponse v1-6: the fields before its first array or struct.
 
     Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
     failure the caller reads the whole body with the checked decoder:
@@ -1560,21 +1560,6 @@ def _read_DescribeGroupsResponse_v3(data: bytes, pos: int) -> tuple[DescribeGrou
     return o, pos
 
 
-def _head_DescribeGroupsResponse_v3(data: bytes, pos: int) -> tuple[DescribeGroupsResponse, int]:
-    """Reads the head of DescribeGroupsResponse v3: the fields before its first array or struct.
-
-    Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
-    failure the caller reads the whole body with the checked decoder:
-    _decode_DescribeGroupsResponse_v3.
-    """
-    o = new_object(DescribeGroupsResponse)
-    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
-    pos += 4
-    o.groups = []
-    o.unknown_tags = {}
-    return o, pos
-
-
 def _write_DescribeGroupsResponse_v3(out: bytearray, o: DescribeGroupsResponse) -> None:
     """Writes DescribeGroupsResponse v3 on the fast path.
 
@@ -1612,21 +1597,6 @@ def _read_DescribeGroupsResponse_v4(data: bytes, pos: int) -> tuple[DescribeGrou
         groups.append(groups_item)
     o.groups = groups
 
-    o.unknown_tags = {}
-    return o, pos
-
-
-def _head_DescribeGroupsResponse_v4(data: bytes, pos: int) -> tuple[DescribeGroupsResponse, int]:
-    """Reads the head of DescribeGroupsResponse v4: the fields before its first array or struct.
-
-    Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
-    failure the caller reads the whole body with the checked decoder:
-    _decode_DescribeGroupsResponse_v4.
-    """
-    o = new_object(DescribeGroupsResponse)
-    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
-    pos += 4
-    o.groups = []
     o.unknown_tags = {}
     return o, pos
 
@@ -1676,21 +1646,6 @@ def _read_DescribeGroupsResponse_v5(data: bytes, pos: int) -> tuple[DescribeGrou
     return o, pos
 
 
-def _head_DescribeGroupsResponse_v5(data: bytes, pos: int) -> tuple[DescribeGroupsResponse, int]:
-    """Reads the head of DescribeGroupsResponse v5: the fields before its first array or struct.
-
-    Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
-    failure the caller reads the whole body with the checked decoder:
-    _decode_DescribeGroupsResponse_v5.
-    """
-    o = new_object(DescribeGroupsResponse)
-    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
-    pos += 4
-    o.groups = []
-    o.unknown_tags = {}
-    return o, pos
-
-
 def _write_DescribeGroupsResponse_v5(out: bytearray, o: DescribeGroupsResponse) -> None:
     """Writes DescribeGroupsResponse v5 on the fast path.
 
@@ -1735,21 +1690,6 @@ def _read_DescribeGroupsResponse_v6(data: bytes, pos: int) -> tuple[DescribeGrou
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
-    return o, pos
-
-
-def _head_DescribeGroupsResponse_v6(data: bytes, pos: int) -> tuple[DescribeGroupsResponse, int]:
-    """Reads the head of DescribeGroupsResponse v6: the fields before its first array or struct.
-
-    Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
-    failure the caller reads the whole body with the checked decoder:
-    _decode_DescribeGroupsResponse_v6.
-    """
-    o = new_object(DescribeGroupsResponse)
-    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
-    pos += 4
-    o.groups = []
-    o.unknown_tags = {}
     return o, pos
 
 
@@ -2536,10 +2476,10 @@ _HEADS: dict[int, _Any] = {
     0: _head_DescribeGroupsResponse_v0,
     1: _head_DescribeGroupsResponse_v1,
     2: _head_DescribeGroupsResponse_v1,
-    3: _head_DescribeGroupsResponse_v3,
-    4: _head_DescribeGroupsResponse_v4,
-    5: _head_DescribeGroupsResponse_v5,
-    6: _head_DescribeGroupsResponse_v6,
+    3: _head_DescribeGroupsResponse_v1,
+    4: _head_DescribeGroupsResponse_v1,
+    5: _head_DescribeGroupsResponse_v1,
+    6: _head_DescribeGroupsResponse_v1,
 }
 _DECODERS = {
     0: _decode_DescribeGroupsResponse_v0,

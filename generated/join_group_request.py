@@ -974,7 +974,7 @@ def _read_JoinGroupRequest_v6(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
 
 
 def _head_JoinGroupRequest_v6(data: bytes, pos: int) -> tuple[JoinGroupRequest, int]:
-    """Reads the head of JoinGroupRequest v6-7: the fields before its first array or struct.
+    """Reads the head of JoinGroupRequest v6-9: the fields before its first array or struct.
 
     Reads GroupId, SessionTimeoutMs, RebalanceTimeoutMs, MemberId, GroupInstanceId, ProtocolType
     on the fast path; every later field keeps its default, unread. On any failure the caller
@@ -1156,53 +1156,6 @@ def _read_JoinGroupRequest_v8(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
-    return o, pos
-
-
-def _head_JoinGroupRequest_v8(data: bytes, pos: int) -> tuple[JoinGroupRequest, int]:
-    """Reads the head of JoinGroupRequest v8-9: the fields before its first array or struct.
-
-    Reads GroupId, SessionTimeoutMs, RebalanceTimeoutMs, MemberId, GroupInstanceId, ProtocolType
-    on the fast path; every later field keeps its default, unread. On any failure the caller
-    reads the whole body with the checked decoder: _decode_JoinGroupRequest_v8.
-    """
-    o = new_object(JoinGroupRequest)
-    n = data[pos]
-    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
-        end = pos + n
-        o.group_id = data[pos + 1 : end].decode()
-        pos = end
-    else:
-        o.group_id, pos = r_compact_string(data, pos)
-    o.session_timeout_ms, o.rebalance_timeout_ms = _S_ii.unpack_from(data, pos)
-    pos += 8
-    n = data[pos]
-    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
-        end = pos + n
-        o.member_id = data[pos + 1 : end].decode()
-        pos = end
-    else:
-        o.member_id, pos = r_compact_string(data, pos)
-    n = data[pos]
-    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
-        end = pos + n
-        o.group_instance_id = data[pos + 1 : end].decode()
-        pos = end
-    elif n == 0:
-        o.group_instance_id = None
-        pos += 1
-    else:
-        o.group_instance_id, pos = r_compact_nullable_string(data, pos)
-    n = data[pos]
-    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
-        end = pos + n
-        o.protocol_type = data[pos + 1 : end].decode()
-        pos = end
-    else:
-        o.protocol_type, pos = r_compact_string(data, pos)
-    o.protocols = []
-    o.reason = None
-    o.unknown_tags = {}
     return o, pos
 
 
@@ -1714,8 +1667,8 @@ _HEADS: dict[int, _Any] = {
     5: _head_JoinGroupRequest_v5,
     6: _head_JoinGroupRequest_v6,
     7: _head_JoinGroupRequest_v6,
-    8: _head_JoinGroupRequest_v8,
-    9: _head_JoinGroupRequest_v8,
+    8: _head_JoinGroupRequest_v6,
+    9: _head_JoinGroupRequest_v6,
 }
 _DECODERS = {
     0: _decode_JoinGroupRequest_v0,

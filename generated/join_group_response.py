@@ -775,7 +775,7 @@ def _read_JoinGroupResponse_v2(data: bytes, pos: int) -> tuple[JoinGroupResponse
 
 
 def _head_JoinGroupResponse_v2(data: bytes, pos: int) -> tuple[JoinGroupResponse, int]:
-    """Reads the head of JoinGroupResponse v2-4: the fields before its first array or struct.
+    """Reads the head of JoinGroupResponse v2-5: the fields before its first array or struct.
 
     Reads ThrottleTimeMs, ErrorCode, GenerationId, ProtocolName, Leader, MemberId on the fast
     path; every later field keeps its default, unread. On any failure the caller reads the whole
@@ -927,47 +927,6 @@ def _read_JoinGroupResponse_v5(data: bytes, pos: int) -> tuple[JoinGroupResponse
         members.append(members_item)
     o.members = members
 
-    o.unknown_tags = {}
-    return o, pos
-
-
-def _head_JoinGroupResponse_v5(data: bytes, pos: int) -> tuple[JoinGroupResponse, int]:
-    """Reads the head of JoinGroupResponse v5: the fields before its first array or struct.
-
-    Reads ThrottleTimeMs, ErrorCode, GenerationId, ProtocolName, Leader, MemberId on the fast
-    path; every later field keeps its default, unread. On any failure the caller reads the whole
-    body with the checked decoder: _decode_JoinGroupResponse_v5.
-    """
-    o = new_object(JoinGroupResponse)
-    o.throttle_time_ms, o.error_code, o.generation_id = _S_ihi.unpack_from(data, pos)
-    pos += 10
-    o.protocol_type = None
-    n = data[pos] << 8 | data[pos + 1]
-    if n < 0x8000:  # not negative (null) as an int16
-        pos += 2
-        end = pos + n
-        o.protocol_name = data[pos:end].decode()
-        pos = end
-    else:
-        o.protocol_name, pos = r_string(data, pos)
-    n = data[pos] << 8 | data[pos + 1]
-    if n < 0x8000:  # not negative (null) as an int16
-        pos += 2
-        end = pos + n
-        o.leader = data[pos:end].decode()
-        pos = end
-    else:
-        o.leader, pos = r_string(data, pos)
-    o.skip_assignment = False
-    n = data[pos] << 8 | data[pos + 1]
-    if n < 0x8000:  # not negative (null) as an int16
-        pos += 2
-        end = pos + n
-        o.member_id = data[pos:end].decode()
-        pos = end
-    else:
-        o.member_id, pos = r_string(data, pos)
-    o.members = []
     o.unknown_tags = {}
     return o, pos
 
@@ -2160,7 +2119,7 @@ _HEADS: dict[int, _Any] = {
     2: _head_JoinGroupResponse_v2,
     3: _head_JoinGroupResponse_v2,
     4: _head_JoinGroupResponse_v2,
-    5: _head_JoinGroupResponse_v5,
+    5: _head_JoinGroupResponse_v2,
     6: _head_JoinGroupResponse_v6,
     7: _head_JoinGroupResponse_v7,
     8: _head_JoinGroupResponse_v7,

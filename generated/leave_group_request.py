@@ -611,7 +611,7 @@ def _read_LeaveGroupRequest_v4(data: bytes, pos: int) -> tuple[LeaveGroupRequest
 
 
 def _head_LeaveGroupRequest_v4(data: bytes, pos: int) -> tuple[LeaveGroupRequest, int]:
-    """Reads the head of LeaveGroupRequest v4: the fields before its first array or struct.
+    """Reads the head of LeaveGroupRequest v4-5: the fields before its first array or struct.
 
     Reads GroupId on the fast path; every later field keeps its default, unread. On any failure
     the caller reads the whole body with the checked decoder: _decode_LeaveGroupRequest_v4.
@@ -721,26 +721,6 @@ def _read_LeaveGroupRequest_v5(data: bytes, pos: int) -> tuple[LeaveGroupRequest
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
-    return o, pos
-
-
-def _head_LeaveGroupRequest_v5(data: bytes, pos: int) -> tuple[LeaveGroupRequest, int]:
-    """Reads the head of LeaveGroupRequest v5: the fields before its first array or struct.
-
-    Reads GroupId on the fast path; every later field keeps its default, unread. On any failure
-    the caller reads the whole body with the checked decoder: _decode_LeaveGroupRequest_v5.
-    """
-    o = new_object(LeaveGroupRequest)
-    n = data[pos]
-    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
-        end = pos + n
-        o.group_id = data[pos + 1 : end].decode()
-        pos = end
-    else:
-        o.group_id, pos = r_compact_string(data, pos)
-    o.member_id = ""
-    o.members = []
-    o.unknown_tags = {}
     return o, pos
 
 
@@ -1091,7 +1071,7 @@ LeaveGroupRequest.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     3: _head_LeaveGroupRequest_v3,
     4: _head_LeaveGroupRequest_v4,
-    5: _head_LeaveGroupRequest_v5,
+    5: _head_LeaveGroupRequest_v4,
 }
 _DECODERS = {
     0: _decode_LeaveGroupRequest_v0,

@@ -435,7 +435,7 @@ def _read_LeaveGroupResponse_v3(data: bytes, pos: int) -> tuple[LeaveGroupRespon
 
 
 def _head_LeaveGroupResponse_v3(data: bytes, pos: int) -> tuple[LeaveGroupResponse, int]:
-    """Reads the head of LeaveGroupResponse v3: the fields before its first array or struct.
+    """Reads the head of LeaveGroupResponse v3-5: the fields before its first array or struct.
 
     Reads ThrottleTimeMs, ErrorCode on the fast path; every later field keeps its default,
     unread. On any failure the caller reads the whole body with the checked decoder:
@@ -516,21 +516,6 @@ def _read_LeaveGroupResponse_v4(data: bytes, pos: int) -> tuple[LeaveGroupRespon
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
-    return o, pos
-
-
-def _head_LeaveGroupResponse_v4(data: bytes, pos: int) -> tuple[LeaveGroupResponse, int]:
-    """Reads the head of LeaveGroupResponse v4-5: the fields before its first array or struct.
-
-    Reads ThrottleTimeMs, ErrorCode on the fast path; every later field keeps its default,
-    unread. On any failure the caller reads the whole body with the checked decoder:
-    _decode_LeaveGroupResponse_v4.
-    """
-    o = new_object(LeaveGroupResponse)
-    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
-    pos += 6
-    o.members = []
-    o.unknown_tags = {}
     return o, pos
 
 
@@ -834,8 +819,8 @@ _WRITERS = {
 LeaveGroupResponse.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     3: _head_LeaveGroupResponse_v3,
-    4: _head_LeaveGroupResponse_v4,
-    5: _head_LeaveGroupResponse_v4,
+    4: _head_LeaveGroupResponse_v3,
+    5: _head_LeaveGroupResponse_v3,
 }
 _DECODERS = {
     0: _decode_LeaveGroupResponse_v0,

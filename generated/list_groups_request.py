@@ -223,7 +223,7 @@ def _read_ListGroupsRequest_v4(data: bytes, pos: int) -> tuple[ListGroupsRequest
 
 
 def _head_ListGroupsRequest_v4(data: bytes, pos: int) -> tuple[ListGroupsRequest, int]:
-    """Reads the head of ListGroupsRequest v4: the fields before its first array or struct.
+    """Reads the head of ListGroupsRequest v4-5: the fields before its first array or struct.
 
     Reads nothing on the fast path; every later field keeps its default, unread. On any failure
     the caller reads the whole body with the checked decoder: _decode_ListGroupsRequest_v4.
@@ -266,19 +266,6 @@ def _read_ListGroupsRequest_v5(data: bytes, pos: int) -> tuple[ListGroupsRequest
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
-    return o, pos
-
-
-def _head_ListGroupsRequest_v5(data: bytes, pos: int) -> tuple[ListGroupsRequest, int]:
-    """Reads the head of ListGroupsRequest v5: the fields before its first array or struct.
-
-    Reads nothing on the fast path; every later field keeps its default, unread. On any failure
-    the caller reads the whole body with the checked decoder: _decode_ListGroupsRequest_v5.
-    """
-    o = new_object(ListGroupsRequest)
-    o.states_filter = []
-    o.types_filter = []
-    o.unknown_tags = {}
     return o, pos
 
 
@@ -476,7 +463,7 @@ _WRITERS = {
 ListGroupsRequest.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     4: _head_ListGroupsRequest_v4,
-    5: _head_ListGroupsRequest_v5,
+    5: _head_ListGroupsRequest_v4,
 }
 _DECODERS = {
     0: _decode_ListGroupsRequest_v0,

@@ -590,7 +590,7 @@ def _read_ListGroupsResponse_v1(data: bytes, pos: int) -> tuple[ListGroupsRespon
 
 
 def _head_ListGroupsResponse_v1(data: bytes, pos: int) -> tuple[ListGroupsResponse, int]:
-    """Reads the head of ListGroupsResponse v1-2: the fields before its first array or struct.
+    """Reads the head of ListGroupsResponse v1-5: the fields before its first array or struct.
 
     Reads ThrottleTimeMs, ErrorCode on the fast path; every later field keeps its default,
     unread. On any failure the caller reads the whole body with the checked decoder:
@@ -671,21 +671,6 @@ def _read_ListGroupsResponse_v3(data: bytes, pos: int) -> tuple[ListGroupsRespon
     return o, pos
 
 
-def _head_ListGroupsResponse_v3(data: bytes, pos: int) -> tuple[ListGroupsResponse, int]:
-    """Reads the head of ListGroupsResponse v3: the fields before its first array or struct.
-
-    Reads ThrottleTimeMs, ErrorCode on the fast path; every later field keeps its default,
-    unread. On any failure the caller reads the whole body with the checked decoder:
-    _decode_ListGroupsResponse_v3.
-    """
-    o = new_object(ListGroupsResponse)
-    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
-    pos += 6
-    o.groups = []
-    o.unknown_tags = {}
-    return o, pos
-
-
 def _write_ListGroupsResponse_v3(out: bytearray, o: ListGroupsResponse) -> None:
     """Writes ListGroupsResponse v3 on the fast path.
 
@@ -758,21 +743,6 @@ def _read_ListGroupsResponse_v4(data: bytes, pos: int) -> tuple[ListGroupsRespon
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
-    return o, pos
-
-
-def _head_ListGroupsResponse_v4(data: bytes, pos: int) -> tuple[ListGroupsResponse, int]:
-    """Reads the head of ListGroupsResponse v4: the fields before its first array or struct.
-
-    Reads ThrottleTimeMs, ErrorCode on the fast path; every later field keeps its default,
-    unread. On any failure the caller reads the whole body with the checked decoder:
-    _decode_ListGroupsResponse_v4.
-    """
-    o = new_object(ListGroupsResponse)
-    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
-    pos += 6
-    o.groups = []
-    o.unknown_tags = {}
     return o, pos
 
 
@@ -854,21 +824,6 @@ def _read_ListGroupsResponse_v5(data: bytes, pos: int) -> tuple[ListGroupsRespon
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
-    return o, pos
-
-
-def _head_ListGroupsResponse_v5(data: bytes, pos: int) -> tuple[ListGroupsResponse, int]:
-    """Reads the head of ListGroupsResponse v5: the fields before its first array or struct.
-
-    Reads ThrottleTimeMs, ErrorCode on the fast path; every later field keeps its default,
-    unread. On any failure the caller reads the whole body with the checked decoder:
-    _decode_ListGroupsResponse_v5.
-    """
-    o = new_object(ListGroupsResponse)
-    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
-    pos += 6
-    o.groups = []
-    o.unknown_tags = {}
     return o, pos
 
 
@@ -1329,9 +1284,9 @@ _HEADS: dict[int, _Any] = {
     0: _head_ListGroupsResponse_v0,
     1: _head_ListGroupsResponse_v1,
     2: _head_ListGroupsResponse_v1,
-    3: _head_ListGroupsResponse_v3,
-    4: _head_ListGroupsResponse_v4,
-    5: _head_ListGroupsResponse_v5,
+    3: _head_ListGroupsResponse_v1,
+    4: _head_ListGroupsResponse_v1,
+    5: _head_ListGroupsResponse_v1,
 }
 _DECODERS = {
     0: _decode_ListGroupsResponse_v0,

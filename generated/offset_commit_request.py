@@ -1093,7 +1093,7 @@ def _read_OffsetCommitRequest_v1(data: bytes, pos: int) -> tuple[OffsetCommitReq
 
 
 def _head_OffsetCommitRequest_v1(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
-    """Reads the head of OffsetCommitRequest v1: the fields before its first array or struct.
+    """Reads the head of OffsetCommitRequest v1, v5-6: the fields before its first array or struct.
 
     Reads GroupId, GenerationIdOrMemberEpoch, MemberId on the fast path; every later field keeps
     its default, unread. On any failure the caller reads the whole body with the checked
@@ -1311,39 +1311,6 @@ def _read_OffsetCommitRequest_v5(data: bytes, pos: int) -> tuple[OffsetCommitReq
     return o, pos
 
 
-def _head_OffsetCommitRequest_v5(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
-    """Reads the head of OffsetCommitRequest v5: the fields before its first array or struct.
-
-    Reads GroupId, GenerationIdOrMemberEpoch, MemberId on the fast path; every later field keeps
-    its default, unread. On any failure the caller reads the whole body with the checked
-    decoder: _decode_OffsetCommitRequest_v5.
-    """
-    o = new_object(OffsetCommitRequest)
-    n = data[pos] << 8 | data[pos + 1]
-    if n < 0x8000:  # not negative (null) as an int16
-        pos += 2
-        end = pos + n
-        o.group_id = data[pos:end].decode()
-        pos = end
-    else:
-        o.group_id, pos = r_string(data, pos)
-    (o.generation_id_or_member_epoch,) = _S_i.unpack_from(data, pos)
-    pos += 4
-    n = data[pos] << 8 | data[pos + 1]
-    if n < 0x8000:  # not negative (null) as an int16
-        pos += 2
-        end = pos + n
-        o.member_id = data[pos:end].decode()
-        pos = end
-    else:
-        o.member_id, pos = r_string(data, pos)
-    o.group_instance_id = None
-    o.retention_time_ms = -1
-    o.topics = []
-    o.unknown_tags = {}
-    return o, pos
-
-
 def _write_OffsetCommitRequest_v5(out: bytearray, o: OffsetCommitRequest) -> None:
     """Writes OffsetCommitRequest v5 on the fast path.
 
@@ -1415,39 +1382,6 @@ def _read_OffsetCommitRequest_v6(data: bytes, pos: int) -> tuple[OffsetCommitReq
         topics.append(topics_item)
     o.topics = topics
 
-    o.unknown_tags = {}
-    return o, pos
-
-
-def _head_OffsetCommitRequest_v6(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
-    """Reads the head of OffsetCommitRequest v6: the fields before its first array or struct.
-
-    Reads GroupId, GenerationIdOrMemberEpoch, MemberId on the fast path; every later field keeps
-    its default, unread. On any failure the caller reads the whole body with the checked
-    decoder: _decode_OffsetCommitRequest_v6.
-    """
-    o = new_object(OffsetCommitRequest)
-    n = data[pos] << 8 | data[pos + 1]
-    if n < 0x8000:  # not negative (null) as an int16
-        pos += 2
-        end = pos + n
-        o.group_id = data[pos:end].decode()
-        pos = end
-    else:
-        o.group_id, pos = r_string(data, pos)
-    (o.generation_id_or_member_epoch,) = _S_i.unpack_from(data, pos)
-    pos += 4
-    n = data[pos] << 8 | data[pos + 1]
-    if n < 0x8000:  # not negative (null) as an int16
-        pos += 2
-        end = pos + n
-        o.member_id = data[pos:end].decode()
-        pos = end
-    else:
-        o.member_id, pos = r_string(data, pos)
-    o.group_instance_id = None
-    o.retention_time_ms = -1
-    o.topics = []
     o.unknown_tags = {}
     return o, pos
 
@@ -1669,7 +1603,7 @@ def _read_OffsetCommitRequest_v8(data: bytes, pos: int) -> tuple[OffsetCommitReq
 
 
 def _head_OffsetCommitRequest_v8(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
-    """Reads the head of OffsetCommitRequest v8-9: the fields before its first array or struct.
+    """Reads the head of OffsetCommitRequest v8-10: the fields before its first array or struct.
 
     Reads GroupId, GenerationIdOrMemberEpoch, MemberId, GroupInstanceId on the fast path; every
     later field keeps its default, unread. On any failure the caller reads the whole body with
@@ -1801,46 +1735,6 @@ def _read_OffsetCommitRequest_v10(data: bytes, pos: int) -> tuple[OffsetCommitRe
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
-    return o, pos
-
-
-def _head_OffsetCommitRequest_v10(data: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
-    """Reads the head of OffsetCommitRequest v10: the fields before its first array or struct.
-
-    Reads GroupId, GenerationIdOrMemberEpoch, MemberId, GroupInstanceId on the fast path; every
-    later field keeps its default, unread. On any failure the caller reads the whole body with
-    the checked decoder: _decode_OffsetCommitRequest_v10.
-    """
-    o = new_object(OffsetCommitRequest)
-    n = data[pos]
-    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
-        end = pos + n
-        o.group_id = data[pos + 1 : end].decode()
-        pos = end
-    else:
-        o.group_id, pos = r_compact_string(data, pos)
-    (o.generation_id_or_member_epoch,) = _S_i.unpack_from(data, pos)
-    pos += 4
-    n = data[pos]
-    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
-        end = pos + n
-        o.member_id = data[pos + 1 : end].decode()
-        pos = end
-    else:
-        o.member_id, pos = r_compact_string(data, pos)
-    n = data[pos]
-    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
-        end = pos + n
-        o.group_instance_id = data[pos + 1 : end].decode()
-        pos = end
-    elif n == 0:
-        o.group_instance_id = None
-        pos += 1
-    else:
-        o.group_instance_id, pos = r_compact_nullable_string(data, pos)
-    o.retention_time_ms = -1
-    o.topics = []
-    o.unknown_tags = {}
     return o, pos
 
 
@@ -2771,12 +2665,12 @@ _HEADS: dict[int, _Any] = {
     2: _head_OffsetCommitRequest_v2,
     3: _head_OffsetCommitRequest_v2,
     4: _head_OffsetCommitRequest_v2,
-    5: _head_OffsetCommitRequest_v5,
-    6: _head_OffsetCommitRequest_v6,
+    5: _head_OffsetCommitRequest_v1,
+    6: _head_OffsetCommitRequest_v1,
     7: _head_OffsetCommitRequest_v7,
     8: _head_OffsetCommitRequest_v8,
     9: _head_OffsetCommitRequest_v8,
-    10: _head_OffsetCommitRequest_v10,
+    10: _head_OffsetCommitRequest_v8,
 }
 _DECODERS = {
     0: _decode_OffsetCommitRequest_v0,

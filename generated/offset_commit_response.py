@@ -569,7 +569,7 @@ def _read_OffsetCommitResponse_v3(data: bytes, pos: int) -> tuple[OffsetCommitRe
 
 
 def _head_OffsetCommitResponse_v3(data: bytes, pos: int) -> tuple[OffsetCommitResponse, int]:
-    """Reads the head of OffsetCommitResponse v3-7: the fields before its first array or struct.
+    """Reads the head of OffsetCommitResponse v3-10: the fields before its first array or struct.
 
     Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
     failure the caller reads the whole body with the checked decoder:
@@ -628,21 +628,6 @@ def _read_OffsetCommitResponse_v8(data: bytes, pos: int) -> tuple[OffsetCommitRe
     return o, pos
 
 
-def _head_OffsetCommitResponse_v8(data: bytes, pos: int) -> tuple[OffsetCommitResponse, int]:
-    """Reads the head of OffsetCommitResponse v8-9: the fields before its first array or struct.
-
-    Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
-    failure the caller reads the whole body with the checked decoder:
-    _decode_OffsetCommitResponse_v8.
-    """
-    o = new_object(OffsetCommitResponse)
-    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
-    pos += 4
-    o.topics = []
-    o.unknown_tags = {}
-    return o, pos
-
-
 def _write_OffsetCommitResponse_v8(out: bytearray, o: OffsetCommitResponse) -> None:
     """Writes OffsetCommitResponse v8-9 on the fast path.
 
@@ -687,21 +672,6 @@ def _read_OffsetCommitResponse_v10(data: bytes, pos: int) -> tuple[OffsetCommitR
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
-    return o, pos
-
-
-def _head_OffsetCommitResponse_v10(data: bytes, pos: int) -> tuple[OffsetCommitResponse, int]:
-    """Reads the head of OffsetCommitResponse v10: the fields before its first array or struct.
-
-    Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
-    failure the caller reads the whole body with the checked decoder:
-    _decode_OffsetCommitResponse_v10.
-    """
-    o = new_object(OffsetCommitResponse)
-    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
-    pos += 4
-    o.topics = []
-    o.unknown_tags = {}
     return o, pos
 
 
@@ -1137,9 +1107,9 @@ _HEADS: dict[int, _Any] = {
     5: _head_OffsetCommitResponse_v3,
     6: _head_OffsetCommitResponse_v3,
     7: _head_OffsetCommitResponse_v3,
-    8: _head_OffsetCommitResponse_v8,
-    9: _head_OffsetCommitResponse_v8,
-    10: _head_OffsetCommitResponse_v10,
+    8: _head_OffsetCommitResponse_v3,
+    9: _head_OffsetCommitResponse_v3,
+    10: _head_OffsetCommitResponse_v3,
 }
 _DECODERS = {
     0: _decode_OffsetCommitResponse_v0,

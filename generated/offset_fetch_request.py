@@ -692,7 +692,7 @@ def _read_OffsetFetchRequest_v0(data: bytes, pos: int) -> tuple[OffsetFetchReque
 
 
 def _head_OffsetFetchRequest_v0(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
-    """Reads the head of OffsetFetchRequest v0-1: the fields before its first array or struct.
+    """Reads the head of OffsetFetchRequest v0-5: the fields before its first array or struct.
 
     Reads GroupId on the fast path; every later field keeps its default, unread. On any failure
     the caller reads the whole body with the checked decoder: _decode_OffsetFetchRequest_v0.
@@ -763,28 +763,6 @@ def _read_OffsetFetchRequest_v2(data: bytes, pos: int) -> tuple[OffsetFetchReque
     return o, pos
 
 
-def _head_OffsetFetchRequest_v2(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
-    """Reads the head of OffsetFetchRequest v2-5: the fields before its first array or struct.
-
-    Reads GroupId on the fast path; every later field keeps its default, unread. On any failure
-    the caller reads the whole body with the checked decoder: _decode_OffsetFetchRequest_v2.
-    """
-    o = new_object(OffsetFetchRequest)
-    n = data[pos] << 8 | data[pos + 1]
-    if n < 0x8000:  # not negative (null) as an int16
-        pos += 2
-        end = pos + n
-        o.group_id = data[pos:end].decode()
-        pos = end
-    else:
-        o.group_id, pos = r_string(data, pos)
-    o.topics = []
-    o.groups = []
-    o.require_stable = False
-    o.unknown_tags = {}
-    return o, pos
-
-
 def _write_OffsetFetchRequest_v2(out: bytearray, o: OffsetFetchRequest) -> None:
     """Writes OffsetFetchRequest v2-5 on the fast path.
 
@@ -835,7 +813,7 @@ def _read_OffsetFetchRequest_v6(data: bytes, pos: int) -> tuple[OffsetFetchReque
 
 
 def _head_OffsetFetchRequest_v6(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
-    """Reads the head of OffsetFetchRequest v6: the fields before its first array or struct.
+    """Reads the head of OffsetFetchRequest v6-7: the fields before its first array or struct.
 
     Reads GroupId on the fast path; every later field keeps its default, unread. On any failure
     the caller reads the whole body with the checked decoder: _decode_OffsetFetchRequest_v6.
@@ -904,27 +882,6 @@ def _read_OffsetFetchRequest_v7(data: bytes, pos: int) -> tuple[OffsetFetchReque
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
-    return o, pos
-
-
-def _head_OffsetFetchRequest_v7(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
-    """Reads the head of OffsetFetchRequest v7: the fields before its first array or struct.
-
-    Reads GroupId on the fast path; every later field keeps its default, unread. On any failure
-    the caller reads the whole body with the checked decoder: _decode_OffsetFetchRequest_v7.
-    """
-    o = new_object(OffsetFetchRequest)
-    n = data[pos]
-    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
-        end = pos + n
-        o.group_id = data[pos + 1 : end].decode()
-        pos = end
-    else:
-        o.group_id, pos = r_compact_string(data, pos)
-    o.topics = []
-    o.groups = []
-    o.require_stable = False
-    o.unknown_tags = {}
     return o, pos
 
 
@@ -1001,7 +958,7 @@ def _read_OffsetFetchRequest_v8(data: bytes, pos: int) -> tuple[OffsetFetchReque
 
 
 def _head_OffsetFetchRequest_v8(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
-    """Reads the head of OffsetFetchRequest v8: the fields before its first array or struct.
+    """Reads the head of OffsetFetchRequest v8-10: the fields before its first array or struct.
 
     Reads nothing on the fast path; every later field keeps its default, unread. On any failure
     the caller reads the whole body with the checked decoder: _decode_OffsetFetchRequest_v8.
@@ -1096,21 +1053,6 @@ def _read_OffsetFetchRequest_v9(data: bytes, pos: int) -> tuple[OffsetFetchReque
     return o, pos
 
 
-def _head_OffsetFetchRequest_v9(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
-    """Reads the head of OffsetFetchRequest v9: the fields before its first array or struct.
-
-    Reads nothing on the fast path; every later field keeps its default, unread. On any failure
-    the caller reads the whole body with the checked decoder: _decode_OffsetFetchRequest_v9.
-    """
-    o = new_object(OffsetFetchRequest)
-    o.group_id = ""
-    o.topics = []
-    o.groups = []
-    o.require_stable = False
-    o.unknown_tags = {}
-    return o, pos
-
-
 def _write_OffsetFetchRequest_v9(out: bytearray, o: OffsetFetchRequest) -> None:
     """Writes OffsetFetchRequest v9 on the fast path.
 
@@ -1189,21 +1131,6 @@ def _read_OffsetFetchRequest_v10(data: bytes, pos: int) -> tuple[OffsetFetchRequ
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
-    return o, pos
-
-
-def _head_OffsetFetchRequest_v10(data: bytes, pos: int) -> tuple[OffsetFetchRequest, int]:
-    """Reads the head of OffsetFetchRequest v10: the fields before its first array or struct.
-
-    Reads nothing on the fast path; every later field keeps its default, unread. On any failure
-    the caller reads the whole body with the checked decoder: _decode_OffsetFetchRequest_v10.
-    """
-    o = new_object(OffsetFetchRequest)
-    o.group_id = ""
-    o.topics = []
-    o.groups = []
-    o.require_stable = False
-    o.unknown_tags = {}
     return o, pos
 
 
@@ -1939,15 +1866,15 @@ OffsetFetchRequest.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_OffsetFetchRequest_v0,
     1: _head_OffsetFetchRequest_v0,
-    2: _head_OffsetFetchRequest_v2,
-    3: _head_OffsetFetchRequest_v2,
-    4: _head_OffsetFetchRequest_v2,
-    5: _head_OffsetFetchRequest_v2,
+    2: _head_OffsetFetchRequest_v0,
+    3: _head_OffsetFetchRequest_v0,
+    4: _head_OffsetFetchRequest_v0,
+    5: _head_OffsetFetchRequest_v0,
     6: _head_OffsetFetchRequest_v6,
-    7: _head_OffsetFetchRequest_v7,
+    7: _head_OffsetFetchRequest_v6,
     8: _head_OffsetFetchRequest_v8,
-    9: _head_OffsetFetchRequest_v9,
-    10: _head_OffsetFetchRequest_v10,
+    9: _head_OffsetFetchRequest_v8,
+    10: _head_OffsetFetchRequest_v8,
 }
 _DECODERS = {
     0: _decode_OffsetFetchRequest_v0,

@@ -1166,7 +1166,7 @@ def _read_OffsetFetchResponse_v0(data: bytes, pos: int) -> tuple[OffsetFetchResp
 
 
 def _head_OffsetFetchResponse_v0(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
-    """Reads the head of OffsetFetchResponse v0-1: the fields before its first array or struct.
+    """Reads the head of OffsetFetchResponse v0-2: the fields before its first array or struct.
 
     Reads nothing on the fast path; every later field keeps its default, unread. On any failure
     the caller reads the whole body with the checked decoder: _decode_OffsetFetchResponse_v0.
@@ -1224,21 +1224,6 @@ def _read_OffsetFetchResponse_v2(data: bytes, pos: int) -> tuple[OffsetFetchResp
     return o, pos
 
 
-def _head_OffsetFetchResponse_v2(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
-    """Reads the head of OffsetFetchResponse v2: the fields before its first array or struct.
-
-    Reads nothing on the fast path; every later field keeps its default, unread. On any failure
-    the caller reads the whole body with the checked decoder: _decode_OffsetFetchResponse_v2.
-    """
-    o = new_object(OffsetFetchResponse)
-    o.throttle_time_ms = 0
-    o.topics = []
-    o.error_code = 0
-    o.groups = []
-    o.unknown_tags = {}
-    return o, pos
-
-
 def _write_OffsetFetchResponse_v2(out: bytearray, o: OffsetFetchResponse) -> None:
     """Writes OffsetFetchResponse v2 on the fast path.
 
@@ -1286,7 +1271,7 @@ def _read_OffsetFetchResponse_v3(data: bytes, pos: int) -> tuple[OffsetFetchResp
 
 
 def _head_OffsetFetchResponse_v3(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
-    """Reads the head of OffsetFetchResponse v3-4: the fields before its first array or struct.
+    """Reads the head of OffsetFetchResponse v3-10: the fields before its first array or struct.
 
     Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
     failure the caller reads the whole body with the checked decoder:
@@ -1349,23 +1334,6 @@ def _read_OffsetFetchResponse_v5(data: bytes, pos: int) -> tuple[OffsetFetchResp
     return o, pos
 
 
-def _head_OffsetFetchResponse_v5(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
-    """Reads the head of OffsetFetchResponse v5: the fields before its first array or struct.
-
-    Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
-    failure the caller reads the whole body with the checked decoder:
-    _decode_OffsetFetchResponse_v5.
-    """
-    o = new_object(OffsetFetchResponse)
-    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
-    pos += 4
-    o.topics = []
-    o.error_code = 0
-    o.groups = []
-    o.unknown_tags = {}
-    return o, pos
-
-
 def _write_OffsetFetchResponse_v5(out: bytearray, o: OffsetFetchResponse) -> None:
     """Writes OffsetFetchResponse v5 on the fast path.
 
@@ -1414,23 +1382,6 @@ def _read_OffsetFetchResponse_v6(data: bytes, pos: int) -> tuple[OffsetFetchResp
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
-    return o, pos
-
-
-def _head_OffsetFetchResponse_v6(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
-    """Reads the head of OffsetFetchResponse v6-7: the fields before its first array or struct.
-
-    Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
-    failure the caller reads the whole body with the checked decoder:
-    _decode_OffsetFetchResponse_v6.
-    """
-    o = new_object(OffsetFetchResponse)
-    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
-    pos += 4
-    o.topics = []
-    o.error_code = 0
-    o.groups = []
-    o.unknown_tags = {}
     return o, pos
 
 
@@ -1486,23 +1437,6 @@ def _read_OffsetFetchResponse_v8(data: bytes, pos: int) -> tuple[OffsetFetchResp
     return o, pos
 
 
-def _head_OffsetFetchResponse_v8(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
-    """Reads the head of OffsetFetchResponse v8-9: the fields before its first array or struct.
-
-    Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
-    failure the caller reads the whole body with the checked decoder:
-    _decode_OffsetFetchResponse_v8.
-    """
-    o = new_object(OffsetFetchResponse)
-    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
-    pos += 4
-    o.topics = []
-    o.error_code = 0
-    o.groups = []
-    o.unknown_tags = {}
-    return o, pos
-
-
 def _write_OffsetFetchResponse_v8(out: bytearray, o: OffsetFetchResponse) -> None:
     """Writes OffsetFetchResponse v8-9 on the fast path.
 
@@ -1551,23 +1485,6 @@ def _read_OffsetFetchResponse_v10(data: bytes, pos: int) -> tuple[OffsetFetchRes
     else:  # no tagged fields
         o.unknown_tags = {}
         pos += 1
-    return o, pos
-
-
-def _head_OffsetFetchResponse_v10(data: bytes, pos: int) -> tuple[OffsetFetchResponse, int]:
-    """Reads the head of OffsetFetchResponse v10: the fields before its first array or struct.
-
-    Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
-    failure the caller reads the whole body with the checked decoder:
-    _decode_OffsetFetchResponse_v10.
-    """
-    o = new_object(OffsetFetchResponse)
-    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
-    pos += 4
-    o.topics = []
-    o.error_code = 0
-    o.groups = []
-    o.unknown_tags = {}
     return o, pos
 
 
@@ -2494,15 +2411,15 @@ OffsetFetchResponse.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_OffsetFetchResponse_v0,
     1: _head_OffsetFetchResponse_v0,
-    2: _head_OffsetFetchResponse_v2,
+    2: _head_OffsetFetchResponse_v0,
     3: _head_OffsetFetchResponse_v3,
     4: _head_OffsetFetchResponse_v3,
-    5: _head_OffsetFetchResponse_v5,
-    6: _head_OffsetFetchResponse_v6,
-    7: _head_OffsetFetchResponse_v6,
-    8: _head_OffsetFetchResponse_v8,
-    9: _head_OffsetFetchResponse_v8,
-    10: _head_OffsetFetchResponse_v10,
+    5: _head_OffsetFetchResponse_v3,
+    6: _head_OffsetFetchResponse_v3,
+    7: _head_OffsetFetchResponse_v3,
+    8: _head_OffsetFetchResponse_v3,
+    9: _head_OffsetFetchResponse_v3,
+    10: _head_OffsetFetchResponse_v3,
 }
 _DECODERS = {
     0: _decode_OffsetFetchResponse_v0,

@@ -78,20 +78,21 @@ class Codec:
     encode_name: str = ""
     # A message's head: its leading steps, up to its first array or struct. Reading only these
     # serves filters and column pruning over many frames; `head_skipped` are the fields the head
-    # leaves at their defaults (the array or struct, what follows it, the tagged fields). None
+    # leaves at their defaults (the array or struct, what follows it, the tagged fields and
+    # those absent in this version), in schema order. None
     # for nested structs and for versions with no array or struct (read whole: just as cheap).
     head: list[Step] | None = None
     head_skipped: list[Field] = field(default_factory=list)
+    # Codecs whose heads read alike share one head function, printed by the first of them:
+    # head_name names it; head_versions (on that first codec) are all the versions it serves.
+    head_name: str = ""
+    head_versions: list[int] = field(default_factory=list)
 
     @property
     def is_leaf(self) -> bool:
         """No arrays of structs and no known tagged fields: the fast path can print this codec
         inside its parent's loop without any local of its own but `n` and `end`."""
         return not self.tagged and all(s.fast != "struct_array" for s in self.steps)
-
-    @property
-    def head_name(self) -> str:
-        return self.decode_name.replace("_decode_", "_head_", 1)
 
     @property
     def head_fields(self) -> list[Field]:
@@ -101,6 +102,10 @@ class Codec:
     @property
     def version_text(self) -> str:
         return ", ".join(_ranges(self.versions))
+
+    @property
+    def head_version_text(self) -> str:
+        return ", ".join(_ranges(self.head_versions))
 
 
 def _ranges(versions: list[int]) -> list[str]:
@@ -360,9 +365,19 @@ class Planner:
                 codec = Codec(struct, cls, group, sig[0], steps, tagged, invalid, known)
                 codec.decode_name, codec.encode_name = names[(id(struct), sig)]
                 out.append(codec)
+        heads: dict[Any, Codec] = {}  # head signature -> the codec that prints that head
         for codec in out:
-            if codec.struct is self.message.root:
-                _plan_head(codec)
+            if codec.struct is not self.message.root or not _plan_head(codec):
+                continue
+            # What the head reads from the wire, and which fields it sets to their defaults
+            # (absent before the cut or skipped after it): the same pair, the same code.
+            sig = self.signatures[(id(codec.struct), codec.versions[0])]
+            reads = tuple(e for e in sig[1 : 1 + len(codec.head or [])] if e[0] != "absent")
+            read = {f.name for s in codec.head or [] if s.kind != "absent" for f in s.fields}
+            key = (reads, tuple(f.name for f in codec.struct.fields if f.name not in read))
+            owner = heads.setdefault(key, codec)
+            codec.head_name = owner.decode_name.replace("_decode_", "_head_", 1)
+            owner.head_versions = sorted(owner.head_versions + codec.versions)
         codec_of = {(c.struct.name, c.decode_name): c for c in out}
         # Resolve references to nested codecs.
         for codec in out:
@@ -401,14 +416,16 @@ class Planner:
         return sorted(table)
 
 
-def _plan_head(codec: Codec) -> None:
-    """Cuts a message codec's steps at its first array or struct (see Codec.head)."""
+def _plan_head(codec: Codec) -> bool:
+    """Cuts a message codec's steps at its first array or struct (see Codec.head); False when
+    it has none."""
     for i, step in enumerate(codec.steps):
         if step.kind == "value" and step.field.type.kind in ("array", "struct"):
             codec.head = codec.steps[:i]
-            codec.head_skipped = [f for s in codec.steps[i:] for f in s.fields]
-            codec.head_skipped += [t.field for t in codec.tagged]
-            return
+            read = {id(f) for s in codec.head for f in s.fields}
+            codec.head_skipped = [f for f in codec.struct.fields if id(f) not in read]
+            return True
+    return False
 
 
 @dataclass
