@@ -12,12 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from benchmarks.codecs import _us  # the codec table's own µs formatting
+
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def _us(seconds: float) -> str:
-    us = seconds * 1e6
-    return f"{us:.3g}" if us < 100 else f"{us:,.0f}"
 
 
 def machine_line(d: dict[str, Any], extra: str = "") -> str:
