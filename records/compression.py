@@ -286,7 +286,9 @@ def decompress(
 
 def _xerial(data: bytes) -> bytes:
     parts = [XERIAL_HEADER]
-    for at in range(0, len(data), XERIAL_BLOCK):
+    # At least one block, even for no data: librdkafka and aiokafka take a stream of 20 bytes
+    # or less for raw snappy, so a bare header would not read back there.
+    for at in range(0, max(len(data), 1), XERIAL_BLOCK):
         block = bytes(cramjam.snappy.compress_raw(data[at : at + XERIAL_BLOCK]))
         parts.append(_BE_INT.pack(len(block)))
         parts.append(block)

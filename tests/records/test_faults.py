@@ -183,7 +183,7 @@ def test_malformed_records_name_offset_and_field(record: bytes, count: int, expe
 def test_malformed_error_offset_is_field_relative() -> None:
     good = R.encode_batch(R.make_batch([R.Record(0, 1, None, b"ok")]))
     bad = _one_record_batch(b"\x7f" + v2_record_bytes(0, 0, None, b"abc")[1:])
-    (_, d) = R.decode_records(good + bad)
+    _, d = R.decode_records(good + bad)
     assert f"at byte {len(good) + 61}:" in (d.error or "")
 
 
@@ -195,14 +195,18 @@ def test_malformed_error_offset_is_field_relative() -> None:
         ((8, struct.pack(">i", 30)), "below 49 for magic 2"),
     ],
 )
-def test_broken_framing_stops_with_one_malformed_batch(patch: tuple[int, bytes], expect: str) -> None:
+def test_broken_framing_stops_with_one_malformed_batch(
+    patch: tuple[int, bytes], expect: str
+) -> None:
     good = R.encode_batch(R.make_batch([R.Record(0, 1, None, b"ok")]))
     bad = bytearray(good)
     at, value = patch
     bad[at : at + len(value)] = value
     decoded = R.decode_records(good + bytes(bad) + good)
     assert [b.status for b in decoded] == [R.OK, R.MALFORMED]
-    assert expect in (decoded[1].error or "") and f"byte {len(good) + at}" in (decoded[1].error or "")
+    assert expect in (decoded[1].error or "") and f"byte {len(good) + at}" in (
+        decoded[1].error or ""
+    )
 
 
 def test_overflow_entry_of_down_converted_fetch_is_partial() -> None:
