@@ -129,6 +129,10 @@ def _read_v2_records(
             if b < 0x80:
                 length = (b >> 1) ^ -(b & 1)
                 p += 1
+            elif buf[p + 1] < 0x80:  # two-byte lengths are the common case for 64..8191
+                raw = (b & 0x7F) | (buf[p + 1] << 7)
+                length = (raw >> 1) ^ -(raw & 1)
+                p += 2
             else:
                 length, p = _varint(buf, p, 5, f"record {i} length")
             rec_end = p + length
@@ -170,6 +174,10 @@ def _read_v2_records(
             if b < 0x80:
                 n = (b >> 1) ^ -(b & 1)
                 p += 1
+            elif buf[p + 1] < 0x80:
+                raw = (b & 0x7F) | (buf[p + 1] << 7)
+                n = (raw >> 1) ^ -(raw & 1)
+                p += 2
             else:
                 n, p = _varint(buf, p, 5, f"record {i} valueLength")
             if n < 0:
@@ -241,7 +249,12 @@ def _read_headers(
     """``count`` headers read from ``p``, and where they end."""
     headers: list[Header] = []
     for h in range(count):
-        klen, p = _varint(buf, p, 5, f"record {index} header {h} keyLength")
+        b = buf[p]
+        if b < 0x80:
+            klen = (b >> 1) ^ -(b & 1)
+            p += 1
+        else:
+            klen, p = _varint(buf, p, 5, f"record {index} header {h} keyLength")
         if klen < 0 or p + klen > rec_end:
             raise RecordsDecodeError(
                 p, f"record {index} header {h} key", f"length {klen}, {rec_end - p} bytes left"
@@ -253,7 +266,12 @@ def _read_headers(
         except UnicodeDecodeError:
             # Java writes UTF-8; keep foreign bytes recoverable rather than failing the batch.
             hkey = raw.decode("utf-8", "surrogateescape")
-        vlen, p = _varint(buf, p, 5, f"record {index} header {h} valueLength")
+        b = buf[p]
+        if b < 0x80:
+            vlen = (b >> 1) ^ -(b & 1)
+            p += 1
+        else:
+            vlen, p = _varint(buf, p, 5, f"record {index} header {h} valueLength")
         if vlen < -1 or p + vlen > rec_end:
             raise RecordsDecodeError(
                 p, f"record {index} header {h} value", f"length {vlen}, {rec_end - p} bytes left"
