@@ -21,8 +21,8 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 tests
 
 lint: $(STAMP)
-	$(BIN)/black --check generator generated capture udfs tests benchmarks scripts
-	$(BIN)/mypy generated generator capture udfs
+	$(BIN)/black --check generator generated capture records udfs tests benchmarks scripts
+	$(BIN)/mypy generated generator capture records udfs
 
 demo: $(STAMP)
 	$(BIN)/python -m udfs.demo
