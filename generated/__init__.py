@@ -40,40 +40,212 @@ from ._runtime import (
 )
 from ._runtime import request_header_version as _request_header_version
 from ._runtime import response_header_version as _response_header_version
+from .add_offsets_to_txn_request import AddOffsetsToTxnRequest
+from .add_offsets_to_txn_response import AddOffsetsToTxnResponse
+from .add_partitions_to_txn_request import AddPartitionsToTxnRequest
+from .add_partitions_to_txn_response import AddPartitionsToTxnResponse
+from .add_raft_voter_request import AddRaftVoterRequest
+from .add_raft_voter_response import AddRaftVoterResponse
+from .allocate_producer_ids_request import AllocateProducerIdsRequest
+from .allocate_producer_ids_response import AllocateProducerIdsResponse
+from .alter_client_quotas_request import AlterClientQuotasRequest
+from .alter_client_quotas_response import AlterClientQuotasResponse
+from .alter_configs_request import AlterConfigsRequest
+from .alter_configs_response import AlterConfigsResponse
+from .alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
+from .alter_partition_reassignments_response import AlterPartitionReassignmentsResponse
+from .alter_partition_request import AlterPartitionRequest
+from .alter_partition_response import AlterPartitionResponse
+from .alter_replica_log_dirs_request import AlterReplicaLogDirsRequest
+from .alter_replica_log_dirs_response import AlterReplicaLogDirsResponse
+from .alter_share_group_offsets_request import AlterShareGroupOffsetsRequest
+from .alter_share_group_offsets_response import AlterShareGroupOffsetsResponse
+from .alter_user_scram_credentials_request import AlterUserScramCredentialsRequest
+from .alter_user_scram_credentials_response import AlterUserScramCredentialsResponse
 from .api_versions_request import ApiVersionsRequest
 from .api_versions_response import ApiVersionsResponse
+from .assign_replicas_to_dirs_request import AssignReplicasToDirsRequest
+from .assign_replicas_to_dirs_response import AssignReplicasToDirsResponse
+from .begin_quorum_epoch_request import BeginQuorumEpochRequest
+from .begin_quorum_epoch_response import BeginQuorumEpochResponse
+from .broker_heartbeat_request import BrokerHeartbeatRequest
+from .broker_heartbeat_response import BrokerHeartbeatResponse
+from .broker_registration_request import BrokerRegistrationRequest
+from .broker_registration_response import BrokerRegistrationResponse
 from .consumer_group_describe_request import ConsumerGroupDescribeRequest
 from .consumer_group_describe_response import ConsumerGroupDescribeResponse
 from .consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
 from .consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
 from .consumer_protocol_assignment import ConsumerProtocolAssignment
 from .consumer_protocol_subscription import ConsumerProtocolSubscription
+from .controlled_shutdown_request import ControlledShutdownRequest
+from .controlled_shutdown_response import ControlledShutdownResponse
+from .controller_registration_request import ControllerRegistrationRequest
+from .controller_registration_response import ControllerRegistrationResponse
+from .create_acls_request import CreateAclsRequest
+from .create_acls_response import CreateAclsResponse
+from .create_delegation_token_request import CreateDelegationTokenRequest
+from .create_delegation_token_response import CreateDelegationTokenResponse
+from .create_partitions_request import CreatePartitionsRequest
+from .create_partitions_response import CreatePartitionsResponse
+from .create_topics_request import CreateTopicsRequest
+from .create_topics_response import CreateTopicsResponse
+from .default_principal_data import DefaultPrincipalData
+from .delete_acls_request import DeleteAclsRequest
+from .delete_acls_response import DeleteAclsResponse
 from .delete_groups_request import DeleteGroupsRequest
 from .delete_groups_response import DeleteGroupsResponse
+from .delete_records_request import DeleteRecordsRequest
+from .delete_records_response import DeleteRecordsResponse
+from .delete_share_group_offsets_request import DeleteShareGroupOffsetsRequest
+from .delete_share_group_offsets_response import DeleteShareGroupOffsetsResponse
+from .delete_share_group_state_request import DeleteShareGroupStateRequest
+from .delete_share_group_state_response import DeleteShareGroupStateResponse
+from .delete_topics_request import DeleteTopicsRequest
+from .delete_topics_response import DeleteTopicsResponse
+from .describe_acls_request import DescribeAclsRequest
+from .describe_acls_response import DescribeAclsResponse
+from .describe_client_quotas_request import DescribeClientQuotasRequest
+from .describe_client_quotas_response import DescribeClientQuotasResponse
+from .describe_cluster_request import DescribeClusterRequest
+from .describe_cluster_response import DescribeClusterResponse
+from .describe_configs_request import DescribeConfigsRequest
+from .describe_configs_response import DescribeConfigsResponse
+from .describe_delegation_token_request import DescribeDelegationTokenRequest
+from .describe_delegation_token_response import DescribeDelegationTokenResponse
 from .describe_groups_request import DescribeGroupsRequest
 from .describe_groups_response import DescribeGroupsResponse
+from .describe_log_dirs_request import DescribeLogDirsRequest
+from .describe_log_dirs_response import DescribeLogDirsResponse
+from .describe_producers_request import DescribeProducersRequest
+from .describe_producers_response import DescribeProducersResponse
+from .describe_quorum_request import DescribeQuorumRequest
+from .describe_quorum_response import DescribeQuorumResponse
+from .describe_share_group_offsets_request import DescribeShareGroupOffsetsRequest
+from .describe_share_group_offsets_response import DescribeShareGroupOffsetsResponse
+from .describe_topic_partitions_request import DescribeTopicPartitionsRequest
+from .describe_topic_partitions_response import DescribeTopicPartitionsResponse
+from .describe_transactions_request import DescribeTransactionsRequest
+from .describe_transactions_response import DescribeTransactionsResponse
+from .describe_user_scram_credentials_request import DescribeUserScramCredentialsRequest
+from .describe_user_scram_credentials_response import DescribeUserScramCredentialsResponse
+from .elect_leaders_request import ElectLeadersRequest
+from .elect_leaders_response import ElectLeadersResponse
+from .end_quorum_epoch_request import EndQuorumEpochRequest
+from .end_quorum_epoch_response import EndQuorumEpochResponse
+from .end_txn_request import EndTxnRequest
+from .end_txn_response import EndTxnResponse
+from .envelope_request import EnvelopeRequest
+from .envelope_response import EnvelopeResponse
+from .expire_delegation_token_request import ExpireDelegationTokenRequest
+from .expire_delegation_token_response import ExpireDelegationTokenResponse
+from .fetch_request import FetchRequest
+from .fetch_response import FetchResponse
+from .fetch_snapshot_request import FetchSnapshotRequest
+from .fetch_snapshot_response import FetchSnapshotResponse
 from .find_coordinator_request import FindCoordinatorRequest
 from .find_coordinator_response import FindCoordinatorResponse
+from .get_telemetry_subscriptions_request import GetTelemetrySubscriptionsRequest
+from .get_telemetry_subscriptions_response import GetTelemetrySubscriptionsResponse
 from .heartbeat_request import HeartbeatRequest
 from .heartbeat_response import HeartbeatResponse
+from .incremental_alter_configs_request import IncrementalAlterConfigsRequest
+from .incremental_alter_configs_response import IncrementalAlterConfigsResponse
+from .init_producer_id_request import InitProducerIdRequest
+from .init_producer_id_response import InitProducerIdResponse
+from .initialize_share_group_state_request import InitializeShareGroupStateRequest
+from .initialize_share_group_state_response import InitializeShareGroupStateResponse
 from .join_group_request import JoinGroupRequest
 from .join_group_response import JoinGroupResponse
+from .k_raft_version_record import KRaftVersionRecord
+from .leader_and_isr_request import LeaderAndIsrRequest
+from .leader_and_isr_response import LeaderAndIsrResponse
+from .leader_change_message import LeaderChangeMessage
 from .leave_group_request import LeaveGroupRequest
 from .leave_group_response import LeaveGroupResponse
+from .list_config_resources_request import ListConfigResourcesRequest
+from .list_config_resources_response import ListConfigResourcesResponse
 from .list_groups_request import ListGroupsRequest
 from .list_groups_response import ListGroupsResponse
+from .list_offsets_request import ListOffsetsRequest
+from .list_offsets_response import ListOffsetsResponse
+from .list_partition_reassignments_request import ListPartitionReassignmentsRequest
+from .list_partition_reassignments_response import ListPartitionReassignmentsResponse
+from .list_transactions_request import ListTransactionsRequest
+from .list_transactions_response import ListTransactionsResponse
+from .metadata_request import MetadataRequest
+from .metadata_response import MetadataResponse
 from .offset_commit_request import OffsetCommitRequest
 from .offset_commit_response import OffsetCommitResponse
 from .offset_delete_request import OffsetDeleteRequest
 from .offset_delete_response import OffsetDeleteResponse
 from .offset_fetch_request import OffsetFetchRequest
 from .offset_fetch_response import OffsetFetchResponse
+from .offset_for_leader_epoch_request import OffsetForLeaderEpochRequest
+from .offset_for_leader_epoch_response import OffsetForLeaderEpochResponse
+from .produce_request import ProduceRequest
+from .produce_response import ProduceResponse
+from .push_telemetry_request import PushTelemetryRequest
+from .push_telemetry_response import PushTelemetryResponse
+from .read_share_group_state_request import ReadShareGroupStateRequest
+from .read_share_group_state_response import ReadShareGroupStateResponse
+from .read_share_group_state_summary_request import ReadShareGroupStateSummaryRequest
+from .read_share_group_state_summary_response import ReadShareGroupStateSummaryResponse
+from .remove_raft_voter_request import RemoveRaftVoterRequest
+from .remove_raft_voter_response import RemoveRaftVoterResponse
+from .renew_delegation_token_request import RenewDelegationTokenRequest
+from .renew_delegation_token_response import RenewDelegationTokenResponse
 from .request_header import RequestHeader
 from .response_header import ResponseHeader
+from .sasl_authenticate_request import SaslAuthenticateRequest
+from .sasl_authenticate_response import SaslAuthenticateResponse
+from .sasl_handshake_request import SaslHandshakeRequest
+from .sasl_handshake_response import SaslHandshakeResponse
+from .share_acknowledge_request import ShareAcknowledgeRequest
+from .share_acknowledge_response import ShareAcknowledgeResponse
+from .share_fetch_request import ShareFetchRequest
+from .share_fetch_response import ShareFetchResponse
+from .share_group_describe_request import ShareGroupDescribeRequest
+from .share_group_describe_response import ShareGroupDescribeResponse
+from .share_group_heartbeat_request import ShareGroupHeartbeatRequest
+from .share_group_heartbeat_response import ShareGroupHeartbeatResponse
+from .snapshot_footer_record import SnapshotFooterRecord
+from .snapshot_header_record import SnapshotHeaderRecord
+from .stop_replica_request import StopReplicaRequest
+from .stop_replica_response import StopReplicaResponse
+from .streams_group_describe_request import StreamsGroupDescribeRequest
+from .streams_group_describe_response import StreamsGroupDescribeResponse
+from .streams_group_heartbeat_request import StreamsGroupHeartbeatRequest
+from .streams_group_heartbeat_response import StreamsGroupHeartbeatResponse
 from .sync_group_request import SyncGroupRequest
 from .sync_group_response import SyncGroupResponse
+from .txn_offset_commit_request import TxnOffsetCommitRequest
+from .txn_offset_commit_response import TxnOffsetCommitResponse
+from .unregister_broker_request import UnregisterBrokerRequest
+from .unregister_broker_response import UnregisterBrokerResponse
+from .update_features_request import UpdateFeaturesRequest
+from .update_features_response import UpdateFeaturesResponse
+from .update_metadata_request import UpdateMetadataRequest
+from .update_metadata_response import UpdateMetadataResponse
+from .update_raft_voter_request import UpdateRaftVoterRequest
+from .update_raft_voter_response import UpdateRaftVoterResponse
+from .vote_request import VoteRequest
+from .vote_response import VoteResponse
+from .voters_record import VotersRecord
+from .write_share_group_state_request import WriteShareGroupStateRequest
+from .write_share_group_state_response import WriteShareGroupStateResponse
+from .write_txn_markers_request import WriteTxnMarkersRequest
+from .write_txn_markers_response import WriteTxnMarkersResponse
 
 REGISTRY: dict[int, ApiInfo] = {
+    0: ApiInfo(0, "Produce", ProduceRequest, ProduceResponse),
+    1: ApiInfo(1, "Fetch", FetchRequest, FetchResponse),
+    2: ApiInfo(2, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse),
+    3: ApiInfo(3, "Metadata", MetadataRequest, MetadataResponse),
+    4: ApiInfo(4, "LeaderAndIsr", LeaderAndIsrRequest, LeaderAndIsrResponse),
+    5: ApiInfo(5, "StopReplica", StopReplicaRequest, StopReplicaResponse),
+    6: ApiInfo(6, "UpdateMetadata", UpdateMetadataRequest, UpdateMetadataResponse),
+    7: ApiInfo(7, "ControlledShutdown", ControlledShutdownRequest, ControlledShutdownResponse),
     8: ApiInfo(8, "OffsetCommit", OffsetCommitRequest, OffsetCommitResponse),
     9: ApiInfo(9, "OffsetFetch", OffsetFetchRequest, OffsetFetchResponse),
     10: ApiInfo(10, "FindCoordinator", FindCoordinatorRequest, FindCoordinatorResponse),
@@ -83,51 +255,372 @@ REGISTRY: dict[int, ApiInfo] = {
     14: ApiInfo(14, "SyncGroup", SyncGroupRequest, SyncGroupResponse),
     15: ApiInfo(15, "DescribeGroups", DescribeGroupsRequest, DescribeGroupsResponse),
     16: ApiInfo(16, "ListGroups", ListGroupsRequest, ListGroupsResponse),
+    17: ApiInfo(17, "SaslHandshake", SaslHandshakeRequest, SaslHandshakeResponse),
     18: ApiInfo(18, "ApiVersions", ApiVersionsRequest, ApiVersionsResponse),
+    19: ApiInfo(19, "CreateTopics", CreateTopicsRequest, CreateTopicsResponse),
+    20: ApiInfo(20, "DeleteTopics", DeleteTopicsRequest, DeleteTopicsResponse),
+    21: ApiInfo(21, "DeleteRecords", DeleteRecordsRequest, DeleteRecordsResponse),
+    22: ApiInfo(22, "InitProducerId", InitProducerIdRequest, InitProducerIdResponse),
+    23: ApiInfo(
+        23, "OffsetForLeaderEpoch", OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+    ),
+    24: ApiInfo(24, "AddPartitionsToTxn", AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
+    25: ApiInfo(25, "AddOffsetsToTxn", AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
+    26: ApiInfo(26, "EndTxn", EndTxnRequest, EndTxnResponse),
+    27: ApiInfo(27, "WriteTxnMarkers", WriteTxnMarkersRequest, WriteTxnMarkersResponse),
+    28: ApiInfo(28, "TxnOffsetCommit", TxnOffsetCommitRequest, TxnOffsetCommitResponse),
+    29: ApiInfo(29, "DescribeAcls", DescribeAclsRequest, DescribeAclsResponse),
+    30: ApiInfo(30, "CreateAcls", CreateAclsRequest, CreateAclsResponse),
+    31: ApiInfo(31, "DeleteAcls", DeleteAclsRequest, DeleteAclsResponse),
+    32: ApiInfo(32, "DescribeConfigs", DescribeConfigsRequest, DescribeConfigsResponse),
+    33: ApiInfo(33, "AlterConfigs", AlterConfigsRequest, AlterConfigsResponse),
+    34: ApiInfo(34, "AlterReplicaLogDirs", AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse),
+    35: ApiInfo(35, "DescribeLogDirs", DescribeLogDirsRequest, DescribeLogDirsResponse),
+    36: ApiInfo(36, "SaslAuthenticate", SaslAuthenticateRequest, SaslAuthenticateResponse),
+    37: ApiInfo(37, "CreatePartitions", CreatePartitionsRequest, CreatePartitionsResponse),
+    38: ApiInfo(
+        38, "CreateDelegationToken", CreateDelegationTokenRequest, CreateDelegationTokenResponse
+    ),
+    39: ApiInfo(
+        39, "RenewDelegationToken", RenewDelegationTokenRequest, RenewDelegationTokenResponse
+    ),
+    40: ApiInfo(
+        40, "ExpireDelegationToken", ExpireDelegationTokenRequest, ExpireDelegationTokenResponse
+    ),
+    41: ApiInfo(
+        41,
+        "DescribeDelegationToken",
+        DescribeDelegationTokenRequest,
+        DescribeDelegationTokenResponse,
+    ),
     42: ApiInfo(42, "DeleteGroups", DeleteGroupsRequest, DeleteGroupsResponse),
+    43: ApiInfo(43, "ElectLeaders", ElectLeadersRequest, ElectLeadersResponse),
+    44: ApiInfo(
+        44,
+        "IncrementalAlterConfigs",
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse,
+    ),
+    45: ApiInfo(
+        45,
+        "AlterPartitionReassignments",
+        AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse,
+    ),
+    46: ApiInfo(
+        46,
+        "ListPartitionReassignments",
+        ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsResponse,
+    ),
     47: ApiInfo(47, "OffsetDelete", OffsetDeleteRequest, OffsetDeleteResponse),
+    48: ApiInfo(
+        48, "DescribeClientQuotas", DescribeClientQuotasRequest, DescribeClientQuotasResponse
+    ),
+    49: ApiInfo(49, "AlterClientQuotas", AlterClientQuotasRequest, AlterClientQuotasResponse),
+    50: ApiInfo(
+        50,
+        "DescribeUserScramCredentials",
+        DescribeUserScramCredentialsRequest,
+        DescribeUserScramCredentialsResponse,
+    ),
+    51: ApiInfo(
+        51,
+        "AlterUserScramCredentials",
+        AlterUserScramCredentialsRequest,
+        AlterUserScramCredentialsResponse,
+    ),
+    52: ApiInfo(52, "Vote", VoteRequest, VoteResponse),
+    53: ApiInfo(53, "BeginQuorumEpoch", BeginQuorumEpochRequest, BeginQuorumEpochResponse),
+    54: ApiInfo(54, "EndQuorumEpoch", EndQuorumEpochRequest, EndQuorumEpochResponse),
+    55: ApiInfo(55, "DescribeQuorum", DescribeQuorumRequest, DescribeQuorumResponse),
+    56: ApiInfo(56, "AlterPartition", AlterPartitionRequest, AlterPartitionResponse),
+    57: ApiInfo(57, "UpdateFeatures", UpdateFeaturesRequest, UpdateFeaturesResponse),
+    58: ApiInfo(58, "Envelope", EnvelopeRequest, EnvelopeResponse),
+    59: ApiInfo(59, "FetchSnapshot", FetchSnapshotRequest, FetchSnapshotResponse),
+    60: ApiInfo(60, "DescribeCluster", DescribeClusterRequest, DescribeClusterResponse),
+    61: ApiInfo(61, "DescribeProducers", DescribeProducersRequest, DescribeProducersResponse),
+    62: ApiInfo(62, "BrokerRegistration", BrokerRegistrationRequest, BrokerRegistrationResponse),
+    63: ApiInfo(63, "BrokerHeartbeat", BrokerHeartbeatRequest, BrokerHeartbeatResponse),
+    64: ApiInfo(64, "UnregisterBroker", UnregisterBrokerRequest, UnregisterBrokerResponse),
+    65: ApiInfo(
+        65, "DescribeTransactions", DescribeTransactionsRequest, DescribeTransactionsResponse
+    ),
+    66: ApiInfo(66, "ListTransactions", ListTransactionsRequest, ListTransactionsResponse),
+    67: ApiInfo(67, "AllocateProducerIds", AllocateProducerIdsRequest, AllocateProducerIdsResponse),
     68: ApiInfo(
         68, "ConsumerGroupHeartbeat", ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
     ),
     69: ApiInfo(
         69, "ConsumerGroupDescribe", ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
     ),
+    70: ApiInfo(
+        70, "ControllerRegistration", ControllerRegistrationRequest, ControllerRegistrationResponse
+    ),
+    71: ApiInfo(
+        71,
+        "GetTelemetrySubscriptions",
+        GetTelemetrySubscriptionsRequest,
+        GetTelemetrySubscriptionsResponse,
+    ),
+    72: ApiInfo(72, "PushTelemetry", PushTelemetryRequest, PushTelemetryResponse),
+    73: ApiInfo(
+        73, "AssignReplicasToDirs", AssignReplicasToDirsRequest, AssignReplicasToDirsResponse
+    ),
+    74: ApiInfo(74, "ListConfigResources", ListConfigResourcesRequest, ListConfigResourcesResponse),
+    75: ApiInfo(
+        75,
+        "DescribeTopicPartitions",
+        DescribeTopicPartitionsRequest,
+        DescribeTopicPartitionsResponse,
+    ),
+    76: ApiInfo(76, "ShareGroupHeartbeat", ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse),
+    77: ApiInfo(77, "ShareGroupDescribe", ShareGroupDescribeRequest, ShareGroupDescribeResponse),
+    78: ApiInfo(78, "ShareFetch", ShareFetchRequest, ShareFetchResponse),
+    79: ApiInfo(79, "ShareAcknowledge", ShareAcknowledgeRequest, ShareAcknowledgeResponse),
+    80: ApiInfo(80, "AddRaftVoter", AddRaftVoterRequest, AddRaftVoterResponse),
+    81: ApiInfo(81, "RemoveRaftVoter", RemoveRaftVoterRequest, RemoveRaftVoterResponse),
+    82: ApiInfo(82, "UpdateRaftVoter", UpdateRaftVoterRequest, UpdateRaftVoterResponse),
+    83: ApiInfo(
+        83,
+        "InitializeShareGroupState",
+        InitializeShareGroupStateRequest,
+        InitializeShareGroupStateResponse,
+    ),
+    84: ApiInfo(84, "ReadShareGroupState", ReadShareGroupStateRequest, ReadShareGroupStateResponse),
+    85: ApiInfo(
+        85, "WriteShareGroupState", WriteShareGroupStateRequest, WriteShareGroupStateResponse
+    ),
+    86: ApiInfo(
+        86, "DeleteShareGroupState", DeleteShareGroupStateRequest, DeleteShareGroupStateResponse
+    ),
+    87: ApiInfo(
+        87,
+        "ReadShareGroupStateSummary",
+        ReadShareGroupStateSummaryRequest,
+        ReadShareGroupStateSummaryResponse,
+    ),
+    88: ApiInfo(
+        88, "StreamsGroupHeartbeat", StreamsGroupHeartbeatRequest, StreamsGroupHeartbeatResponse
+    ),
+    89: ApiInfo(
+        89, "StreamsGroupDescribe", StreamsGroupDescribeRequest, StreamsGroupDescribeResponse
+    ),
+    90: ApiInfo(
+        90,
+        "DescribeShareGroupOffsets",
+        DescribeShareGroupOffsetsRequest,
+        DescribeShareGroupOffsetsResponse,
+    ),
+    91: ApiInfo(
+        91, "AlterShareGroupOffsets", AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse
+    ),
+    92: ApiInfo(
+        92,
+        "DeleteShareGroupOffsets",
+        DeleteShareGroupOffsetsRequest,
+        DeleteShareGroupOffsetsResponse,
+    ),
 }
 """Api key -> name, request class and response class."""
 
 MESSAGES: dict[str, type] = {
+    "AddOffsetsToTxnRequest": AddOffsetsToTxnRequest,
+    "AddOffsetsToTxnResponse": AddOffsetsToTxnResponse,
+    "AddPartitionsToTxnRequest": AddPartitionsToTxnRequest,
+    "AddPartitionsToTxnResponse": AddPartitionsToTxnResponse,
+    "AddRaftVoterRequest": AddRaftVoterRequest,
+    "AddRaftVoterResponse": AddRaftVoterResponse,
+    "AllocateProducerIdsRequest": AllocateProducerIdsRequest,
+    "AllocateProducerIdsResponse": AllocateProducerIdsResponse,
+    "AlterClientQuotasRequest": AlterClientQuotasRequest,
+    "AlterClientQuotasResponse": AlterClientQuotasResponse,
+    "AlterConfigsRequest": AlterConfigsRequest,
+    "AlterConfigsResponse": AlterConfigsResponse,
+    "AlterPartitionReassignmentsRequest": AlterPartitionReassignmentsRequest,
+    "AlterPartitionReassignmentsResponse": AlterPartitionReassignmentsResponse,
+    "AlterPartitionRequest": AlterPartitionRequest,
+    "AlterPartitionResponse": AlterPartitionResponse,
+    "AlterReplicaLogDirsRequest": AlterReplicaLogDirsRequest,
+    "AlterReplicaLogDirsResponse": AlterReplicaLogDirsResponse,
+    "AlterShareGroupOffsetsRequest": AlterShareGroupOffsetsRequest,
+    "AlterShareGroupOffsetsResponse": AlterShareGroupOffsetsResponse,
+    "AlterUserScramCredentialsRequest": AlterUserScramCredentialsRequest,
+    "AlterUserScramCredentialsResponse": AlterUserScramCredentialsResponse,
     "ApiVersionsRequest": ApiVersionsRequest,
     "ApiVersionsResponse": ApiVersionsResponse,
+    "AssignReplicasToDirsRequest": AssignReplicasToDirsRequest,
+    "AssignReplicasToDirsResponse": AssignReplicasToDirsResponse,
+    "BeginQuorumEpochRequest": BeginQuorumEpochRequest,
+    "BeginQuorumEpochResponse": BeginQuorumEpochResponse,
+    "BrokerHeartbeatRequest": BrokerHeartbeatRequest,
+    "BrokerHeartbeatResponse": BrokerHeartbeatResponse,
+    "BrokerRegistrationRequest": BrokerRegistrationRequest,
+    "BrokerRegistrationResponse": BrokerRegistrationResponse,
     "ConsumerGroupDescribeRequest": ConsumerGroupDescribeRequest,
     "ConsumerGroupDescribeResponse": ConsumerGroupDescribeResponse,
     "ConsumerGroupHeartbeatRequest": ConsumerGroupHeartbeatRequest,
     "ConsumerGroupHeartbeatResponse": ConsumerGroupHeartbeatResponse,
     "ConsumerProtocolAssignment": ConsumerProtocolAssignment,
     "ConsumerProtocolSubscription": ConsumerProtocolSubscription,
+    "ControlledShutdownRequest": ControlledShutdownRequest,
+    "ControlledShutdownResponse": ControlledShutdownResponse,
+    "ControllerRegistrationRequest": ControllerRegistrationRequest,
+    "ControllerRegistrationResponse": ControllerRegistrationResponse,
+    "CreateAclsRequest": CreateAclsRequest,
+    "CreateAclsResponse": CreateAclsResponse,
+    "CreateDelegationTokenRequest": CreateDelegationTokenRequest,
+    "CreateDelegationTokenResponse": CreateDelegationTokenResponse,
+    "CreatePartitionsRequest": CreatePartitionsRequest,
+    "CreatePartitionsResponse": CreatePartitionsResponse,
+    "CreateTopicsRequest": CreateTopicsRequest,
+    "CreateTopicsResponse": CreateTopicsResponse,
+    "DefaultPrincipalData": DefaultPrincipalData,
+    "DeleteAclsRequest": DeleteAclsRequest,
+    "DeleteAclsResponse": DeleteAclsResponse,
     "DeleteGroupsRequest": DeleteGroupsRequest,
     "DeleteGroupsResponse": DeleteGroupsResponse,
+    "DeleteRecordsRequest": DeleteRecordsRequest,
+    "DeleteRecordsResponse": DeleteRecordsResponse,
+    "DeleteShareGroupOffsetsRequest": DeleteShareGroupOffsetsRequest,
+    "DeleteShareGroupOffsetsResponse": DeleteShareGroupOffsetsResponse,
+    "DeleteShareGroupStateRequest": DeleteShareGroupStateRequest,
+    "DeleteShareGroupStateResponse": DeleteShareGroupStateResponse,
+    "DeleteTopicsRequest": DeleteTopicsRequest,
+    "DeleteTopicsResponse": DeleteTopicsResponse,
+    "DescribeAclsRequest": DescribeAclsRequest,
+    "DescribeAclsResponse": DescribeAclsResponse,
+    "DescribeClientQuotasRequest": DescribeClientQuotasRequest,
+    "DescribeClientQuotasResponse": DescribeClientQuotasResponse,
+    "DescribeClusterRequest": DescribeClusterRequest,
+    "DescribeClusterResponse": DescribeClusterResponse,
+    "DescribeConfigsRequest": DescribeConfigsRequest,
+    "DescribeConfigsResponse": DescribeConfigsResponse,
+    "DescribeDelegationTokenRequest": DescribeDelegationTokenRequest,
+    "DescribeDelegationTokenResponse": DescribeDelegationTokenResponse,
     "DescribeGroupsRequest": DescribeGroupsRequest,
     "DescribeGroupsResponse": DescribeGroupsResponse,
+    "DescribeLogDirsRequest": DescribeLogDirsRequest,
+    "DescribeLogDirsResponse": DescribeLogDirsResponse,
+    "DescribeProducersRequest": DescribeProducersRequest,
+    "DescribeProducersResponse": DescribeProducersResponse,
+    "DescribeQuorumRequest": DescribeQuorumRequest,
+    "DescribeQuorumResponse": DescribeQuorumResponse,
+    "DescribeShareGroupOffsetsRequest": DescribeShareGroupOffsetsRequest,
+    "DescribeShareGroupOffsetsResponse": DescribeShareGroupOffsetsResponse,
+    "DescribeTopicPartitionsRequest": DescribeTopicPartitionsRequest,
+    "DescribeTopicPartitionsResponse": DescribeTopicPartitionsResponse,
+    "DescribeTransactionsRequest": DescribeTransactionsRequest,
+    "DescribeTransactionsResponse": DescribeTransactionsResponse,
+    "DescribeUserScramCredentialsRequest": DescribeUserScramCredentialsRequest,
+    "DescribeUserScramCredentialsResponse": DescribeUserScramCredentialsResponse,
+    "ElectLeadersRequest": ElectLeadersRequest,
+    "ElectLeadersResponse": ElectLeadersResponse,
+    "EndQuorumEpochRequest": EndQuorumEpochRequest,
+    "EndQuorumEpochResponse": EndQuorumEpochResponse,
+    "EndTxnRequest": EndTxnRequest,
+    "EndTxnResponse": EndTxnResponse,
+    "EnvelopeRequest": EnvelopeRequest,
+    "EnvelopeResponse": EnvelopeResponse,
+    "ExpireDelegationTokenRequest": ExpireDelegationTokenRequest,
+    "ExpireDelegationTokenResponse": ExpireDelegationTokenResponse,
+    "FetchRequest": FetchRequest,
+    "FetchResponse": FetchResponse,
+    "FetchSnapshotRequest": FetchSnapshotRequest,
+    "FetchSnapshotResponse": FetchSnapshotResponse,
     "FindCoordinatorRequest": FindCoordinatorRequest,
     "FindCoordinatorResponse": FindCoordinatorResponse,
+    "GetTelemetrySubscriptionsRequest": GetTelemetrySubscriptionsRequest,
+    "GetTelemetrySubscriptionsResponse": GetTelemetrySubscriptionsResponse,
     "HeartbeatRequest": HeartbeatRequest,
     "HeartbeatResponse": HeartbeatResponse,
+    "IncrementalAlterConfigsRequest": IncrementalAlterConfigsRequest,
+    "IncrementalAlterConfigsResponse": IncrementalAlterConfigsResponse,
+    "InitProducerIdRequest": InitProducerIdRequest,
+    "InitProducerIdResponse": InitProducerIdResponse,
+    "InitializeShareGroupStateRequest": InitializeShareGroupStateRequest,
+    "InitializeShareGroupStateResponse": InitializeShareGroupStateResponse,
     "JoinGroupRequest": JoinGroupRequest,
     "JoinGroupResponse": JoinGroupResponse,
+    "KRaftVersionRecord": KRaftVersionRecord,
+    "LeaderAndIsrRequest": LeaderAndIsrRequest,
+    "LeaderAndIsrResponse": LeaderAndIsrResponse,
+    "LeaderChangeMessage": LeaderChangeMessage,
     "LeaveGroupRequest": LeaveGroupRequest,
     "LeaveGroupResponse": LeaveGroupResponse,
+    "ListConfigResourcesRequest": ListConfigResourcesRequest,
+    "ListConfigResourcesResponse": ListConfigResourcesResponse,
     "ListGroupsRequest": ListGroupsRequest,
     "ListGroupsResponse": ListGroupsResponse,
+    "ListOffsetsRequest": ListOffsetsRequest,
+    "ListOffsetsResponse": ListOffsetsResponse,
+    "ListPartitionReassignmentsRequest": ListPartitionReassignmentsRequest,
+    "ListPartitionReassignmentsResponse": ListPartitionReassignmentsResponse,
+    "ListTransactionsRequest": ListTransactionsRequest,
+    "ListTransactionsResponse": ListTransactionsResponse,
+    "MetadataRequest": MetadataRequest,
+    "MetadataResponse": MetadataResponse,
     "OffsetCommitRequest": OffsetCommitRequest,
     "OffsetCommitResponse": OffsetCommitResponse,
     "OffsetDeleteRequest": OffsetDeleteRequest,
     "OffsetDeleteResponse": OffsetDeleteResponse,
     "OffsetFetchRequest": OffsetFetchRequest,
     "OffsetFetchResponse": OffsetFetchResponse,
+    "OffsetForLeaderEpochRequest": OffsetForLeaderEpochRequest,
+    "OffsetForLeaderEpochResponse": OffsetForLeaderEpochResponse,
+    "ProduceRequest": ProduceRequest,
+    "ProduceResponse": ProduceResponse,
+    "PushTelemetryRequest": PushTelemetryRequest,
+    "PushTelemetryResponse": PushTelemetryResponse,
+    "ReadShareGroupStateRequest": ReadShareGroupStateRequest,
+    "ReadShareGroupStateResponse": ReadShareGroupStateResponse,
+    "ReadShareGroupStateSummaryRequest": ReadShareGroupStateSummaryRequest,
+    "ReadShareGroupStateSummaryResponse": ReadShareGroupStateSummaryResponse,
+    "RemoveRaftVoterRequest": RemoveRaftVoterRequest,
+    "RemoveRaftVoterResponse": RemoveRaftVoterResponse,
+    "RenewDelegationTokenRequest": RenewDelegationTokenRequest,
+    "RenewDelegationTokenResponse": RenewDelegationTokenResponse,
     "RequestHeader": RequestHeader,
     "ResponseHeader": ResponseHeader,
+    "SaslAuthenticateRequest": SaslAuthenticateRequest,
+    "SaslAuthenticateResponse": SaslAuthenticateResponse,
+    "SaslHandshakeRequest": SaslHandshakeRequest,
+    "SaslHandshakeResponse": SaslHandshakeResponse,
+    "ShareAcknowledgeRequest": ShareAcknowledgeRequest,
+    "ShareAcknowledgeResponse": ShareAcknowledgeResponse,
+    "ShareFetchRequest": ShareFetchRequest,
+    "ShareFetchResponse": ShareFetchResponse,
+    "ShareGroupDescribeRequest": ShareGroupDescribeRequest,
+    "ShareGroupDescribeResponse": ShareGroupDescribeResponse,
+    "ShareGroupHeartbeatRequest": ShareGroupHeartbeatRequest,
+    "ShareGroupHeartbeatResponse": ShareGroupHeartbeatResponse,
+    "SnapshotFooterRecord": SnapshotFooterRecord,
+    "SnapshotHeaderRecord": SnapshotHeaderRecord,
+    "StopReplicaRequest": StopReplicaRequest,
+    "StopReplicaResponse": StopReplicaResponse,
+    "StreamsGroupDescribeRequest": StreamsGroupDescribeRequest,
+    "StreamsGroupDescribeResponse": StreamsGroupDescribeResponse,
+    "StreamsGroupHeartbeatRequest": StreamsGroupHeartbeatRequest,
+    "StreamsGroupHeartbeatResponse": StreamsGroupHeartbeatResponse,
     "SyncGroupRequest": SyncGroupRequest,
     "SyncGroupResponse": SyncGroupResponse,
+    "TxnOffsetCommitRequest": TxnOffsetCommitRequest,
+    "TxnOffsetCommitResponse": TxnOffsetCommitResponse,
+    "UnregisterBrokerRequest": UnregisterBrokerRequest,
+    "UnregisterBrokerResponse": UnregisterBrokerResponse,
+    "UpdateFeaturesRequest": UpdateFeaturesRequest,
+    "UpdateFeaturesResponse": UpdateFeaturesResponse,
+    "UpdateMetadataRequest": UpdateMetadataRequest,
+    "UpdateMetadataResponse": UpdateMetadataResponse,
+    "UpdateRaftVoterRequest": UpdateRaftVoterRequest,
+    "UpdateRaftVoterResponse": UpdateRaftVoterResponse,
+    "VoteRequest": VoteRequest,
+    "VoteResponse": VoteResponse,
+    "VotersRecord": VotersRecord,
+    "WriteShareGroupStateRequest": WriteShareGroupStateRequest,
+    "WriteShareGroupStateResponse": WriteShareGroupStateResponse,
+    "WriteTxnMarkersRequest": WriteTxnMarkersRequest,
+    "WriteTxnMarkersResponse": WriteTxnMarkersResponse,
 }
 """Message name -> class, for every schema compiled into this package."""
 
@@ -250,36 +743,200 @@ __all__ = [
     "inspect_response",
     "encode_request",
     "encode_response",
+    "AddOffsetsToTxnRequest",
+    "AddOffsetsToTxnResponse",
+    "AddPartitionsToTxnRequest",
+    "AddPartitionsToTxnResponse",
+    "AddRaftVoterRequest",
+    "AddRaftVoterResponse",
+    "AllocateProducerIdsRequest",
+    "AllocateProducerIdsResponse",
+    "AlterClientQuotasRequest",
+    "AlterClientQuotasResponse",
+    "AlterConfigsRequest",
+    "AlterConfigsResponse",
+    "AlterPartitionReassignmentsRequest",
+    "AlterPartitionReassignmentsResponse",
+    "AlterPartitionRequest",
+    "AlterPartitionResponse",
+    "AlterReplicaLogDirsRequest",
+    "AlterReplicaLogDirsResponse",
+    "AlterShareGroupOffsetsRequest",
+    "AlterShareGroupOffsetsResponse",
+    "AlterUserScramCredentialsRequest",
+    "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
+    "AssignReplicasToDirsRequest",
+    "AssignReplicasToDirsResponse",
+    "BeginQuorumEpochRequest",
+    "BeginQuorumEpochResponse",
+    "BrokerHeartbeatRequest",
+    "BrokerHeartbeatResponse",
+    "BrokerRegistrationRequest",
+    "BrokerRegistrationResponse",
     "ConsumerGroupDescribeRequest",
     "ConsumerGroupDescribeResponse",
     "ConsumerGroupHeartbeatRequest",
     "ConsumerGroupHeartbeatResponse",
     "ConsumerProtocolAssignment",
     "ConsumerProtocolSubscription",
+    "ControlledShutdownRequest",
+    "ControlledShutdownResponse",
+    "ControllerRegistrationRequest",
+    "ControllerRegistrationResponse",
+    "CreateAclsRequest",
+    "CreateAclsResponse",
+    "CreateDelegationTokenRequest",
+    "CreateDelegationTokenResponse",
+    "CreatePartitionsRequest",
+    "CreatePartitionsResponse",
+    "CreateTopicsRequest",
+    "CreateTopicsResponse",
+    "DefaultPrincipalData",
+    "DeleteAclsRequest",
+    "DeleteAclsResponse",
     "DeleteGroupsRequest",
     "DeleteGroupsResponse",
+    "DeleteRecordsRequest",
+    "DeleteRecordsResponse",
+    "DeleteShareGroupOffsetsRequest",
+    "DeleteShareGroupOffsetsResponse",
+    "DeleteShareGroupStateRequest",
+    "DeleteShareGroupStateResponse",
+    "DeleteTopicsRequest",
+    "DeleteTopicsResponse",
+    "DescribeAclsRequest",
+    "DescribeAclsResponse",
+    "DescribeClientQuotasRequest",
+    "DescribeClientQuotasResponse",
+    "DescribeClusterRequest",
+    "DescribeClusterResponse",
+    "DescribeConfigsRequest",
+    "DescribeConfigsResponse",
+    "DescribeDelegationTokenRequest",
+    "DescribeDelegationTokenResponse",
     "DescribeGroupsRequest",
     "DescribeGroupsResponse",
+    "DescribeLogDirsRequest",
+    "DescribeLogDirsResponse",
+    "DescribeProducersRequest",
+    "DescribeProducersResponse",
+    "DescribeQuorumRequest",
+    "DescribeQuorumResponse",
+    "DescribeShareGroupOffsetsRequest",
+    "DescribeShareGroupOffsetsResponse",
+    "DescribeTopicPartitionsRequest",
+    "DescribeTopicPartitionsResponse",
+    "DescribeTransactionsRequest",
+    "DescribeTransactionsResponse",
+    "DescribeUserScramCredentialsRequest",
+    "DescribeUserScramCredentialsResponse",
+    "ElectLeadersRequest",
+    "ElectLeadersResponse",
+    "EndQuorumEpochRequest",
+    "EndQuorumEpochResponse",
+    "EndTxnRequest",
+    "EndTxnResponse",
+    "EnvelopeRequest",
+    "EnvelopeResponse",
+    "ExpireDelegationTokenRequest",
+    "ExpireDelegationTokenResponse",
+    "FetchRequest",
+    "FetchResponse",
+    "FetchSnapshotRequest",
+    "FetchSnapshotResponse",
     "FindCoordinatorRequest",
     "FindCoordinatorResponse",
+    "GetTelemetrySubscriptionsRequest",
+    "GetTelemetrySubscriptionsResponse",
     "HeartbeatRequest",
     "HeartbeatResponse",
+    "IncrementalAlterConfigsRequest",
+    "IncrementalAlterConfigsResponse",
+    "InitProducerIdRequest",
+    "InitProducerIdResponse",
+    "InitializeShareGroupStateRequest",
+    "InitializeShareGroupStateResponse",
     "JoinGroupRequest",
     "JoinGroupResponse",
+    "KRaftVersionRecord",
+    "LeaderAndIsrRequest",
+    "LeaderAndIsrResponse",
+    "LeaderChangeMessage",
     "LeaveGroupRequest",
     "LeaveGroupResponse",
+    "ListConfigResourcesRequest",
+    "ListConfigResourcesResponse",
     "ListGroupsRequest",
     "ListGroupsResponse",
+    "ListOffsetsRequest",
+    "ListOffsetsResponse",
+    "ListPartitionReassignmentsRequest",
+    "ListPartitionReassignmentsResponse",
+    "ListTransactionsRequest",
+    "ListTransactionsResponse",
+    "MetadataRequest",
+    "MetadataResponse",
     "OffsetCommitRequest",
     "OffsetCommitResponse",
     "OffsetDeleteRequest",
     "OffsetDeleteResponse",
     "OffsetFetchRequest",
     "OffsetFetchResponse",
+    "OffsetForLeaderEpochRequest",
+    "OffsetForLeaderEpochResponse",
+    "ProduceRequest",
+    "ProduceResponse",
+    "PushTelemetryRequest",
+    "PushTelemetryResponse",
+    "ReadShareGroupStateRequest",
+    "ReadShareGroupStateResponse",
+    "ReadShareGroupStateSummaryRequest",
+    "ReadShareGroupStateSummaryResponse",
+    "RemoveRaftVoterRequest",
+    "RemoveRaftVoterResponse",
+    "RenewDelegationTokenRequest",
+    "RenewDelegationTokenResponse",
     "RequestHeader",
     "ResponseHeader",
+    "SaslAuthenticateRequest",
+    "SaslAuthenticateResponse",
+    "SaslHandshakeRequest",
+    "SaslHandshakeResponse",
+    "ShareAcknowledgeRequest",
+    "ShareAcknowledgeResponse",
+    "ShareFetchRequest",
+    "ShareFetchResponse",
+    "ShareGroupDescribeRequest",
+    "ShareGroupDescribeResponse",
+    "ShareGroupHeartbeatRequest",
+    "ShareGroupHeartbeatResponse",
+    "SnapshotFooterRecord",
+    "SnapshotHeaderRecord",
+    "StopReplicaRequest",
+    "StopReplicaResponse",
+    "StreamsGroupDescribeRequest",
+    "StreamsGroupDescribeResponse",
+    "StreamsGroupHeartbeatRequest",
+    "StreamsGroupHeartbeatResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
+    "TxnOffsetCommitRequest",
+    "TxnOffsetCommitResponse",
+    "UnregisterBrokerRequest",
+    "UnregisterBrokerResponse",
+    "UpdateFeaturesRequest",
+    "UpdateFeaturesResponse",
+    "UpdateMetadataRequest",
+    "UpdateMetadataResponse",
+    "UpdateRaftVoterRequest",
+    "UpdateRaftVoterResponse",
+    "VoteRequest",
+    "VoteResponse",
+    "VotersRecord",
+    "WriteShareGroupStateRequest",
+    "WriteShareGroupStateResponse",
+    "WriteTxnMarkersRequest",
+    "WriteTxnMarkersResponse",
 ]

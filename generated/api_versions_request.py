@@ -33,6 +33,7 @@ from ._runtime import (
     unexpected_tag,
     w_compact_string,
     w_tags,
+    wire_order,
     write_message,
 )
 
@@ -82,6 +83,10 @@ class ApiVersionsRequest:
     """ClientSoftwareVersion (versions 3-4, ignorable): Version of the client library."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> ApiVersionsRequest:
@@ -160,6 +165,7 @@ def _read_ApiVersionsRequest_v0(data: bytes, pos: int) -> tuple[ApiVersionsReque
     o.client_software_version = ""
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -198,8 +204,10 @@ def _read_ApiVersionsRequest_v3(data: bytes, pos: int) -> tuple[ApiVersionsReque
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -226,7 +234,7 @@ def _write_ApiVersionsRequest_v3(out: bytearray, o: ApiVersionsRequest) -> None:
     else:
         w_compact_string(out, s)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -280,6 +288,7 @@ def _decode_ApiVersionsRequest_v3(data: bytes, pos: int) -> tuple[ApiVersionsReq
             client_software_name,
             client_software_version,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -295,7 +304,7 @@ def _encode_ApiVersionsRequest_v3(out: bytearray, o: ApiVersionsRequest) -> None
         w_compact_string(out, o.client_software_version)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:

@@ -43,6 +43,7 @@ from ._runtime import (
     w_int64,
     w_tags,
     w_uvarint,
+    wire_order,
     write_message,
 )
 
@@ -74,6 +75,10 @@ class ApiVersion:
     """MaxVersion (versions 0-4): Newest version of this API the broker accepts."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -103,6 +108,10 @@ class SupportedFeatureKey:
     """MaxVersion (versions 3-4): Newest feature version the broker can run."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -146,6 +155,10 @@ class FinalizedFeatureKey:
     """MinVersionLevel (versions 3-4): Lowest level of the feature finalized for the cluster."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -248,6 +261,10 @@ class ApiVersionsResponse:
     """ZkMigrationReady (versions 3-4, tag 3 in 3-4, ignorable): Set by a KRaft controller that has the configuration needed for a ZooKeeper migration; meaningless since Kafka 4.0 removed ZooKeeper."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> ApiVersionsResponse:
@@ -326,6 +343,7 @@ def _read_ApiVersion_v0(data: bytes, pos: int) -> tuple[ApiVersion, int]:
     pos += 6
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -353,8 +371,10 @@ def _read_ApiVersion_v3(data: bytes, pos: int) -> tuple[ApiVersion, int]:
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -368,7 +388,7 @@ def _write_ApiVersion_v3(out: bytearray, o: ApiVersion) -> None:
     s: _Any  # the string being written
     out += _S_hhh.pack(o.api_key, o.min_version, o.max_version)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -392,8 +412,10 @@ def _read_SupportedFeatureKey_v3(data: bytes, pos: int) -> tuple[SupportedFeatur
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -414,7 +436,7 @@ def _write_SupportedFeatureKey_v3(out: bytearray, o: SupportedFeatureKey) -> Non
         w_compact_string(out, s)
     out += _S_hh.pack(o.min_version, o.max_version)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -438,8 +460,10 @@ def _read_FinalizedFeatureKey_v3(data: bytes, pos: int) -> tuple[FinalizedFeatur
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -460,7 +484,7 @@ def _write_FinalizedFeatureKey_v3(out: bytearray, o: FinalizedFeatureKey) -> Non
         w_compact_string(out, s)
     out += _S_hh.pack(o.max_version_level, o.min_version_level)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -488,6 +512,7 @@ def _read_ApiVersionsResponse_v0(data: bytes, pos: int) -> tuple[ApiVersionsResp
         pos += 6
 
         api_keys_item.unknown_tags = {}
+        api_keys_item.wire_tags = None
         api_keys.append(api_keys_item)
     o.api_keys = api_keys
     o.throttle_time_ms = 0
@@ -497,6 +522,7 @@ def _read_ApiVersionsResponse_v0(data: bytes, pos: int) -> tuple[ApiVersionsResp
     o.zk_migration_ready = False
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -517,6 +543,7 @@ def _head_ApiVersionsResponse_v0(data: bytes, pos: int) -> tuple[ApiVersionsResp
     o.finalized_features = []
     o.zk_migration_ready = False
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -560,6 +587,7 @@ def _read_ApiVersionsResponse_v1(data: bytes, pos: int) -> tuple[ApiVersionsResp
         pos += 6
 
         api_keys_item.unknown_tags = {}
+        api_keys_item.wire_tags = None
         api_keys.append(api_keys_item)
     o.api_keys = api_keys
     (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
@@ -570,6 +598,7 @@ def _read_ApiVersionsResponse_v1(data: bytes, pos: int) -> tuple[ApiVersionsResp
     o.zk_migration_ready = False
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -615,8 +644,10 @@ def _read_ApiVersionsResponse_v3(data: bytes, pos: int) -> tuple[ApiVersionsResp
 
         if data[pos]:
             api_keys_item.unknown_tags, pos = r_tags(data, pos)
+            api_keys_item.wire_tags = wire_order(api_keys_item.unknown_tags)
         else:  # no tagged fields
             api_keys_item.unknown_tags = {}
+            api_keys_item.wire_tags = None
             pos += 1
         api_keys.append(api_keys_item)
     o.api_keys = api_keys
@@ -629,9 +660,11 @@ def _read_ApiVersionsResponse_v3(data: bytes, pos: int) -> tuple[ApiVersionsResp
     o.zk_migration_ready = False
     unknown_tags: dict[int, bytes] = {}
     n, pos = r_tag_count(data, pos)
+    seen: list[int] = []
     for _ in range(n):
         tag, end, pos = r_tag_header(data, pos)
         start = pos
+        seen.append(tag)
         if tag == 0:
             o.supported_features, pos = r_compact_array(data, pos, _read_SupportedFeatureKey_v3)
         elif tag == 1:
@@ -646,6 +679,7 @@ def _read_ApiVersionsResponse_v3(data: bytes, pos: int) -> tuple[ApiVersionsResp
         if pos != end:
             raise Recheck
     o.unknown_tags = unknown_tags
+    o.wire_tags = tuple(seen) if n else None
     return o, pos
 
 
@@ -664,23 +698,24 @@ def _write_ApiVersionsResponse_v3(out: bytearray, o: ApiVersionsResponse) -> Non
         _write_ApiVersion_v3(out, api_keys_item)
     out += _S_i.pack(o.throttle_time_ms)
     tags: list[tuple[int, bytearray]] = []
-    if len(o.supported_features) != 0:
+    order = o.wire_tags
+    if len(o.supported_features) != 0 or (order is not None and 0 in order):
         b = bytearray()
         w_compact_array(b, o.supported_features, _write_SupportedFeatureKey_v3)
         tags.append((0, b))
-    if o.finalized_features_epoch != -1:
+    if o.finalized_features_epoch != -1 or (order is not None and 1 in order):
         b = bytearray()
         w_int64(b, o.finalized_features_epoch)
         tags.append((1, b))
-    if len(o.finalized_features) != 0:
+    if len(o.finalized_features) != 0 or (order is not None and 2 in order):
         b = bytearray()
         w_compact_array(b, o.finalized_features, _write_FinalizedFeatureKey_v3)
         tags.append((2, b))
-    if o.zk_migration_ready != False:
+    if o.zk_migration_ready != False or (order is not None and 3 in order):
         b = bytearray()
         w_bool(b, o.zk_migration_ready)
         tags.append((3, b))
-    w_tags(out, tags, o.unknown_tags, (0, 1, 2, 3))
+    w_tags(out, tags, o.unknown_tags, (0, 1, 2, 3), order)
 
 
 def _decode_ApiVersion_v0(data: bytes, pos: int) -> tuple[ApiVersion, int]:
@@ -749,6 +784,7 @@ def _decode_ApiVersion_v3(data: bytes, pos: int) -> tuple[ApiVersion, int]:
             min_version,
             max_version,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -766,7 +802,7 @@ def _encode_ApiVersion_v3(out: bytearray, o: ApiVersion) -> None:
         out += _S_hhh.pack(o.api_key, o.min_version, o.max_version)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -799,6 +835,7 @@ def _decode_SupportedFeatureKey_v3(data: bytes, pos: int) -> tuple[SupportedFeat
             min_version,
             max_version,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -817,7 +854,7 @@ def _encode_SupportedFeatureKey_v3(out: bytearray, o: SupportedFeatureKey) -> No
         out += _S_hh.pack(o.min_version, o.max_version)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -850,6 +887,7 @@ def _decode_FinalizedFeatureKey_v3(data: bytes, pos: int) -> tuple[FinalizedFeat
             max_version_level,
             min_version_level,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -868,7 +906,7 @@ def _encode_FinalizedFeatureKey_v3(out: bytearray, o: FinalizedFeatureKey) -> No
         out += _S_hh.pack(o.max_version_level, o.min_version_level)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -981,9 +1019,11 @@ def _decode_ApiVersionsResponse_v3(data: bytes, pos: int) -> tuple[ApiVersionsRe
         unknown_tags: dict[int, bytes] = {}
         f = ""
         n, pos = r_tag_count(data, pos)
+        seen: list[int] = []
         for _ in range(n):
             tag, end, pos = r_tag_header(data, pos)
             start = pos
+            seen.append(tag)
             if tag == 0:
                 f = "SupportedFeatures"
                 supported_features, pos = r_compact_array(data, pos, _decode_SupportedFeatureKey_v3)
@@ -1013,6 +1053,7 @@ def _decode_ApiVersionsResponse_v3(data: bytes, pos: int) -> tuple[ApiVersionsRe
             finalized_features,
             zk_migration_ready,
             unknown_tags,
+            (tuple(seen) if seen else None),
         ),
         pos,
     )
@@ -1029,28 +1070,29 @@ def _encode_ApiVersionsResponse_v3(out: bytearray, o: ApiVersionsResponse) -> No
         f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
         out += _S_i.pack(o.throttle_time_ms)
         tags: list[tuple[int, bytearray]] = []
+        order = o.wire_tags
         f = "SupportedFeatures"
-        if len(o.supported_features) != 0:
+        if len(o.supported_features) != 0 or (order is not None and 0 in order):
             b = bytearray()
             w_compact_array(b, o.supported_features, _encode_SupportedFeatureKey_v3)
             tags.append((0, b))
         f = "FinalizedFeaturesEpoch"
-        if o.finalized_features_epoch != -1:
+        if o.finalized_features_epoch != -1 or (order is not None and 1 in order):
             b = bytearray()
             w_int64(b, o.finalized_features_epoch)
             tags.append((1, b))
         f = "FinalizedFeatures"
-        if len(o.finalized_features) != 0:
+        if len(o.finalized_features) != 0 or (order is not None and 2 in order):
             b = bytearray()
             w_compact_array(b, o.finalized_features, _encode_FinalizedFeatureKey_v3)
             tags.append((2, b))
         f = "ZkMigrationReady"
-        if o.zk_migration_ready != False:
+        if o.zk_migration_ready != False or (order is not None and 3 in order):
             b = bytearray()
             w_bool(b, o.zk_migration_ready)
             tags.append((3, b))
         f = ""
-        w_tags(out, tags, o.unknown_tags, (0, 1, 2, 3))
+        w_tags(out, tags, o.unknown_tags, (0, 1, 2, 3), order)
     except Exception as e:
         raise encode_failure(e, f, o, ApiVersionsResponse) from None
 

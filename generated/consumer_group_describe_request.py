@@ -35,6 +35,7 @@ from ._runtime import (
     w_compact_array,
     w_compact_string,
     w_tags,
+    wire_order,
     write_message,
 )
 
@@ -81,6 +82,10 @@ class ConsumerGroupDescribeRequest:
     """IncludeAuthorizedOperations (versions 0-1): When true, each result lists the ACL operations the caller may perform on the group."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(
@@ -165,8 +170,10 @@ def _read_ConsumerGroupDescribeRequest_v0(
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -184,6 +191,7 @@ def _head_ConsumerGroupDescribeRequest_v0(
     o.group_ids = []
     o.include_authorized_operations = False
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -197,7 +205,7 @@ def _write_ConsumerGroupDescribeRequest_v0(out: bytearray, o: ConsumerGroupDescr
     w_compact_array(out, o.group_ids, w_compact_string)
     out += _S_B.pack(o.include_authorized_operations)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -226,6 +234,7 @@ def _decode_ConsumerGroupDescribeRequest_v0(
             group_ids,
             include_authorized_operations,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -243,7 +252,7 @@ def _encode_ConsumerGroupDescribeRequest_v0(
         out += _S_B.pack(o.include_authorized_operations)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:

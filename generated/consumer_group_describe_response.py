@@ -41,6 +41,7 @@ from ._runtime import (
     w_tags,
     w_uuid,
     w_uvarint,
+    wire_order,
     write_message,
 )
 
@@ -70,6 +71,10 @@ class TopicPartitions:
     """Partitions (versions 0-1): Partition numbers within this topic."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -98,6 +103,10 @@ class Assignment:
     """TopicPartitions (versions 0-1): Assigned partitions, grouped by topic."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -198,6 +207,10 @@ class Member:
     """MemberType (versions 1, ignorable): Protocol the member speaks: -1 unknown, 0 classic, 1 consumer (version 1 and later)."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -274,6 +287,10 @@ class DescribedGroup:
     """AuthorizedOperations (versions 0-1): Bit set of the ACL operations the caller may perform on the group; -2147483648 (INT32_MIN) when they were not requested."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -329,6 +346,10 @@ class ConsumerGroupDescribeResponse:
     """Groups (versions 0-1): One result per requested group."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(
@@ -417,8 +438,10 @@ def _read_TopicPartitions_v0(data: bytes, pos: int) -> tuple[TopicPartitions, in
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -440,7 +463,7 @@ def _write_TopicPartitions_v0(out: bytearray, o: TopicPartitions) -> None:
         w_compact_string(out, s)
     w_compact_array(out, o.partitions, "i")
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -472,16 +495,20 @@ def _read_Assignment_v0(data: bytes, pos: int) -> tuple[Assignment, int]:
 
         if data[pos]:
             topic_partitions_item.unknown_tags, pos = r_tags(data, pos)
+            topic_partitions_item.wire_tags = wire_order(topic_partitions_item.unknown_tags)
         else:  # no tagged fields
             topic_partitions_item.unknown_tags = {}
+            topic_partitions_item.wire_tags = None
             pos += 1
         topic_partitions.append(topic_partitions_item)
     o.topic_partitions = topic_partitions
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -499,7 +526,7 @@ def _write_Assignment_v0(out: bytearray, o: Assignment) -> None:
     for topic_partitions_item in o.topic_partitions:
         _write_TopicPartitions_v0(out, topic_partitions_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -571,8 +598,10 @@ def _read_Member_v0(data: bytes, pos: int) -> tuple[Member, int]:
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -640,7 +669,7 @@ def _write_Member_v0(out: bytearray, o: Member) -> None:
     _write_Assignment_v0(out, o.assignment)
     _write_Assignment_v0(out, o.target_assignment)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -713,8 +742,10 @@ def _read_Member_v1(data: bytes, pos: int) -> tuple[Member, int]:
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -783,7 +814,7 @@ def _write_Member_v1(out: bytearray, o: Member) -> None:
     _write_Assignment_v0(out, o.target_assignment)
     out += _S_b.pack(o.member_type)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -898,8 +929,10 @@ def _read_DescribedGroup_v0(data: bytes, pos: int) -> tuple[DescribedGroup, int]
 
         if data[pos]:
             members_item.unknown_tags, pos = r_tags(data, pos)
+            members_item.wire_tags = wire_order(members_item.unknown_tags)
         else:  # no tagged fields
             members_item.unknown_tags = {}
+            members_item.wire_tags = None
             pos += 1
         members.append(members_item)
     o.members = members
@@ -908,8 +941,10 @@ def _read_DescribedGroup_v0(data: bytes, pos: int) -> tuple[DescribedGroup, int]
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -961,7 +996,7 @@ def _write_DescribedGroup_v0(out: bytearray, o: DescribedGroup) -> None:
         _write_Member_v0(out, members_item)
     out += _S_i.pack(o.authorized_operations)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -1077,8 +1112,10 @@ def _read_DescribedGroup_v1(data: bytes, pos: int) -> tuple[DescribedGroup, int]
 
         if data[pos]:
             members_item.unknown_tags, pos = r_tags(data, pos)
+            members_item.wire_tags = wire_order(members_item.unknown_tags)
         else:  # no tagged fields
             members_item.unknown_tags = {}
+            members_item.wire_tags = None
             pos += 1
         members.append(members_item)
     o.members = members
@@ -1087,8 +1124,10 @@ def _read_DescribedGroup_v1(data: bytes, pos: int) -> tuple[DescribedGroup, int]
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -1140,7 +1179,7 @@ def _write_DescribedGroup_v1(out: bytearray, o: DescribedGroup) -> None:
         _write_Member_v1(out, members_item)
     out += _S_i.pack(o.authorized_operations)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -1169,8 +1208,10 @@ def _read_ConsumerGroupDescribeResponse_v0(
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -1189,6 +1230,7 @@ def _head_ConsumerGroupDescribeResponse_v0(
     pos += 4
     o.groups = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1208,7 +1250,7 @@ def _write_ConsumerGroupDescribeResponse_v0(
     for groups_item in o.groups:
         _write_DescribedGroup_v0(out, groups_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -1237,8 +1279,10 @@ def _read_ConsumerGroupDescribeResponse_v1(
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -1259,7 +1303,7 @@ def _write_ConsumerGroupDescribeResponse_v1(
     for groups_item in o.groups:
         _write_DescribedGroup_v1(out, groups_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -1288,6 +1332,7 @@ def _decode_TopicPartitions_v0(data: bytes, pos: int) -> tuple[TopicPartitions, 
             topic_name,
             partitions,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1305,7 +1350,7 @@ def _encode_TopicPartitions_v0(out: bytearray, o: TopicPartitions) -> None:
         w_compact_array(out, o.partitions, "i")
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1330,6 +1375,7 @@ def _decode_Assignment_v0(data: bytes, pos: int) -> tuple[Assignment, int]:
         Assignment(
             topic_partitions,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1343,7 +1389,7 @@ def _encode_Assignment_v0(out: bytearray, o: Assignment) -> None:
         w_compact_array(out, o.topic_partitions, _encode_TopicPartitions_v0)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1397,6 +1443,7 @@ def _decode_Member_v0(data: bytes, pos: int) -> tuple[Member, int]:
             target_assignment,
             -1,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1428,7 +1475,7 @@ def _encode_Member_v0(out: bytearray, o: Member) -> None:
         _encode_Assignment_v0(out, o.target_assignment)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1485,6 +1532,7 @@ def _decode_Member_v1(data: bytes, pos: int) -> tuple[Member, int]:
             target_assignment,
             member_type,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1518,7 +1566,7 @@ def _encode_Member_v1(out: bytearray, o: Member) -> None:
         out += _S_b.pack(o.member_type)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1571,6 +1619,7 @@ def _decode_DescribedGroup_v0(data: bytes, pos: int) -> tuple[DescribedGroup, in
             members,
             authorized_operations,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1601,7 +1650,7 @@ def _encode_DescribedGroup_v0(out: bytearray, o: DescribedGroup) -> None:
         out += _S_i.pack(o.authorized_operations)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1654,6 +1703,7 @@ def _decode_DescribedGroup_v1(data: bytes, pos: int) -> tuple[DescribedGroup, in
             members,
             authorized_operations,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1684,7 +1734,7 @@ def _encode_DescribedGroup_v1(out: bytearray, o: DescribedGroup) -> None:
         out += _S_i.pack(o.authorized_operations)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1715,6 +1765,7 @@ def _decode_ConsumerGroupDescribeResponse_v0(
             throttle_time_ms,
             groups,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1732,7 +1783,7 @@ def _encode_ConsumerGroupDescribeResponse_v0(
         w_compact_array(out, o.groups, _encode_DescribedGroup_v0)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1763,6 +1814,7 @@ def _decode_ConsumerGroupDescribeResponse_v1(
             throttle_time_ms,
             groups,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1780,7 +1832,7 @@ def _encode_ConsumerGroupDescribeResponse_v1(
         w_compact_array(out, o.groups, _encode_DescribedGroup_v1)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:

@@ -41,6 +41,7 @@ from ._runtime import (
     w_compact_string,
     w_tags,
     w_uuid,
+    wire_order,
     write_message,
 )
 
@@ -64,6 +65,10 @@ class TopicPartitions:
     """Partitions (versions 0-1): Partition numbers owned within this topic."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -197,6 +202,10 @@ class ConsumerGroupHeartbeatRequest:
     """TopicPartitions (versions 0-1, nullable 0+): Partitions the member owns right now; null when unchanged."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(
@@ -278,8 +287,10 @@ def _read_TopicPartitions_v0(data: bytes, pos: int) -> tuple[TopicPartitions, in
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -294,7 +305,7 @@ def _write_TopicPartitions_v0(out: bytearray, o: TopicPartitions) -> None:
     w_uuid(out, o.topic_id)
     w_compact_array(out, o.partitions, "i")
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -362,8 +373,10 @@ def _read_ConsumerGroupHeartbeatRequest_v0(
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -421,6 +434,7 @@ def _head_ConsumerGroupHeartbeatRequest_v0(
     o.server_assignor = None
     o.topic_partitions = None
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -484,7 +498,7 @@ def _write_ConsumerGroupHeartbeatRequest_v0(
             w_compact_nullable_string(out, s)
     w_compact_nullable_array(out, o.topic_partitions, _write_TopicPartitions_v0)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -561,8 +575,10 @@ def _read_ConsumerGroupHeartbeatRequest_v1(
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -635,7 +651,7 @@ def _write_ConsumerGroupHeartbeatRequest_v1(
             w_compact_nullable_string(out, s)
     w_compact_nullable_array(out, o.topic_partitions, _write_TopicPartitions_v0)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -661,6 +677,7 @@ def _decode_TopicPartitions_v0(data: bytes, pos: int) -> tuple[TopicPartitions, 
             topic_id,
             partitions,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -676,7 +693,7 @@ def _encode_TopicPartitions_v0(out: bytearray, o: TopicPartitions) -> None:
         w_compact_array(out, o.partitions, "i")
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -730,6 +747,7 @@ def _decode_ConsumerGroupHeartbeatRequest_v0(
             server_assignor,
             topic_partitions,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -764,7 +782,7 @@ def _encode_ConsumerGroupHeartbeatRequest_v0(
         w_compact_nullable_array(out, o.topic_partitions, _encode_TopicPartitions_v0)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -820,6 +838,7 @@ def _decode_ConsumerGroupHeartbeatRequest_v1(
             server_assignor,
             topic_partitions,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -853,7 +872,7 @@ def _encode_ConsumerGroupHeartbeatRequest_v1(
         w_compact_nullable_array(out, o.topic_partitions, _encode_TopicPartitions_v0)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:

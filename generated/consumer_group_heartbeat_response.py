@@ -41,6 +41,7 @@ from ._runtime import (
     w_tags,
     w_uuid,
     w_uvarint,
+    wire_order,
     write_message,
 )
 
@@ -65,6 +66,10 @@ class TopicPartitions:
     """Partitions (versions 0-1): Partition numbers within this topic."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -93,6 +98,10 @@ class Assignment:
     """TopicPartitions (versions 0-1): Partitions the member may start using now, grouped by topic."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -199,6 +208,10 @@ class ConsumerGroupHeartbeatResponse:
     """Assignment (versions 0-1, nullable 0+): The member's new target assignment, or null when it did not change."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(
@@ -282,8 +295,10 @@ def _read_TopicPartitions_v0(data: bytes, pos: int) -> tuple[TopicPartitions, in
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -298,7 +313,7 @@ def _write_TopicPartitions_v0(out: bytearray, o: TopicPartitions) -> None:
     w_uuid(out, o.topic_id)
     w_compact_array(out, o.partitions, "i")
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -323,16 +338,20 @@ def _read_Assignment_v0(data: bytes, pos: int) -> tuple[Assignment, int]:
 
         if data[pos]:
             topic_partitions_item.unknown_tags, pos = r_tags(data, pos)
+            topic_partitions_item.wire_tags = wire_order(topic_partitions_item.unknown_tags)
         else:  # no tagged fields
             topic_partitions_item.unknown_tags = {}
+            topic_partitions_item.wire_tags = None
             pos += 1
         topic_partitions.append(topic_partitions_item)
     o.topic_partitions = topic_partitions
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -350,7 +369,7 @@ def _write_Assignment_v0(out: bytearray, o: Assignment) -> None:
     for topic_partitions_item in o.topic_partitions:
         _write_TopicPartitions_v0(out, topic_partitions_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -392,8 +411,10 @@ def _read_ConsumerGroupHeartbeatResponse_v0(
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -434,6 +455,7 @@ def _head_ConsumerGroupHeartbeatResponse_v0(
     pos += 8
     o.assignment = None
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -470,7 +492,7 @@ def _write_ConsumerGroupHeartbeatResponse_v0(
     out += _S_ii.pack(o.member_epoch, o.heartbeat_interval_ms)
     w_nullable_struct(out, o.assignment, _write_Assignment_v0)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -496,6 +518,7 @@ def _decode_TopicPartitions_v0(data: bytes, pos: int) -> tuple[TopicPartitions, 
             topic_id,
             partitions,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -511,7 +534,7 @@ def _encode_TopicPartitions_v0(out: bytearray, o: TopicPartitions) -> None:
         w_compact_array(out, o.partitions, "i")
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -536,6 +559,7 @@ def _decode_Assignment_v0(data: bytes, pos: int) -> tuple[Assignment, int]:
         Assignment(
             topic_partitions,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -549,7 +573,7 @@ def _encode_Assignment_v0(out: bytearray, o: Assignment) -> None:
         w_compact_array(out, o.topic_partitions, _encode_TopicPartitions_v0)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -598,6 +622,7 @@ def _decode_ConsumerGroupHeartbeatResponse_v0(
             heartbeat_interval_ms,
             assignment,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -627,7 +652,7 @@ def _encode_ConsumerGroupHeartbeatResponse_v0(
         w_nullable_struct(out, o.assignment, _encode_Assignment_v0)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:

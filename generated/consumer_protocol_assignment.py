@@ -37,6 +37,7 @@ from ._runtime import (
     w_nullable_bytes,
     w_string,
     w_tags,
+    wire_order,
     write_message,
 )
 
@@ -61,6 +62,10 @@ class TopicPartition:
     """Partitions (versions 0-3): Partition numbers assigned within this topic."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -111,6 +116,10 @@ class ConsumerProtocolAssignment:
     """UserData (versions 0-3, nullable 0+): Opaque data from the assignor, or null."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(
@@ -198,6 +207,7 @@ def _read_TopicPartition_v0(data: bytes, pos: int) -> tuple[TopicPartition, int]
     o.partitions, pos = r_array(data, pos, "i")
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -248,6 +258,7 @@ def _read_ConsumerProtocolAssignment_v0(
         assigned_partitions_item.partitions, pos = r_array(data, pos, "i")
 
         assigned_partitions_item.unknown_tags = {}
+        assigned_partitions_item.wire_tags = None
         assigned_partitions.append(assigned_partitions_item)
     o.assigned_partitions = assigned_partitions
     (n,) = _S_i.unpack_from(data, pos)
@@ -260,6 +271,7 @@ def _read_ConsumerProtocolAssignment_v0(
         o.user_data, pos = r_nullable_bytes(data, pos)
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -276,6 +288,7 @@ def _head_ConsumerProtocolAssignment_v0(
     o.assigned_partitions = []
     o.user_data = None
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 

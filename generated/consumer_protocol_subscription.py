@@ -39,6 +39,7 @@ from ._runtime import (
     w_nullable_string,
     w_string,
     w_tags,
+    wire_order,
     write_message,
 )
 
@@ -63,6 +64,10 @@ class TopicPartition:
     """Partitions (versions 1-3): Partition numbers owned within this topic."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -126,6 +131,10 @@ class ConsumerProtocolSubscription:
     """RackId (versions 3, nullable 3+, ignorable): Rack of the consumer (client.rack), or null; used by rack-aware assignors."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(
@@ -213,6 +222,7 @@ def _read_TopicPartition_v1(data: bytes, pos: int) -> tuple[TopicPartition, int]
     o.partitions, pos = r_array(data, pos, "i")
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -258,6 +268,7 @@ def _read_ConsumerProtocolSubscription_v0(
     o.rack_id = None
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -277,6 +288,7 @@ def _head_ConsumerProtocolSubscription_v0(
     o.generation_id = -1
     o.rack_id = None
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -334,12 +346,14 @@ def _read_ConsumerProtocolSubscription_v1(
         owned_partitions_item.partitions, pos = r_array(data, pos, "i")
 
         owned_partitions_item.unknown_tags = {}
+        owned_partitions_item.wire_tags = None
         owned_partitions.append(owned_partitions_item)
     o.owned_partitions = owned_partitions
     o.generation_id = -1
     o.rack_id = None
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -402,6 +416,7 @@ def _read_ConsumerProtocolSubscription_v2(
         owned_partitions_item.partitions, pos = r_array(data, pos, "i")
 
         owned_partitions_item.unknown_tags = {}
+        owned_partitions_item.wire_tags = None
         owned_partitions.append(owned_partitions_item)
     o.owned_partitions = owned_partitions
     (o.generation_id,) = _S_i.unpack_from(data, pos)
@@ -409,6 +424,7 @@ def _read_ConsumerProtocolSubscription_v2(
     o.rack_id = None
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -472,6 +488,7 @@ def _read_ConsumerProtocolSubscription_v3(
         owned_partitions_item.partitions, pos = r_array(data, pos, "i")
 
         owned_partitions_item.unknown_tags = {}
+        owned_partitions_item.wire_tags = None
         owned_partitions.append(owned_partitions_item)
     o.owned_partitions = owned_partitions
     (o.generation_id,) = _S_i.unpack_from(data, pos)
@@ -486,6 +503,7 @@ def _read_ConsumerProtocolSubscription_v3(
         o.rack_id, pos = r_nullable_string(data, pos)
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 

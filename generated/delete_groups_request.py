@@ -39,6 +39,7 @@ from ._runtime import (
     w_compact_string,
     w_string,
     w_tags,
+    wire_order,
     write_message,
 )
 
@@ -73,6 +74,10 @@ class DeleteGroupsRequest:
     """GroupsNames (versions 0-2): Ids of the groups to delete."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> DeleteGroupsRequest:
@@ -150,6 +155,7 @@ def _read_DeleteGroupsRequest_v0(data: bytes, pos: int) -> tuple[DeleteGroupsReq
     o.groups_names, pos = r_array(data, pos, r_string)
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -162,6 +168,7 @@ def _head_DeleteGroupsRequest_v0(data: bytes, pos: int) -> tuple[DeleteGroupsReq
     o = new_object(DeleteGroupsRequest)
     o.groups_names = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -188,8 +195,10 @@ def _read_DeleteGroupsRequest_v2(data: bytes, pos: int) -> tuple[DeleteGroupsReq
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -203,7 +212,7 @@ def _write_DeleteGroupsRequest_v2(out: bytearray, o: DeleteGroupsRequest) -> Non
     s: _Any  # the string being written
     w_compact_array(out, o.groups_names, w_compact_string)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -256,6 +265,7 @@ def _decode_DeleteGroupsRequest_v2(data: bytes, pos: int) -> tuple[DeleteGroupsR
         DeleteGroupsRequest(
             groups_names,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -269,7 +279,7 @@ def _encode_DeleteGroupsRequest_v2(out: bytearray, o: DeleteGroupsRequest) -> No
         w_compact_array(out, o.groups_names, w_compact_string)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:

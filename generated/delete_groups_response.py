@@ -41,6 +41,7 @@ from ._runtime import (
     w_string,
     w_tags,
     w_uvarint,
+    wire_order,
     write_message,
 )
 
@@ -63,6 +64,10 @@ class DeletableGroupResult:
     """ErrorCode (versions 0-2): Why the group was not deleted (e.g. NON_EMPTY_GROUP), or 0 if it was."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -119,6 +124,10 @@ class DeleteGroupsResponse:
     """Results (versions 0-2): One result per requested group."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> DeleteGroupsResponse:
@@ -205,6 +214,7 @@ def _read_DeletableGroupResult_v0(data: bytes, pos: int) -> tuple[DeletableGroup
     pos += 2
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -246,8 +256,10 @@ def _read_DeletableGroupResult_v2(data: bytes, pos: int) -> tuple[DeletableGroup
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -268,7 +280,7 @@ def _write_DeletableGroupResult_v2(out: bytearray, o: DeletableGroupResult) -> N
         w_compact_string(out, s)
     out += _S_h.pack(o.error_code)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -302,10 +314,12 @@ def _read_DeleteGroupsResponse_v0(data: bytes, pos: int) -> tuple[DeleteGroupsRe
         pos += 2
 
         results_item.unknown_tags = {}
+        results_item.wire_tags = None
         results.append(results_item)
     o.results = results
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -321,6 +335,7 @@ def _head_DeleteGroupsResponse_v0(data: bytes, pos: int) -> tuple[DeleteGroupsRe
     pos += 4
     o.results = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -370,16 +385,20 @@ def _read_DeleteGroupsResponse_v2(data: bytes, pos: int) -> tuple[DeleteGroupsRe
 
         if data[pos]:
             results_item.unknown_tags, pos = r_tags(data, pos)
+            results_item.wire_tags = wire_order(results_item.unknown_tags)
         else:  # no tagged fields
             results_item.unknown_tags = {}
+            results_item.wire_tags = None
             pos += 1
         results.append(results_item)
     o.results = results
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -398,7 +417,7 @@ def _write_DeleteGroupsResponse_v2(out: bytearray, o: DeleteGroupsResponse) -> N
     for results_item in o.results:
         _write_DeletableGroupResult_v2(out, results_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -461,6 +480,7 @@ def _decode_DeletableGroupResult_v2(data: bytes, pos: int) -> tuple[DeletableGro
             group_id,
             error_code,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -476,7 +496,7 @@ def _encode_DeletableGroupResult_v2(out: bytearray, o: DeletableGroupResult) -> 
         out += _S_h.pack(o.error_code)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -541,6 +561,7 @@ def _decode_DeleteGroupsResponse_v2(data: bytes, pos: int) -> tuple[DeleteGroups
             throttle_time_ms,
             results,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -556,7 +577,7 @@ def _encode_DeleteGroupsResponse_v2(out: bytearray, o: DeleteGroupsResponse) -> 
         w_compact_array(out, o.results, _encode_DeletableGroupResult_v2)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:

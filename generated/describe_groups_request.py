@@ -39,6 +39,7 @@ from ._runtime import (
     w_compact_string,
     w_string,
     w_tags,
+    wire_order,
     write_message,
 )
 
@@ -90,6 +91,10 @@ class DescribeGroupsRequest:
     """IncludeAuthorizedOperations (versions 3-6): When true, each result lists the ACL operations the caller may perform on the group."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> DescribeGroupsRequest:
@@ -168,6 +173,7 @@ def _read_DescribeGroupsRequest_v0(data: bytes, pos: int) -> tuple[DescribeGroup
     o.include_authorized_operations = False
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -181,6 +187,7 @@ def _head_DescribeGroupsRequest_v0(data: bytes, pos: int) -> tuple[DescribeGroup
     o.groups = []
     o.include_authorized_operations = False
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -210,6 +217,7 @@ def _read_DescribeGroupsRequest_v3(data: bytes, pos: int) -> tuple[DescribeGroup
     pos += 1
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -239,8 +247,10 @@ def _read_DescribeGroupsRequest_v5(data: bytes, pos: int) -> tuple[DescribeGroup
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -255,7 +265,7 @@ def _write_DescribeGroupsRequest_v5(out: bytearray, o: DescribeGroupsRequest) ->
     w_compact_array(out, o.groups, w_compact_string)
     out += _S_B.pack(o.include_authorized_operations)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -352,6 +362,7 @@ def _decode_DescribeGroupsRequest_v5(data: bytes, pos: int) -> tuple[DescribeGro
             groups,
             include_authorized_operations,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -367,7 +378,7 @@ def _encode_DescribeGroupsRequest_v5(out: bytearray, o: DescribeGroupsRequest) -
         out += _S_B.pack(o.include_authorized_operations)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:

@@ -49,6 +49,7 @@ from ._runtime import (
     w_string,
     w_tags,
     w_uvarint,
+    wire_order,
     write_message,
 )
 
@@ -112,6 +113,10 @@ class DescribedGroupMember:
     """MemberAssignment (versions 0-6): The member's assignment as computed by the leader; filled in while the group is Stable."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -185,6 +190,10 @@ class DescribedGroup:
     """AuthorizedOperations (versions 3-6): Bit set of the ACL operations the caller may perform on the group; -2147483648 (INT32_MIN) when they were not requested."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -245,6 +254,10 @@ class DescribeGroupsResponse:
     """Groups (versions 0-6): One result per requested group."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> DescribeGroupsResponse:
@@ -362,6 +375,7 @@ def _read_DescribedGroupMember_v0(data: bytes, pos: int) -> tuple[DescribedGroup
         o.member_assignment, pos = r_bytes(data, pos)
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -464,6 +478,7 @@ def _read_DescribedGroupMember_v4(data: bytes, pos: int) -> tuple[DescribedGroup
         o.member_assignment, pos = r_bytes(data, pos)
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -574,8 +589,10 @@ def _read_DescribedGroupMember_v5(data: bytes, pos: int) -> tuple[DescribedGroup
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -629,7 +646,7 @@ def _write_DescribedGroupMember_v5(out: bytearray, o: DescribedGroupMember) -> N
     else:
         w_compact_bytes(out, o.member_assignment)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -727,11 +744,13 @@ def _read_DescribedGroup_v0(data: bytes, pos: int) -> tuple[DescribedGroup, int]
             members_item.member_assignment, pos = r_bytes(data, pos)
 
         members_item.unknown_tags = {}
+        members_item.wire_tags = None
         members.append(members_item)
     o.members = members
     o.authorized_operations = -2147483648
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -877,12 +896,14 @@ def _read_DescribedGroup_v3(data: bytes, pos: int) -> tuple[DescribedGroup, int]
             members_item.member_assignment, pos = r_bytes(data, pos)
 
         members_item.unknown_tags = {}
+        members_item.wire_tags = None
         members.append(members_item)
     o.members = members
     (o.authorized_operations,) = _S_i.unpack_from(data, pos)
     pos += 4
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1034,12 +1055,14 @@ def _read_DescribedGroup_v4(data: bytes, pos: int) -> tuple[DescribedGroup, int]
             members_item.member_assignment, pos = r_bytes(data, pos)
 
         members_item.unknown_tags = {}
+        members_item.wire_tags = None
         members.append(members_item)
     o.members = members
     (o.authorized_operations,) = _S_i.unpack_from(data, pos)
     pos += 4
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1185,8 +1208,10 @@ def _read_DescribedGroup_v5(data: bytes, pos: int) -> tuple[DescribedGroup, int]
 
         if data[pos]:
             members_item.unknown_tags, pos = r_tags(data, pos)
+            members_item.wire_tags = wire_order(members_item.unknown_tags)
         else:  # no tagged fields
             members_item.unknown_tags = {}
+            members_item.wire_tags = None
             pos += 1
         members.append(members_item)
     o.members = members
@@ -1195,8 +1220,10 @@ def _read_DescribedGroup_v5(data: bytes, pos: int) -> tuple[DescribedGroup, int]
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -1246,7 +1273,7 @@ def _write_DescribedGroup_v5(out: bytearray, o: DescribedGroup) -> None:
         _write_DescribedGroupMember_v5(out, members_item)
     out += _S_i.pack(o.authorized_operations)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -1354,8 +1381,10 @@ def _read_DescribedGroup_v6(data: bytes, pos: int) -> tuple[DescribedGroup, int]
 
         if data[pos]:
             members_item.unknown_tags, pos = r_tags(data, pos)
+            members_item.wire_tags = wire_order(members_item.unknown_tags)
         else:  # no tagged fields
             members_item.unknown_tags = {}
+            members_item.wire_tags = None
             pos += 1
         members.append(members_item)
     o.members = members
@@ -1364,8 +1393,10 @@ def _read_DescribedGroup_v6(data: bytes, pos: int) -> tuple[DescribedGroup, int]
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -1423,7 +1454,7 @@ def _write_DescribedGroup_v6(out: bytearray, o: DescribedGroup) -> None:
         _write_DescribedGroupMember_v5(out, members_item)
     out += _S_i.pack(o.authorized_operations)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -1448,6 +1479,7 @@ def _read_DescribeGroupsResponse_v0(data: bytes, pos: int) -> tuple[DescribeGrou
     o.groups = groups
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1461,6 +1493,7 @@ def _head_DescribeGroupsResponse_v0(data: bytes, pos: int) -> tuple[DescribeGrou
     o.throttle_time_ms = 0
     o.groups = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1501,6 +1534,7 @@ def _read_DescribeGroupsResponse_v1(data: bytes, pos: int) -> tuple[DescribeGrou
     o.groups = groups
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1516,6 +1550,7 @@ def _head_DescribeGroupsResponse_v1(data: bytes, pos: int) -> tuple[DescribeGrou
     pos += 4
     o.groups = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1557,6 +1592,7 @@ def _read_DescribeGroupsResponse_v3(data: bytes, pos: int) -> tuple[DescribeGrou
     o.groups = groups
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1598,6 +1634,7 @@ def _read_DescribeGroupsResponse_v4(data: bytes, pos: int) -> tuple[DescribeGrou
     o.groups = groups
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1640,8 +1677,10 @@ def _read_DescribeGroupsResponse_v5(data: bytes, pos: int) -> tuple[DescribeGrou
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -1660,7 +1699,7 @@ def _write_DescribeGroupsResponse_v5(out: bytearray, o: DescribeGroupsResponse) 
     for groups_item in o.groups:
         _write_DescribedGroup_v5(out, groups_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -1687,8 +1726,10 @@ def _read_DescribeGroupsResponse_v6(data: bytes, pos: int) -> tuple[DescribeGrou
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -1707,7 +1748,7 @@ def _write_DescribeGroupsResponse_v6(out: bytearray, o: DescribeGroupsResponse) 
     for groups_item in o.groups:
         _write_DescribedGroup_v6(out, groups_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -1851,6 +1892,7 @@ def _decode_DescribedGroupMember_v5(data: bytes, pos: int) -> tuple[DescribedGro
             member_metadata,
             member_assignment,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1874,7 +1916,7 @@ def _encode_DescribedGroupMember_v5(out: bytearray, o: DescribedGroupMember) -> 
         w_compact_bytes(out, o.member_assignment)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -2116,6 +2158,7 @@ def _decode_DescribedGroup_v5(data: bytes, pos: int) -> tuple[DescribedGroup, in
             members,
             authorized_operations,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -2144,7 +2187,7 @@ def _encode_DescribedGroup_v5(out: bytearray, o: DescribedGroup) -> None:
         out += _S_i.pack(o.authorized_operations)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -2192,6 +2235,7 @@ def _decode_DescribedGroup_v6(data: bytes, pos: int) -> tuple[DescribedGroup, in
             members,
             authorized_operations,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -2219,7 +2263,7 @@ def _encode_DescribedGroup_v6(out: bytearray, o: DescribedGroup) -> None:
         out += _S_i.pack(o.authorized_operations)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -2387,6 +2431,7 @@ def _decode_DescribeGroupsResponse_v5(data: bytes, pos: int) -> tuple[DescribeGr
             throttle_time_ms,
             groups,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -2402,7 +2447,7 @@ def _encode_DescribeGroupsResponse_v5(out: bytearray, o: DescribeGroupsResponse)
         w_compact_array(out, o.groups, _encode_DescribedGroup_v5)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -2431,6 +2476,7 @@ def _decode_DescribeGroupsResponse_v6(data: bytes, pos: int) -> tuple[DescribeGr
             throttle_time_ms,
             groups,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -2446,7 +2492,7 @@ def _encode_DescribeGroupsResponse_v6(out: bytearray, o: DescribeGroupsResponse)
         w_compact_array(out, o.groups, _encode_DescribedGroup_v6)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:

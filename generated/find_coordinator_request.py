@@ -37,6 +37,7 @@ from ._runtime import (
     w_compact_string,
     w_string,
     w_tags,
+    wire_order,
     write_message,
 )
 
@@ -87,6 +88,10 @@ class FindCoordinatorRequest:
     """CoordinatorKeys (versions 4-6): Ids to find coordinators for, all of the same key type (version 4 and later)."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> FindCoordinatorRequest:
@@ -173,6 +178,7 @@ def _read_FindCoordinatorRequest_v0(data: bytes, pos: int) -> tuple[FindCoordina
     o.coordinator_keys = []
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -218,6 +224,7 @@ def _read_FindCoordinatorRequest_v1(data: bytes, pos: int) -> tuple[FindCoordina
     o.coordinator_keys = []
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -262,8 +269,10 @@ def _read_FindCoordinatorRequest_v3(data: bytes, pos: int) -> tuple[FindCoordina
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -286,7 +295,7 @@ def _write_FindCoordinatorRequest_v3(out: bytearray, o: FindCoordinatorRequest) 
     if len(o.coordinator_keys) != 0:
         raise Recheck
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -305,8 +314,10 @@ def _read_FindCoordinatorRequest_v4(data: bytes, pos: int) -> tuple[FindCoordina
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -323,6 +334,7 @@ def _head_FindCoordinatorRequest_v4(data: bytes, pos: int) -> tuple[FindCoordina
     pos += 1
     o.coordinator_keys = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -338,7 +350,7 @@ def _write_FindCoordinatorRequest_v4(out: bytearray, o: FindCoordinatorRequest) 
     out += _S_b.pack(o.key_type)
     w_compact_array(out, o.coordinator_keys, w_compact_string)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -444,6 +456,7 @@ def _decode_FindCoordinatorRequest_v3(data: bytes, pos: int) -> tuple[FindCoordi
             key_type,
             [],
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -462,7 +475,7 @@ def _encode_FindCoordinatorRequest_v3(out: bytearray, o: FindCoordinatorRequest)
             raise absent_field("CoordinatorKeys")
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -492,6 +505,7 @@ def _decode_FindCoordinatorRequest_v4(data: bytes, pos: int) -> tuple[FindCoordi
             key_type,
             coordinator_keys,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -510,7 +524,7 @@ def _encode_FindCoordinatorRequest_v4(out: bytearray, o: FindCoordinatorRequest)
         w_compact_array(out, o.coordinator_keys, w_compact_string)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:

@@ -43,6 +43,7 @@ from ._runtime import (
     w_string,
     w_tags,
     w_uvarint,
+    wire_order,
     write_message,
 )
 
@@ -87,6 +88,10 @@ class Coordinator:
     """ErrorMessage (versions 4-6, nullable 4+, ignorable): Human-readable detail for the error, or null."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -167,6 +172,10 @@ class FindCoordinatorResponse:
     """Coordinators (versions 4-6): One lookup result per requested key (version 4 and later)."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> FindCoordinatorResponse:
@@ -272,8 +281,10 @@ def _read_Coordinator_v4(data: bytes, pos: int) -> tuple[Coordinator, int]:
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -312,7 +323,7 @@ def _write_Coordinator_v4(out: bytearray, o: Coordinator) -> None:
         else:
             w_compact_nullable_string(out, s)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -343,6 +354,7 @@ def _read_FindCoordinatorResponse_v0(data: bytes, pos: int) -> tuple[FindCoordin
     o.coordinators = []
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -401,6 +413,7 @@ def _read_FindCoordinatorResponse_v1(data: bytes, pos: int) -> tuple[FindCoordin
     o.coordinators = []
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -471,8 +484,10 @@ def _read_FindCoordinatorResponse_v3(data: bytes, pos: int) -> tuple[FindCoordin
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -507,7 +522,7 @@ def _write_FindCoordinatorResponse_v3(out: bytearray, o: FindCoordinatorResponse
     if len(o.coordinators) != 0:
         raise Recheck
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -565,16 +580,20 @@ def _read_FindCoordinatorResponse_v4(data: bytes, pos: int) -> tuple[FindCoordin
 
         if data[pos]:
             coordinators_item.unknown_tags, pos = r_tags(data, pos)
+            coordinators_item.wire_tags = wire_order(coordinators_item.unknown_tags)
         else:  # no tagged fields
             coordinators_item.unknown_tags = {}
+            coordinators_item.wire_tags = None
             pos += 1
         coordinators.append(coordinators_item)
     o.coordinators = coordinators
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -596,6 +615,7 @@ def _head_FindCoordinatorResponse_v4(data: bytes, pos: int) -> tuple[FindCoordin
     o.port = 0
     o.coordinators = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -621,7 +641,7 @@ def _write_FindCoordinatorResponse_v4(out: bytearray, o: FindCoordinatorResponse
     for coordinators_item in o.coordinators:
         _write_Coordinator_v4(out, coordinators_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -662,6 +682,7 @@ def _decode_Coordinator_v4(data: bytes, pos: int) -> tuple[Coordinator, int]:
             error_code,
             error_message,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -686,7 +707,7 @@ def _encode_Coordinator_v4(out: bytearray, o: Coordinator) -> None:
         w_compact_nullable_string(out, o.error_message)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -855,6 +876,7 @@ def _decode_FindCoordinatorResponse_v3(
             port,
             [],
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -882,7 +904,7 @@ def _encode_FindCoordinatorResponse_v3(out: bytearray, o: FindCoordinatorRespons
             raise absent_field("Coordinators")
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -918,6 +940,7 @@ def _decode_FindCoordinatorResponse_v4(
             0,
             coordinators,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -945,7 +968,7 @@ def _encode_FindCoordinatorResponse_v4(out: bytearray, o: FindCoordinatorRespons
         w_compact_array(out, o.coordinators, _encode_Coordinator_v4)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:

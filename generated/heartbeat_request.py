@@ -39,6 +39,7 @@ from ._runtime import (
     w_nullable_string,
     w_string,
     w_tags,
+    wire_order,
     write_message,
 )
 
@@ -90,6 +91,10 @@ class HeartbeatRequest:
     """GroupInstanceId (versions 3-4, nullable 3+): Static member id of the sender, or null."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> HeartbeatRequest:
@@ -185,6 +190,7 @@ def _read_HeartbeatRequest_v0(data: bytes, pos: int) -> tuple[HeartbeatRequest, 
     o.group_instance_id = None
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -251,6 +257,7 @@ def _read_HeartbeatRequest_v3(data: bytes, pos: int) -> tuple[HeartbeatRequest, 
         o.group_instance_id, pos = r_nullable_string(data, pos)
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -326,8 +333,10 @@ def _read_HeartbeatRequest_v4(data: bytes, pos: int) -> tuple[HeartbeatRequest, 
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -365,7 +374,7 @@ def _write_HeartbeatRequest_v4(out: bytearray, o: HeartbeatRequest) -> None:
         else:
             w_compact_nullable_string(out, s)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -489,6 +498,7 @@ def _decode_HeartbeatRequest_v4(data: bytes, pos: int) -> tuple[HeartbeatRequest
             member_id,
             group_instance_id,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -508,7 +518,7 @@ def _encode_HeartbeatRequest_v4(out: bytearray, o: HeartbeatRequest) -> None:
         w_compact_nullable_string(out, o.group_instance_id)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:

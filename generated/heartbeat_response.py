@@ -31,6 +31,7 @@ from ._runtime import (
     to_plain,
     unexpected_tag,
     w_tags,
+    wire_order,
     write_message,
 )
 
@@ -74,6 +75,10 @@ class HeartbeatResponse:
     """ErrorCode (versions 0-4): Heartbeat outcome; REBALANCE_IN_PROGRESS asks the member to rejoin, 0 means all is well."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> HeartbeatResponse:
@@ -153,6 +158,7 @@ def _read_HeartbeatResponse_v0(data: bytes, pos: int) -> tuple[HeartbeatResponse
     pos += 2
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -179,6 +185,7 @@ def _read_HeartbeatResponse_v1(data: bytes, pos: int) -> tuple[HeartbeatResponse
     pos += 6
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -206,8 +213,10 @@ def _read_HeartbeatResponse_v4(data: bytes, pos: int) -> tuple[HeartbeatResponse
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -221,7 +230,7 @@ def _write_HeartbeatResponse_v4(out: bytearray, o: HeartbeatResponse) -> None:
     s: _Any  # the string being written
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -319,6 +328,7 @@ def _decode_HeartbeatResponse_v4(data: bytes, pos: int) -> tuple[HeartbeatRespon
             throttle_time_ms,
             error_code,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -335,7 +345,7 @@ def _encode_HeartbeatResponse_v4(out: bytearray, o: HeartbeatResponse) -> None:
         out += _S_ih.pack(o.throttle_time_ms, o.error_code)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:

@@ -49,6 +49,7 @@ from ._runtime import (
     w_string,
     w_tags,
     w_uvarint,
+    wire_order,
     write_message,
 )
 
@@ -72,6 +73,10 @@ class JoinGroupRequestProtocol:
     """Metadata (versions 0-9): Member metadata for this protocol; for consumers, a version-prefixed ConsumerProtocolSubscription."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -245,6 +250,10 @@ class JoinGroupRequest:
     """Reason (versions 8-9, nullable 8+, ignorable): Free text explaining why the member joins or rejoins, logged by the coordinator; null if not given."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> JoinGroupRequest:
@@ -339,6 +348,7 @@ def _read_JoinGroupRequestProtocol_v0(
         o.metadata, pos = r_bytes(data, pos)
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -391,8 +401,10 @@ def _read_JoinGroupRequestProtocol_v6(
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -417,7 +429,7 @@ def _write_JoinGroupRequestProtocol_v6(out: bytearray, o: JoinGroupRequestProtoc
     else:
         w_compact_bytes(out, o.metadata)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -483,11 +495,13 @@ def _read_JoinGroupRequest_v0(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
             protocols_item.metadata, pos = r_bytes(data, pos)
 
         protocols_item.unknown_tags = {}
+        protocols_item.wire_tags = None
         protocols.append(protocols_item)
     o.protocols = protocols
     o.reason = None
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -530,6 +544,7 @@ def _head_JoinGroupRequest_v0(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
     o.protocols = []
     o.reason = None
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -633,11 +648,13 @@ def _read_JoinGroupRequest_v1(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
             protocols_item.metadata, pos = r_bytes(data, pos)
 
         protocols_item.unknown_tags = {}
+        protocols_item.wire_tags = None
         protocols.append(protocols_item)
     o.protocols = protocols
     o.reason = None
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -679,6 +696,7 @@ def _head_JoinGroupRequest_v1(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
     o.protocols = []
     o.reason = None
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -789,11 +807,13 @@ def _read_JoinGroupRequest_v5(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
             protocols_item.metadata, pos = r_bytes(data, pos)
 
         protocols_item.unknown_tags = {}
+        protocols_item.wire_tags = None
         protocols.append(protocols_item)
     o.protocols = protocols
     o.reason = None
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -842,6 +862,7 @@ def _head_JoinGroupRequest_v5(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
     o.protocols = []
     o.reason = None
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -958,8 +979,10 @@ def _read_JoinGroupRequest_v6(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
 
         if data[pos]:
             protocols_item.unknown_tags, pos = r_tags(data, pos)
+            protocols_item.wire_tags = wire_order(protocols_item.unknown_tags)
         else:  # no tagged fields
             protocols_item.unknown_tags = {}
+            protocols_item.wire_tags = None
             pos += 1
         protocols.append(protocols_item)
     o.protocols = protocols
@@ -967,8 +990,10 @@ def _read_JoinGroupRequest_v6(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -1017,6 +1042,7 @@ def _head_JoinGroupRequest_v6(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
     o.protocols = []
     o.reason = None
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1065,7 +1091,7 @@ def _write_JoinGroupRequest_v6(out: bytearray, o: JoinGroupRequest) -> None:
     for protocols_item in o.protocols:
         _write_JoinGroupRequestProtocol_v6(out, protocols_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -1135,8 +1161,10 @@ def _read_JoinGroupRequest_v8(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
 
         if data[pos]:
             protocols_item.unknown_tags, pos = r_tags(data, pos)
+            protocols_item.wire_tags = wire_order(protocols_item.unknown_tags)
         else:  # no tagged fields
             protocols_item.unknown_tags = {}
+            protocols_item.wire_tags = None
             pos += 1
         protocols.append(protocols_item)
     o.protocols = protocols
@@ -1153,8 +1181,10 @@ def _read_JoinGroupRequest_v8(data: bytes, pos: int) -> tuple[JoinGroupRequest, 
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -1214,7 +1244,7 @@ def _write_JoinGroupRequest_v8(out: bytearray, o: JoinGroupRequest) -> None:
         else:
             w_compact_nullable_string(out, s)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -1279,6 +1309,7 @@ def _decode_JoinGroupRequestProtocol_v6(
             name,
             metadata,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1294,7 +1325,7 @@ def _encode_JoinGroupRequestProtocol_v6(out: bytearray, o: JoinGroupRequestProto
         w_compact_bytes(out, o.metadata)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1524,6 +1555,7 @@ def _decode_JoinGroupRequest_v6(data: bytes, pos: int) -> tuple[JoinGroupRequest
             protocols,
             None,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1550,7 +1582,7 @@ def _encode_JoinGroupRequest_v6(out: bytearray, o: JoinGroupRequest) -> None:
         w_compact_array(out, o.protocols, _encode_JoinGroupRequestProtocol_v6)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1598,6 +1630,7 @@ def _decode_JoinGroupRequest_v8(data: bytes, pos: int) -> tuple[JoinGroupRequest
             protocols,
             reason,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1626,7 +1659,7 @@ def _encode_JoinGroupRequest_v8(out: bytearray, o: JoinGroupRequest) -> None:
         w_compact_nullable_string(out, o.reason)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:

@@ -49,6 +49,7 @@ from ._runtime import (
     w_string,
     w_tags,
     w_uvarint,
+    wire_order,
     write_message,
 )
 
@@ -87,6 +88,10 @@ class JoinGroupResponseMember:
     """Metadata (versions 0-9): This member's metadata for the chosen protocol."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -290,6 +295,10 @@ class JoinGroupResponse:
     """Members (versions 0-9): All members with their metadata for the chosen protocol; filled in only in the leader's response."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> JoinGroupResponse:
@@ -383,6 +392,7 @@ def _read_JoinGroupResponseMember_v0(data: bytes, pos: int) -> tuple[JoinGroupRe
         o.metadata, pos = r_bytes(data, pos)
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -442,6 +452,7 @@ def _read_JoinGroupResponseMember_v5(data: bytes, pos: int) -> tuple[JoinGroupRe
         o.metadata, pos = r_bytes(data, pos)
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -512,8 +523,10 @@ def _read_JoinGroupResponseMember_v6(data: bytes, pos: int) -> tuple[JoinGroupRe
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -548,7 +561,7 @@ def _write_JoinGroupResponseMember_v6(out: bytearray, o: JoinGroupResponseMember
     else:
         w_compact_bytes(out, o.metadata)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -616,10 +629,12 @@ def _read_JoinGroupResponse_v0(data: bytes, pos: int) -> tuple[JoinGroupResponse
             members_item.metadata, pos = r_bytes(data, pos)
 
         members_item.unknown_tags = {}
+        members_item.wire_tags = None
         members.append(members_item)
     o.members = members
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -662,6 +677,7 @@ def _head_JoinGroupResponse_v0(data: bytes, pos: int) -> tuple[JoinGroupResponse
         o.member_id, pos = r_string(data, pos)
     o.members = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -767,10 +783,12 @@ def _read_JoinGroupResponse_v2(data: bytes, pos: int) -> tuple[JoinGroupResponse
             members_item.metadata, pos = r_bytes(data, pos)
 
         members_item.unknown_tags = {}
+        members_item.wire_tags = None
         members.append(members_item)
     o.members = members
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -812,6 +830,7 @@ def _head_JoinGroupResponse_v2(data: bytes, pos: int) -> tuple[JoinGroupResponse
         o.member_id, pos = r_string(data, pos)
     o.members = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -924,10 +943,12 @@ def _read_JoinGroupResponse_v5(data: bytes, pos: int) -> tuple[JoinGroupResponse
             members_item.metadata, pos = r_bytes(data, pos)
 
         members_item.unknown_tags = {}
+        members_item.wire_tags = None
         members.append(members_item)
     o.members = members
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1038,16 +1059,20 @@ def _read_JoinGroupResponse_v6(data: bytes, pos: int) -> tuple[JoinGroupResponse
 
         if data[pos]:
             members_item.unknown_tags, pos = r_tags(data, pos)
+            members_item.wire_tags = wire_order(members_item.unknown_tags)
         else:  # no tagged fields
             members_item.unknown_tags = {}
+            members_item.wire_tags = None
             pos += 1
         members.append(members_item)
     o.members = members
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -1087,6 +1112,7 @@ def _head_JoinGroupResponse_v6(data: bytes, pos: int) -> tuple[JoinGroupResponse
         o.member_id, pos = r_compact_string(data, pos)
     o.members = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1127,7 +1153,7 @@ def _write_JoinGroupResponse_v6(out: bytearray, o: JoinGroupResponse) -> None:
     for members_item in o.members:
         _write_JoinGroupResponseMember_v6(out, members_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -1211,16 +1237,20 @@ def _read_JoinGroupResponse_v7(data: bytes, pos: int) -> tuple[JoinGroupResponse
 
         if data[pos]:
             members_item.unknown_tags, pos = r_tags(data, pos)
+            members_item.wire_tags = wire_order(members_item.unknown_tags)
         else:  # no tagged fields
             members_item.unknown_tags = {}
+            members_item.wire_tags = None
             pos += 1
         members.append(members_item)
     o.members = members
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -1272,6 +1302,7 @@ def _head_JoinGroupResponse_v7(data: bytes, pos: int) -> tuple[JoinGroupResponse
         o.member_id, pos = r_compact_string(data, pos)
     o.members = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1325,7 +1356,7 @@ def _write_JoinGroupResponse_v7(out: bytearray, o: JoinGroupResponse) -> None:
     for members_item in o.members:
         _write_JoinGroupResponseMember_v6(out, members_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -1410,16 +1441,20 @@ def _read_JoinGroupResponse_v9(data: bytes, pos: int) -> tuple[JoinGroupResponse
 
         if data[pos]:
             members_item.unknown_tags, pos = r_tags(data, pos)
+            members_item.wire_tags = wire_order(members_item.unknown_tags)
         else:  # no tagged fields
             members_item.unknown_tags = {}
+            members_item.wire_tags = None
             pos += 1
         members.append(members_item)
     o.members = members
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -1473,6 +1508,7 @@ def _head_JoinGroupResponse_v9(data: bytes, pos: int) -> tuple[JoinGroupResponse
         o.member_id, pos = r_compact_string(data, pos)
     o.members = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1525,7 +1561,7 @@ def _write_JoinGroupResponse_v9(out: bytearray, o: JoinGroupResponse) -> None:
     for members_item in o.members:
         _write_JoinGroupResponseMember_v6(out, members_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -1636,6 +1672,7 @@ def _decode_JoinGroupResponseMember_v6(
             group_instance_id,
             metadata,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1653,7 +1690,7 @@ def _encode_JoinGroupResponseMember_v6(out: bytearray, o: JoinGroupResponseMembe
         w_compact_bytes(out, o.metadata)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1895,6 +1932,7 @@ def _decode_JoinGroupResponse_v6(data: bytes, pos: int) -> tuple[JoinGroupRespon
             member_id,
             members,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1923,7 +1961,7 @@ def _encode_JoinGroupResponse_v6(out: bytearray, o: JoinGroupResponse) -> None:
         w_compact_array(out, o.members, _encode_JoinGroupResponseMember_v6)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1971,6 +2009,7 @@ def _decode_JoinGroupResponse_v7(data: bytes, pos: int) -> tuple[JoinGroupRespon
             member_id,
             members,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -2001,7 +2040,7 @@ def _encode_JoinGroupResponse_v7(out: bytearray, o: JoinGroupResponse) -> None:
         w_compact_array(out, o.members, _encode_JoinGroupResponseMember_v6)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -2052,6 +2091,7 @@ def _decode_JoinGroupResponse_v9(data: bytes, pos: int) -> tuple[JoinGroupRespon
             member_id,
             members,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -2081,7 +2121,7 @@ def _encode_JoinGroupResponse_v9(out: bytearray, o: JoinGroupResponse) -> None:
         w_compact_array(out, o.members, _encode_JoinGroupResponseMember_v6)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:

@@ -45,6 +45,7 @@ from ._runtime import (
     w_string,
     w_tags,
     w_uvarint,
+    wire_order,
     write_message,
 )
 
@@ -79,6 +80,10 @@ class MemberIdentity:
     """Reason (versions 5, nullable 5+, ignorable): Free text explaining why the member leaves, logged by the coordinator; null if not given."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -129,6 +134,10 @@ class LeaveGroupRequest:
     """Members (versions 3-5): Members to remove (version 3 and later)."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> LeaveGroupRequest:
@@ -222,6 +231,7 @@ def _read_MemberIdentity_v3(data: bytes, pos: int) -> tuple[MemberIdentity, int]
     o.reason = None
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -281,8 +291,10 @@ def _read_MemberIdentity_v4(data: bytes, pos: int) -> tuple[MemberIdentity, int]
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -312,7 +324,7 @@ def _write_MemberIdentity_v4(out: bytearray, o: MemberIdentity) -> None:
         else:
             w_compact_nullable_string(out, s)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -354,8 +366,10 @@ def _read_MemberIdentity_v5(data: bytes, pos: int) -> tuple[MemberIdentity, int]
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -395,7 +409,7 @@ def _write_MemberIdentity_v5(out: bytearray, o: MemberIdentity) -> None:
         else:
             w_compact_nullable_string(out, s)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -426,6 +440,7 @@ def _read_LeaveGroupRequest_v0(data: bytes, pos: int) -> tuple[LeaveGroupRequest
     o.members = []
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -499,10 +514,12 @@ def _read_LeaveGroupRequest_v3(data: bytes, pos: int) -> tuple[LeaveGroupRequest
         members_item.reason = None
 
         members_item.unknown_tags = {}
+        members_item.wire_tags = None
         members.append(members_item)
     o.members = members
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -524,6 +541,7 @@ def _head_LeaveGroupRequest_v3(data: bytes, pos: int) -> tuple[LeaveGroupRequest
     o.member_id = ""
     o.members = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -596,16 +614,20 @@ def _read_LeaveGroupRequest_v4(data: bytes, pos: int) -> tuple[LeaveGroupRequest
 
         if data[pos]:
             members_item.unknown_tags, pos = r_tags(data, pos)
+            members_item.wire_tags = wire_order(members_item.unknown_tags)
         else:  # no tagged fields
             members_item.unknown_tags = {}
+            members_item.wire_tags = None
             pos += 1
         members.append(members_item)
     o.members = members
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -627,6 +649,7 @@ def _head_LeaveGroupRequest_v4(data: bytes, pos: int) -> tuple[LeaveGroupRequest
     o.member_id = ""
     o.members = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -652,7 +675,7 @@ def _write_LeaveGroupRequest_v4(out: bytearray, o: LeaveGroupRequest) -> None:
     for members_item in o.members:
         _write_MemberIdentity_v4(out, members_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -710,16 +733,20 @@ def _read_LeaveGroupRequest_v5(data: bytes, pos: int) -> tuple[LeaveGroupRequest
 
         if data[pos]:
             members_item.unknown_tags, pos = r_tags(data, pos)
+            members_item.wire_tags = wire_order(members_item.unknown_tags)
         else:  # no tagged fields
             members_item.unknown_tags = {}
+            members_item.wire_tags = None
             pos += 1
         members.append(members_item)
     o.members = members
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -746,7 +773,7 @@ def _write_LeaveGroupRequest_v5(out: bytearray, o: LeaveGroupRequest) -> None:
     for members_item in o.members:
         _write_MemberIdentity_v5(out, members_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -809,6 +836,7 @@ def _decode_MemberIdentity_v4(data: bytes, pos: int) -> tuple[MemberIdentity, in
             group_instance_id,
             None,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -824,7 +852,7 @@ def _encode_MemberIdentity_v4(out: bytearray, o: MemberIdentity) -> None:
         w_compact_nullable_string(out, o.group_instance_id)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -855,6 +883,7 @@ def _decode_MemberIdentity_v5(data: bytes, pos: int) -> tuple[MemberIdentity, in
             group_instance_id,
             reason,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -872,7 +901,7 @@ def _encode_MemberIdentity_v5(out: bytearray, o: MemberIdentity) -> None:
         w_compact_nullable_string(out, o.reason)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -979,6 +1008,7 @@ def _decode_LeaveGroupRequest_v4(data: bytes, pos: int) -> tuple[LeaveGroupReque
             "",
             members,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -997,7 +1027,7 @@ def _encode_LeaveGroupRequest_v4(out: bytearray, o: LeaveGroupRequest) -> None:
         w_compact_array(out, o.members, _encode_MemberIdentity_v4)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1026,6 +1056,7 @@ def _decode_LeaveGroupRequest_v5(data: bytes, pos: int) -> tuple[LeaveGroupReque
             "",
             members,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1044,7 +1075,7 @@ def _encode_LeaveGroupRequest_v5(out: bytearray, o: LeaveGroupRequest) -> None:
         w_compact_array(out, o.members, _encode_MemberIdentity_v5)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:

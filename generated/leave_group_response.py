@@ -45,6 +45,7 @@ from ._runtime import (
     w_string,
     w_tags,
     w_uvarint,
+    wire_order,
     write_message,
 )
 
@@ -80,6 +81,10 @@ class MemberResponse:
     """ErrorCode (versions 3-5): Why this member could not be removed, or 0."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -139,6 +144,10 @@ class LeaveGroupResponse:
     """Members (versions 3-5): One result per member named in the request (version 3 and later)."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> LeaveGroupResponse:
@@ -233,6 +242,7 @@ def _read_MemberResponse_v3(data: bytes, pos: int) -> tuple[MemberResponse, int]
     pos += 2
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -294,8 +304,10 @@ def _read_MemberResponse_v4(data: bytes, pos: int) -> tuple[MemberResponse, int]
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -326,7 +338,7 @@ def _write_MemberResponse_v4(out: bytearray, o: MemberResponse) -> None:
             w_compact_nullable_string(out, s)
     out += _S_h.pack(o.error_code)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -344,6 +356,7 @@ def _read_LeaveGroupResponse_v0(data: bytes, pos: int) -> tuple[LeaveGroupRespon
     o.members = []
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -373,6 +386,7 @@ def _read_LeaveGroupResponse_v1(data: bytes, pos: int) -> tuple[LeaveGroupRespon
     o.members = []
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -427,10 +441,12 @@ def _read_LeaveGroupResponse_v3(data: bytes, pos: int) -> tuple[LeaveGroupRespon
         pos += 2
 
         members_item.unknown_tags = {}
+        members_item.wire_tags = None
         members.append(members_item)
     o.members = members
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -446,6 +462,7 @@ def _head_LeaveGroupResponse_v3(data: bytes, pos: int) -> tuple[LeaveGroupRespon
     pos += 6
     o.members = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -505,16 +522,20 @@ def _read_LeaveGroupResponse_v4(data: bytes, pos: int) -> tuple[LeaveGroupRespon
 
         if data[pos]:
             members_item.unknown_tags, pos = r_tags(data, pos)
+            members_item.wire_tags = wire_order(members_item.unknown_tags)
         else:  # no tagged fields
             members_item.unknown_tags = {}
+            members_item.wire_tags = None
             pos += 1
         members.append(members_item)
     o.members = members
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -533,7 +554,7 @@ def _write_LeaveGroupResponse_v4(out: bytearray, o: LeaveGroupResponse) -> None:
     for members_item in o.members:
         _write_MemberResponse_v4(out, members_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -604,6 +625,7 @@ def _decode_MemberResponse_v4(data: bytes, pos: int) -> tuple[MemberResponse, in
             group_instance_id,
             error_code,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -621,7 +643,7 @@ def _encode_MemberResponse_v4(out: bytearray, o: MemberResponse) -> None:
         out += _S_h.pack(o.error_code)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -775,6 +797,7 @@ def _decode_LeaveGroupResponse_v4(data: bytes, pos: int) -> tuple[LeaveGroupResp
             error_code,
             members,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -793,7 +816,7 @@ def _encode_LeaveGroupResponse_v4(out: bytearray, o: LeaveGroupResponse) -> None
         w_compact_array(out, o.members, _encode_MemberResponse_v4)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:

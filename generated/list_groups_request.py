@@ -35,6 +35,7 @@ from ._runtime import (
     w_compact_array,
     w_compact_string,
     w_tags,
+    wire_order,
     write_message,
 )
 
@@ -73,6 +74,10 @@ class ListGroupsRequest:
     """TypesFilter (versions 5): Only list groups of one of these types (e.g. classic, consumer, share); empty lists every group."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> ListGroupsRequest:
@@ -151,6 +156,7 @@ def _read_ListGroupsRequest_v0(data: bytes, pos: int) -> tuple[ListGroupsRequest
     o.types_filter = []
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -181,8 +187,10 @@ def _read_ListGroupsRequest_v3(data: bytes, pos: int) -> tuple[ListGroupsRequest
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -199,7 +207,7 @@ def _write_ListGroupsRequest_v3(out: bytearray, o: ListGroupsRequest) -> None:
     if len(o.types_filter) != 0:
         raise Recheck
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -216,8 +224,10 @@ def _read_ListGroupsRequest_v4(data: bytes, pos: int) -> tuple[ListGroupsRequest
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -232,6 +242,7 @@ def _head_ListGroupsRequest_v4(data: bytes, pos: int) -> tuple[ListGroupsRequest
     o.states_filter = []
     o.types_filter = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -246,7 +257,7 @@ def _write_ListGroupsRequest_v4(out: bytearray, o: ListGroupsRequest) -> None:
     if len(o.types_filter) != 0:
         raise Recheck
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -263,8 +274,10 @@ def _read_ListGroupsRequest_v5(data: bytes, pos: int) -> tuple[ListGroupsRequest
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -279,7 +292,7 @@ def _write_ListGroupsRequest_v5(out: bytearray, o: ListGroupsRequest) -> None:
     w_compact_array(out, o.states_filter, w_compact_string)
     w_compact_array(out, o.types_filter, w_compact_string)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -335,6 +348,7 @@ def _decode_ListGroupsRequest_v3(data: bytes, pos: int) -> tuple[ListGroupsReque
             [],
             [],
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -352,7 +366,7 @@ def _encode_ListGroupsRequest_v3(out: bytearray, o: ListGroupsRequest) -> None:
             raise absent_field("TypesFilter")
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -378,6 +392,7 @@ def _decode_ListGroupsRequest_v4(data: bytes, pos: int) -> tuple[ListGroupsReque
             states_filter,
             [],
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -394,7 +409,7 @@ def _encode_ListGroupsRequest_v4(out: bytearray, o: ListGroupsRequest) -> None:
             raise absent_field("TypesFilter")
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -422,6 +437,7 @@ def _decode_ListGroupsRequest_v5(data: bytes, pos: int) -> tuple[ListGroupsReque
             states_filter,
             types_filter,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -437,7 +453,7 @@ def _encode_ListGroupsRequest_v5(out: bytearray, o: ListGroupsRequest) -> None:
         w_compact_array(out, o.types_filter, w_compact_string)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:

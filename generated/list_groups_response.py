@@ -41,6 +41,7 @@ from ._runtime import (
     w_string,
     w_tags,
     w_uvarint,
+    wire_order,
     write_message,
 )
 
@@ -74,6 +75,10 @@ class ListedGroup:
     """GroupType (versions 5, ignorable): Type of the group, such as classic, consumer or share (version 5 and later)."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -129,6 +134,10 @@ class ListGroupsResponse:
     """Groups (versions 0-5): Groups coordinated by this broker that pass the filters."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> ListGroupsResponse:
@@ -223,6 +232,7 @@ def _read_ListedGroup_v0(data: bytes, pos: int) -> tuple[ListedGroup, int]:
     o.group_type = ""
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -277,8 +287,10 @@ def _read_ListedGroup_v3(data: bytes, pos: int) -> tuple[ListedGroup, int]:
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -305,7 +317,7 @@ def _write_ListedGroup_v3(out: bytearray, o: ListedGroup) -> None:
     else:
         w_compact_string(out, s)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -342,8 +354,10 @@ def _read_ListedGroup_v4(data: bytes, pos: int) -> tuple[ListedGroup, int]:
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -377,7 +391,7 @@ def _write_ListedGroup_v4(out: bytearray, o: ListedGroup) -> None:
     else:
         w_compact_string(out, s)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -420,8 +434,10 @@ def _read_ListedGroup_v5(data: bytes, pos: int) -> tuple[ListedGroup, int]:
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -462,7 +478,7 @@ def _write_ListedGroup_v5(out: bytearray, o: ListedGroup) -> None:
     else:
         w_compact_string(out, s)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -505,10 +521,12 @@ def _read_ListGroupsResponse_v0(data: bytes, pos: int) -> tuple[ListGroupsRespon
         groups_item.group_type = ""
 
         groups_item.unknown_tags = {}
+        groups_item.wire_tags = None
         groups.append(groups_item)
     o.groups = groups
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -525,6 +543,7 @@ def _head_ListGroupsResponse_v0(data: bytes, pos: int) -> tuple[ListGroupsRespon
     pos += 2
     o.groups = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -582,10 +601,12 @@ def _read_ListGroupsResponse_v1(data: bytes, pos: int) -> tuple[ListGroupsRespon
         groups_item.group_type = ""
 
         groups_item.unknown_tags = {}
+        groups_item.wire_tags = None
         groups.append(groups_item)
     o.groups = groups
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -601,6 +622,7 @@ def _head_ListGroupsResponse_v1(data: bytes, pos: int) -> tuple[ListGroupsRespon
     pos += 6
     o.groups = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -657,16 +679,20 @@ def _read_ListGroupsResponse_v3(data: bytes, pos: int) -> tuple[ListGroupsRespon
 
         if data[pos]:
             groups_item.unknown_tags, pos = r_tags(data, pos)
+            groups_item.wire_tags = wire_order(groups_item.unknown_tags)
         else:  # no tagged fields
             groups_item.unknown_tags = {}
+            groups_item.wire_tags = None
             pos += 1
         groups.append(groups_item)
     o.groups = groups
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -685,7 +711,7 @@ def _write_ListGroupsResponse_v3(out: bytearray, o: ListGroupsResponse) -> None:
     for groups_item in o.groups:
         _write_ListedGroup_v3(out, groups_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -732,16 +758,20 @@ def _read_ListGroupsResponse_v4(data: bytes, pos: int) -> tuple[ListGroupsRespon
 
         if data[pos]:
             groups_item.unknown_tags, pos = r_tags(data, pos)
+            groups_item.wire_tags = wire_order(groups_item.unknown_tags)
         else:  # no tagged fields
             groups_item.unknown_tags = {}
+            groups_item.wire_tags = None
             pos += 1
         groups.append(groups_item)
     o.groups = groups
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -760,7 +790,7 @@ def _write_ListGroupsResponse_v4(out: bytearray, o: ListGroupsResponse) -> None:
     for groups_item in o.groups:
         _write_ListedGroup_v4(out, groups_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -813,16 +843,20 @@ def _read_ListGroupsResponse_v5(data: bytes, pos: int) -> tuple[ListGroupsRespon
 
         if data[pos]:
             groups_item.unknown_tags, pos = r_tags(data, pos)
+            groups_item.wire_tags = wire_order(groups_item.unknown_tags)
         else:  # no tagged fields
             groups_item.unknown_tags = {}
+            groups_item.wire_tags = None
             pos += 1
         groups.append(groups_item)
     o.groups = groups
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -841,7 +875,7 @@ def _write_ListGroupsResponse_v5(out: bytearray, o: ListGroupsResponse) -> None:
     for groups_item in o.groups:
         _write_ListedGroup_v5(out, groups_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -906,6 +940,7 @@ def _decode_ListedGroup_v3(data: bytes, pos: int) -> tuple[ListedGroup, int]:
             "",
             "",
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -921,7 +956,7 @@ def _encode_ListedGroup_v3(out: bytearray, o: ListedGroup) -> None:
         w_compact_string(out, o.protocol_type)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -953,6 +988,7 @@ def _decode_ListedGroup_v4(data: bytes, pos: int) -> tuple[ListedGroup, int]:
             group_state,
             "",
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -970,7 +1006,7 @@ def _encode_ListedGroup_v4(out: bytearray, o: ListedGroup) -> None:
         w_compact_string(out, o.group_state)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1004,6 +1040,7 @@ def _decode_ListedGroup_v5(data: bytes, pos: int) -> tuple[ListedGroup, int]:
             group_state,
             group_type,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1023,7 +1060,7 @@ def _encode_ListedGroup_v5(out: bytearray, o: ListedGroup) -> None:
         w_compact_string(out, o.group_type)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1136,6 +1173,7 @@ def _decode_ListGroupsResponse_v3(data: bytes, pos: int) -> tuple[ListGroupsResp
             error_code,
             groups,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1154,7 +1192,7 @@ def _encode_ListGroupsResponse_v3(out: bytearray, o: ListGroupsResponse) -> None
         w_compact_array(out, o.groups, _encode_ListedGroup_v3)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1187,6 +1225,7 @@ def _decode_ListGroupsResponse_v4(data: bytes, pos: int) -> tuple[ListGroupsResp
             error_code,
             groups,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1205,7 +1244,7 @@ def _encode_ListGroupsResponse_v4(out: bytearray, o: ListGroupsResponse) -> None
         w_compact_array(out, o.groups, _encode_ListedGroup_v4)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1238,6 +1277,7 @@ def _decode_ListGroupsResponse_v5(data: bytes, pos: int) -> tuple[ListGroupsResp
             error_code,
             groups,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1256,7 +1296,7 @@ def _encode_ListGroupsResponse_v5(out: bytearray, o: ListGroupsResponse) -> None
         w_compact_array(out, o.groups, _encode_ListedGroup_v5)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:

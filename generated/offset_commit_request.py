@@ -47,6 +47,7 @@ from ._runtime import (
     w_tags,
     w_uuid,
     w_uvarint,
+    wire_order,
     write_message,
 )
 
@@ -126,6 +127,10 @@ class OffsetCommitRequestPartition:
     """CommittedMetadata (versions 0-10, nullable 0+): Free-form text stored next to the offset, or null."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -160,6 +165,10 @@ class OffsetCommitRequestTopic:
     """Partitions (versions 0-10): Offsets to store for partitions of this topic."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -320,6 +329,10 @@ class OffsetCommitRequest:
     """Topics (versions 0-10): Offsets to store, grouped by topic."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> OffsetCommitRequest:
@@ -410,6 +423,7 @@ def _read_OffsetCommitRequestPartition_v0(
         o.committed_metadata, pos = r_nullable_string(data, pos)
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -461,6 +475,7 @@ def _read_OffsetCommitRequestPartition_v1(
         o.committed_metadata, pos = r_nullable_string(data, pos)
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -509,6 +524,7 @@ def _read_OffsetCommitRequestPartition_v6(
         o.committed_metadata, pos = r_nullable_string(data, pos)
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -561,8 +577,10 @@ def _read_OffsetCommitRequestPartition_v8(
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -588,7 +606,7 @@ def _write_OffsetCommitRequestPartition_v8(out: bytearray, o: OffsetCommitReques
         else:
             w_compact_nullable_string(out, s)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -635,10 +653,12 @@ def _read_OffsetCommitRequestTopic_v0(
             partitions_item.committed_metadata, pos = r_nullable_string(data, pos)
 
         partitions_item.unknown_tags = {}
+        partitions_item.wire_tags = None
         partitions.append(partitions_item)
     o.partitions = partitions
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -708,10 +728,12 @@ def _read_OffsetCommitRequestTopic_v1(
             partitions_item.committed_metadata, pos = r_nullable_string(data, pos)
 
         partitions_item.unknown_tags = {}
+        partitions_item.wire_tags = None
         partitions.append(partitions_item)
     o.partitions = partitions
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -781,10 +803,12 @@ def _read_OffsetCommitRequestTopic_v6(
             partitions_item.committed_metadata, pos = r_nullable_string(data, pos)
 
         partitions_item.unknown_tags = {}
+        partitions_item.wire_tags = None
         partitions.append(partitions_item)
     o.partitions = partitions
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -856,16 +880,20 @@ def _read_OffsetCommitRequestTopic_v8(
 
         if data[pos]:
             partitions_item.unknown_tags, pos = r_tags(data, pos)
+            partitions_item.wire_tags = wire_order(partitions_item.unknown_tags)
         else:  # no tagged fields
             partitions_item.unknown_tags = {}
+            partitions_item.wire_tags = None
             pos += 1
         partitions.append(partitions_item)
     o.partitions = partitions
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -890,7 +918,7 @@ def _write_OffsetCommitRequestTopic_v8(out: bytearray, o: OffsetCommitRequestTop
     for partitions_item in o.partitions:
         _write_OffsetCommitRequestPartition_v8(out, partitions_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -934,16 +962,20 @@ def _read_OffsetCommitRequestTopic_v10(
 
         if data[pos]:
             partitions_item.unknown_tags, pos = r_tags(data, pos)
+            partitions_item.wire_tags = wire_order(partitions_item.unknown_tags)
         else:  # no tagged fields
             partitions_item.unknown_tags = {}
+            partitions_item.wire_tags = None
             pos += 1
         partitions.append(partitions_item)
     o.partitions = partitions
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -962,7 +994,7 @@ def _write_OffsetCommitRequestTopic_v10(out: bytearray, o: OffsetCommitRequestTo
     for partitions_item in o.partitions:
         _write_OffsetCommitRequestPartition_v8(out, partitions_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -998,6 +1030,7 @@ def _read_OffsetCommitRequest_v0(data: bytes, pos: int) -> tuple[OffsetCommitReq
     o.topics = topics
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1022,6 +1055,7 @@ def _head_OffsetCommitRequest_v0(data: bytes, pos: int) -> tuple[OffsetCommitReq
     o.retention_time_ms = -1
     o.topics = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1089,6 +1123,7 @@ def _read_OffsetCommitRequest_v1(data: bytes, pos: int) -> tuple[OffsetCommitReq
     o.topics = topics
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1122,6 +1157,7 @@ def _head_OffsetCommitRequest_v1(data: bytes, pos: int) -> tuple[OffsetCommitReq
     o.retention_time_ms = -1
     o.topics = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1198,6 +1234,7 @@ def _read_OffsetCommitRequest_v2(data: bytes, pos: int) -> tuple[OffsetCommitReq
     o.topics = topics
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1232,6 +1269,7 @@ def _head_OffsetCommitRequest_v2(data: bytes, pos: int) -> tuple[OffsetCommitReq
     pos += 8
     o.topics = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1308,6 +1346,7 @@ def _read_OffsetCommitRequest_v5(data: bytes, pos: int) -> tuple[OffsetCommitReq
     o.topics = topics
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1383,6 +1422,7 @@ def _read_OffsetCommitRequest_v6(data: bytes, pos: int) -> tuple[OffsetCommitReq
     o.topics = topics
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1465,6 +1505,7 @@ def _read_OffsetCommitRequest_v7(data: bytes, pos: int) -> tuple[OffsetCommitReq
     o.topics = topics
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1505,6 +1546,7 @@ def _head_OffsetCommitRequest_v7(data: bytes, pos: int) -> tuple[OffsetCommitReq
     o.retention_time_ms = -1
     o.topics = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1596,8 +1638,10 @@ def _read_OffsetCommitRequest_v8(data: bytes, pos: int) -> tuple[OffsetCommitReq
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -1639,6 +1683,7 @@ def _head_OffsetCommitRequest_v8(data: bytes, pos: int) -> tuple[OffsetCommitReq
     o.retention_time_ms = -1
     o.topics = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1680,7 +1725,7 @@ def _write_OffsetCommitRequest_v8(out: bytearray, o: OffsetCommitRequest) -> Non
     for topics_item in o.topics:
         _write_OffsetCommitRequestTopic_v8(out, topics_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -1732,8 +1777,10 @@ def _read_OffsetCommitRequest_v10(data: bytes, pos: int) -> tuple[OffsetCommitRe
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -1776,7 +1823,7 @@ def _write_OffsetCommitRequest_v10(out: bytearray, o: OffsetCommitRequest) -> No
     for topics_item in o.topics:
         _write_OffsetCommitRequestTopic_v10(out, topics_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -1972,6 +2019,7 @@ def _decode_OffsetCommitRequestPartition_v8(
             -1,
             committed_metadata,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1996,7 +2044,7 @@ def _encode_OffsetCommitRequestPartition_v8(
         w_compact_nullable_string(out, o.committed_metadata)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -2141,6 +2189,7 @@ def _decode_OffsetCommitRequestTopic_v8(
             ZERO_UUID,
             partitions,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -2156,7 +2205,7 @@ def _encode_OffsetCommitRequestTopic_v8(out: bytearray, o: OffsetCommitRequestTo
         w_compact_array(out, o.partitions, _encode_OffsetCommitRequestPartition_v8)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -2187,6 +2236,7 @@ def _decode_OffsetCommitRequestTopic_v10(
             topic_id,
             partitions,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -2202,7 +2252,7 @@ def _encode_OffsetCommitRequestTopic_v10(out: bytearray, o: OffsetCommitRequestT
         w_compact_array(out, o.partitions, _encode_OffsetCommitRequestPartition_v8)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -2544,6 +2594,7 @@ def _decode_OffsetCommitRequest_v8(data: bytes, pos: int) -> tuple[OffsetCommitR
             -1,
             topics,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -2565,7 +2616,7 @@ def _encode_OffsetCommitRequest_v8(out: bytearray, o: OffsetCommitRequest) -> No
         w_compact_array(out, o.topics, _encode_OffsetCommitRequestTopic_v8)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -2604,6 +2655,7 @@ def _decode_OffsetCommitRequest_v10(data: bytes, pos: int) -> tuple[OffsetCommit
             -1,
             topics,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -2625,7 +2677,7 @@ def _encode_OffsetCommitRequest_v10(out: bytearray, o: OffsetCommitRequest) -> N
         w_compact_array(out, o.topics, _encode_OffsetCommitRequestTopic_v10)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:

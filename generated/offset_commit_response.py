@@ -43,6 +43,7 @@ from ._runtime import (
     w_tags,
     w_uuid,
     w_uvarint,
+    wire_order,
     write_message,
 )
 
@@ -75,6 +76,10 @@ class OffsetCommitResponsePartition:
     """ErrorCode (versions 0-10): Why this partition's offset was not stored, or 0 when it was."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -109,6 +114,10 @@ class OffsetCommitResponseTopic:
     """Partitions (versions 0-10): Outcome for each partition of this topic."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -173,6 +182,10 @@ class OffsetCommitResponse:
     """Topics (versions 0-10): Per-partition outcomes, grouped by topic."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> OffsetCommitResponse:
@@ -253,6 +266,7 @@ def _read_OffsetCommitResponsePartition_v0(
     pos += 6
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -284,8 +298,10 @@ def _read_OffsetCommitResponsePartition_v8(
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -301,7 +317,7 @@ def _write_OffsetCommitResponsePartition_v8(
     s: _Any  # the string being written
     out += _S_ih.pack(o.partition_index, o.error_code)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -336,10 +352,12 @@ def _read_OffsetCommitResponseTopic_v0(
         pos += 6
 
         partitions_item.unknown_tags = {}
+        partitions_item.wire_tags = None
         partitions.append(partitions_item)
     o.partitions = partitions
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -396,16 +414,20 @@ def _read_OffsetCommitResponseTopic_v8(
 
         if data[pos]:
             partitions_item.unknown_tags, pos = r_tags(data, pos)
+            partitions_item.wire_tags = wire_order(partitions_item.unknown_tags)
         else:  # no tagged fields
             partitions_item.unknown_tags = {}
+            partitions_item.wire_tags = None
             pos += 1
         partitions.append(partitions_item)
     o.partitions = partitions
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -430,7 +452,7 @@ def _write_OffsetCommitResponseTopic_v8(out: bytearray, o: OffsetCommitResponseT
     for partitions_item in o.partitions:
         _write_OffsetCommitResponsePartition_v8(out, partitions_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -459,16 +481,20 @@ def _read_OffsetCommitResponseTopic_v10(
 
         if data[pos]:
             partitions_item.unknown_tags, pos = r_tags(data, pos)
+            partitions_item.wire_tags = wire_order(partitions_item.unknown_tags)
         else:  # no tagged fields
             partitions_item.unknown_tags = {}
+            partitions_item.wire_tags = None
             pos += 1
         partitions.append(partitions_item)
     o.partitions = partitions
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -487,7 +513,7 @@ def _write_OffsetCommitResponseTopic_v10(out: bytearray, o: OffsetCommitResponse
     for partitions_item in o.partitions:
         _write_OffsetCommitResponsePartition_v8(out, partitions_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -512,6 +538,7 @@ def _read_OffsetCommitResponse_v0(data: bytes, pos: int) -> tuple[OffsetCommitRe
     o.topics = topics
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -525,6 +552,7 @@ def _head_OffsetCommitResponse_v0(data: bytes, pos: int) -> tuple[OffsetCommitRe
     o.throttle_time_ms = 0
     o.topics = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -565,6 +593,7 @@ def _read_OffsetCommitResponse_v3(data: bytes, pos: int) -> tuple[OffsetCommitRe
     o.topics = topics
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -580,6 +609,7 @@ def _head_OffsetCommitResponse_v3(data: bytes, pos: int) -> tuple[OffsetCommitRe
     pos += 4
     o.topics = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -622,8 +652,10 @@ def _read_OffsetCommitResponse_v8(data: bytes, pos: int) -> tuple[OffsetCommitRe
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -642,7 +674,7 @@ def _write_OffsetCommitResponse_v8(out: bytearray, o: OffsetCommitResponse) -> N
     for topics_item in o.topics:
         _write_OffsetCommitResponseTopic_v8(out, topics_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -669,8 +701,10 @@ def _read_OffsetCommitResponse_v10(data: bytes, pos: int) -> tuple[OffsetCommitR
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -689,7 +723,7 @@ def _write_OffsetCommitResponse_v10(out: bytearray, o: OffsetCommitResponse) -> 
     for topics_item in o.topics:
         _write_OffsetCommitResponseTopic_v10(out, topics_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -761,6 +795,7 @@ def _decode_OffsetCommitResponsePartition_v8(
             partition_index,
             error_code,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -779,7 +814,7 @@ def _encode_OffsetCommitResponsePartition_v8(
         out += _S_ih.pack(o.partition_index, o.error_code)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -848,6 +883,7 @@ def _decode_OffsetCommitResponseTopic_v8(
             ZERO_UUID,
             partitions,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -863,7 +899,7 @@ def _encode_OffsetCommitResponseTopic_v8(out: bytearray, o: OffsetCommitResponse
         w_compact_array(out, o.partitions, _encode_OffsetCommitResponsePartition_v8)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -894,6 +930,7 @@ def _decode_OffsetCommitResponseTopic_v10(
             topic_id,
             partitions,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -909,7 +946,7 @@ def _encode_OffsetCommitResponseTopic_v10(out: bytearray, o: OffsetCommitRespons
         w_compact_array(out, o.partitions, _encode_OffsetCommitResponsePartition_v8)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1005,6 +1042,7 @@ def _decode_OffsetCommitResponse_v8(data: bytes, pos: int) -> tuple[OffsetCommit
             throttle_time_ms,
             topics,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1020,7 +1058,7 @@ def _encode_OffsetCommitResponse_v8(out: bytearray, o: OffsetCommitResponse) -> 
         w_compact_array(out, o.topics, _encode_OffsetCommitResponseTopic_v8)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1049,6 +1087,7 @@ def _decode_OffsetCommitResponse_v10(data: bytes, pos: int) -> tuple[OffsetCommi
             throttle_time_ms,
             topics,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1064,7 +1103,7 @@ def _encode_OffsetCommitResponse_v10(out: bytearray, o: OffsetCommitResponse) ->
         w_compact_array(out, o.topics, _encode_OffsetCommitResponseTopic_v10)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:

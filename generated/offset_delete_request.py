@@ -35,6 +35,7 @@ from ._runtime import (
     w_array,
     w_string,
     w_tags,
+    wire_order,
     write_message,
 )
 
@@ -63,6 +64,10 @@ class OffsetDeleteRequestPartition:
     """PartitionIndex (versions 0): Partition number within the topic."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -94,6 +99,10 @@ class OffsetDeleteRequestTopic:
     """Partitions (versions 0): Partitions of this topic whose offsets are deleted."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -139,6 +148,10 @@ class OffsetDeleteRequest:
     """Topics (versions 0): Topics with offsets to delete."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> OffsetDeleteRequest:
@@ -219,6 +232,7 @@ def _read_OffsetDeleteRequestPartition_v0(
     pos += 4
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -263,10 +277,12 @@ def _read_OffsetDeleteRequestTopic_v0(
         pos += 4
 
         partitions_item.unknown_tags = {}
+        partitions_item.wire_tags = None
         partitions.append(partitions_item)
     o.partitions = partitions
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -320,6 +336,7 @@ def _read_OffsetDeleteRequest_v0(data: bytes, pos: int) -> tuple[OffsetDeleteReq
     o.topics = topics
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -340,6 +357,7 @@ def _head_OffsetDeleteRequest_v0(data: bytes, pos: int) -> tuple[OffsetDeleteReq
         o.group_id, pos = r_string(data, pos)
     o.topics = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 

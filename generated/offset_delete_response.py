@@ -35,6 +35,7 @@ from ._runtime import (
     w_array,
     w_string,
     w_tags,
+    wire_order,
     write_message,
 )
 
@@ -68,6 +69,10 @@ class OffsetDeleteResponsePartition:
     """ErrorCode (versions 0): Why this partition's offset was not deleted (e.g. GROUP_SUBSCRIBED_TO_TOPIC), or 0."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -99,6 +104,10 @@ class OffsetDeleteResponseTopic:
     """Partitions (versions 0): Outcome for each partition of this topic."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -156,6 +165,10 @@ class OffsetDeleteResponse:
     """Topics (versions 0): Per-partition outcomes, grouped by topic."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> OffsetDeleteResponse:
@@ -236,6 +249,7 @@ def _read_OffsetDeleteResponsePartition_v0(
     pos += 6
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -282,10 +296,12 @@ def _read_OffsetDeleteResponseTopic_v0(
         pos += 6
 
         partitions_item.unknown_tags = {}
+        partitions_item.wire_tags = None
         partitions.append(partitions_item)
     o.partitions = partitions
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -333,6 +349,7 @@ def _read_OffsetDeleteResponse_v0(data: bytes, pos: int) -> tuple[OffsetDeleteRe
     o.topics = topics
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -348,6 +365,7 @@ def _head_OffsetDeleteResponse_v0(data: bytes, pos: int) -> tuple[OffsetDeleteRe
     pos += 6
     o.topics = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 

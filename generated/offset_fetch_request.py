@@ -49,6 +49,7 @@ from ._runtime import (
     w_tags,
     w_uuid,
     w_uvarint,
+    wire_order,
     write_message,
 )
 
@@ -82,6 +83,10 @@ class OffsetFetchRequestTopic:
     """PartitionIndexes (versions 0-7): Partition numbers to read within this topic."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -116,6 +121,10 @@ class OffsetFetchRequestTopics:
     """PartitionIndexes (versions 8-10): Partition numbers to read within this topic."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -157,6 +166,10 @@ class OffsetFetchRequestGroup:
     """Topics (versions 8-10, nullable 8+): Topics to read for this group, or null for all of them."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -229,6 +242,10 @@ class OffsetFetchRequest:
     """RequireStable (versions 7-10): When true, a partition with a pending transactional commit answers UNSTABLE_OFFSET_COMMIT (retriable) rather than a possibly stale offset."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> OffsetFetchRequest:
@@ -314,6 +331,7 @@ def _read_OffsetFetchRequestTopic_v0(data: bytes, pos: int) -> tuple[OffsetFetch
     o.partition_indexes, pos = r_array(data, pos, "i")
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -354,8 +372,10 @@ def _read_OffsetFetchRequestTopic_v6(data: bytes, pos: int) -> tuple[OffsetFetch
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -376,7 +396,7 @@ def _write_OffsetFetchRequestTopic_v6(out: bytearray, o: OffsetFetchRequestTopic
         w_compact_string(out, s)
     w_compact_array(out, o.partition_indexes, "i")
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -402,8 +422,10 @@ def _read_OffsetFetchRequestTopics_v8(
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -424,7 +446,7 @@ def _write_OffsetFetchRequestTopics_v8(out: bytearray, o: OffsetFetchRequestTopi
         w_compact_string(out, s)
     w_compact_array(out, o.partition_indexes, "i")
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -444,8 +466,10 @@ def _read_OffsetFetchRequestTopics_v10(
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -460,7 +484,7 @@ def _write_OffsetFetchRequestTopics_v10(out: bytearray, o: OffsetFetchRequestTop
     w_uuid(out, o.topic_id)
     w_compact_array(out, o.partition_indexes, "i")
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -485,8 +509,10 @@ def _read_OffsetFetchRequestGroup_v8(data: bytes, pos: int) -> tuple[OffsetFetch
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -507,7 +533,7 @@ def _write_OffsetFetchRequestGroup_v8(out: bytearray, o: OffsetFetchRequestGroup
         w_compact_string(out, s)
     w_compact_nullable_array(out, o.topics, _write_OffsetFetchRequestTopics_v8)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -542,8 +568,10 @@ def _read_OffsetFetchRequestGroup_v9(data: bytes, pos: int) -> tuple[OffsetFetch
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -575,7 +603,7 @@ def _write_OffsetFetchRequestGroup_v9(out: bytearray, o: OffsetFetchRequestGroup
     out += _S_i.pack(o.member_epoch)
     w_compact_nullable_array(out, o.topics, _write_OffsetFetchRequestTopics_v8)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -610,8 +638,10 @@ def _read_OffsetFetchRequestGroup_v10(data: bytes, pos: int) -> tuple[OffsetFetc
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -643,7 +673,7 @@ def _write_OffsetFetchRequestGroup_v10(out: bytearray, o: OffsetFetchRequestGrou
     out += _S_i.pack(o.member_epoch)
     w_compact_nullable_array(out, o.topics, _write_OffsetFetchRequestTopics_v10)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -682,12 +712,14 @@ def _read_OffsetFetchRequest_v0(data: bytes, pos: int) -> tuple[OffsetFetchReque
         topics_item.partition_indexes, pos = r_array(data, pos, "i")
 
         topics_item.unknown_tags = {}
+        topics_item.wire_tags = None
         topics.append(topics_item)
     o.topics = topics
     o.groups = []
     o.require_stable = False
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -710,6 +742,7 @@ def _head_OffsetFetchRequest_v0(data: bytes, pos: int) -> tuple[OffsetFetchReque
     o.groups = []
     o.require_stable = False
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -760,6 +793,7 @@ def _read_OffsetFetchRequest_v2(data: bytes, pos: int) -> tuple[OffsetFetchReque
     o.require_stable = False
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -806,8 +840,10 @@ def _read_OffsetFetchRequest_v6(data: bytes, pos: int) -> tuple[OffsetFetchReque
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -830,6 +866,7 @@ def _head_OffsetFetchRequest_v6(data: bytes, pos: int) -> tuple[OffsetFetchReque
     o.groups = []
     o.require_stable = False
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -853,7 +890,7 @@ def _write_OffsetFetchRequest_v6(out: bytearray, o: OffsetFetchRequest) -> None:
     if o.require_stable != False:
         raise Recheck
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -879,8 +916,10 @@ def _read_OffsetFetchRequest_v7(data: bytes, pos: int) -> tuple[OffsetFetchReque
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -904,7 +943,7 @@ def _write_OffsetFetchRequest_v7(out: bytearray, o: OffsetFetchRequest) -> None:
         raise Recheck
     out += _S_B.pack(o.require_stable)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -941,8 +980,10 @@ def _read_OffsetFetchRequest_v8(data: bytes, pos: int) -> tuple[OffsetFetchReque
 
         if data[pos]:
             groups_item.unknown_tags, pos = r_tags(data, pos)
+            groups_item.wire_tags = wire_order(groups_item.unknown_tags)
         else:  # no tagged fields
             groups_item.unknown_tags = {}
+            groups_item.wire_tags = None
             pos += 1
         groups.append(groups_item)
     o.groups = groups
@@ -951,8 +992,10 @@ def _read_OffsetFetchRequest_v8(data: bytes, pos: int) -> tuple[OffsetFetchReque
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -969,6 +1012,7 @@ def _head_OffsetFetchRequest_v8(data: bytes, pos: int) -> tuple[OffsetFetchReque
     o.groups = []
     o.require_stable = False
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -990,7 +1034,7 @@ def _write_OffsetFetchRequest_v8(out: bytearray, o: OffsetFetchRequest) -> None:
         _write_OffsetFetchRequestGroup_v8(out, groups_item)
     out += _S_B.pack(o.require_stable)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -1037,8 +1081,10 @@ def _read_OffsetFetchRequest_v9(data: bytes, pos: int) -> tuple[OffsetFetchReque
 
         if data[pos]:
             groups_item.unknown_tags, pos = r_tags(data, pos)
+            groups_item.wire_tags = wire_order(groups_item.unknown_tags)
         else:  # no tagged fields
             groups_item.unknown_tags = {}
+            groups_item.wire_tags = None
             pos += 1
         groups.append(groups_item)
     o.groups = groups
@@ -1047,8 +1093,10 @@ def _read_OffsetFetchRequest_v9(data: bytes, pos: int) -> tuple[OffsetFetchReque
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -1071,7 +1119,7 @@ def _write_OffsetFetchRequest_v9(out: bytearray, o: OffsetFetchRequest) -> None:
         _write_OffsetFetchRequestGroup_v9(out, groups_item)
     out += _S_B.pack(o.require_stable)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -1118,8 +1166,10 @@ def _read_OffsetFetchRequest_v10(data: bytes, pos: int) -> tuple[OffsetFetchRequ
 
         if data[pos]:
             groups_item.unknown_tags, pos = r_tags(data, pos)
+            groups_item.wire_tags = wire_order(groups_item.unknown_tags)
         else:  # no tagged fields
             groups_item.unknown_tags = {}
+            groups_item.wire_tags = None
             pos += 1
         groups.append(groups_item)
     o.groups = groups
@@ -1128,8 +1178,10 @@ def _read_OffsetFetchRequest_v10(data: bytes, pos: int) -> tuple[OffsetFetchRequ
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -1152,7 +1204,7 @@ def _write_OffsetFetchRequest_v10(out: bytearray, o: OffsetFetchRequest) -> None
         _write_OffsetFetchRequestGroup_v10(out, groups_item)
     out += _S_B.pack(o.require_stable)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -1217,6 +1269,7 @@ def _decode_OffsetFetchRequestTopic_v6(
             name,
             partition_indexes,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1232,7 +1285,7 @@ def _encode_OffsetFetchRequestTopic_v6(out: bytearray, o: OffsetFetchRequestTopi
         w_compact_array(out, o.partition_indexes, "i")
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1263,6 +1316,7 @@ def _decode_OffsetFetchRequestTopics_v8(
             ZERO_UUID,
             partition_indexes,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1278,7 +1332,7 @@ def _encode_OffsetFetchRequestTopics_v8(out: bytearray, o: OffsetFetchRequestTop
         w_compact_array(out, o.partition_indexes, "i")
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1309,6 +1363,7 @@ def _decode_OffsetFetchRequestTopics_v10(
             topic_id,
             partition_indexes,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1324,7 +1379,7 @@ def _encode_OffsetFetchRequestTopics_v10(out: bytearray, o: OffsetFetchRequestTo
         w_compact_array(out, o.partition_indexes, "i")
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1356,6 +1411,7 @@ def _decode_OffsetFetchRequestGroup_v8(
             -1,
             topics,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1371,7 +1427,7 @@ def _encode_OffsetFetchRequestGroup_v8(out: bytearray, o: OffsetFetchRequestGrou
         w_compact_nullable_array(out, o.topics, _encode_OffsetFetchRequestTopics_v8)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1408,6 +1464,7 @@ def _decode_OffsetFetchRequestGroup_v9(
             member_epoch,
             topics,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1427,7 +1484,7 @@ def _encode_OffsetFetchRequestGroup_v9(out: bytearray, o: OffsetFetchRequestGrou
         w_compact_nullable_array(out, o.topics, _encode_OffsetFetchRequestTopics_v8)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1464,6 +1521,7 @@ def _decode_OffsetFetchRequestGroup_v10(
             member_epoch,
             topics,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1483,7 +1541,7 @@ def _encode_OffsetFetchRequestGroup_v10(out: bytearray, o: OffsetFetchRequestGro
         w_compact_nullable_array(out, o.topics, _encode_OffsetFetchRequestTopics_v10)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1599,6 +1657,7 @@ def _decode_OffsetFetchRequest_v6(data: bytes, pos: int) -> tuple[OffsetFetchReq
             [],
             False,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1620,7 +1679,7 @@ def _encode_OffsetFetchRequest_v6(out: bytearray, o: OffsetFetchRequest) -> None
             raise absent_field("RequireStable")
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1653,6 +1712,7 @@ def _decode_OffsetFetchRequest_v7(data: bytes, pos: int) -> tuple[OffsetFetchReq
             [],
             require_stable,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1673,7 +1733,7 @@ def _encode_OffsetFetchRequest_v7(out: bytearray, o: OffsetFetchRequest) -> None
         out += _S_B.pack(o.require_stable)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1704,6 +1764,7 @@ def _decode_OffsetFetchRequest_v8(data: bytes, pos: int) -> tuple[OffsetFetchReq
             groups,
             require_stable,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1725,7 +1786,7 @@ def _encode_OffsetFetchRequest_v8(out: bytearray, o: OffsetFetchRequest) -> None
         out += _S_B.pack(o.require_stable)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1756,6 +1817,7 @@ def _decode_OffsetFetchRequest_v9(data: bytes, pos: int) -> tuple[OffsetFetchReq
             groups,
             require_stable,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1777,7 +1839,7 @@ def _encode_OffsetFetchRequest_v9(out: bytearray, o: OffsetFetchRequest) -> None
         out += _S_B.pack(o.require_stable)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1808,6 +1870,7 @@ def _decode_OffsetFetchRequest_v10(data: bytes, pos: int) -> tuple[OffsetFetchRe
             groups,
             require_stable,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1829,7 +1892,7 @@ def _encode_OffsetFetchRequest_v10(out: bytearray, o: OffsetFetchRequest) -> Non
         out += _S_B.pack(o.require_stable)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:

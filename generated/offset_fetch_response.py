@@ -47,6 +47,7 @@ from ._runtime import (
     w_tags,
     w_uuid,
     w_uvarint,
+    wire_order,
     write_message,
 )
 
@@ -107,6 +108,10 @@ class OffsetFetchResponsePartition:
     """ErrorCode (versions 0-7): Problem reading this partition's offset, or 0."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -138,6 +143,10 @@ class OffsetFetchResponseTopic:
     """Partitions (versions 0-7): Results for each partition of this topic."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -198,6 +207,10 @@ class OffsetFetchResponsePartitions:
     """ErrorCode (versions 8-10): Problem reading this partition's offset, or 0."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -232,6 +245,10 @@ class OffsetFetchResponseTopics:
     """Partitions (versions 8-10): Results for each partition of this topic."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -266,6 +283,10 @@ class OffsetFetchResponseGroup:
     """ErrorCode (versions 8-10): Problem affecting this whole group, or 0."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -345,6 +366,10 @@ class OffsetFetchResponse:
     """Groups (versions 8-10): Results for each requested group (version 8 and later)."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> OffsetFetchResponse:
@@ -436,6 +461,7 @@ def _read_OffsetFetchResponsePartition_v0(
     pos += 2
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -485,6 +511,7 @@ def _read_OffsetFetchResponsePartition_v5(
     pos += 2
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -537,8 +564,10 @@ def _read_OffsetFetchResponsePartition_v6(
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -563,7 +592,7 @@ def _write_OffsetFetchResponsePartition_v6(out: bytearray, o: OffsetFetchRespons
             w_compact_nullable_string(out, s)
     out += _S_h.pack(o.error_code)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -610,10 +639,12 @@ def _read_OffsetFetchResponseTopic_v0(
         pos += 2
 
         partitions_item.unknown_tags = {}
+        partitions_item.wire_tags = None
         partitions.append(partitions_item)
     o.partitions = partitions
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -683,10 +714,12 @@ def _read_OffsetFetchResponseTopic_v5(
         pos += 2
 
         partitions_item.unknown_tags = {}
+        partitions_item.wire_tags = None
         partitions.append(partitions_item)
     o.partitions = partitions
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -758,16 +791,20 @@ def _read_OffsetFetchResponseTopic_v6(
 
         if data[pos]:
             partitions_item.unknown_tags, pos = r_tags(data, pos)
+            partitions_item.wire_tags = wire_order(partitions_item.unknown_tags)
         else:  # no tagged fields
             partitions_item.unknown_tags = {}
+            partitions_item.wire_tags = None
             pos += 1
         partitions.append(partitions_item)
     o.partitions = partitions
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -792,7 +829,7 @@ def _write_OffsetFetchResponseTopic_v6(out: bytearray, o: OffsetFetchResponseTop
     for partitions_item in o.partitions:
         _write_OffsetFetchResponsePartition_v6(out, partitions_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -823,8 +860,10 @@ def _read_OffsetFetchResponsePartitions_v8(
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -851,7 +890,7 @@ def _write_OffsetFetchResponsePartitions_v8(
             w_compact_nullable_string(out, s)
     out += _S_h.pack(o.error_code)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -902,16 +941,20 @@ def _read_OffsetFetchResponseTopics_v8(
 
         if data[pos]:
             partitions_item.unknown_tags, pos = r_tags(data, pos)
+            partitions_item.wire_tags = wire_order(partitions_item.unknown_tags)
         else:  # no tagged fields
             partitions_item.unknown_tags = {}
+            partitions_item.wire_tags = None
             pos += 1
         partitions.append(partitions_item)
     o.partitions = partitions
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -936,7 +979,7 @@ def _write_OffsetFetchResponseTopics_v8(out: bytearray, o: OffsetFetchResponseTo
     for partitions_item in o.partitions:
         _write_OffsetFetchResponsePartitions_v8(out, partitions_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -981,16 +1024,20 @@ def _read_OffsetFetchResponseTopics_v10(
 
         if data[pos]:
             partitions_item.unknown_tags, pos = r_tags(data, pos)
+            partitions_item.wire_tags = wire_order(partitions_item.unknown_tags)
         else:  # no tagged fields
             partitions_item.unknown_tags = {}
+            partitions_item.wire_tags = None
             pos += 1
         partitions.append(partitions_item)
     o.partitions = partitions
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -1009,7 +1056,7 @@ def _write_OffsetFetchResponseTopics_v10(out: bytearray, o: OffsetFetchResponseT
     for partitions_item in o.partitions:
         _write_OffsetFetchResponsePartitions_v8(out, partitions_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -1045,8 +1092,10 @@ def _read_OffsetFetchResponseGroup_v8(
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -1072,7 +1121,7 @@ def _write_OffsetFetchResponseGroup_v8(out: bytearray, o: OffsetFetchResponseGro
         _write_OffsetFetchResponseTopics_v8(out, topics_item)
     out += _S_h.pack(o.error_code)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -1108,8 +1157,10 @@ def _read_OffsetFetchResponseGroup_v10(
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -1135,7 +1186,7 @@ def _write_OffsetFetchResponseGroup_v10(out: bytearray, o: OffsetFetchResponseGr
         _write_OffsetFetchResponseTopics_v10(out, topics_item)
     out += _S_h.pack(o.error_code)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -1162,6 +1213,7 @@ def _read_OffsetFetchResponse_v0(data: bytes, pos: int) -> tuple[OffsetFetchResp
     o.groups = []
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1177,6 +1229,7 @@ def _head_OffsetFetchResponse_v0(data: bytes, pos: int) -> tuple[OffsetFetchResp
     o.error_code = 0
     o.groups = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1221,6 +1274,7 @@ def _read_OffsetFetchResponse_v2(data: bytes, pos: int) -> tuple[OffsetFetchResp
     o.groups = []
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1267,6 +1321,7 @@ def _read_OffsetFetchResponse_v3(data: bytes, pos: int) -> tuple[OffsetFetchResp
     o.groups = []
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1284,6 +1339,7 @@ def _head_OffsetFetchResponse_v3(data: bytes, pos: int) -> tuple[OffsetFetchResp
     o.error_code = 0
     o.groups = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1331,6 +1387,7 @@ def _read_OffsetFetchResponse_v5(data: bytes, pos: int) -> tuple[OffsetFetchResp
     o.groups = []
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1379,8 +1436,10 @@ def _read_OffsetFetchResponse_v6(data: bytes, pos: int) -> tuple[OffsetFetchResp
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -1402,7 +1461,7 @@ def _write_OffsetFetchResponse_v6(out: bytearray, o: OffsetFetchResponse) -> Non
     if len(o.groups) != 0:
         raise Recheck
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -1431,8 +1490,10 @@ def _read_OffsetFetchResponse_v8(data: bytes, pos: int) -> tuple[OffsetFetchResp
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -1453,7 +1514,7 @@ def _write_OffsetFetchResponse_v8(out: bytearray, o: OffsetFetchResponse) -> Non
     for groups_item in o.groups:
         _write_OffsetFetchResponseGroup_v8(out, groups_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -1482,8 +1543,10 @@ def _read_OffsetFetchResponse_v10(data: bytes, pos: int) -> tuple[OffsetFetchRes
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -1504,7 +1567,7 @@ def _write_OffsetFetchResponse_v10(out: bytearray, o: OffsetFetchResponse) -> No
     for groups_item in o.groups:
         _write_OffsetFetchResponseGroup_v10(out, groups_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -1653,6 +1716,7 @@ def _decode_OffsetFetchResponsePartition_v6(
             metadata,
             error_code,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1676,7 +1740,7 @@ def _encode_OffsetFetchResponsePartition_v6(
         out += _S_h.pack(o.error_code)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1780,6 +1844,7 @@ def _decode_OffsetFetchResponseTopic_v6(
             name,
             partitions,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1795,7 +1860,7 @@ def _encode_OffsetFetchResponseTopic_v6(out: bytearray, o: OffsetFetchResponseTo
         w_compact_array(out, o.partitions, _encode_OffsetFetchResponsePartition_v6)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1836,6 +1901,7 @@ def _decode_OffsetFetchResponsePartitions_v8(
             metadata,
             error_code,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1859,7 +1925,7 @@ def _encode_OffsetFetchResponsePartitions_v8(
         out += _S_h.pack(o.error_code)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1890,6 +1956,7 @@ def _decode_OffsetFetchResponseTopics_v8(
             ZERO_UUID,
             partitions,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1905,7 +1972,7 @@ def _encode_OffsetFetchResponseTopics_v8(out: bytearray, o: OffsetFetchResponseT
         w_compact_array(out, o.partitions, _encode_OffsetFetchResponsePartitions_v8)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1936,6 +2003,7 @@ def _decode_OffsetFetchResponseTopics_v10(
             topic_id,
             partitions,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1951,7 +2019,7 @@ def _encode_OffsetFetchResponseTopics_v10(out: bytearray, o: OffsetFetchResponse
         w_compact_array(out, o.partitions, _encode_OffsetFetchResponsePartitions_v8)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1985,6 +2053,7 @@ def _decode_OffsetFetchResponseGroup_v8(
             topics,
             error_code,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -2002,7 +2071,7 @@ def _encode_OffsetFetchResponseGroup_v8(out: bytearray, o: OffsetFetchResponseGr
         out += _S_h.pack(o.error_code)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -2036,6 +2105,7 @@ def _decode_OffsetFetchResponseGroup_v10(
             topics,
             error_code,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -2053,7 +2123,7 @@ def _encode_OffsetFetchResponseGroup_v10(out: bytearray, o: OffsetFetchResponseG
         out += _S_h.pack(o.error_code)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -2256,6 +2326,7 @@ def _decode_OffsetFetchResponse_v6(data: bytes, pos: int) -> tuple[OffsetFetchRe
             error_code,
             [],
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -2276,7 +2347,7 @@ def _encode_OffsetFetchResponse_v6(out: bytearray, o: OffsetFetchResponse) -> No
             raise absent_field("Groups")
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -2307,6 +2378,7 @@ def _decode_OffsetFetchResponse_v8(data: bytes, pos: int) -> tuple[OffsetFetchRe
             0,
             groups,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -2325,7 +2397,7 @@ def _encode_OffsetFetchResponse_v8(out: bytearray, o: OffsetFetchResponse) -> No
         w_compact_array(out, o.groups, _encode_OffsetFetchResponseGroup_v8)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -2356,6 +2428,7 @@ def _decode_OffsetFetchResponse_v10(data: bytes, pos: int) -> tuple[OffsetFetchR
             0,
             groups,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -2374,7 +2447,7 @@ def _encode_OffsetFetchResponse_v10(out: bytearray, o: OffsetFetchResponse) -> N
         w_compact_array(out, o.groups, _encode_OffsetFetchResponseGroup_v10)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:

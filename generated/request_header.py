@@ -33,6 +33,7 @@ from ._runtime import (
     unexpected_tag,
     w_nullable_string,
     w_tags,
+    wire_order,
     write_message,
 )
 
@@ -88,6 +89,10 @@ class RequestHeader:
     """ClientId (versions 1-2, nullable 1+, ignorable): client.id of the sender, or null; always written with a 16-bit length, never in compact form."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> RequestHeader:
@@ -167,6 +172,7 @@ def _read_RequestHeader_v0(data: bytes, pos: int) -> tuple[RequestHeader, int]:
     o.client_id = ""
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -201,6 +207,7 @@ def _read_RequestHeader_v1(data: bytes, pos: int) -> tuple[RequestHeader, int]:
         o.client_id, pos = r_nullable_string(data, pos)
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -246,8 +253,10 @@ def _read_RequestHeader_v2(data: bytes, pos: int) -> tuple[RequestHeader, int]:
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -271,7 +280,7 @@ def _write_RequestHeader_v2(out: bytearray, o: RequestHeader) -> None:
         else:
             w_nullable_string(out, s)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -392,6 +401,7 @@ def _decode_RequestHeader_v2(data: bytes, pos: int) -> tuple[RequestHeader, int]
             correlation_id,
             client_id,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -411,7 +421,7 @@ def _encode_RequestHeader_v2(out: bytearray, o: RequestHeader) -> None:
         w_nullable_string(out, o.client_id)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:

@@ -31,6 +31,7 @@ from ._runtime import (
     to_plain,
     unexpected_tag,
     w_tags,
+    wire_order,
     write_message,
 )
 
@@ -63,6 +64,10 @@ class ResponseHeader:
     """CorrelationId (versions 0-1): Correlation id copied from the request this response answers."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> ResponseHeader:
@@ -141,6 +146,7 @@ def _read_ResponseHeader_v0(data: bytes, pos: int) -> tuple[ResponseHeader, int]
     pos += 4
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -168,8 +174,10 @@ def _read_ResponseHeader_v1(data: bytes, pos: int) -> tuple[ResponseHeader, int]
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -183,7 +191,7 @@ def _write_ResponseHeader_v1(out: bytearray, o: ResponseHeader) -> None:
     s: _Any  # the string being written
     out += _S_i.pack(o.correlation_id)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -238,6 +246,7 @@ def _decode_ResponseHeader_v1(data: bytes, pos: int) -> tuple[ResponseHeader, in
         ResponseHeader(
             correlation_id,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -251,7 +260,7 @@ def _encode_ResponseHeader_v1(out: bytearray, o: ResponseHeader) -> None:
         out += _S_i.pack(o.correlation_id)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:

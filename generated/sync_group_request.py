@@ -49,6 +49,7 @@ from ._runtime import (
     w_string,
     w_tags,
     w_uvarint,
+    wire_order,
     write_message,
 )
 
@@ -71,6 +72,10 @@ class SyncGroupRequestAssignment:
     """Assignment (versions 0-5): Assignment in the protocol's own format; for consumers, a version-prefixed ConsumerProtocolAssignment."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     def to_dict(self) -> dict[str, _Any]:
         """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
@@ -207,6 +212,10 @@ class SyncGroupRequest:
     """Assignments (versions 0-5): Assignment for every member; only the leader fills it, other members send it empty."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> SyncGroupRequest:
@@ -301,6 +310,7 @@ def _read_SyncGroupRequestAssignment_v0(
         o.assignment, pos = r_bytes(data, pos)
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -353,8 +363,10 @@ def _read_SyncGroupRequestAssignment_v4(
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -379,7 +391,7 @@ def _write_SyncGroupRequestAssignment_v4(out: bytearray, o: SyncGroupRequestAssi
     else:
         w_compact_bytes(out, o.assignment)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -438,10 +450,12 @@ def _read_SyncGroupRequest_v0(data: bytes, pos: int) -> tuple[SyncGroupRequest, 
             assignments_item.assignment, pos = r_bytes(data, pos)
 
         assignments_item.unknown_tags = {}
+        assignments_item.wire_tags = None
         assignments.append(assignments_item)
     o.assignments = assignments
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -476,6 +490,7 @@ def _head_SyncGroupRequest_v0(data: bytes, pos: int) -> tuple[SyncGroupRequest, 
     o.protocol_name = None
     o.assignments = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -573,10 +588,12 @@ def _read_SyncGroupRequest_v3(data: bytes, pos: int) -> tuple[SyncGroupRequest, 
             assignments_item.assignment, pos = r_bytes(data, pos)
 
         assignments_item.unknown_tags = {}
+        assignments_item.wire_tags = None
         assignments.append(assignments_item)
     o.assignments = assignments
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -618,6 +635,7 @@ def _head_SyncGroupRequest_v3(data: bytes, pos: int) -> tuple[SyncGroupRequest, 
     o.protocol_name = None
     o.assignments = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -722,16 +740,20 @@ def _read_SyncGroupRequest_v4(data: bytes, pos: int) -> tuple[SyncGroupRequest, 
 
         if data[pos]:
             assignments_item.unknown_tags, pos = r_tags(data, pos)
+            assignments_item.wire_tags = wire_order(assignments_item.unknown_tags)
         else:  # no tagged fields
             assignments_item.unknown_tags = {}
+            assignments_item.wire_tags = None
             pos += 1
         assignments.append(assignments_item)
     o.assignments = assignments
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -774,6 +796,7 @@ def _head_SyncGroupRequest_v4(data: bytes, pos: int) -> tuple[SyncGroupRequest, 
     o.protocol_name = None
     o.assignments = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -815,7 +838,7 @@ def _write_SyncGroupRequest_v4(out: bytearray, o: SyncGroupRequest) -> None:
     for assignments_item in o.assignments:
         _write_SyncGroupRequestAssignment_v4(out, assignments_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -898,16 +921,20 @@ def _read_SyncGroupRequest_v5(data: bytes, pos: int) -> tuple[SyncGroupRequest, 
 
         if data[pos]:
             assignments_item.unknown_tags, pos = r_tags(data, pos)
+            assignments_item.wire_tags = wire_order(assignments_item.unknown_tags)
         else:  # no tagged fields
             assignments_item.unknown_tags = {}
+            assignments_item.wire_tags = None
             pos += 1
         assignments.append(assignments_item)
     o.assignments = assignments
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -968,6 +995,7 @@ def _head_SyncGroupRequest_v5(data: bytes, pos: int) -> tuple[SyncGroupRequest, 
         o.protocol_name, pos = r_compact_nullable_string(data, pos)
     o.assignments = []
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -1029,7 +1057,7 @@ def _write_SyncGroupRequest_v5(out: bytearray, o: SyncGroupRequest) -> None:
     for assignments_item in o.assignments:
         _write_SyncGroupRequestAssignment_v4(out, assignments_item)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -1094,6 +1122,7 @@ def _decode_SyncGroupRequestAssignment_v4(
             member_id,
             assignment,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1109,7 +1138,7 @@ def _encode_SyncGroupRequestAssignment_v4(out: bytearray, o: SyncGroupRequestAss
         w_compact_bytes(out, o.assignment)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1254,6 +1283,7 @@ def _decode_SyncGroupRequest_v4(data: bytes, pos: int) -> tuple[SyncGroupRequest
             None,
             assignments,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1275,7 +1305,7 @@ def _encode_SyncGroupRequest_v4(out: bytearray, o: SyncGroupRequest) -> None:
         w_compact_array(out, o.assignments, _encode_SyncGroupRequestAssignment_v4)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -1319,6 +1349,7 @@ def _decode_SyncGroupRequest_v5(data: bytes, pos: int) -> tuple[SyncGroupRequest
             protocol_name,
             assignments,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -1344,7 +1375,7 @@ def _encode_SyncGroupRequest_v5(out: bytearray, o: SyncGroupRequest) -> None:
         w_compact_array(out, o.assignments, _encode_SyncGroupRequestAssignment_v4)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:

@@ -37,6 +37,7 @@ from ._runtime import (
     w_compact_bytes,
     w_compact_nullable_string,
     w_tags,
+    wire_order,
     write_message,
 )
 
@@ -108,6 +109,10 @@ class SyncGroupResponse:
     """Assignment (versions 0-5): This member's assignment, in the format of the group's protocol."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview, version: int) -> SyncGroupResponse:
@@ -197,6 +202,7 @@ def _read_SyncGroupResponse_v0(data: bytes, pos: int) -> tuple[SyncGroupResponse
         o.assignment, pos = r_bytes(data, pos)
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -238,6 +244,7 @@ def _read_SyncGroupResponse_v1(data: bytes, pos: int) -> tuple[SyncGroupResponse
         o.assignment, pos = r_bytes(data, pos)
 
     o.unknown_tags = {}
+    o.wire_tags = None
     return o, pos
 
 
@@ -279,8 +286,10 @@ def _read_SyncGroupResponse_v4(data: bytes, pos: int) -> tuple[SyncGroupResponse
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -299,7 +308,7 @@ def _write_SyncGroupResponse_v4(out: bytearray, o: SyncGroupResponse) -> None:
     else:
         w_compact_bytes(out, o.assignment)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -343,8 +352,10 @@ def _read_SyncGroupResponse_v5(data: bytes, pos: int) -> tuple[SyncGroupResponse
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
     else:  # no tagged fields
         o.unknown_tags = {}
+        o.wire_tags = None
         pos += 1
     return o, pos
 
@@ -383,7 +394,7 @@ def _write_SyncGroupResponse_v5(out: bytearray, o: SyncGroupResponse) -> None:
     else:
         w_compact_bytes(out, o.assignment)
     if o.unknown_tags:
-        w_tags(out, [], o.unknown_tags)
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
         out.append(0)  # no tagged fields
 
@@ -500,6 +511,7 @@ def _decode_SyncGroupResponse_v4(data: bytes, pos: int) -> tuple[SyncGroupRespon
             None,
             assignment,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -518,7 +530,7 @@ def _encode_SyncGroupResponse_v4(out: bytearray, o: SyncGroupResponse) -> None:
         w_compact_bytes(out, o.assignment)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:
@@ -557,6 +569,7 @@ def _decode_SyncGroupResponse_v5(data: bytes, pos: int) -> tuple[SyncGroupRespon
             protocol_name,
             assignment,
             unknown_tags,
+            wire_order(unknown_tags),
         ),
         pos,
     )
@@ -579,7 +592,7 @@ def _encode_SyncGroupResponse_v5(out: bytearray, o: SyncGroupResponse) -> None:
         w_compact_bytes(out, o.assignment)
         f = ""
         if o.unknown_tags:
-            w_tags(out, [], o.unknown_tags)
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
         else:
             out.append(0)  # no tagged fields
     except Exception as e:

@@ -333,7 +333,10 @@ class Planner:
                 )
                 child_sig = self.request(*child) if child else None
                 self.use(reader, writer)
+                # Written when non-default, and also when the decoded wire had it (a peer wrote
+                # the default explicitly): `order` is the decoded object's wire_tags.
                 check = non_default_check(f, f"o.{f.attr}", self.class_names)
+                check = f"{check} or (order is not None and {f.tag} in order)"
                 tagged.append(TaggedStep(f.tag, f, reader, writer, rarg, warg, check, child))
                 sig.append(("tag", f.tag, f.name, reader, rarg, child_sig))
             sig.append(("invalid", tuple(invalid)))

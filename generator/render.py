@@ -59,6 +59,7 @@ ALWAYS_IMPORTED = [
     "to_plain",
     "unexpected_tag",
     "w_tags",
+    "wire_order",
     "write_message",
 ]
 BLACK_MODE = black.Mode(line_length=100, target_versions={black.TargetVersion.PY311})
@@ -181,12 +182,18 @@ def _decorate(codec: Codec, names: dict[str, str]) -> None:
     codec.invalid_tail = _tail(repr(invalid) if invalid else "")  # type: ignore[attr-defined]
     known = tuple(codec.known_tags)
     codec.known_tail = _tail(repr(known) if known else "")  # type: ignore[attr-defined]
+    codec.known_tags_text = repr(known)  # type: ignore[attr-defined]
     read = {id(f) for s in codec.steps if s.kind != "absent" for f in s.fields}
     read |= {id(t.field) for t in codec.tagged}
     args = []
     for f in codec.struct.fields:
         args.append(local_name(f) if id(f) in read else default_source(f, names))
     args.append("unknown_tags" if codec.flexible else "{}")
+    if codec.flexible:
+        # Tags in wire order, kept only when the section held any (see the class's wire_tags).
+        args.append(
+            "(tuple(seen) if seen else None)" if codec.tagged else "wire_order(unknown_tags)"
+        )
     codec.ctor_args = args  # type: ignore[attr-defined]
     codec.decode_empty = not codec.flexible and all(  # type: ignore[attr-defined]
         s.kind == "absent" for s in codec.steps

@@ -530,8 +530,24 @@ class _KafkaPythonPeer(Peer):
         )
         return fast_decode(memoryview(data), 0)
 
+    # kafka-python renames some fields at import (its patched schema JSON): its name -> the
+    # schema's, by the struct that holds the field (the message itself, or a nested struct).
+    _RENAMED = {
+        ("MetadataResponse", "authorized_operations"): "cluster_authorized_operations",
+        ("MetadataResponseTopic", "authorized_operations"): "topic_authorized_operations",
+        ("DescribeClusterResponse", "authorized_operations"): "cluster_authorized_operations",
+    }
+
+    def _key(self, struct: Any, f: Any) -> str:
+        name = snake_case(f._name)
+        for candidate in (getattr(struct, "_type_str", ""), getattr(struct, "_name", "")):
+            renamed = self._RENAMED.get((str(candidate).lstrip("[]"), name))
+            if renamed:
+                return renamed
+        return name
+
     def _to_obj(self, data_class: Any, struct: Any, value: Any, version: int, where: str) -> Any:
-        fields = {snake_case(f._name): f for f in self._fields(struct, version)}
+        fields = {self._key(struct, f): f for f in self._fields(struct, version)}
         required = {k for k, f in fields.items() if not f.tagged_field_q(version)}
         _check_keys(where, value, set(fields), required)
         # Attributes rather than constructor kwargs: ApiMessage.__init__ swallows
@@ -561,7 +577,7 @@ class _KafkaPythonPeer(Peer):
 
     def _from_obj(self, struct: Any, obj: Any, version: int) -> dict[str, Any]:
         return {
-            snake_case(f._name): self._from_value(f, getattr(obj, f.name), version)
+            self._key(struct, f): self._from_value(f, getattr(obj, f.name), version)
             for f in self._fields(struct, version)
         }
 
@@ -569,6 +585,10 @@ class _KafkaPythonPeer(Peer):
         if isinstance(f, self._StructArrayField):
             return None if v is None else [self._from_obj(f.array_of, x, version) for x in v]
         if isinstance(f, self._StructField):
+            if v is None and f.tagged_field_q(version):
+                # kafka-python leaves an absent tagged struct as None; the schema's value for
+                # it is the struct of defaults, which is what every other reader returns.
+                v = f.data_class(version=version)
             return None if v is None else self._from_obj(f, v, version)
         if isinstance(f, self._ArrayField):
             return None if v is None else [self._from_simple(f.array_of, x) for x in v]

@@ -690,8 +690,11 @@ def w_tags(
     known: list[tuple[int, bytearray]],
     unknown: dict[int, bytes],
     known_tags: Iterable[int] = (),
+    order: tuple[int, ...] | None = None,
 ) -> None:
-    """Writes a tagged section: known and retained unknown fields, in ascending tag order."""
+    """Writes a tagged section: known and retained unknown fields, in ascending tag order, or
+    in `order` (a decoded object's wire_tags) for the tags it names, so that what was decoded is
+    written back byte for byte; tags it does not name follow in ascending order."""
     if not known and not unknown:
         out.append(0)
         return
@@ -704,12 +707,22 @@ def w_tags(
                 entries.append((tag, payload))
         except AttributeError:
             raise _bad_type(unknown, "dict[int, bytes]") from None
+    if order is not None:
+        rank = {tag: i for i, tag in enumerate(order)}
+        last = len(order)
+        entries.sort(key=lambda entry: (rank.get(entry[0], last), entry[0]))
+    elif unknown:
         entries.sort(key=lambda entry: entry[0])
     w_uvarint(out, len(entries))
     for tag, payload in entries:
         w_uvarint(out, tag)
         w_uvarint(out, len(payload))
         out += payload
+
+
+def wire_order(tags: dict[int, bytes]) -> tuple[int, ...] | None:
+    """The tags of a decoded section in the order read (dicts keep insertion order)."""
+    return tuple(tags) if tags else None
 
 
 # -- whole messages -----------------------------------------------------------------------------

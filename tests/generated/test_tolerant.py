@@ -67,7 +67,7 @@ def test_failed_body_keeps_the_header() -> None:
 
 
 def test_unknown_api_key_keeps_the_v1_header() -> None:
-    frame = bytes.fromhex("0000 0003 00000005 0001 78") + b"\x00" * 8  # Produce v3
+    frame = bytes.fromhex("7d00 0003 00000005 0001 78") + b"\x00" * 8  # api key 32000
     report = g.inspect_request(frame)
     assert isinstance(report.error, g.UnknownApiKeyError)
     assert report.header.correlation_id == 5 and report.header.client_id == "x"

@@ -179,6 +179,35 @@ def test_unknown_tags_round_trip_in_tag_order() -> None:
         msg.encode(3)
 
 
+def test_tagged_sections_come_back_byte_for_byte() -> None:
+    """Known tags written at their default, unknown tags and a non-ascending order (as some
+    brokers write them) survive decode then encode; a new value is added in tag order."""
+    from generated.api_versions_response import ApiVersionsResponse
+
+    plain = ApiVersionsResponse(error_code=0, api_keys=[], throttle_time_ms=0)
+    canonical = plain.encode(3)
+    assert canonical.endswith(b"\x00")  # no tagged fields when all hold their defaults
+    # Tag 1 (FinalizedFeaturesEpoch = -1, its default), unknown tag 9, tag 0 (empty array).
+    section = h("03 01 08 ffffffffffffffff 09 01 07 00 01 01")
+    body = canonical[:-1] + section
+    decoded = ApiVersionsResponse.decode(body, 3)
+    assert decoded == ApiVersionsResponse(
+        error_code=0, api_keys=[], throttle_time_ms=0, unknown_tags={9: b"\x07"}
+    )
+    assert decoded.wire_tags == (1, 9, 0)
+    assert decoded.encode(3) == body
+    assert decoded.to_dict() == ApiVersionsResponse.decode(body, 3).to_dict()
+    # A field set after decoding that was not on the wire goes after the wire's tags.
+    decoded.zk_migration_ready = True
+    assert decoded.encode(3) == canonical[:-1] + h(
+        "04 01 08 ffffffffffffffff 09 01 07 00 01 01 03 01 01"
+    )
+    # Without the wire order, the canonical form: defaults left out, ascending tags.
+    decoded.wire_tags = None
+    decoded.zk_migration_ready = False
+    assert decoded.encode(3) == canonical[:-1] + h("01 09 01 07")
+
+
 def test_any_non_zero_byte_reads_as_true() -> None:
     from generated.describe_groups_request import DescribeGroupsRequest
 
