@@ -106,7 +106,7 @@ SAMPLE = 4000  # rows checked against kwire
 
 def write_frames(directory: Path, rows: int, files: int, seed: int) -> dict[str, Any]:
     """The frames table: `files` Parquet files of request frames in the benchmark's mix."""
-    from udfs.synth import mixed_requests
+    from benchmarks.synth import mixed_requests
 
     directory.mkdir(parents=True, exist_ok=True)
     per_file = -(-rows // files)

@@ -1,9 +1,9 @@
 """Synthetic consumer-group traffic as a frames table, encoded with the generated codecs.
 
-For tests, the demo (when no real capture is at hand) and the benchmark. Rows have the frames
-table's columns (the `capture` package's SCHEMA): each conversation is a real client's sequence
-(ApiVersions, FindCoordinator, JoinGroup, SyncGroup, Heartbeat, OffsetCommit, OffsetFetch,
-LeaveGroup) at a modern (flexible) or legacy (non-flexible) set of versions.
+For the tests and the benchmarks, not a product module (the demo decodes real captures). Rows
+have the frames table's columns (the `capture` package's SCHEMA): each conversation is a real
+client's sequence (ApiVersions, FindCoordinator, JoinGroup, SyncGroup, Heartbeat, OffsetCommit,
+OffsetFetch, LeaveGroup) at a modern (flexible) or legacy (non-flexible) set of versions.
 """
 
 from __future__ import annotations
@@ -302,9 +302,9 @@ def damaged_rows(conn: Connection) -> None:
     t = conn.clock[0] + 5
     # Truncated inside the body.
     conn._row("request", good[:-4], 12, 4, 9001, t, None, None)
-    # An api key kwire has no schema for (Produce), with a plausible v1 header.
-    produce = b"\x00\x00\x00\x03\x00\x00\x23\x29" + b"\x00\x04" + conn.client_id[:4].encode()
-    conn._row("request", produce + b"\x00" * 6, 0, 3, 9001, t + 1, None, None)
+    # An api key no Kafka release has (1000), with a plausible v1 header.
+    unknown = b"\x03\xe8\x00\x03\x00\x00\x23\x29" + b"\x00\x04" + conn.client_id[:4].encode()
+    conn._row("request", unknown + b"\x00" * 6, 1000, 3, 9001, t + 1, None, None)
     # A version beyond the schema's range.
     bad_version = bytearray(good)
     bad_version[2:4] = (77).to_bytes(2, "big")

@@ -18,7 +18,8 @@ from udfs.api import (
     response_type,
     response_udf,
 )
-from udfs.model import FAMILIES, message_type
+from udfs.families import message_type
+from udfs.model import FAMILIES
 
 __all__ = [
     "FAMILIES",

@@ -19,13 +19,13 @@ from pyspark.sql.types import ShortType, IntegerType, StringType, StructField, S
 import generated
 from generated import KwireError
 from udfs.consumer import payload_columns
+from udfs.families import message_columns
 from udfs.model import (
     FAMILIES,
     PROTOCOL_TYPE_ATTR,
     Dense,
     Selection,
     StructColumns,
-    message_columns,
     parse_selection,
 )
 

@@ -1,18 +1,16 @@
 """`make demo`: the decode job on the captures bundled in tests/data, then a few SQL queries.
 
-Without bundled captures (or without the capture package) it decodes a synthetic frames table
-instead. Output goes to out/demo (or the directory given as the first argument).
+It runs from a checkout (the captures live in tests/data; the demo never falls back to synthetic
+traffic, which would show nothing real). Output goes to out/demo (or the directory given as the
+first argument).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
-from udfs import job, register, synth
+from udfs import job, register
 from udfs.session import build_session
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,23 +84,20 @@ def main(argv: list[str] | None = None) -> int:
     captures = sorted(
         str(p) for p in (ROOT / "tests" / "data").rglob("*") if p.suffix in (".pcap", ".pcapng")
     )
-    if captures and importlib.util.find_spec("capture") is not None:
-        inputs = captures
-        job.say(f"demo: {len(captures)} bundled capture(s) from tests/data")
-    else:
-        frames = out / "synthetic-frames.parquet"
-        pq.write_table(synth.frames_table(), frames)
-        inputs = [str(frames)]
-        job.say("demo: no bundled captures (or no capture package): synthetic traffic instead")
-    args = job.parse_args([*inputs, "-o", str(out), "--overwrite"])
+    if not captures:
+        job.say(
+            f"demo: no bundled captures under {ROOT / 'tests' / 'data'}: run it from a checkout"
+        )
+        return 2
+    job.say(f"demo: {len(captures)} bundled capture(s) from tests/data")
+    args = job.parse_args([*captures, "-o", str(out), "--overwrite"])
     spark = build_session(args.master, "kwire-demo")
     try:
         job.run(args, spark=spark)
         register(spark)
         spark.read.parquet(str(out / "requests")).createOrReplaceTempView("requests")
         spark.read.parquet(str(out / "responses")).createOrReplaceTempView("responses")
-        frames_path = out / "frames.parquet" if captures and inputs == captures else Path(inputs[0])
-        spark.read.parquet(str(frames_path)).createOrReplaceTempView("frames")
+        spark.read.parquet(str(out / "frames.parquet")).createOrReplaceTempView("frames")
         for title, sql in QUERIES:
             print(f"\n-- {title}")
             print("\n".join(line[8:] for line in sql.strip("\n").splitlines()))

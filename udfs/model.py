@@ -2,7 +2,8 @@
 
 Everything here is derived from the generated classes' `FIELDS` (the compiler's model, printed
 into the codecs), so one message has one StructType across all its versions; nothing is written
-per message except the short list of where consumer-protocol payloads live (`consumer.py`).
+per message. This module knows nothing of consumer-protocol payloads: `consumer.py` adds those
+columns through the `extras_of` hook, and `families.py` puts the two together.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import re
 from itertools import accumulate, chain, repeat
 from operator import attrgetter, is_
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_type
@@ -179,9 +180,11 @@ class ScalarColumn(_FieldColumn):
 class StructColumn(_FieldColumn):
     """A single (possibly nullable) nested struct."""
 
-    def __init__(self, info: Any, valid: range, flexible: bool, select: Selection):
+    def __init__(
+        self, info: Any, valid: range, flexible: bool, select: Selection, extras: "Extras"
+    ):
         super().__init__(info, valid)
-        self.struct = StructColumns(info.struct, valid, flexible, select, info.attr)
+        self.struct = StructColumns(info.struct, valid, flexible, select, info.attr, extras)
         self.spark_type = self.struct.spark_type
         self.arrow_type = self.struct.arrow_type
 
@@ -195,9 +198,11 @@ class StructColumn(_FieldColumn):
 class StructListColumn(_FieldColumn):
     """An array of structs: flattened, built once for all elements of the batch, then offset."""
 
-    def __init__(self, info: Any, valid: range, flexible: bool, select: Selection):
+    def __init__(
+        self, info: Any, valid: range, flexible: bool, select: Selection, extras: "Extras"
+    ):
         super().__init__(info, valid)
-        self.struct = StructColumns(info.struct, valid, flexible, select, info.attr)
+        self.struct = StructColumns(info.struct, valid, flexible, select, info.attr, extras)
         self.spark_type = ArrayType(self.struct.spark_type)
         self.arrow_type = to_arrow_type(self.spark_type)
 
@@ -272,6 +277,15 @@ class _Missing:
 
 MISSING = _Missing()
 
+# Extra columns a struct class gets beside its own fields (consumer.py's payload columns): class ->
+# {column name: factory(info of the source field, valid versions, selection) -> Column}, where the
+# factory has a `source` attribute naming the field the column is derived from.
+Extras = Callable[[Any], dict[str, Any]]
+
+
+def no_extras(cls: Any) -> dict[str, Any]:
+    return {}
+
 
 class StructColumns:
     """The columns of one generated class (message or nested struct), in schema order."""
@@ -283,13 +297,12 @@ class StructColumns:
         flexible: bool,
         select: Selection = None,
         path: str = "",
+        extras_of: Extras = no_extras,
     ):
-        from udfs.consumer import payload_columns  # consumer.py builds on this module
-
         self.cls = cls
         self.columns: list[Column] = []
         names = {f.attr for f in cls.FIELDS}
-        extras = payload_columns(cls)
+        extras = extras_of(cls)
         available = sorted(names | set(extras) | ({UNKNOWN_TAGS} if flexible else set()))
         if select is not None:
             unknown = set(select) - set(available)
@@ -305,7 +318,7 @@ class StructColumns:
             wanted = select is None or info.attr in select
             sub = None if select is None else select.get(info.attr)
             if wanted:
-                self.columns.append(_field_column(info, valid, flexible, sub))
+                self.columns.append(_field_column(info, valid, flexible, sub, extras_of))
             for extra_name, make in extras.items():
                 if make.source == info.attr and (select is None or extra_name in select):
                     sub = None if select is None else select.get(extra_name)
@@ -351,12 +364,14 @@ def _needs_ctx(c: Column) -> bool:
     return bool(getattr(c, "needs_ctx", False))
 
 
-def _field_column(info: Any, valid: range, flexible: bool, select: Selection) -> Column:
+def _field_column(
+    info: Any, valid: range, flexible: bool, select: Selection, extras: Extras
+) -> Column:
     t: str = info.type
     if info.struct is not None:
         if t.startswith("[]"):
-            return StructListColumn(info, valid, flexible, select)
-        return StructColumn(info, valid, flexible, select)
+            return StructListColumn(info, valid, flexible, select, extras)
+        return StructColumn(info, valid, flexible, select, extras)
     if select:
         raise ValueError(f"{info.attr} is a {t}, it has no columns to select")
     if t.startswith("[]"):
@@ -364,18 +379,6 @@ def _field_column(info: Any, valid: range, flexible: bool, select: Selection) ->
     if t not in SCALAR_TYPES:
         raise ValueError(f"{info.attr}: no Spark type for schema type {t!r}")
     return ScalarColumn(info, valid)
-
-
-def message_columns(cls: Any, select: Selection = None, path: str = "") -> StructColumns:
-    """The columns of a message class covering all its versions."""
-    valid: range = cls.VALID_VERSIONS
-    flexible = any(v in cls.FLEXIBLE_VERSIONS for v in valid)
-    return StructColumns(cls, valid, flexible, select, path or cls.__name__)
-
-
-def message_type(cls: Any, select: Selection = None) -> StructType:
-    """The Spark StructType of a generated message class, across all its versions."""
-    return message_columns(cls, select).spark_type
 
 
 def versions_of(rows: Sequence[int]) -> Any:

@@ -30,7 +30,8 @@ import pyspark
 import pytest
 from pyspark.sql import SparkSession
 
-from udfs import job, synth
+from benchmarks import synth
+from udfs import job
 
 ROOT = Path(__file__).resolve().parents[2]
 SPARK_HOME = Path(pyspark.__file__).resolve().parent

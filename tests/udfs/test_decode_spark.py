@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 import generated as g
 import udfs
 from tests.udfs.test_model import expected, without_payloads
-from udfs import synth
+from benchmarks import synth
 
 SUB = synth.sub
 
@@ -50,14 +50,18 @@ def test_rows_in_equal_rows_out_with_damaged_frames(frames: DataFrame) -> None:
         "HeartbeatRequest v4: at byte 43: 2 bytes left after a complete message",
         "HeartbeatRequest: version 77 is not supported (valid: 0-4)",
         "incomplete: missing segments (bytes 10-20 of 31 not captured)",
-        "unknown api key 0",
+        "unknown api key 1000",
     ]
     truncated = [r for r in rows if r["error"] and "data ends here" in r["error"]][0]
     assert truncated["error"].startswith("HeartbeatRequest v4: MemberId at byte ")
     assert truncated["frame"] is not None and truncated["heartbeat"] is None
     assert truncated["correlation_id"] == 9001 and truncated["client_id"] == "group-0-client-0"
-    unknown = [r for r in rows if r["error"] == "unknown api key 0"][0]
-    assert (unknown["api_key"], unknown["api_version"], unknown["correlation_id"]) == (0, 3, 9001)
+    unknown = [r for r in rows if r["error"] == "unknown api key 1000"][0]
+    assert (unknown["api_key"], unknown["api_version"], unknown["correlation_id"]) == (
+        1000,
+        3,
+        9001,
+    )
     # A frame the capture could not complete passes through with the capture's error.
     missing = [r for r in rows if r["frame"] is None][0]
     assert missing["error"].startswith("incomplete: missing segments")
@@ -105,13 +109,13 @@ def test_responses_take_key_and_version_from_the_paired_request(
     assert hb and all(r["error_code"] == 0 for r in hb)
     # Unpaired responses and keys without a schema are errors in the column, not failures.
     odd = spark.createDataFrame(
-        [(b"\x00\x00\x00\x05\x00\x00", None, None), (b"\x00\x00\x00\x06", 0, 3)],
+        [(b"\x00\x00\x00\x05\x00\x00", None, None), (b"\x00\x00\x00\x06", 1000, 3)],
         "frame binary, api_key smallint, api_version smallint",
     )
     rows = udfs.decode_responses(odd).orderBy("correlation_id").collect()
     assert [r["correlation_id"] for r in rows] == [5, 6]
     assert rows[0]["error"] == "no api key and version: the response was not paired with a request"
-    assert rows[1]["error"] == "unknown api key 0"
+    assert rows[1]["error"] == "unknown api key 1000"
 
 
 def test_consumer_protocol_columns(frames: DataFrame) -> None:

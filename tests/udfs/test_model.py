@@ -32,7 +32,8 @@ from pyspark.sql.types import (
 import generated as g
 from tests.strategies import Strategies, load_message
 from udfs.decode import Plan, decode_request_array, decode_response_array
-from udfs.model import FAMILIES, message_type
+from udfs.families import message_type
+from udfs.model import FAMILIES
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = {
@@ -136,7 +137,7 @@ def test_field_selection_prunes_columns() -> None:
     with pytest.raises(ValueError, match="no column \\['nope'\\]; available: .*group_id"):
         Plan("request", fields=["join_group.nope"])
     with pytest.raises(ValueError, match="unknown message families"):
-        Plan("request", families=["produce"])
+        Plan("request", families=["no_such_api"])
 
 
 # -- decoded columns equal the codecs' to_dict --------------------------------------------------

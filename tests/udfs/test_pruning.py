@@ -15,7 +15,7 @@ import pytest
 
 import capture
 import generated as g
-from udfs import synth
+from benchmarks import synth
 from udfs.decode import Plan, decode_request_array, decode_response_array
 
 ROOT = Path(__file__).resolve().parents[2]
