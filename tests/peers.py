@@ -288,11 +288,13 @@ class _KioPeer(Peer):
         base, kind = self._locate(message_name)
         return self._load(base, version, kind)
 
-    # kio drops the "_ms" suffix of fields it types as timedelta/datetime.
+    # kio drops the "_ms" suffix of fields it types as timedelta/datetime, and escapes names
+    # that shadow Python builtins with a trailing underscore (type_, id_).
     def _key(self, f: dataclasses.Field[Any]) -> str:
+        name = f.name[:-1] if f.name.endswith("_") else f.name
         if f.metadata.get("kafka_type") in self._MS_TYPES:
-            return f.name + "_ms"
-        return f.name
+            return name + "_ms"
+        return name
 
     def encode(self, message_name: str, version: int, value: dict[str, Any]) -> bytes:
         cls = self._entity(message_name, version)

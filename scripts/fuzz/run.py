@@ -78,7 +78,7 @@ class World:
         from tests.fuzz import corpus as corpus_mod
 
         # Real captured frames: up to 4 per api key, version and direction (they repeat a lot).
-        corpus = corpus_mod.build(examples, at_seed, real_per_version=4)
+        corpus = corpus_mod.build(examples, at_seed, real_per_version=4, sample=False)
         self.targets: dict[str, Target] = {t.name: t for t in harness.all_targets()}
         self.seeds: dict[str, list[bytes]] = dict(corpus.seeds)
         self.captures = corpus.captures

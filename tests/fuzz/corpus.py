@@ -8,6 +8,7 @@ are added when tests/data holds captures.
 from __future__ import annotations
 
 import importlib
+import os
 import random
 import sys
 from collections.abc import Callable
@@ -52,11 +53,30 @@ def messages() -> dict[str, Any]:
     return {p.stem: load_message(p) for p in SCHEMAS}
 
 
+SWEEP = os.environ.get("KWIRE_SWEEP") == "1"
+IMPORTED_MARK = "Facts carried over from upstream by scripts/schemas/import_upstream.py"
+IMPORTED = {p.stem for p in SCHEMAS if IMPORTED_MARK in p.read_text(encoding="utf-8")}
+
+
+def fuzz_versions(name: str, valid: Any) -> list[int]:
+    """The versions the systematic fuzz seeds cover: all of them for the hand-written family
+    and in `make sweep` (KWIRE_SWEEP=1); for the rest of the protocol in `make test`, the
+    oldest, the first flexible and the newest version of each message (the long `make fuzz`
+    run covers every version)."""
+    versions = list(valid)
+    if SWEEP or name not in IMPORTED or len(versions) <= 3:
+        return versions
+    cls: Any = g.MESSAGES.get(name)
+    flexible = [v for v in versions if cls is not None and v in cls.FLEXIBLE_VERSIONS]
+    return sorted({versions[0], versions[-1], *flexible[:1]})
+
+
 def values(
     n: int,
     at_seed: int,
     models: dict[str, Any] | None = None,
     module_of: Callable[[Any], ModuleType] | None = None,
+    sample: bool = True,
 ) -> dict[tuple[str, int], list[Any]]:
     """(message name, version) -> n model-derived instances (the default instance first)."""
     models = models if models is not None else messages()
@@ -65,7 +85,7 @@ def values(
     for name, model in sorted(models.items()):
         module = module_of(model)
         cls = getattr(module, name)
-        for v in model.valid:
+        for v in fuzz_versions(name, model.valid) if sample else model.valid:
             drawn = draw(Strategies(model, module).message_at(v), n, at_seed + v)
             out[(name, v)] = [cls()] + drawn
     return out
@@ -91,16 +111,21 @@ class Corpus:
 
 
 def build(
-    n: int = 4, at_seed: int = 0, captures: bool = True, real_per_version: int | None = None
+    n: int = 4,
+    at_seed: int = 0,
+    captures: bool = True,
+    real_per_version: int | None = None,
+    sample: bool = True,
 ) -> Corpus:
     """Bodies for every message and version, request/response frames for every api key and
     version, version-prefixed payloads, and synthetic (plus any real) capture files.
 
-    `real_per_version` caps the frames taken from real captures per (api key, version, direction).
+    `real_per_version` caps the frames taken from real captures per (api key, version, direction);
+    `sample` limits the imported schemas' versions as fuzz_versions says.
     """
     rng = random.Random(at_seed)
     corpus = Corpus()
-    drawn = values(n, at_seed)
+    drawn = values(n, at_seed, sample=sample)
     requests: list[tuple[bytes, bytes | None]] = []
     for (name, v), objs in drawn.items():
         cls: Any = g.MESSAGES[name]
