@@ -18,6 +18,8 @@ from pyspark.sql.types import DataType, StringType, StructType
 import generated
 from udfs.decode import (
     HEADER_COLUMNS,
+    INCOMPLETE,
+    REDACTED,
     Plan,
     decode_request_array,
     decode_response_array,
@@ -127,6 +129,13 @@ def _finish(
             missing = F.lit("frame is null")
         return F.coalesce(mine, F.when(frame_null, missing)).alias("error")
 
+    def status() -> Column:
+        # A row without a frame: the capture step dropped SASL bytes (its reason starts with
+        # "redacted") or could not complete the frame; otherwise the UDF's own verdict.
+        reason = _q("error").cast(StringType()) if "error" in have else F.lit(None)
+        no_frame = F.when(reason.startswith(REDACTED), F.lit(REDACTED)).otherwise(F.lit(INCOMPLETE))
+        return F.when(_q(frame).isNull(), no_frame).otherwise(s["status"]).alias("status")
+
     out: list[Column] = []
     families = set(p.family_names)
     for c in df.columns:
@@ -135,11 +144,13 @@ def _finish(
         elif c == "error":
             out.append(_q(c).alias(CAPTURE_ERROR))
             out.append(error())
-        elif c not in families and c not in (_DECODED, CAPTURE_ERROR):
+            out.append(status())
+        elif c not in families and c not in (_DECODED, CAPTURE_ERROR, "status"):
             out.append(_q(c))
     out.extend(header(name) for name in HEADER_COLUMNS if name not in have)
     if "error" not in have:
         out.append(error())
+        out.append(status())
     out.extend(s[name].alias(name) for name in p.family_names)
     return d.select(*out)
 

@@ -44,7 +44,14 @@ RESPONSE_HEADER_FIELDS = [
     StructField("correlation_id", IntegerType()),
 ]
 ERROR_FIELD = StructField("error", StringType())
+STATUS_FIELD = StructField("status", StringType())
 HEADER_COLUMNS = ("api_key", "api_version", "correlation_id", "client_id")
+
+# Row statuses (../shared/design.md). The UDF decides the first four from what it read; the
+# last two come from the capture step's reason for a row without a frame (udfs.api._finish).
+OK, UNSUPPORTED, MALFORMED, UNPAIRED = "ok", "unsupported", "malformed", "unpaired"
+INCOMPLETE, REDACTED = "incomplete", "redacted"
+STATUSES = (OK, UNSUPPORTED, MALFORMED, INCOMPLETE, UNPAIRED, REDACTED)
 
 
 class Plan:
@@ -96,7 +103,7 @@ class Plan:
         header = REQUEST_HEADER_FIELDS if direction == "request" else RESPONSE_HEADER_FIELDS
         self.spark_type = StructType(
             header
-            + [ERROR_FIELD]
+            + [ERROR_FIELD, STATUS_FIELD]
             + [StructField(name, cols.spark_type) for _, name, cols in self.families]
         )
         self.arrow_type = to_arrow_type(self.spark_type)
@@ -156,6 +163,13 @@ def _raw_header(frame: bytes) -> tuple[Any, Any, Any, Any]:
     except KwireError:
         pass
     return k, v, c, client_id
+
+
+def _status(e: BaseException) -> str:
+    """unsupported for an api key or version outside every shipped schema, else malformed."""
+    if isinstance(e, (generated.UnknownApiKeyError, generated.UnsupportedVersionError)):
+        return UNSUPPORTED
+    return MALFORMED
 
 
 def _error_text(e: BaseException) -> str:
@@ -245,6 +259,7 @@ def _decode_requests(frames: pa.Array, plan: Plan) -> pa.StructArray:
     corr: list[Any] = [None] * n
     client: list[Any] = [None] * n
     errors: list[Any] = [None] * n
+    status: list[Any] = [None] * n
     found: dict[int, tuple[list[int], list[Any], list[int]]] = {}
     by_key = plan.by_key
     decode = generated.decode_request
@@ -262,8 +277,10 @@ def _decode_requests(frames: pa.Array, plan: Plan) -> pa.StructArray:
                     header, message = decode(frame)
             else:
                 header, message = decode(frame)
+            status[i] = OK
         except Exception as e:
             errors[i] = _error_text(e)
+            status[i] = _status(e)
             header = getattr(e, "header", None)
             if header is None:
                 keys[i], vers[i], corr[i], client[i] = _raw_header(frame)
@@ -286,6 +303,7 @@ def _decode_requests(frames: pa.Array, plan: Plan) -> pa.StructArray:
         pa.array(corr, pa.int32()),
         pa.array(client, pa.string()),
         pa.array(errors, pa.string()),
+        pa.array(status, pa.string()),
     ] + _families(plan, n, found)
     return pa.StructArray.from_arrays(arrays, fields=list(plan.arrow_type))
 
@@ -306,6 +324,7 @@ def _decode_responses(
     vers = api_versions.to_pylist()
     corr: list[Any] = [None] * n
     errors: list[Any] = [None] * n
+    status: list[Any] = [None] * n
     found: dict[int, tuple[list[int], list[Any], list[int]]] = {}
     by_key = plan.by_key
     decode = generated.decode_response
@@ -316,6 +335,7 @@ def _decode_responses(
         k, v = keys[i], vers[i]
         if k is None or v is None:
             errors[i] = "no api key and version: the response was not paired with a request"
+            status[i] = UNPAIRED
             if len(frame) >= 4:
                 corr[i] = int.from_bytes(frame[:4], "big", signed=True)
             continue
@@ -329,8 +349,10 @@ def _decode_responses(
                     header, message = decode(frame, k, v)
             else:
                 header, message = decode(frame, k, v)
+            status[i] = OK
         except Exception as e:
             errors[i] = _error_text(e)
+            status[i] = _status(e)
             header = getattr(e, "header", None)
             if header is None and len(frame) >= 4:
                 corr[i] = int.from_bytes(frame[:4], "big", signed=True)
@@ -349,5 +371,6 @@ def _decode_responses(
         pa.array(vers, pa.int16()),
         pa.array(corr, pa.int32()),
         pa.array(errors, pa.string()),
+        pa.array(status, pa.string()),
     ] + _families(plan, n, found)
     return pa.StructArray.from_arrays(arrays, fields=list(plan.arrow_type))

@@ -2,7 +2,9 @@
 
 Captures (pcap/pcapng) go through the capture step first (OUT/frames.parquet); frames tables
 (Parquet files or directories) are read as they are. Requests and responses are decoded on Spark
-and written to OUT/requests and OUT/responses, partitioned by api_key; a short summary follows.
+and written to OUT/requests and OUT/responses, partitioned by api_key; the records inside Produce
+requests and Fetch / ShareFetch responses are exploded to OUT/records, one row per record; a short
+summary follows.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from udfs.api import decode_requests, decode_responses
+from udfs.explode import records_table
 from udfs.model import FAMILIES
 from udfs.summary import Summary, summarize
 
@@ -135,6 +138,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="broker ports for the capture step (default 9092)",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace existing output")
+    parser.add_argument(
+        "--no-records", action="store_true", help="skip OUT/records (the records inside frames)"
+    )
     parser.add_argument("--no-summary", action="store_true", help="skip the summary")
     return parser.parse_args(argv)
 
@@ -150,7 +156,7 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> Summary 
         unknown = [f for f in families if f not in FAMILIES]
         if unknown:
             raise JobError(f"unknown families {unknown}; known: {', '.join(FAMILIES)}")
-    for sub in ("requests", "responses"):
+    for sub in ("requests", "responses", "records"):
         target = os.path.join(out, sub)
         if "://" not in out and os.path.exists(target) and not args.overwrite:
             raise JobError(f"{target} exists; give --overwrite to replace it")
@@ -171,6 +177,12 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> Summary 
         t = time.monotonic()
         write(df, os.path.join(out, name), mode)
         say(f"decoded {name} -> {os.path.join(out, name)} ({time.monotonic() - t:.1f} s)")
+    if not args.no_records:
+        t = time.monotonic()
+        target = os.path.join(out, "records")
+        decoded = spark.read.parquet(os.path.join(out, "responses"))
+        records_table(frames, decoded).write.mode(mode).parquet(target)
+        say(f"exploded records -> {target} ({time.monotonic() - t:.1f} s)")
     elapsed = time.monotonic() - start
     if args.no_summary:
         return None

@@ -15,13 +15,14 @@ from typing import Iterable
 
 from pyspark.sql import SparkSession
 
-PACKAGES = ("generated", "udfs")
+PACKAGES = ("generated", "records", "udfs")
 ROOT = Path(__file__).resolve().parent.parent
 LOG4J = Path(__file__).resolve().with_name("log4j2.properties")
 
 
 def code_zip(directory: str | os.PathLike[str] | None = None) -> str:
-    """Zips the generated package and the UDF pack (Python sources only) for executors."""
+    """Zips the generated package, the records package and the UDF pack (Python sources only)
+    for executors; their libraries (pyarrow, cramjam, crc32c) must be installed on the workers."""
     out_dir = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="kwire-"))
     path = out_dir / "kwire_code.zip"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:

@@ -11,6 +11,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from udfs.api import api_names
+from udfs.decode import STATUSES
 from udfs.model import FAMILIES
 
 NO_SCHEMA = "unknown api key"
@@ -30,6 +31,8 @@ class Summary:
     no_schema: dict[Any, int] = field(default_factory=dict)
     top_errors: list[tuple[str, str, int]] = field(default_factory=list)
     groups: list[dict[str, Any]] = field(default_factory=list)
+    # (direction, status) -> rows: ok, unsupported, malformed, incomplete, unpaired, redacted.
+    statuses: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property
     def requests(self) -> int:
@@ -48,7 +51,14 @@ class Summary:
         return sum(e for _, e in self.responses.values())
 
     def format(self) -> str:
-        lines = ["requests per api key and version"]
+        lines = ["rows by status (../shared/design.md: ok, unsupported, malformed, incomplete, "
+                 "unpaired, redacted)"]  # fmt: skip
+        for direction in ("request", "response"):
+            counts = {st: n for (d, st), n in self.statuses.items() if d == direction}
+            text = ", ".join(f"{st} {counts[st]:,}" for st in STATUSES if st in counts)
+            lines.append(f"  {direction}s: {text or 'none'}")
+        lines.append("")
+        lines.append("requests per api key and version")
         rows = [[api_name(k), k, v, n, e] for k, v, n, e in self.by_version]
         lines.append(_table(rows, ["api", "key", "version", "requests", "errors"]))
         lines.append("")
@@ -180,6 +190,10 @@ def _groups(requests: DataFrame) -> list[dict[str, Any]]:
 
 def summarize(requests: DataFrame, responses: DataFrame, top: int = 8) -> Summary:
     s = Summary()
+    for direction, df in (("request", requests), ("response", responses)):
+        if "status" in df.columns:
+            for r in df.groupBy("status").count().collect():
+                s.statuses[(direction, r["status"])] = r["count"]
     no_schema = F.col("error").startswith(NO_SCHEMA)
     for r in (
         requests.groupBy("api_key", "api_version")

@@ -52,6 +52,16 @@ def test_rows_in_equal_rows_out_with_damaged_frames(frames: DataFrame) -> None:
         "incomplete: missing segments (bytes 10-20 of 31 not captured)",
         "unknown api key 1000",
     ]
+    # Each row's status says why (../shared/design.md), apart from the error text.
+    statuses = sorted((r["status"], r["error"] or "") for r in rows if r["status"] != "ok")
+    assert [st for st, _ in statuses] == [
+        "incomplete",
+        "malformed",
+        "malformed",
+        "unsupported",
+        "unsupported",
+    ]
+    assert {r["status"] for r in rows if not r["error"]} == {"ok"}
     truncated = [r for r in rows if r["error"] and "data ends here" in r["error"]][0]
     assert truncated["error"].startswith("HeartbeatRequest v4: MemberId at byte ")
     assert truncated["frame"] is not None and truncated["heartbeat"] is None
@@ -116,6 +126,7 @@ def test_responses_take_key_and_version_from_the_paired_request(
     assert [r["correlation_id"] for r in rows] == [5, 6]
     assert rows[0]["error"] == "no api key and version: the response was not paired with a request"
     assert rows[1]["error"] == "unknown api key 1000"
+    assert [r["status"] for r in rows] == ["unpaired", "unsupported"]
 
 
 def test_consumer_protocol_columns(frames: DataFrame) -> None:

@@ -38,6 +38,13 @@ def test_job_on_a_frames_table(
     assert summary.response_count == table.num_rows - requests
     assert summary.request_errors == 5 and summary.response_errors == 0
     assert summary.no_schema == {1000: 1}
+    assert summary.statuses == {
+        ("request", "ok"): requests - 5,
+        ("request", "malformed"): 2,
+        ("request", "unsupported"): 2,
+        ("request", "incomplete"): 1,
+        ("response", "ok"): table.num_rows - requests,
+    }
     assert [g["group_id"] for g in summary.groups] == ["group-0", "group-1", "group-2"]
     assert summary.groups[2]["topics"] == ["topic-a", "topic-b", "topic-c"]
     assert all(g["members"] == 3 for g in summary.groups)
@@ -97,3 +104,16 @@ def test_job_on_real_captures(spark: SparkSession, tmp_path: Path) -> None:
     # Every request of an api key we have a schema for decodes.
     assert all(errors == 0 for key, _, _, errors in summary.by_version if key in g.REGISTRY)
     assert len(summary.groups) >= 3
+    # OUT/records: the records of every Produce request and Fetch response, with the design's
+    # columns; topics named by id only are resolved from Metadata responses by the join
+    # (tests/udfs/test_explode.py holds the values against what the scenarios produced).
+    records = spark.read.parquet(str(tmp_path / "out" / "records"))
+    design = """connection_id direction api_key api_version correlation_id client_id frame_ts topic
+        topic_id partition batch_index batch_offset magic compression timestamp_type
+        is_transactional is_control producer_id producer_epoch base_sequence
+        partition_leader_epoch batch_status batch_error offset sequence timestamp key value
+        headers control_type""".split()
+    assert records.columns == design
+    by_api = {r["api_key"]: r["count"] for r in records.groupBy("api_key").count().collect()}
+    assert set(by_api) == {0, 1} and all(by_api.values())
+    assert records.where("batch_status != 'ok'").count() == 0
