@@ -545,7 +545,8 @@ def _header_only(data: bytes, pos: int, status: str, text: str) -> Batch:
     if left >= 8:
         batch.base_offset = _I64.unpack_from(data, pos)[0]
     if left >= 17:
-        batch.magic = data[pos + 16]
+        # Signed, as Kafka reads it (the magic column is an int8): 0x80 and up are negative.
+        batch.magic = int.from_bytes(data[pos + 16 : pos + 17], "big", signed=True)
     if batch.magic == 2 and left >= V2_HEADER_SIZE:
         head = _V2_HEADER.unpack_from(data, pos)
         attributes = head[5]

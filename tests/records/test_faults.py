@@ -271,3 +271,14 @@ def test_mutated_fields_never_raise(
 def test_random_bytes_never_raise(data: bytes) -> None:
     for b in R.decode_records(data, max_decompressed=CAP):
         assert b.status in R.STATUSES
+
+
+def test_a_magic_byte_of_128_or_more_is_read_signed() -> None:
+    """Found by the fuzz test above: magic 0x80 was kept as 128, which the int8 magic column
+    cannot hold; Kafka reads the byte signed."""
+    raw = bytearray(R.encode_records([R.make_batch([R.Record(0, 1, b"k", b"v")])]))
+    raw[16] = 0x80
+    (batch,) = R.decode_records(bytes(raw))
+    assert batch.status == R.MALFORMED and batch.magic == -128
+    (table,) = R.rows_to_arrow(R.iter_rows(bytes(raw)))
+    assert table.column("magic").to_pylist() == [-128]
