@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup generate test lint clean demo capture fuzz bench
+.PHONY: setup generate test sweep lint clean demo capture fuzz bench
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -19,6 +19,11 @@ generate: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 tests
+
+# The exhaustive matrices make test samples: every message and version of every API through the
+# property round trips (40 examples each), both peers (25 each) and the systematic fuzz seeds.
+sweep: $(STAMP)
+	KWIRE_SWEEP=1 $(BIN)/python -m pytest -q -n 2 tests/generated tests/fuzz
 
 lint: $(STAMP)
 	$(BIN)/black --check generator generated capture records udfs tests benchmarks scripts
@@ -42,9 +47,11 @@ fuzz: $(STAMP)
 		--crash-dir out/fuzz --json out/fuzz/figures.json
 
 # Speed, measured side by side with the peers (ratios, never assertions): the codecs against kio
-# and kafka-python (about 2 minutes), then the Spark decode job on 1M frames (about 4 minutes).
+# and kafka-python (about 2 minutes), the record batch decoder against kafka-python's and
+# aiokafka's parsers (under a minute), then the Spark decode job on 1M frames (about 4 minutes).
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.codecs
+	$(BIN)/python -m benchmarks.records
 	$(BIN)/python -m benchmarks.spark
 
 clean:

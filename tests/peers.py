@@ -557,8 +557,17 @@ class _KafkaPythonPeer(Peer):
         obj = data_class(version=version)
         for key, f in fields.items():
             if key in value:
+                if self._default_tagged_struct(f, value[key], version):
+                    continue  # kafka-python would write it; Kafka leaves a default out
                 setattr(obj, f.name, self._to_value(f, value[key], version, f"{where}.{key}"))
         return obj
+
+    def _default_tagged_struct(self, f: Any, v: Any, version: int) -> bool:
+        """A tagged struct field holding the struct of defaults (kafka-python writes any
+        tagged struct it is given, default or not)."""
+        if not (isinstance(f, self._StructField) and f.tagged_field_q(version)):
+            return False
+        return bool(v == self._from_obj(f, f.data_class(version=version), version))
 
     def _to_value(self, f: Any, v: Any, version: int, where: str) -> Any:
         if v is None:
