@@ -367,7 +367,8 @@ class _KioPeer(Peer):
                 dt = _EPOCH + datetime.timedelta(milliseconds=v)
             except OverflowError as e:
                 raise Unrepresentable(f"kio: {where}: {v} ms overflows datetime") from e
-            if v < 0 or round(dt.timestamp() * 1000) != v:
+            ms = dt.timestamp() * 1000
+            if v < 0 or round(ms) != v or int(ms) != v:  # kio's writer rounds, its reader cuts
                 raise Unrepresentable(f"kio: {where}: {v} ms is not a kio TZAware datetime")
             return dt
         if kafka_type in ("bytes", "records") and v is not None:
