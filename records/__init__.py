@@ -9,8 +9,8 @@ The data of ProduceRequest, FetchResponse and ShareFetchResponse ``records`` fie
 * :func:`iter_rows`, :data:`ROW_COLUMNS`, :func:`arrow_schema`, :func:`rows_to_arrow`: the flat
   OUT/records rows for the Spark job.
 
-Facts behind the code: /work/shared/records-wire.md (copied into the project docs by the records
-owner); every deviation from it is noted where it matters.
+Facts behind the code: ../shared/records-wire.md beside the checkout (Kafka's record formats and
+codecs); every deviation from it is noted where it matters.
 """
 
 from .compression import DEFAULT_MAX_DECOMPRESSED, compress, decompress

@@ -29,6 +29,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # kio_facts, imported only with --kio
 
 from generator.loader import strip_comments  # noqa: E402
 
@@ -314,7 +315,6 @@ def read(path: Path) -> Spec:
 
 def kio_sources(names: list[str]) -> dict[str, Spec]:
     """Specs rebuilt from kio's generated modules (see kio_facts.py), for the given names."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     import kio_facts  # type: ignore[import-not-found]
 
     out = {}
@@ -632,7 +632,12 @@ def collect(reference: Path, newer: list[Path], use_kio: bool) -> dict[str, list
         for spec in specs:
             _rename_fields(spec)
     if use_kio:
-        for name, spec in kio_sources(sorted(set(by_name) | set(KIO_ONLY))).items():
+        import kio_facts  # type: ignore[import-not-found]  # beside this file (kio_sources)
+
+        only = {
+            f"{api}{kind}" for api in kio_facts.KIO_ONLY_APIS for kind in ("Request", "Response")
+        }
+        for name, spec in kio_sources(sorted(set(by_name) | only)).items():
             known = set().union(*(vset(s["validVersions"], MAX) for s in by_name.get(name, [])))
             extra = vset(spec["validVersions"], MAX) - (set() if name in KIO_WINS else known)
             if extra:
@@ -663,19 +668,6 @@ def _rename_fields(spec: Spec) -> None:
             walk(f.get("fields", []))
 
     walk(spec["fields"])
-
-
-KIO_ONLY = [
-    f"{api}{kind}"
-    for api in (
-        "AlterShareGroupOffsets",
-        "DeleteShareGroupOffsets",
-        "DescribeShareGroupOffsets",
-        "StreamsGroupDescribe",
-        "StreamsGroupHeartbeat",
-    )
-    for kind in ("Request", "Response")
-]
 
 
 def main(argv: list[str] | None = None) -> int:

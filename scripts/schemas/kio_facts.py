@@ -53,17 +53,23 @@ __all__ = [
     "main",
 ]
 
-DEFAULT_REFERENCE_DIR = pathlib.Path("/work/shared/reference-schemas")
+# ../shared/reference-schemas beside the checkout (the 2024-10 upstream snapshot).
+DEFAULT_REFERENCE_DIR = pathlib.Path(__file__).resolve().parents[3] / "shared" / "reference-schemas"
+
+#: APIs that only kio has among kwire's schema sources (Kafka 4.1+).
+KIO_ONLY_APIS: tuple[str, ...] = (
+    "AlterShareGroupOffsets",
+    "DeleteShareGroupOffsets",
+    "DescribeShareGroupOffsets",
+    "StreamsGroupDescribe",
+    "StreamsGroupHeartbeat",
+)
 
 #: Messages kio has beyond kwire's other schema sources (written by ``--all-extra``).
 EXTRA_MESSAGES: tuple[str, ...] = tuple(
     f"{api}{kind}"
     for api in (
-        "AlterShareGroupOffsets",
-        "DeleteShareGroupOffsets",
-        "DescribeShareGroupOffsets",
-        "StreamsGroupDescribe",
-        "StreamsGroupHeartbeat",
+        *KIO_ONLY_APIS,
         "ShareFetch",
         "ShareAcknowledge",
         "ShareGroupHeartbeat",
