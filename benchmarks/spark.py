@@ -290,9 +290,10 @@ class KioDecoder:
             pa.array(corr, pa.int32()),
             pa.array(client, pa.string()),
             pa.array(errors, pa.string()),
+            pa.array(["ok" if e is None else "malformed" for e in errors], pa.string()),
         ]
         for j, values in enumerate(families):
-            t = fields[5 + j].type
+            t = fields[6 + j].type
             out.append(pa.nulls(n, t) if values is None else pa.array(values, t))
         return out
 

@@ -94,6 +94,19 @@ def decode_frames(
     return requests, responses
 
 
+def present_families(frames: DataFrame) -> list[str] | None:
+    """The families whose api keys occur in the frames table (a distinct over its small api_key
+    column), so the decoded tables carry a struct column per API present rather than all 93:
+    writing 93 mostly-null structs per row costs about three times the Parquet sink of a few
+    (README, Performance). None when the table has no api_key column: then all families."""
+    if "api_key" not in frames.columns:
+        return None
+    keys = {
+        r[0] for r in frames.select("api_key").where("api_key IS NOT NULL").distinct().collect()
+    }
+    return [name for name, key in FAMILIES.items() if key in keys]
+
+
 def write(df: DataFrame, path: str, mode: str) -> None:
     df.write.mode(mode).partitionBy("api_key").parquet(path)
 
@@ -171,6 +184,10 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> Summary 
     sc = spark.sparkContext
     say(f"Spark {spark.version} on {sc.master}, default parallelism {sc.defaultParallelism}")
     frames = spark.read.parquet(*tables)
+    if families is None:
+        families = present_families(frames)
+        if families is not None:
+            say(f"{len(families)} of the {len(FAMILIES)} APIs occur: {', '.join(families)}")
     requests, responses = decode_frames(frames, families)
     mode = "overwrite"
     for name, df in (("requests", requests), ("responses", responses)):
