@@ -1,7 +1,7 @@
 """Property tests: every shipped message, every version, both directions.
 
 The consumer-group family and the headers (the hand-written schemas) get 40 examples per version
-in every run. The rest of the protocol (imported schemas, ~1,500 message-versions) gets a few
+in every run. The rest of the protocol (imported schemas, 565 message-versions) gets a few
 examples of every version per message in `make test`, so the suite stays within its time, and 40
 per version in `make sweep` (KWIRE_SWEEP=1).
 """
