@@ -17,6 +17,18 @@ ROOT = Path(__file__).resolve().parent.parent
 
 QUERIES: list[tuple[str, str]] = [
     (
+        "What the producers sent and the consumers fetched, per topic (OUT/records)",
+        """
+        SELECT coalesce(topic, concat('id ', topic_id)) AS topic,
+               CASE api_key WHEN 0 THEN 'produced' ELSE 'fetched' END AS how,
+               count(*) AS records, count(DISTINCT client_id) AS clients,
+               min(offset) AS first_offset, max(offset) AS last_offset,
+               first(CAST(value AS STRING)) AS a_value, first(compression) AS codec
+        FROM records WHERE NOT is_control
+        GROUP BY 1, 2 ORDER BY 1, 2
+        """,
+    ),
+    (
         "Who joined which group, with which assignors and subscriptions (JoinGroup requests)",
         """
         SELECT DISTINCT join_group.group_id AS group_id, client_id, api_version AS v,
@@ -97,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         register(spark)
         spark.read.parquet(str(out / "requests")).createOrReplaceTempView("requests")
         spark.read.parquet(str(out / "responses")).createOrReplaceTempView("responses")
+        spark.read.parquet(str(out / "records")).createOrReplaceTempView("records")
         spark.read.parquet(str(out / "frames.parquet")).createOrReplaceTempView("frames")
         for title, sql in QUERIES:
             print(f"\n-- {title}")

@@ -52,7 +52,9 @@ FRAME_FIELDS = [
     pa.field("partition", pa.int32()),
 ]
 SCHEMA = pa.schema(FRAME_FIELDS + list(records.arrow_schema()))
-INPUT_COLUMNS = ["connection_id", "direction", "api_key", "api_version", "ts_first", "frame"]
+INPUT_COLUMNS = [
+    "connection_id", "direction", "api_key", "api_version", "client_id", "ts_first", "frame"
+]  # fmt: skip
 
 MAX_ROWS = 8192
 MAX_BYTES = 16 << 20
@@ -104,7 +106,8 @@ def explode_batch(
             row["api_key"],
             row["api_version"],
             header.correlation_id,
-            getattr(header, "client_id", None),
+            # A response header has no client id: the capture gives the paired request's.
+            header.client_id if row["direction"] == "request" else row["client_id"],
             row["ts_first"],
         )
         for topic, topic_id, partition, data in _partitions(*key, message):
@@ -135,7 +138,12 @@ def records_table(frames: DataFrame, responses: DataFrame | None = None) -> Data
     """The OUT/records rows of a frames table; `responses` (decoded) resolves topic ids."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    types = {"connection_id": "string", "ts_first": "timestamp", "api_version": "smallint"}
+    types = {
+        "connection_id": "string",
+        "client_id": "string",
+        "ts_first": "timestamp",
+        "api_version": "smallint",
+    }
     for name, kind in types.items():  # a frames table made elsewhere may lack these
         if name not in frames.columns:
             frames = frames.withColumn(name, F.lit(None).cast(kind))

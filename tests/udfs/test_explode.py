@@ -92,6 +92,8 @@ def test_produced_records_read_back_as_sent(record_file: Path, tmp_path: Path) -
     produced = [r for r in rows if r["direction"] == "request"]
     assert {(r["topic"], r["key"], r["value"]) for r in produced} == PRODUCED[meta["scenario"]]
     assert all(r["api_key"] == 0 and r["magic"] == 2 for r in produced)
+    # Fetched records name the consumer (the paired request's client id).
+    assert all(r["client_id"] for r in rows)
     # Consumers fetched only what was produced, and fetched something. Fetch v13+ names topics
     # by id; where the capture's only Metadata answers are the mock's undecodable v13 ones
     # (tests/capture/test_capture_decode.py), the topic stays unknown (null), never guessed.
@@ -116,6 +118,7 @@ def test_a_frame_that_does_not_decode_gives_no_rows() -> None:
                 "direction": "request",
                 "api_key": 0,
                 "api_version": 9,
+                "client_id": None,
                 "ts_first": None,
                 "frame": b"\x00\x00\x00\x09\x00\x00\x00\x01",  # a header and no body
             }
