@@ -66,6 +66,7 @@ GROUP_WEIGHTS = {  # how random-phase inputs are spread over groups of targets
     "prefixed": 4,
     "ks": 6,
     "capture": 2,
+    "records": 6,  # record batches and message sets, compressed ones and bombs included
 }
 RANDOM_BYTES_SHARE = 0.12
 

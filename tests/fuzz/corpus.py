@@ -156,9 +156,35 @@ def build(
                 frame = g.encode_response(g.ResponseHeader(corr), obj, v)
                 corpus.add(f"response:{api_key}:v{v}", frame[4:])
                 corpus.add(f"inspect_response:{api_key}:v{v}", frame[4:])
+    add_records(corpus)
     if captures:
         add_captures(corpus, requests, rng, real_per_version)
     return corpus
+
+
+def add_records(corpus: Corpus) -> None:
+    """Seeds for the records target: a field per format and codec (v2 batches, magic 0/1
+    message sets with their wrappers), a transaction marker, and a mixed field."""
+    import records as R
+
+    recs = [R.Record(offset=i, timestamp=1_700_000_000_000 + i, key=b"k%d" % i, value=b"v" * i)
+            for i in range(3)]  # fmt: skip
+    fields = []
+    for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
+        fields.append(R.encode_records([R.make_batch(recs, base_offset=10, compression=codec)]))
+        if codec != "zstd":  # zstd exists only in v2 batches
+            for magic in (0, 1):
+                fields.append(
+                    R.encode_records(R.make_message_set(recs, magic=magic, compression=codec))
+                )
+    marker = R.make_batch(
+        [R.control_record(5, 1_700_000_000_000)], is_control=True, is_transactional=True,
+        producer_id=7, producer_epoch=1,
+    )  # fmt: skip
+    fields.append(R.encode_records([marker]))
+    fields.append(fields[0] + fields[1] + fields[-1])
+    for data in fields:
+        corpus.add("records", data)
 
 
 def add_captures(

@@ -213,8 +213,36 @@ def frame_targets() -> list[Target]:
     return out
 
 
+class _NeverRaised(Exception):
+    """The records target's error family: records turns bad bytes into batch statuses, so any
+    exception at all out of it is a crash."""
+
+
+# The decompression cap for the records target: small, so a compression bomb hits it quickly
+# and a decode's traced allocation stays within the runner's limit.
+RECORDS_CAP = 256 << 10
+
+
+def _records_call(data: bytes) -> Any:
+    import records  # imported here: the message targets need only the standard library
+
+    batches = records.decode_records(data, max_decompressed=RECORDS_CAP)
+    for b in batches:
+        if b.status not in records.STATUSES or (b.status == records.OK) != (b.error is None):
+            raise AssertionError(f"batch status {b.status!r} with error {b.error!r}")
+    for _ in records.rows_to_arrow(records.iter_rows(data, max_decompressed=RECORDS_CAP)):
+        pass
+    return batches
+
+
+def records_targets() -> list[Target]:
+    """A records field (what Produce and Fetch carry) through records.decode_records and the
+    OUT/records row path: every batch gets a known status, nothing raises."""
+    return [Target("records", _records_call, kwire_error=_NeverRaised, decode_error=_NeverRaised)]
+
+
 def all_targets() -> list[Target]:
-    return message_targets() + head_targets() + frame_targets()
+    return message_targets() + head_targets() + frame_targets() + records_targets()
 
 
 def run_one(target: Target, data: bytes) -> str:
