@@ -181,7 +181,6 @@ def _decorate(codec: Codec, names: dict[str, str]) -> None:
     codec.invalid_tags_text = repr(invalid)  # type: ignore[attr-defined]
     codec.invalid_tail = _tail(repr(invalid) if invalid else "")  # type: ignore[attr-defined]
     known = tuple(codec.known_tags)
-    codec.known_tail = _tail(repr(known) if known else "")  # type: ignore[attr-defined]
     codec.known_tags_text = repr(known)  # type: ignore[attr-defined]
     read = {id(f) for s in codec.steps if s.kind != "absent" for f in s.fields}
     read |= {id(t.field) for t in codec.tagged}

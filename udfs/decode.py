@@ -47,7 +47,7 @@ ERROR_FIELD = StructField("error", StringType())
 STATUS_FIELD = StructField("status", StringType())
 HEADER_COLUMNS = ("api_key", "api_version", "correlation_id", "client_id")
 
-# Row statuses (../shared/design.md). The UDF decides the first four from what it read; the
+# Row statuses (the design's vocabulary; README, status). The UDF decides the first four from what it read; the
 # last two come from the capture step's reason for a row without a frame (udfs.api._finish).
 OK, UNSUPPORTED, MALFORMED, UNPAIRED = "ok", "unsupported", "malformed", "unpaired"
 INCOMPLETE, REDACTED = "incomplete", "redacted"

@@ -51,8 +51,7 @@ class Summary:
         return sum(e for _, e in self.responses.values())
 
     def format(self) -> str:
-        lines = ["rows by status (../shared/design.md: ok, unsupported, malformed, incomplete, "
-                 "unpaired, redacted)"]  # fmt: skip
+        lines = ["rows by status"]
         for direction in ("request", "response"):
             counts = {st: n for (d, st), n in self.statuses.items() if d == direction}
             text = ", ".join(f"{st} {counts[st]:,}" for st in STATUSES if st in counts)

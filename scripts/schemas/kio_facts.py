@@ -42,6 +42,10 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+# The generator's dialect reader (// and /* */ comments), from the checkout this file is in.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+from generator.loader import strip_comments  # noqa: E402
+
 __all__ = [
     "KioSchemaError",
     "EXTRA_MESSAGES",
@@ -555,40 +559,9 @@ def kio_schema(name: str) -> dict[str, Any] | None:
 # wire layout
 
 
-def _strip_comments(text: str) -> str:
-    """Remove // and /* */ comments outside JSON strings."""
-    out: list[str] = []
-    i, n = 0, len(text)
-    in_string = False
-    while i < n:
-        c = text[i]
-        if in_string:
-            out.append(c)
-            if c == "\\" and i + 1 < n:
-                out.append(text[i + 1])
-                i += 1
-            elif c == '"':
-                in_string = False
-        elif c == '"':
-            in_string = True
-            out.append(c)
-        elif text.startswith("//", i):
-            while i < n and text[i] != "\n":
-                i += 1
-            continue
-        elif text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            i = n if end < 0 else end + 2
-            continue
-        else:
-            out.append(c)
-        i += 1
-    return "".join(out)
-
-
 def load_reference(path: str | pathlib.Path) -> dict[str, Any]:
     """Parse one upstream schema file (which carries comments)."""
-    loaded = json.loads(_strip_comments(pathlib.Path(path).read_text(encoding="utf-8")))
+    loaded = json.loads(strip_comments(pathlib.Path(path).read_text(encoding="utf-8")))
     assert isinstance(loaded, dict)
     return loaded
 

@@ -27,36 +27,13 @@ from typing import Any
 import pytest
 
 import generated as g
+from tests.quirks import MOCK_QUIRKS
 
 from capture_helpers import capture_path, expectations, rows
 
 RECORDS = expectations()
 
-# (api key, version, error class, message) of the peer quirks described above.
-MOCK_QUIRKS = {
-    (
-        18,
-        3,
-        "TrailingBytesError",
-        "ApiVersionsResponse v3: at byte 12: 5 bytes left after a complete message",
-    ),
-    (
-        14,
-        3,
-        "NullValueError",
-        "SyncGroupResponse v3: Assignment at byte 10: null bytes (length -1) in a field that "
-        "is not nullable here",
-    ),
-    *(
-        (
-            3,
-            13,
-            "TrailingBytesError",
-            f"MetadataResponse v13: at byte {n}: 1 bytes left after a complete message",
-        )
-        for n in (62, 198, 199)
-    ),
-}
+# The peer quirks described above, by exact error (shared with the job test).
 
 
 def _decode(row: dict[str, Any]) -> tuple[Any, Any]:

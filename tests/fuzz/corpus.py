@@ -8,7 +8,6 @@ are added when tests/data holds captures.
 from __future__ import annotations
 
 import importlib
-import os
 import random
 import sys
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from hypothesis import strategies as st
 
 import generated as g
 from tests.fuzz import pcaps
+from tests.sampling import IMPORTED, SWEEP
 from tests.strategies import Strategies, load_message
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,11 +51,6 @@ def draw(strategy: st.SearchStrategy[Any], n: int, at_seed: int) -> list[Any]:
 def messages() -> dict[str, Any]:
     """Schema name -> the generator's model of it."""
     return {p.stem: load_message(p) for p in SCHEMAS}
-
-
-SWEEP = os.environ.get("KWIRE_SWEEP") == "1"
-IMPORTED_MARK = "Facts carried over from upstream by scripts/schemas/import_upstream.py"
-IMPORTED = {p.stem for p in SCHEMAS if IMPORTED_MARK in p.read_text(encoding="utf-8")}
 
 
 def fuzz_versions(name: str, valid: Any) -> list[int]:

@@ -9,7 +9,6 @@ peer has per message in `make test`, and 25 per version in `make sweep` (KWIRE_S
 from __future__ import annotations
 
 import importlib
-import os
 from pathlib import Path
 
 import pytest
@@ -18,11 +17,11 @@ from hypothesis import strategies as st
 
 from kio.schema.errors import ErrorCode
 
+from tests.sampling import SWEEP
 from tests.peers import FAMILY, KIO, PEERS, Peer, Unrepresentable
 from tests.strategies import Strategies, load_message, present_dict
 
 ROOT = Path(__file__).resolve().parents[2]
-SWEEP = os.environ.get("KWIRE_SWEEP") == "1"
 NAMES = sorted(set(FAMILY) | {"RequestHeader", "ResponseHeader"})
 ALL = sorted(p.stem for p in (ROOT / "schemas").glob("*.json"))
 MESSAGES = {name: load_message(ROOT / "schemas" / f"{name}.json") for name in ALL}

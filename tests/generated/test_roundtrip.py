@@ -9,7 +9,6 @@ per version in `make sweep` (KWIRE_SWEEP=1).
 from __future__ import annotations
 
 import importlib
-import os
 from pathlib import Path
 
 import pytest
@@ -17,14 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.checks import check_head
+from tests.sampling import IMPORTED, SWEEP
 from tests.strategies import Strategies, load_message
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = sorted((ROOT / "schemas").glob("*.json"))
 MESSAGES = {p.stem: load_message(p) for p in SCHEMAS}
-SWEEP = os.environ.get("KWIRE_SWEEP") == "1"
-IMPORTED_MARK = "Facts carried over from upstream by scripts/schemas/import_upstream.py"
-IMPORTED = {p.stem for p in SCHEMAS if IMPORTED_MARK in p.read_text(encoding="utf-8")}
 CASES = [
     (name, v)
     for name, m in sorted(MESSAGES.items())

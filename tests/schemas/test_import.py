@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.sampling import IMPORTED_MARK
+
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT.parent / "shared" / "reference-schemas"
-MARK = "Facts carried over from upstream by scripts/schemas/import_upstream.py"
 
 
 def test_importing_again_reproduces_the_shipped_schemas(tmp_path: Path) -> None:
@@ -42,7 +43,7 @@ def test_importing_again_reproduces_the_shipped_schemas(tmp_path: Path) -> None:
     shipped = {
         p.name: p.read_text(encoding="utf-8")
         for p in (ROOT / "schemas").glob("*.json")
-        if MARK in p.read_text(encoding="utf-8")
+        if IMPORTED_MARK in p.read_text(encoding="utf-8")
     }
     made = {p.name: p.read_text(encoding="utf-8") for p in out.glob("*.json")}
     hand_written = {p.name for p in (ROOT / "schemas").glob("*.json")} - set(shipped)

@@ -52,7 +52,8 @@ def test_rows_in_equal_rows_out_with_damaged_frames(frames: DataFrame) -> None:
         "incomplete: missing segments (bytes 10-20 of 31 not captured)",
         "unknown api key 1000",
     ]
-    # Each row's status says why (../shared/design.md), apart from the error text.
+    # Each row's status says why (the design's vocabulary, udfs.decode.STATUSES), apart from
+    # the error text.
     statuses = sorted((r["status"], r["error"] or "") for r in rows if r["status"] != "ok")
     assert [st for st, _ in statuses] == [
         "incomplete",
