@@ -18,3 +18,14 @@ IMPORTED = frozenset(
     for p in (ROOT / "schemas").glob("*.json")
     if IMPORTED_MARK in p.read_text(encoding="utf-8")
 )
+
+
+def sample_versions(
+    versions: list[int], flexible: frozenset[int] | set[int] = frozenset()
+) -> list[int]:
+    """The versions `make test` covers of a message whose matrix is sampled: the oldest, the
+    first flexible and the newest (every version under KWIRE_SWEEP=1)."""
+    if SWEEP or len(versions) <= 3:
+        return list(versions)
+    first_flexible = [v for v in versions if v in flexible][:1]
+    return sorted({versions[0], versions[-1], *first_flexible})

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import generated as g
 from tests.fuzz import pcaps
-from tests.sampling import IMPORTED, SWEEP
+from tests.sampling import IMPORTED, sample_versions
 from tests.strategies import Strategies, load_message
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,11 +59,10 @@ def fuzz_versions(name: str, valid: Any) -> list[int]:
     oldest, the first flexible and the newest version of each message (the long `make fuzz`
     run covers every version)."""
     versions = list(valid)
-    if SWEEP or name not in IMPORTED or len(versions) <= 3:
+    if name not in IMPORTED:
         return versions
     cls: Any = g.MESSAGES.get(name)
-    flexible = [v for v in versions if cls is not None and v in cls.FLEXIBLE_VERSIONS]
-    return sorted({versions[0], versions[-1], *flexible[:1]})
+    return sample_versions(versions, set(cls.FLEXIBLE_VERSIONS) if cls is not None else set())
 
 
 def values(

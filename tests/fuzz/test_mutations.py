@@ -23,10 +23,13 @@ import generated as g
 from tests.fuzz import corpus as corpus_mod
 from tests.fuzz import mutate
 from tests.fuzz.harness import Target, run_one
+from tests.sampling import IMPORTED, SWEEP
 from tests.strategies import Strategies
 
 MODELS = corpus_mod.messages()
 CLASSES = sorted(g.MESSAGES)
+FAMILY = [n for n in CLASSES if n not in IMPORTED]
+OTHERS = [n for n in CLASSES if n in IMPORTED]
 REQUESTS = sorted(n for n, c in g.MESSAGES.items() if getattr(c, "MESSAGE_TYPE", "") == "request")
 RESPONSES = sorted(n for n, c in g.MESSAGES.items() if getattr(c, "MESSAGE_TYPE", "") == "response")
 GROUPS = ["decode", "head", "request", "response", "inspect", "prefixed"]
@@ -137,10 +140,7 @@ def test_splices(group: str, corpus: Any, targets: dict[str, Target]) -> None:
 # -- hypothesis-driven stacked mutations ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", CLASSES)
-@HYP
-@given(data=st.data())
-def test_mutated_bodies(name: str, data: st.DataObject) -> None:
+def _mutated_body(name: str, data: st.DataObject) -> None:
     cls: Any = g.MESSAGES[name]
     v = data.draw(st.sampled_from(list(cls.VALID_VERSIONS)), label="version")
     body = data.draw(_strategy(name, v), label="value").encode(v)
@@ -150,6 +150,21 @@ def test_mutated_bodies(name: str, data: st.DataObject) -> None:
     mutated, how = mutate.mutate(body, r, mutate.length_fields(target.call, body), other)
     data.draw(st.just(how), label="mutations")
     run_one(target, mutated)
+
+
+@pytest.mark.parametrize("name", FAMILY)
+@HYP
+@given(data=st.data())
+def test_mutated_bodies(name: str, data: st.DataObject) -> None:
+    _mutated_body(name, data)
+
+
+# The rest of the protocol: fewer examples per message in `make test`, as many under KWIRE_SWEEP=1.
+@pytest.mark.parametrize("name", OTHERS)
+@settings(HYP, max_examples=HYP.max_examples if SWEEP else 5)
+@given(data=st.data())
+def test_mutated_bodies_of_the_rest(name: str, data: st.DataObject) -> None:
+    _mutated_body(name, data)
 
 
 @st.composite

@@ -13,11 +13,14 @@ from hypothesis import strategies as st
 
 import generated as g
 from tests.fuzz.harness import Target, run_one
+from tests.sampling import IMPORTED, SWEEP
 
 FAST = settings(
     max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None
 )
 CLASSES = sorted(g.MESSAGES)
+FAMILY = [n for n in CLASSES if n not in IMPORTED]
+OTHERS = [n for n in CLASSES if n in IMPORTED]
 # Versions a caller might pass: every valid one, plus neighbours outside the range.
 EDGE_VERSIONS = st.sampled_from([-1, 32767, -32768])
 
@@ -33,15 +36,27 @@ def _bytes() -> st.SearchStrategy[bytes]:
     return st.one_of(st.binary(max_size=48), special, st.binary(min_size=48, max_size=300))
 
 
-@pytest.mark.parametrize("name", CLASSES)
-@FAST
-@given(data=st.data())
-def test_message_decode(name: str, data: st.DataObject) -> None:
+def _message_decode(name: str, data: st.DataObject) -> None:
     cls: Any = g.MESSAGES[name]
     v = data.draw(_version(cls), label="version")
     raw = data.draw(_bytes(), label="input")
     run_one(Target(f"decode:{name}:v{v}", lambda d: cls.decode(d, v)), raw)
     run_one(Target(f"decode:{name}:v{v}", lambda d: cls.decode(memoryview(d), v)), raw)
+
+
+@pytest.mark.parametrize("name", FAMILY)
+@FAST
+@given(data=st.data())
+def test_message_decode(name: str, data: st.DataObject) -> None:
+    _message_decode(name, data)
+
+
+# The rest of the protocol: fewer examples per message in `make test`, as many under KWIRE_SWEEP=1.
+@pytest.mark.parametrize("name", OTHERS)
+@settings(FAST, max_examples=FAST.max_examples if SWEEP else 10)
+@given(data=st.data())
+def test_message_decode_of_the_rest(name: str, data: st.DataObject) -> None:
+    _message_decode(name, data)
 
 
 def _request_frame() -> st.SearchStrategy[bytes]:
