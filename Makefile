@@ -21,9 +21,12 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 tests
 
 # The exhaustive matrices make test samples: every message and version of every API through the
-# property round trips (40 examples each), both peers (25 each) and the systematic fuzz seeds.
+# property round trips (40 examples each), both peers (25 each), the Arrow columns, the upstream
+# schemas compiled as they are, the systematic fuzz seeds and mutations, and the regenerate check
+# formatting every module.
 sweep: $(STAMP)
-	KWIRE_SWEEP=1 $(BIN)/python -m pytest -q -n 2 tests/generated tests/fuzz
+	KWIRE_SWEEP=1 $(BIN)/python -m pytest -q -n 2 tests/generated tests/fuzz tests/udfs/test_model.py \
+		tests/generator/test_upstream.py tests/generator/test_generated_is_current.py
 
 lint: $(STAMP)
 	$(BIN)/black --check generator generated capture records udfs tests benchmarks scripts
