@@ -28,6 +28,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -107,7 +108,48 @@ CAPTURES = [
         "tansu6",
         LO_TCPDUMP,
     ),
+    Capture(
+        "mock_records_librdkafka.pcapng",
+        "records-librdkafka",
+        "librdkafka producers with every codec (keys, null keys, tombstones, headers with a "
+        "null value, four partitions), an idempotent producer, a transactional producer that "
+        "commits, aborts and commits, a read_committed consumer; admin calls the mock lacks",
+        ("librdkafka",),
+        "mock",
+        LO_DUMPCAP,
+    ),
+    Capture(
+        "mock_records_kafka_python.pcap",
+        "records-kafka-python",
+        "kafka-python producers writing record batches v2, message sets magic 1 and magic 0 with "
+        "every codec it offers for each; a kafka-python consumer reads back what the mock kept",
+        ("kafka-python",),
+        "mock",
+        LO_TCPDUMP,
+    ),
+    Capture(
+        "mock_records_aiokafka.pcap",
+        "records-aiokafka",
+        "aiokafka producers with every codec (keys, null keys, tombstones, headers), an aiokafka "
+        "consumer group member reads them back",
+        ("aiokafka",),
+        "mock",
+        LO_TCPDUMP,
+    ),
+    Capture(
+        "tansu_admin_topics.pcap",
+        "tansu-admin-topics",
+        "Tansu broker: librdkafka and aiokafka admin clients create, describe, configure and "
+        "delete topics, list offsets; a librdkafka transactional producer commits, aborts and "
+        "commits, a read_committed consumer reads back",
+        ("librdkafka", "aiokafka"),
+        "tansu",
+        LO_TCPDUMP,
+    ),
 ]
+
+# Ground truth the records scenarios write down from the clients' own APIs (scenarios.py).
+GROUND_KEYS = ("produced", "consumed", "admin", "notes")
 
 
 def _wait_port(host: str, port: int, timeout: float) -> None:
@@ -225,6 +267,9 @@ def inside(name: str, out_dir: Path) -> None:
         "count_method": COUNT_NOTE,
         "counts": counts,
     }
+    record.update({k: meta[k] for k in GROUND_KEYS if k in meta})
+    if "produced" in meta:
+        record["tshark_records"] = tshark_records(out_dir / cap.file, meta["broker_ports"])
     (out_dir / (Path(cap.file).stem + ".json")).write_text(json.dumps(record, indent=2) + "\n")
     total = {d: sum(sum(v.values()) for v in c.values()) for d, c in counts.items()}
     size = (out_dir / cap.file).stat().st_size
@@ -297,6 +342,110 @@ def tshark_counts(path: Path, ports: list[int]) -> dict[str, dict[str, dict[str,
     return counts
 
 
+TSHARK_RECORDS_NOTE = (
+    "per Produce request and Fetch response PDU, the records as tshark's Kafka dissector shows "
+    "them (-T pdml, its tree walked here): topic, partition, offset, key, value and headers, "
+    "bytes as hex, null where tshark shows <NULL>; 'problems' holds tshark's own expert "
+    "messages for that PDU and the nodes it could not read (then its records are not complete)"
+)
+
+
+def _bytes_of(field: Any) -> tuple[str | None, str | None]:
+    """(hex or None for null, problem) of a key, value or header value field in PDML."""
+    showname = field.get("showname", "")
+    if showname.endswith("<NULL>"):
+        return None, None
+    if showname.endswith("<MISSING>"):
+        return None, f"{showname} at byte {field.get('pos')}"
+    return field.get("show", "").replace(":", ""), None
+
+
+def _pdu_records(node: Any, topic: str | None, partition: int | None, out: dict[str, Any]) -> None:
+    for child in node:
+        if child.tag != "field":
+            continue
+        name = child.get("name", "")
+        show = child.get("show", "")
+        if name == "kafka.topic_name":
+            topic = show
+        elif name == "kafka.partition_id":
+            partition = int(show)
+        elif name == "_ws.expert.message":
+            out["problems"].append(show)
+        elif name == "" and show.startswith("Record") and show != "Record Batch":
+            if show.startswith("Record Batch"):
+                out["problems"].append(f"{show} at byte {child.get('pos')}")
+            else:
+                out["records"].append(_pdu_record(child, topic, partition, out))
+            continue
+        elif name == "" and show.startswith("Message") and show != "Message Set":
+            # A magic 0/1 message: read apart below only when tshark marks nothing in it.
+            out["problems"].append(f"magic 0/1 {show} at byte {child.get('pos')}")
+        elif name == "kafka.truncated_content":
+            out["problems"].append(f"truncated content at byte {child.get('pos')}")
+        _pdu_records(child, topic, partition, out)
+
+
+def _pdu_record(
+    node: Any, topic: str | None, partition: int | None, out: dict[str, Any]
+) -> dict[str, Any]:
+    record: dict[str, Any] = {"topic": topic, "partition": partition, "headers": []}
+    for child in node.iter("field"):
+        name = child.get("name")
+        if name == "kafka.offset":
+            record["offset"] = int(str(child.get("show")))
+        elif name in ("kafka.message_key", "kafka.message_value", "kafka.header_value"):
+            data, problem = _bytes_of(child)
+            if problem:
+                out["problems"].append(problem)
+            if name == "kafka.header_value":
+                record["headers"][-1][1] = data
+            else:
+                record[name.rsplit("_", 1)[1]] = data
+        elif name == "kafka.header_key":
+            record["headers"].append([child.get("show"), None])
+        elif name == "_ws.expert.message":
+            out["problems"].append(child.get("show"))
+    return record
+
+
+def tshark_records(path: Path, ports: list[int]) -> dict[str, Any]:
+    """Records of Produce requests and Fetch responses as Wireshark's Kafka dissector reads them."""
+    import xml.etree.ElementTree as ET
+
+    cmd = ["tshark", "-n", "-r", str(path)]
+    for port in ports:
+        cmd += ["-d", f"tcp.port=={port},kafka"]
+    cmd += ["-Y", "kafka.api_key == 0 || kafka.api_key == 1", "-T", "pdml"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    frames: list[dict[str, Any]] = []
+    for packet in ET.fromstring(out).iter("packet"):
+        tcp = next(p for p in packet.iter("proto") if p.get("name") == "tcp")
+        shown = {f.get("name"): str(f.get("show")) for f in tcp.iter("field")}
+        sport, dport = int(shown["tcp.srcport"]), int(shown["tcp.dstport"])
+        for pdu in packet.iter("proto"):
+            if pdu.get("name") != "kafka":
+                continue
+            top = {f.get("name"): f.get("show") for f in pdu if f.tag == "field"}
+            if top.get("kafka.api_key") not in ("0", "1"):
+                continue
+            direction = "response" if sport in ports else "request"
+            version = top.get(f"kafka.{direction}.version")
+            frame: dict[str, Any] = {
+                "client_port": dport if direction == "response" else sport,
+                "direction": direction,
+                "api_key": int(str(top["kafka.api_key"])),
+                "api_version": None if version is None else int(version),
+                "correlation_id": int(str(top["kafka.correlation_id"])),
+                "records": [],
+                "problems": [],
+            }
+            _pdu_records(pdu, None, None, frame)
+            frame["problems"] = sorted(set(frame["problems"]))
+            frames.append(frame)
+    return {"method": TSHARK_RECORDS_NOTE, "tshark": tshark_version(), "frames": frames}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", action="append", help="capture file(s) to make")
@@ -324,6 +473,10 @@ def main() -> None:
             record["counts"] = tshark_counts(args.out / cap.file, record["broker_ports"])
             record["counted_by"] = tshark_version()
             record["count_method"] = COUNT_NOTE
+            if "produced" in record:
+                record["tshark_records"] = tshark_records(
+                    args.out / cap.file, record["broker_ports"]
+                )
             meta_path.write_text(json.dumps(record, indent=2) + "\n")
             continue
         done = subprocess.run(
