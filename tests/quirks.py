@@ -27,6 +27,32 @@ MOCK_QUIRKS = {
             "TrailingBytesError",
             f"MetadataResponse v13: at byte {n}: 1 bytes left after a complete message",
         )
-        for n in (62, 198, 199)
+        # The byte is where v13 ends, so it moves with the number and names of the topics.
+        for n in (62, 198, 199, 200, 202, 477)
+    ),
+    (
+        9,
+        6,
+        "NullValueError",
+        "OffsetFetchResponse v6: Topics at byte 9: null array in a field that is not nullable "
+        "here",
     ),
 }
+
+# The mock writes the transaction markers it appends on EndTxn (control batches, one COMMIT or
+# ABORT record) with a CRC field of zero instead of the CRC-32C of the batch; librdkafka does
+# not check CRCs unless check.crcs=true, so its consumers never notice. kwire reports such a
+# batch as crc_mismatch (records decoded anyway); this is the exact error of those batches.
+MOCK_CONTROL_BATCH_CRC = "crc mismatch at byte 17: stored 0x00000000, CRC-32C of bytes 21.."
+
+
+def is_mock_control_batch_crc(row: dict[str, object]) -> bool:
+    """An OUT/records row of a mock transaction marker with its zero CRC (see above)."""
+    error = row.get("batch_error")
+    return (
+        row.get("is_control") is True
+        and row.get("batch_status") == "crc_mismatch"
+        and isinstance(error, str)
+        and error.startswith(MOCK_CONTROL_BATCH_CRC)
+        and row.get("control_type") in ("commit", "abort")
+    )

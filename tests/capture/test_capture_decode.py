@@ -3,9 +3,9 @@
 Every request and response (all api keys have schemas now) must decode strictly, header and
 body, with no trailing bytes, and encode back to the captured bytes (Tansu writes tagged fields
 that hold their defaults, e.g. ApiVersions' SupportedFeatures: the decoded object remembers its
-wire tags and writes them again). The exceptions are three things the librdkafka mock broker
-really sends that are not valid Kafka, each pinned here by exact error so any other failure is a
-bug:
+wire tags and writes them again). The exceptions are four things the librdkafka mock broker
+really sends that are not valid Kafka, each pinned in tests/quirks.py by exact error so any other
+failure is a bug:
 
 * its ApiVersions v3 rejection (error 35, "unsupported version") has a body that is neither v3
   nor the v0 that real brokers fall back to: a one-byte entry count, one entry without tagged
@@ -15,6 +15,12 @@ bug:
 * its MetadataResponse v13 (librdkafka 2.16.0) ends with one byte more than v13 defines: after the
   topics it writes four zero bytes where v13 has ErrorCode (int16) and an empty tagged section.
   Neither kio nor kafka-python reads it either.
+* it answers an OffsetFetch v6 for all of a group's partitions (topics null, as librdkafka's
+  AdminClient list_consumer_group_offsets asks) with a null Topics array, which no version of
+  the response allows.
+
+(Its transaction markers also carry a zero CRC; that is in the records, not the frame:
+tests/records/test_real_captures.py.)
 
 The tolerant reader (inspect_response) must keep the header of those and never raise.
 """

@@ -8,10 +8,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 import generated as g
 from benchmarks import synth
-from tests.quirks import MOCK_QUIRKS
+from tests.quirks import MOCK_CONTROL_BATCH_CRC, MOCK_QUIRKS
 from udfs import job
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,16 +81,17 @@ def test_job_on_real_captures(spark: SparkSession, tmp_path: Path) -> None:
     requests = sum(1 for d in frames.column("direction").to_pylist() if d == "request")
     assert summary.requests == requests
     assert summary.response_count == frames.num_rows - requests
-    # Everything decodes (every api key has a schema now), except the three answers librdkafka's
-    # mock really sends out of spec (tests/capture/test_capture_decode.py explains them).
+    # Everything decodes (every api key has a schema now), except the answers librdkafka's
+    # mock really sends out of spec (tests/quirks.py; test_capture_decode.py explains them).
     decode_errors = (
         summary.request_errors + summary.response_errors - sum(summary.no_schema.values())
     )
-    assert {(d, e) for d, e, _ in summary.top_errors} == {
-        ("response", message) for _, _, _, message in MOCK_QUIRKS
-    }
+    # (The summary lists the 8 most frequent errors; there are more quirks than that.)
+    quirks = {("response", message) for _, _, _, message in MOCK_QUIRKS}
+    top = {(d, e) for d, e, _ in summary.top_errors}
+    assert top <= quirks and len(top) == min(len(quirks), 8)
     assert summary.no_schema == {}
-    assert decode_errors == sum(n for _, _, n in summary.top_errors) > 0
+    assert decode_errors >= sum(n for _, _, n in summary.top_errors) > 0
     # Every request of an api key we have a schema for decodes.
     assert all(errors == 0 for key, _, _, errors in summary.by_version if key in g.REGISTRY)
     assert len(summary.groups) >= 3
@@ -105,4 +107,10 @@ def test_job_on_real_captures(spark: SparkSession, tmp_path: Path) -> None:
     assert records.columns == design
     by_api = {r["api_key"]: r["count"] for r in records.groupBy("api_key").count().collect()}
     assert set(by_api) == {0, 1} and all(by_api.values())
-    assert records.where("batch_status != 'ok'").count() == 0
+    # Only the mock's transaction markers, whose CRC is zero (tests/quirks.py), do not read ok.
+    assert (
+        records.where("batch_status != 'ok'")
+        .where(~(F.col("is_control") & F.col("batch_error").startswith(MOCK_CONTROL_BATCH_CRC)))
+        .count()
+        == 0
+    )
