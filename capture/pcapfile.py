@@ -108,6 +108,11 @@ def looks_like_capture(path: str) -> bool:
             head = f.read(4)
     except OSError:
         return False
+    return is_capture_head(head)
+
+
+def is_capture_head(head: bytes) -> bool:
+    """Whether four bytes are a pcap or pcapng magic number."""
     return len(head) == 4 and struct.unpack(">I", head)[0] in (_PCAPNG_MAGIC, *_PCAP_MAGICS)
 
 

@@ -32,6 +32,56 @@ class Summary:
     bytes_before_capture_start: int = 0
     late_packets: int = 0
 
+    # -- for runs split over processes (the capture on Spark): state out, state in, merge --------
+
+    _COUNTERS = (
+        "skipped_packets",
+        "connections_ignored",
+        "direction_decided_by",
+        "frames",
+        "frame_bytes",
+        "errors",
+    )
+    _INTS = (
+        "file_bytes",
+        "packets",
+        "tcp_segments",
+        "connections",
+        "retransmitted_bytes",
+        "missing_bytes",
+        "snaplen_bytes",
+        "bytes_before_capture_start",
+        "late_packets",
+    )
+
+    def state(self) -> dict[str, Any]:
+        """Everything, as JSON-friendly data that `from_state` reads back."""
+        out: dict[str, Any] = {name: getattr(self, name) for name in self._INTS}
+        out.update({name: dict(getattr(self, name)) for name in self._COUNTERS})
+        out["api"] = [[d, k, v, n] for (d, k, v), n in sorted(self.api.items())]
+        out["files"] = self.files
+        return out
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "Summary":
+        s = cls()
+        for name in cls._INTS:
+            setattr(s, name, int(state.get(name, 0)))
+        for name in cls._COUNTERS:
+            getattr(s, name).update(state.get(name, {}))
+        s.api.update({(d, k, v): n for d, k, v, n in state.get("api", [])})
+        s.files = list(state.get("files", []))
+        return s
+
+    def merge(self, other: "Summary") -> None:
+        """Adds another part of the same run (files are appended in the order given)."""
+        for name in self._INTS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for name in self._COUNTERS:
+            getattr(self, name).update(getattr(other, name))
+        self.api.update(other.api)
+        self.files.extend(other.files)
+
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-friendly data."""
         per_api: dict[str, dict[str, Any]] = {}

@@ -1,7 +1,9 @@
 """The decode job: `python -m udfs.job FRAMES_OR_PCAPS... -o OUT [--master URL]`.
 
-Captures (pcap/pcapng) go through the capture step first (OUT/frames.parquet); frames tables
-(Parquet files or directories) are read as they are. Requests and responses are decoded on Spark
+Captures (pcap/pcapng files, directories of them, or remote URLs) go through the capture step
+first, on the executors (udfs/spark_capture.py; `--capture-on driver` runs the single-process
+`capture` package instead), into OUT/frames.parquet; frames tables (Parquet files or
+directories) are read as they are. Requests and responses are decoded on Spark
 and written to OUT/requests and OUT/responses, partitioned by api_key; the records inside Produce
 requests and Fetch / ShareFetch responses are exploded to OUT/records, one row per record; a short
 summary follows.
@@ -10,6 +12,7 @@ summary follows.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -22,6 +25,7 @@ from pyspark.sql import functions as F
 from udfs.api import decode_requests, decode_responses
 from udfs.explode import records_table
 from udfs.model import FAMILIES
+from udfs.progress import Progress, describe_outputs
 from udfs.summary import Summary, summarize
 
 PCAP_MAGIC = {
@@ -41,11 +45,25 @@ def say(message: str) -> None:
     print(f"kwire: {message}", file=sys.stderr, flush=True)
 
 
+CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap")
+
+
+def _remote_kind(url: str) -> str:
+    """A remote input is a capture when its name says so (name.pcap, name.pcapng, name.cap, ring
+    files name.pcap0, name.pcap1, ...), else a frames table: the driver does not read remote
+    bytes to tell."""
+    name = url.rstrip("/").rsplit("/", 1)[-1].lower()
+    stem = name.rstrip("0123456789")
+    return "capture" if stem.endswith(CAPTURE_SUFFIXES) else "parquet"
+
+
 def _kind(path: str) -> str:
     """'parquet' or 'capture', by content (directories: by what they hold)."""
-    p = Path(path)
-    if "://" in path:
-        return "parquet"  # remote storage: only frames tables can be read from there
+    if "://" in path and not path.startswith("file:"):
+        return _remote_kind(path)
+    p = Path(
+        path.removeprefix("file://") if path.startswith("file://") else path.removeprefix("file:")
+    )
     if not p.exists():
         raise JobError(f"{path}: no such file or directory")
     if p.is_dir():
@@ -62,7 +80,7 @@ def _kind(path: str) -> str:
 
 
 def run_capture(captures: list[str], out: str, broker_ports: list[int] | None) -> str:
-    """Runs the capture step on the driver; returns the frames table's path."""
+    """Runs the capture step on the driver, in one process; returns the frames table's path."""
     try:
         import capture
     except ImportError as e:
@@ -75,12 +93,49 @@ def run_capture(captures: list[str], out: str, broker_ports: list[int] | None) -
     ports = broker_ports or list(capture.DEFAULT_BROKER_PORTS)
     say(f"capture: {len(captures)} file(s) -> {frames} (broker ports {ports})")
     summary = capture.write_parquet(captures, frames, ports, errors="report")
+    _report_capture(summary)
+    return frames
+
+
+def run_capture_on_spark(
+    spark: SparkSession,
+    captures: list[str],
+    out: str,
+    broker_ports: list[int] | None,
+    progress: Progress | None = None,
+) -> str:
+    """Runs the capture step on the executors; returns the frames table's path."""
+    from capture import DEFAULT_BROKER_PORTS
+
+    from udfs.spark_capture import capture_frames
+
+    frames = os.path.join(out, "frames.parquet")
+    ports = broker_ports or list(DEFAULT_BROKER_PORTS)
+    try:
+        run = capture_frames(spark, captures, ports)
+    except FileNotFoundError as e:
+        raise JobError(str(e)) from None
+    total = sum(size for _, _, size in run.files)
+    detail = f"{len(run.files)} file(s), {total / 1e6:,.1f} MB, broker ports {ports}"
+    say(f"capture on Spark: {detail} -> {frames}")
+    if progress is not None:
+        progress.start("capture", detail)
+    run.frames.write.mode("overwrite").parquet(frames)
+    _report_capture(run.summary())
+    return frames
+
+
+def _report_capture(summary: Any) -> None:
     failed = [f for f in summary.files if f.get("error")]
     for f in failed:
         say(f"capture: {f['path']}: {f['error']}")
-    if failed and len(failed) == len(summary.files):
+    frames = summary.frames["request"] + summary.frames["response"]
+    say(
+        f"capture: {summary.packets:,} packets, {frames:,} frames "
+        f"({summary.frames['request']:,} requests, {summary.frames['response']:,} responses)"
+    )
+    if failed and len(failed) == len([f for f in summary.files if "skipped" not in f]):
         raise JobError("no capture could be read")
-    return frames
 
 
 def decode_frames(
@@ -155,6 +210,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--no-records", action="store_true", help="skip OUT/records (the records inside frames)"
     )
     parser.add_argument("--no-summary", action="store_true", help="skip the summary")
+    parser.add_argument(
+        "--capture-on",
+        choices=("spark", "driver"),
+        default="spark",
+        help="where captures are read: by the executors in parallel (default) or by one "
+        "process on the driver (the reference `python -m capture`)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress lines while the job runs")
     return parser.parse_args(argv)
 
 
@@ -176,30 +239,18 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> Summary 
     kinds = [(p, _kind(p)) for p in args.inputs]
     tables = [p for p, k in kinds if k == "parquet"]
     captures = [p for p, k in kinds if k == "capture"]
-    if captures:
+    if captures and args.capture_on == "driver":
         tables.append(run_capture(captures, out, args.broker_ports))
     if spark is None:
         say(f"starting Spark on {args.master}")
         spark = build_session(args.master, "kwire-decode", args.conf)
     sc = spark.sparkContext
+    # The frames table written on Spark keeps the capture's timestamp type (us, UTC).
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     say(f"Spark {spark.version} on {sc.master}, default parallelism {sc.defaultParallelism}")
-    frames = spark.read.parquet(*tables)
-    if families is None:
-        families = present_families(frames)
-        if families is not None:
-            say(f"{len(families)} of the {len(FAMILIES)} APIs occur: {', '.join(families)}")
-    requests, responses = decode_frames(frames, families)
-    mode = "overwrite"
-    for name, df in (("requests", requests), ("responses", responses)):
-        t = time.monotonic()
-        write(df, os.path.join(out, name), mode)
-        say(f"decoded {name} -> {os.path.join(out, name)} ({time.monotonic() - t:.1f} s)")
-    if not args.no_records:
-        t = time.monotonic()
-        target = os.path.join(out, "records")
-        decoded = spark.read.parquet(os.path.join(out, "responses"))
-        records_table(frames, decoded).write.mode(mode).parquet(target)
-        say(f"exploded records -> {target} ({time.monotonic() - t:.1f} s)")
+    progress = None if args.quiet else Progress(spark)
+    with progress if progress is not None else contextlib.nullcontext():
+        outputs = _decode(spark, args, tables, captures, families, progress)
     elapsed = time.monotonic() - start
     if args.no_summary:
         return None
@@ -212,7 +263,51 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> Summary 
         f"in {elapsed:.1f} s -> {out}\n"
     )
     print(summary.format(), flush=True)
+    print(describe_outputs(outputs), flush=True)
     return summary
+
+
+def _decode(
+    spark: SparkSession,
+    args: argparse.Namespace,
+    tables: list[str],
+    captures: list[str],
+    families: list[str] | None,
+    progress: Progress | None,
+) -> list[tuple[str, str]]:
+    """The job's Spark steps; returns (name, path) of what it wrote."""
+    out = args.output
+    outputs: list[tuple[str, str]] = []
+    if captures and args.capture_on == "spark":
+        tables.append(run_capture_on_spark(spark, captures, out, args.broker_ports, progress))
+    if captures:
+        outputs.append(("frames", os.path.join(out, "frames.parquet")))
+    frames = spark.read.parquet(*tables)
+    if families is None:
+        families = present_families(frames)
+        if families is not None:
+            say(f"{len(families)} of the {len(FAMILIES)} APIs occur: {', '.join(families)}")
+    requests, responses = decode_frames(frames, families)
+    mode = "overwrite"
+    for name, df in (("requests", requests), ("responses", responses)):
+        t = time.monotonic()
+        if progress is not None:
+            progress.start(f"decode {name}")
+        write(df, os.path.join(out, name), mode)
+        say(f"decoded {name} -> {os.path.join(out, name)} ({time.monotonic() - t:.1f} s)")
+        outputs.append((name, os.path.join(out, name)))
+    if not args.no_records:
+        t = time.monotonic()
+        if progress is not None:
+            progress.start("explode records")
+        target = os.path.join(out, "records")
+        decoded = spark.read.parquet(os.path.join(out, "responses"))
+        records_table(frames, decoded).write.mode(mode).parquet(target)
+        say(f"exploded records -> {target} ({time.monotonic() - t:.1f} s)")
+        outputs.append(("records", target))
+    if progress is not None:
+        progress.start("summary")
+    return outputs
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -15,7 +15,7 @@ from typing import Iterable
 
 from pyspark.sql import SparkSession
 
-PACKAGES = ("generated", "records", "udfs")
+PACKAGES = ("capture", "generated", "records", "udfs")
 ROOT = Path(__file__).resolve().parent.parent
 LOG4J = Path(__file__).resolve().with_name("log4j2.properties")
 
@@ -49,6 +49,8 @@ def build_session(
     settings: dict[str, str] = {
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
+        # Timestamps as the frames table has them (microseconds, UTC), not legacy INT96.
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
         # Message structs are wide; keep plan strings whole instead of warning about them.
         "spark.sql.debug.maxToStringFields": "1000",
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J}",

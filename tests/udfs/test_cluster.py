@@ -8,6 +8,8 @@ without the shipping, the job fails. The output must equal the local run's, row 
 How Spark spreads tasks over executors is its own business (a small Parquet file is one input
 split, so a stage can have a single task), so the test does not count executors: it gives the job
 several input files and checks that every executor that ran a task ran it with the shipped zip.
+Two real captures go in too, so the capture step (files read by the executors, segments regrouped
+by flow) runs on the cluster and its frames table must equal the local one.
 """
 
 from __future__ import annotations
@@ -195,6 +197,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 def _rows(spark: SparkSession, path: Path) -> list[Any]:
     df = spark.read.parquet(str(path))
     order = ["connection_id", "ts_first", "correlation_id", "api_key"]
+    order += [c for c in ("direction", "frame") if c in df.columns]
     return [r.asDict(recursive=True) for r in df.orderBy(*order).collect()]
 
 
@@ -208,12 +211,18 @@ def test_cluster_output_equals_local(cluster: Cluster, spark: SparkSession, tmp_
     step = -(-table.num_rows // parts)
     for i in range(parts):
         pq.write_table(table.slice(i * step, step), frames / f"part-{i}.parquet")
+    # And captures: the capture step runs on the cluster's executors too.
+    captures = tmp_path / "captures"
+    captures.mkdir()
+    for name in ("mock_group_classic.pcap", "tansu_admin_groups.pcapng"):
+        shutil.copyfile(ROOT / "tests" / "data" / "capture" / name, captures / name)
     local = tmp_path / "local"
-    job.run(job.parse_args([str(frames), "-o", str(local), "--no-summary"]), spark=spark)
+    inputs = [str(frames), str(captures)]
+    job.run(job.parse_args([*inputs, "-o", str(local), "--no-summary"]), spark=spark)
 
     remote = tmp_path / "cluster"
     cmd = [
-        sys.executable, "-m", "udfs.job", str(frames), "-o", str(remote),
+        sys.executable, "-m", "udfs.job", *inputs, "-o", str(remote),
         "--master", cluster.url,
         "--conf", "spark.executor.memory=512m",
         "--conf", "spark.executor.cores=1",
@@ -233,5 +242,7 @@ def test_cluster_output_equals_local(cluster: Cluster, spark: SparkSession, tmp_
     assert working, f"no executor ran a task: {executors}\n{cluster.tail()}"
     for e in working:
         assert (e / "kwire_code.zip").exists(), f"{e} ran tasks without the code zip"
-    for part in ("requests", "responses"):
+    for part in ("frames.parquet", "requests", "responses"):
         assert _rows(spark, remote / part) == _rows(spark, local / part), part
+    captured = spark.read.parquet(str(remote / "frames.parquet"))
+    assert captured.count() > 300 and captured.where("error IS NOT NULL").count() < 10
