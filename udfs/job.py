@@ -162,6 +162,43 @@ def present_families(frames: DataFrame) -> list[str] | None:
     return [name for name, key in FAMILIES.items() if key in keys]
 
 
+# Bytes of frames a task holds in one batch: Parquet's vectorized reader and the Arrow batches
+# to the Python workers are sized in rows, so the job picks the rows from the frames' sizes.
+BATCH_BYTES = 32 * 1024 * 1024
+READER_ROWS = 4096  # Spark's defaults, kept when frames are small
+ARROW_ROWS = 10000
+
+
+def size_batches(spark: SparkSession, frames: DataFrame) -> tuple[int, int]:
+    """Sets the reader and Arrow batch rows so a batch of frames is about BATCH_BYTES: rows =
+    BATCH_BYTES / the 99.9th percentile frame length (one pass over the small frame_length
+    column). A batch of 4096 frames of 300 kB (a Produce/Fetch-heavy ring) would be 1.2 GB in
+    one column vector: that, not the data's size, is what ran the JVM out of heap. Returns
+    (reader rows, Arrow rows); leaves settings the user gave with --conf alone."""
+    if "frame_length" not in frames.columns:
+        return READER_ROWS, ARROW_ROWS
+    row = frames.agg(
+        F.percentile_approx("frame_length", 0.999).alias("p"), F.max("frame_length").alias("m")
+    ).first()
+    typical = max(int(row["p"] or 0), 1) if row is not None else 1
+    rows = max(1, BATCH_BYTES // typical)
+    chosen = []
+    for key, default in (
+        ("spark.sql.parquet.columnarReaderBatchSize", READER_ROWS),
+        ("spark.sql.execution.arrow.maxRecordsPerBatch", ARROW_ROWS),
+    ):
+        if key in USER_CONF:
+            chosen.append(int(spark.conf.get(key) or default))
+            continue
+        value = min(default, rows)
+        spark.conf.set(key, str(value))
+        chosen.append(value)
+    return chosen[0], chosen[1]
+
+
+USER_CONF: set[str] = set()
+
+
 def write(df: DataFrame, path: str, mode: str) -> None:
     df.write.mode(mode).partitionBy("api_key").parquet(path)
 
@@ -241,6 +278,8 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> Summary 
     captures = [p for p, k in kinds if k == "capture"]
     if captures and args.capture_on == "driver":
         tables.append(run_capture(captures, out, args.broker_ports))
+    USER_CONF.clear()
+    USER_CONF.update(key for key, _ in args.conf)
     if spark is None:
         say(f"starting Spark on {args.master}")
         spark = build_session(args.master, "kwire-decode", args.conf)
@@ -283,6 +322,11 @@ def _decode(
     if captures:
         outputs.append(("frames", os.path.join(out, "frames.parquet")))
     frames = spark.read.parquet(*tables)
+    if progress is not None:
+        progress.start("inspect frames")
+    reader_rows, arrow_rows = size_batches(spark, frames)
+    if reader_rows < READER_ROWS:
+        say(f"large frames: batches of {reader_rows} rows to the reader, {arrow_rows} to Python")
     if families is None:
         families = present_families(frames)
         if families is not None:
