@@ -39,17 +39,23 @@ SEGMENT_SCHEMA = pa.schema(
         pa.field("flow", pa.int64()),
         pa.field("file_time", pa.int64()),
         pa.field("file_index", pa.int32()),
+        # The place of the run's first segment among the file's TCP segments.
         pa.field("packet", pa.int64()),
-        pa.field("ts_us", pa.int64()),
-        pa.field("src", pa.string()),
-        pa.field("sport", pa.int32()),
-        pa.field("dst", pa.string()),
-        pa.field("dport", pa.int32()),
-        pa.field("seq", pa.int64()),
-        pa.field("ack", pa.int64()),
-        pa.field("flags", pa.int32()),
+        # The connection's two ends, the lower (address, port) first.
+        pa.field("a_addr", pa.string()),
+        pa.field("a_port", pa.int32()),
+        pa.field("b_addr", pa.string()),
+        pa.field("b_port", pa.int32()),
+        # One entry per segment of the run: 0 when sent by end a, 1 by end b.
+        pa.field("side", pa.list_(pa.int8())),
+        pa.field("ts_us", pa.list_(pa.int64())),
+        pa.field("seq", pa.list_(pa.int64())),
+        pa.field("ack", pa.list_(pa.int64())),
+        pa.field("flags", pa.list_(pa.int32())),
+        pa.field("length", pa.list_(pa.int32())),
+        pa.field("missing", pa.list_(pa.int32())),
+        # The segments' payloads one after the other (`length` cuts them apart).
         pa.field("payload", pa.binary()),
-        pa.field("missing", pa.int32()),
         # Set on the file's last row only, which carries no segment: Summary.state() as JSON.
         pa.field("stats", pa.string()),
     ]
@@ -61,8 +67,16 @@ FRAMES_SCHEMA = pa.schema(
     [f.with_nullable(True) for f in SCHEMA] + [pa.field("stats", pa.string())]
 )
 
-# Segments per record batch (a segment is at most one packet, 64 KiB with offloads).
-SEGMENT_BATCH_ROWS = 4096
+# A run is a flow's consecutive segments within one file, moved as one row: a 300 kB frame in
+# MTU-sized packets is ~200 segments, and rows, not bytes, are what a shuffle and a sort pay
+# for. A run ends at RUN_BYTES of payload or RUN_SEGMENTS segments; runs waiting in a task
+# are flushed when together they hold more than RUNS_BYTES.
+RUN_BYTES = 256 * 1024
+RUN_SEGMENTS = 2048
+RUNS_BYTES = 32 * 1024 * 1024
+# Rows per record batch, and the payload bytes at which a batch is cut sooner.
+SEGMENT_BATCH_ROWS = 1024
+SEGMENT_BATCH_BYTES = 8 * 1024 * 1024
 # Frames per batch, and the bytes at which a batch is cut sooner (frames can be tens of MB).
 FRAME_BATCH_ROWS = 2048
 FRAME_BATCH_BYTES = 16 * 1024 * 1024
@@ -103,23 +117,112 @@ def open_capture(path: str) -> BinaryIO:
     return io.BufferedReader(raw, buffer_size=READ_BUFFER)
 
 
-class _Columns:
-    def __init__(self) -> None:
-        self.cols: list[list[Any]] = [[] for _ in SEGMENT_SCHEMA]
+class _Run:
+    __slots__ = (
+        "first",
+        "size",
+        "side",
+        "ts",
+        "seq",
+        "ack",
+        "flags",
+        "length",
+        "missing",
+        "payload",
+    )
 
-    def add(self, row: tuple[Any, ...]) -> None:
-        for col, value in zip(self.cols, row):
-            col.append(value)
+    def __init__(self, first: int) -> None:
+        self.first = first
+        self.size = 0
+        self.side: list[int] = []
+        self.ts: list[int] = []
+        self.seq: list[int] = []
+        self.ack: list[int] = []
+        self.flags: list[int] = []
+        self.length: list[int] = []
+        self.missing: list[int] = []
+        self.payload: list[bytes] = []
 
-    def __len__(self) -> int:
-        return len(self.cols[0])
 
-    def take(self, file_time: int) -> pa.RecordBatch:
-        # Rows are made before the file's first packet time is known only for the first batch:
-        # the time column is filled at the cut.
-        self.cols[1] = [file_time] * len(self.cols[0])
-        arrays = [pa.array(c, type=f.type) for c, f in zip(self.cols, SEGMENT_SCHEMA)]
-        self.cols = [[] for _ in SEGMENT_SCHEMA]
+class _Runs:
+    """Runs being filled, per flow, and the finished rows of the current batch."""
+
+    def __init__(self, file_index: int) -> None:
+        self.file_index = file_index
+        self.file_time = NO_TIME
+        self.open: dict[tuple[str, int, str, int], _Run] = {}
+        self.open_bytes = 0
+        self.rows: list[tuple[tuple[str, int, str, int], _Run]] = []
+        self.rows_bytes = 0
+        self.keys: dict[tuple[str, int, str, int], tuple[tuple[str, int, str, int], int]] = {}
+
+    def add(self, seg: Segment, n: int, ts: int) -> None:
+        key = (seg.src, seg.sport, seg.dst, seg.dport)
+        known = self.keys.get(key)
+        if known is None:
+            if (seg.src, seg.sport) <= (seg.dst, seg.dport):
+                known = (key, 0)
+            else:
+                known = ((seg.dst, seg.dport, seg.src, seg.sport), 1)
+            if len(self.keys) > 100_000:
+                self.keys.clear()
+            self.keys[key] = known
+        ends, side = known
+        run = self.open.get(ends)
+        if run is None:
+            run = self.open[ends] = _Run(n)
+        run.side.append(side)
+        run.ts.append(ts)
+        run.seq.append(seg.seq)
+        run.ack.append(seg.ack)
+        run.flags.append(seg.flags)
+        run.length.append(len(seg.payload))
+        run.missing.append(seg.missing)
+        run.payload.append(seg.payload)
+        size = len(seg.payload)
+        run.size += size
+        self.open_bytes += size
+        if len(run.side) >= RUN_SEGMENTS or run.size >= RUN_BYTES:
+            self._finish(ends, run)
+        if self.open_bytes > RUNS_BYTES:
+            for ends, run in list(self.open.items()):
+                self._finish(ends, run)
+
+    def _finish(self, ends: tuple[str, int, str, int], run: _Run) -> None:
+        del self.open[ends]
+        self.open_bytes -= run.size
+        self.rows.append((ends, run))
+        self.rows_bytes += run.size
+
+    def full(self) -> bool:
+        return len(self.rows) >= SEGMENT_BATCH_ROWS or self.rows_bytes >= SEGMENT_BATCH_BYTES
+
+    def flush(self) -> None:
+        for ends, run in list(self.open.items()):
+            self._finish(ends, run)
+
+    def take(self) -> pa.RecordBatch:
+        rows, self.rows, self.rows_bytes = self.rows, [], 0
+        n = len(rows)
+        arrays = [
+            pa.array([flow_key(*e) for e, _ in rows], pa.int64()),
+            pa.array([self.file_time] * n, pa.int64()),
+            pa.array([self.file_index] * n, pa.int32()),
+            pa.array([r.first for _, r in rows], pa.int64()),
+            pa.array([e[0] for e, _ in rows], pa.string()),
+            pa.array([e[1] for e, _ in rows], pa.int32()),
+            pa.array([e[2] for e, _ in rows], pa.string()),
+            pa.array([e[3] for e, _ in rows], pa.int32()),
+            pa.array([r.side for _, r in rows], pa.list_(pa.int8())),
+            pa.array([r.ts for _, r in rows], pa.list_(pa.int64())),
+            pa.array([r.seq for _, r in rows], pa.list_(pa.int64())),
+            pa.array([r.ack for _, r in rows], pa.list_(pa.int64())),
+            pa.array([r.flags for _, r in rows], pa.list_(pa.int32())),
+            pa.array([r.length for _, r in rows], pa.list_(pa.int32())),
+            pa.array([r.missing for _, r in rows], pa.list_(pa.int32())),
+            pa.array([b"".join(r.payload) for _, r in rows], pa.binary()),
+            pa.nulls(n, pa.string()),
+        ]
         return pa.RecordBatch.from_arrays(arrays, schema=SEGMENT_SCHEMA)
 
 
@@ -130,7 +233,6 @@ def read_segments(
     in_directory: bool = False,
     size: int | None = None,
     opener: Callable[[str], BinaryIO] = open_capture,
-    batch_rows: int = SEGMENT_BATCH_ROWS,
     progress: Callable[[int], None] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The TCP segments of one capture file, then its statistics row (see SEGMENT_SCHEMA).
@@ -148,8 +250,7 @@ def read_segments(
             size = 0
     stats = FileStats(path, size=size)
     entry: dict[str, Any] = {"path": path, "bytes": stats.size}
-    cols = _Columns()
-    file_time = NO_TIME
+    runs = _Runs(file_index)
     n = 0
     try:
         f = opener(path)
@@ -165,18 +266,18 @@ def read_segments(
                 try:
                     for packet in iter_packets(f, stats):
                         summary.packets += 1
-                        if file_time == NO_TIME:
-                            file_time = packet.ts_us
+                        if runs.file_time == NO_TIME:
+                            runs.file_time = packet.ts_us
                         try:
                             seg = decode(packet.linktype, packet.data, packet.orig_len)
                         except Skip as why:
                             summary.skipped_packets[str(why)] += 1
                             continue
                         summary.tcp_segments += 1
-                        cols.add(_segment_row(seg, file_index, n, packet.ts_us))
+                        runs.add(seg, n, packet.ts_us)
                         n += 1
-                        if len(cols) >= batch_rows:
-                            yield cols.take(file_time)
+                        if runs.full():
+                            yield runs.take()
                             if progress is not None:
                                 progress(f.tell())
                 except CaptureFileError as e:
@@ -189,11 +290,12 @@ def read_segments(
                     )
                 if stats.warning:
                     entry["warning"] = stats.warning
-    if len(cols):
-        yield cols.take(file_time)
+    runs.flush()
+    if runs.rows:
+        yield runs.take()
     summary.files.append(entry)
     last: list[Any] = [None] * len(SEGMENT_SCHEMA)
-    last[1], last[2], last[-1] = file_time, file_index, json.dumps(summary.state())
+    last[1], last[2], last[-1] = runs.file_time, file_index, json.dumps(summary.state())
     yield pa.RecordBatch.from_pylist([dict(zip(SEGMENT_SCHEMA.names, last))], schema=SEGMENT_SCHEMA)
 
 
@@ -201,26 +303,6 @@ def _looks_like_capture(f: BinaryIO) -> bool:
     head = f.read(4)
     f.seek(0)
     return is_capture_head(head)
-
-
-def _segment_row(seg: Segment, file_index: int, n: int, ts: int) -> tuple[Any, ...]:
-    return (
-        flow_key(seg.src, seg.sport, seg.dst, seg.dport),
-        0,
-        file_index,
-        n,
-        ts,
-        seg.src,
-        seg.sport,
-        seg.dst,
-        seg.dport,
-        seg.seq,
-        seg.ack,
-        seg.flags,
-        seg.payload,
-        seg.missing,
-        None,
-    )
 
 
 def track_segments(
@@ -242,13 +324,24 @@ def track_segments(
         if batch.num_rows == 0:
             continue
         cols = [batch.column(name).to_pylist() for name in _TRACKED]
-        for index, ts, src, sport, dst, dport, seq, ack, flags, payload, missing in zip(*cols):
-            if src is None:
+        for index, a, ap, b, bp, sides, tss, seqs, acks, flagss, lengths, missings, blob in zip(
+            *cols
+        ):
+            if blob is None:
                 continue  # a statistics row, should one come this far
             tracker.src = paths[index]
-            tracker.segment(Segment(src, sport, dst, dport, seq, ack, flags, payload, missing), ts)
-            if builder.full():
-                yield _with_stats(builder.take(), None)
+            ends = ((a, ap, b, bp), (b, bp, a, ap))
+            pos = 0
+            for side, ts, seq, ack, flags, length, missing in zip(
+                sides, tss, seqs, acks, flagss, lengths, missings
+            ):
+                src, sport, dst, dport = ends[side]
+                payload = blob[pos : pos + length]
+                pos += length
+                segment = Segment(src, sport, dst, dport, seq, ack, flags, payload, missing)
+                tracker.segment(segment, ts)
+                if builder.full():
+                    yield _with_stats(builder.take(), None)
     tracker.finish()
     if builder.rows:
         yield _with_stats(builder.take(), None)
@@ -259,16 +352,18 @@ def track_segments(
 
 _TRACKED = (
     "file_index",
+    "a_addr",
+    "a_port",
+    "b_addr",
+    "b_port",
+    "side",
     "ts_us",
-    "src",
-    "sport",
-    "dst",
-    "dport",
     "seq",
     "ack",
     "flags",
-    "payload",
+    "length",
     "missing",
+    "payload",
 )
 
 
