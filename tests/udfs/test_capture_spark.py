@@ -171,3 +171,27 @@ def test_job_captures_on_spark_as_on_the_driver(spark: SparkSession, tmp_path: P
         job.run(args, spark=spark)
         tables[where] = pq.read_table(out / "frames.parquet")
     assert _multiset(tables["spark"]) == _multiset(tables["driver"])
+
+
+def test_job_accounts_for_every_frame_of_a_ring_cut_mid_frame(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The decode job on a ring of three files whose Fetch response is 24 MB and crosses both
+    file boundaries: every frame the generator sent is a frames row and a decoded row."""
+    packets, frames = ring.ring_packets(big=24 * 1024 * 1024)
+    n = len(packets)
+    parts = ring.split(packets, [n // 3, 2 * n // 3])
+    # The big response's segments (broker port 9092 -> client port 45000) are in every file.
+    fetch = (9092).to_bytes(2, "big") + (45000).to_bytes(2, "big")
+    assert all(any(p[34:38] == fetch and len(p) > 1000 for _, p in part) for part in parts)
+    files = ring.write(tmp_path / "ring", parts)
+    out = tmp_path / "out"
+    summary = job.run(job.parse_args([str(tmp_path / "ring"), "-o", str(out)]), spark=spark)
+    assert summary is not None
+    table = pq.read_table(out / "frames.parquet")
+    assert table.num_rows == frames
+    assert max(table.column("frame_length").to_pylist()) > 24_000_000
+    assert summary.requests + summary.response_count == frames
+    lengths = pq.read_table(out / "frames.parquet", columns=["source_file", "frame_length"])
+    sources = {s for s, n in zip(*lengths.to_pydict().values()) if n and n > 24_000_000}
+    assert sources and sources <= {str(f) for f in files}
