@@ -248,6 +248,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--no-summary", action="store_true", help="skip the summary")
     parser.add_argument(
+        "--no-groups",
+        action="store_true",
+        help="skip OUT/groups (the consumer groups' generations, members, commits, ...)",
+    )
+    parser.add_argument(
         "--capture-on",
         choices=("spark", "driver"),
         default="spark",
@@ -269,7 +274,7 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> Summary 
         unknown = [f for f in families if f not in FAMILIES]
         if unknown:
             raise JobError(f"unknown families {unknown}; known: {', '.join(FAMILIES)}")
-    for sub in ("requests", "responses", "records"):
+    for sub in ("requests", "responses", "records", "groups"):
         target = os.path.join(out, sub)
         if "://" not in out and os.path.exists(target) and not args.overwrite:
             raise JobError(f"{target} exists; give --overwrite to replace it")
@@ -349,6 +354,20 @@ def _decode(
         records_table(frames, decoded).write.mode(mode).parquet(target)
         say(f"exploded records -> {target} ({time.monotonic() - t:.1f} s)")
         outputs.append(("records", target))
+    if not args.no_groups:
+        from groups.build import build as build_groups
+        from groups.build import write as write_groups
+
+        t = time.monotonic()
+        if progress is not None:
+            progress.start("group tables")
+        group_tables = build_groups(
+            spark,
+            spark.read.parquet(os.path.join(out, "requests")),
+            spark.read.parquet(os.path.join(out, "responses")),
+        )
+        outputs.extend(write_groups(group_tables, out))
+        say(f"group tables -> {os.path.join(out, 'groups')} ({time.monotonic() - t:.1f} s)")
     if progress is not None:
         progress.start("summary")
     return outputs

@@ -15,7 +15,7 @@ from typing import Iterable
 
 from pyspark.sql import SparkSession
 
-PACKAGES = ("capture", "generated", "records", "udfs")
+PACKAGES = ("capture", "generated", "groups", "records", "udfs")
 ROOT = Path(__file__).resolve().parent.parent
 LOG4J = Path(__file__).resolve().with_name("log4j2.properties")
 DRIVER_MEMORY = "1g"

@@ -1,0 +1,773 @@
+"""OUT/groups/: the consumer groups' tables, built with Spark from the decoded tables.
+
+Requests are paired with their responses by a join (connection, correlation id, the response
+after the request; a window keeps the first). Then:
+- `commits`, `progress`, `latency`, `clients`, `coordinators` are Spark SQL over the pairs
+  (explodes, joins, windows, percentiles);
+- `generations`, `members`, `assignments`, `assignment_changes` need a group's events in order:
+  the protocol events (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
+  ConsumerGroupHeartbeat) are narrowed to small rows and each group's are read in order by
+  groups.history on an executor (`groupBy(group_id).applyInPandas`), so the work spreads over the
+  cluster by group and nothing is collected on the driver but topic names.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from groups.errors import NAMES
+from groups.history import history
+from groups.schema import TABLES
+from pyspark.sql.types import LongType, StructField, StructType, TimestampType
+
+# Columns of the narrowed protocol events handed to groups.history.
+EVENTS = (
+    "group_id string, kind string, ts timestamp, resp_ts timestamp, connection_id string, "
+    "client_addr string, client_id string, software string, member_id string, "
+    "req_member_id string, instance_id string, generation int, req_generation int, error int, "
+    "leader string, assignor string, session_timeout_ms int, rebalance_timeout_ms int, "
+    "reason string, detail string"
+)
+REBALANCE_APIS = (11, 14)  # JoinGroup, SyncGroup: their latency is the group's wait
+
+
+def paired(requests: DataFrame, responses: DataFrame, family: str) -> DataFrame:
+    """Each request of a family with its response's struct (`resp`, null if none decoded)."""
+    rq = requests.where(F.col(family).isNotNull()).select(
+        "connection_id",
+        "client_addr",
+        "client_port",
+        "broker_addr",
+        "broker_port",
+        "client_id",
+        "correlation_id",
+        F.col("api_version").alias("version"),
+        F.col("ts_first").alias("ts"),
+        F.col(family).alias("req"),
+    )
+    rs = responses.where(F.col("direction") == "response").select(
+        F.col("connection_id").alias("r_conn"),
+        F.col("correlation_id").alias("r_corr"),
+        F.col("ts_first").alias("resp_ts"),
+        F.col("latency_us"),
+        F.col("status").alias("resp_status"),
+        F.col(family).alias("resp"),
+    )
+    joined = rq.join(
+        rs,
+        (rq.connection_id == rs.r_conn) & (rq.correlation_id == rs.r_corr) & (rs.resp_ts >= rq.ts),
+        "left",
+    )
+    first = Window.partitionBy("connection_id", "correlation_id", "ts").orderBy(
+        F.col("resp_ts").asc_nulls_last()
+    )
+    return (
+        joined.withColumn("_n", F.row_number().over(first))
+        .where("_n = 1")
+        .drop("_n", "r_conn", "r_corr")
+    )
+
+
+def _has(df: DataFrame, family: str) -> bool:
+    return family in df.columns
+
+
+def _software(requests: DataFrame) -> DataFrame:
+    """client_addr, client_port -> 'name version' from ApiVersions v3+ requests."""
+    if not _has(requests, "api_versions"):
+        return requests.sparkSession.createDataFrame([], "connection_id string, software string")
+    return (
+        requests.where(F.col("api_versions.client_software_name").isNotNull())
+        .groupBy("connection_id")
+        .agg(
+            F.first(
+                F.concat_ws(
+                    " ",
+                    F.col("api_versions.client_software_name"),
+                    F.col("api_versions.client_software_version"),
+                )
+            ).alias("software")
+        )
+    )
+
+
+def events(requests: DataFrame, responses: DataFrame) -> DataFrame:
+    """The protocol events of every group, narrowed to EVENTS."""
+    parts: list[DataFrame] = []
+    base = [F.col("connection_id"), F.col("client_addr"), F.col("client_id")]
+    null = F.lit(None)
+    if _has(requests, "join_group"):
+        j = paired(requests, responses, "join_group")
+        topics = F.col("req.protocols")[0]["consumer_subscription"]["topics"]
+        parts.append(
+            j.select(
+                F.col("req.group_id").alias("group_id"),
+                F.lit("join").alias("kind"),
+                "ts",
+                "resp_ts",
+                *base,
+                F.col("resp.member_id").alias("member_id"),
+                F.col("req.member_id").alias("req_member_id"),
+                F.col("req.group_instance_id").alias("instance_id"),
+                F.col("resp.generation_id").alias("generation"),
+                null.cast("int").alias("req_generation"),
+                F.col("resp.error_code").cast("int").alias("error"),
+                F.col("resp.leader").alias("leader"),
+                F.col("resp.protocol_name").alias("assignor"),
+                F.col("req.session_timeout_ms").alias("session_timeout_ms"),
+                F.col("req.rebalance_timeout_ms").alias("rebalance_timeout_ms"),
+                F.col("req.reason").alias("reason"),
+                F.to_json(
+                    F.struct(
+                        topics.alias("topics"),
+                        F.transform("resp.members", lambda m: m["member_id"]).alias("members"),
+                    )
+                ).alias("detail"),
+            )
+        )
+    if _has(requests, "sync_group"):
+        s = paired(requests, responses, "sync_group")
+        per_member = F.map_from_entries(
+            F.transform(
+                F.coalesce(F.col("req.assignments"), F.array()),
+                lambda a: F.struct(
+                    a["member_id"],
+                    F.map_from_entries(
+                        F.transform(
+                            F.coalesce(a["consumer_assignment"]["assigned_partitions"], F.array()),
+                            lambda t: F.struct(t["topic"], t["partitions"]),
+                        )
+                    ),
+                ),
+            )
+        )
+        own = F.map_from_entries(
+            F.transform(
+                F.coalesce(F.col("resp.consumer_assignment.assigned_partitions"), F.array()),
+                lambda t: F.struct(t["topic"], t["partitions"]),
+            )
+        )
+        parts.append(
+            s.select(
+                F.col("req.group_id").alias("group_id"),
+                F.lit("sync").alias("kind"),
+                "ts",
+                "resp_ts",
+                *base,
+                F.col("req.member_id").alias("member_id"),
+                F.col("req.member_id").alias("req_member_id"),
+                F.col("req.group_instance_id").alias("instance_id"),
+                F.col("req.generation_id").alias("generation"),
+                F.col("req.generation_id").alias("req_generation"),
+                F.col("resp.error_code").cast("int").alias("error"),
+                null.cast("string").alias("leader"),
+                F.col("req.protocol_name").alias("assignor"),
+                null.cast("int").alias("session_timeout_ms"),
+                null.cast("int").alias("rebalance_timeout_ms"),
+                null.cast("string").alias("reason"),
+                F.to_json(
+                    F.struct(
+                        per_member.alias("assignments"),
+                        F.when(F.col("resp.consumer_assignment").isNotNull(), own).alias("own"),
+                    )
+                ).alias("detail"),
+            )
+        )
+    if _has(requests, "heartbeat"):
+        h = paired(requests, responses, "heartbeat")
+        parts.append(
+            h.select(
+                F.col("req.group_id").alias("group_id"),
+                F.lit("heartbeat").alias("kind"),
+                "ts",
+                "resp_ts",
+                *base,
+                F.col("req.member_id").alias("member_id"),
+                F.col("req.member_id").alias("req_member_id"),
+                F.col("req.group_instance_id").alias("instance_id"),
+                F.col("req.generation_id").alias("generation"),
+                F.col("req.generation_id").alias("req_generation"),
+                F.col("resp.error_code").cast("int").alias("error"),
+                *[null.cast(t).alias(n) for n, t in _EMPTY_TAIL],
+            )
+        )
+    if _has(requests, "leave_group"):
+        lv = paired(requests, responses, "leave_group")
+        leaving = F.when(
+            F.size(F.coalesce(F.col("req.members"), F.array())) > 0,
+            F.transform("req.members", lambda m: F.array(m["member_id"], m["reason"])),
+        ).otherwise(F.array(F.array(F.col("req.member_id"), null.cast("string"))))
+        parts.append(
+            lv.select(
+                F.col("req.group_id").alias("group_id"),
+                F.lit("leave").alias("kind"),
+                "ts",
+                "resp_ts",
+                *base,
+                F.coalesce(F.col("req.member_id"), F.col("req.members")[0]["member_id"]).alias(
+                    "member_id"
+                ),
+                F.col("req.member_id").alias("req_member_id"),
+                F.col("req.members")[0]["group_instance_id"].alias("instance_id"),
+                null.cast("int").alias("generation"),
+                null.cast("int").alias("req_generation"),
+                F.col("resp.error_code").cast("int").alias("error"),
+                null.cast("string").alias("leader"),
+                null.cast("string").alias("assignor"),
+                null.cast("int").alias("session_timeout_ms"),
+                null.cast("int").alias("rebalance_timeout_ms"),
+                F.col("req.members")[0]["reason"].alias("reason"),
+                F.to_json(F.struct(leaving.alias("leaving"))).alias("detail"),
+            )
+        )
+    if _has(requests, "offset_commit"):
+        c = paired(requests, responses, "offset_commit")
+        parts.append(
+            c.select(
+                F.col("req.group_id").alias("group_id"),
+                F.lit("commit").alias("kind"),
+                "ts",
+                "resp_ts",
+                *base,
+                F.col("req.member_id").alias("member_id"),
+                F.col("req.member_id").alias("req_member_id"),
+                F.col("req.group_instance_id").alias("instance_id"),
+                F.col("req.generation_id_or_member_epoch").alias("generation"),
+                F.col("req.generation_id_or_member_epoch").alias("req_generation"),
+                null.cast("int").alias("error"),
+                *[null.cast(t).alias(n) for n, t in _EMPTY_TAIL],
+            )
+        )
+    if _has(requests, "consumer_group_heartbeat"):
+        g = paired(requests, responses, "consumer_group_heartbeat")
+        assignment = F.map_from_entries(
+            F.transform(
+                F.coalesce(F.col("resp.assignment.topic_partitions"), F.array()),
+                lambda t: F.struct(t["topic_id"], t["partitions"]),
+            )
+        )
+        parts.append(
+            g.select(
+                F.col("req.group_id").alias("group_id"),
+                F.lit("cgh").alias("kind"),
+                "ts",
+                "resp_ts",
+                *base,
+                F.coalesce(F.col("resp.member_id"), F.col("req.member_id")).alias("member_id"),
+                F.col("req.member_id").alias("req_member_id"),
+                F.col("req.instance_id").alias("instance_id"),
+                F.col("resp.member_epoch").alias("generation"),
+                F.col("req.member_epoch").alias("req_generation"),
+                F.col("resp.error_code").cast("int").alias("error"),
+                null.cast("string").alias("leader"),
+                F.col("req.server_assignor").alias("assignor"),
+                null.cast("int").alias("session_timeout_ms"),
+                F.col("req.rebalance_timeout_ms").alias("rebalance_timeout_ms"),
+                null.cast("string").alias("reason"),
+                F.to_json(
+                    F.struct(
+                        F.when(F.col("resp.assignment").isNotNull(), assignment).alias(
+                            "assignment_ids"
+                        ),
+                        F.col("req.server_assignor").alias("assignor"),
+                    )
+                ).alias("detail"),
+            )
+        )
+    spark = requests.sparkSession
+    if not parts:
+        return spark.createDataFrame([], EVENTS)
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.unionByName(p)
+    soft = _software(requests)
+    out = out.join(soft, "connection_id", "left")
+    # One partition set keyed by group: the union of the families would otherwise carry every
+    # family's shuffle partitions side by side (5 x 200 tasks of nothing).
+    return (
+        out.select(*[f.split(" ")[0] for f in EVENTS.split(", ")])
+        .where(F.col("group_id").isNotNull())
+        .repartition("group_id")
+    )
+
+
+_EMPTY_TAIL = (
+    ("leader", "string"),
+    ("assignor", "string"),
+    ("session_timeout_ms", "int"),
+    ("rebalance_timeout_ms", "int"),
+    ("reason", "string"),
+    ("detail", "string"),
+)
+
+
+def topic_names(responses: DataFrame) -> dict[str, str]:
+    """Topic id -> name from the Metadata responses of the capture (a small collect)."""
+    if not _has(responses, "metadata"):
+        return {}
+    rows = (
+        responses.where(F.col("metadata").isNotNull())
+        .select(F.explode("metadata.topics").alias("t"))
+        .select("t.topic_id", "t.name")
+        .where("name IS NOT NULL AND topic_id IS NOT NULL")
+        .distinct()
+        .collect()
+    )
+    return {r["topic_id"]: r["name"] for r in rows}
+
+
+PER_GROUP = ("generations", "members", "assignments", "assignment_changes")
+# One pass per group gives all four tables as (table, row as JSON); times as epoch µs.
+HISTORY_ROWS = "table string, row string"
+_EPOCH = datetime(1970, 1, 1)
+
+
+def _json_value(v: Any) -> Any:
+    if isinstance(v, datetime):
+        return (v.replace(tzinfo=None) - _EPOCH) // timedelta(microseconds=1)
+    if isinstance(v, float):
+        if v != v:  # NaN: JSON has none, and the tables mean null
+            return None
+        return int(v) if v.is_integer() else v
+    return v
+
+
+_INT_EVENTS = (
+    "generation",
+    "req_generation",
+    "error",
+    "session_timeout_ms",
+    "rebalance_timeout_ms",
+)
+
+
+def _histories(names: dict[str, str], capture_end: datetime | None) -> Any:
+    def run(pdf: pd.DataFrame) -> pd.DataFrame:
+        import json
+
+        pdf = pdf.sort_values(["ts", "kind"], kind="stable")
+        rows: list[dict[str, Any]] = [
+            {str(k): (None if _missing(v) else v) for k, v in r.items()}
+            for r in pdf.to_dict("records")
+        ]
+        for r in rows:
+            for key in _INT_EVENTS:
+                # pandas holds nullable ints as floats
+                if r.get(key) is not None:
+                    r[key] = int(r[key])
+            for key in ("ts", "resp_ts"):
+                if r.get(key) is not None:
+                    r[key] = pd.Timestamp(r[key]).to_pydatetime()
+            if r["kind"] == "cgh" and r.get("detail"):
+                d = json.loads(r["detail"])
+                ids = d.pop("assignment_ids", None)
+                if ids is not None:
+                    d["assignment"] = {names.get(k, k): v for k, v in ids.items()}
+                r["detail"] = json.dumps(d)
+        told = history(rows[0]["group_id"], rows, capture_end)
+        out = [
+            (table, json.dumps({k: _json_value(v) for k, v in row.items()}))
+            for table in PER_GROUP
+            for row in told[table]
+        ]
+        return pd.DataFrame(out, columns=["table", "row"])
+
+    return run
+
+
+def _from_history(rows: DataFrame, table: str) -> DataFrame:
+    """One table's rows back from JSON, timestamps from epoch µs."""
+    schema = TABLES[table]
+    as_json = StructType(
+        [
+            StructField(f.name, LongType() if isinstance(f.dataType, TimestampType) else f.dataType)
+            for f in schema
+        ]
+    )
+    parsed = rows.where(F.col("table") == table).select(F.from_json("row", as_json).alias("r"))
+    return parsed.select(
+        *[
+            (
+                F.timestamp_micros(F.col(f"r.{f.name}"))
+                if isinstance(f.dataType, TimestampType)
+                else F.col(f"r.{f.name}")
+            ).alias(f.name)
+            for f in schema
+        ]
+    )
+
+
+def _missing(v: Any) -> bool:
+    try:
+        return bool(pd.isna(v)) if not isinstance(v, (list, dict, str, bytes)) else False
+    except (TypeError, ValueError):
+        return False
+
+
+def build(spark: SparkSession, requests: DataFrame, responses: DataFrame) -> dict[str, DataFrame]:
+    """The nine tables (lazy DataFrames) from the decoded requests and responses."""
+    # The decoded tables are wide (a struct per API): keep only what the group tables read, so
+    # every query below plans against a few columns, not a thousand.
+    requests = requests.select(*[c for c in requests.columns if c in _REQUEST_COLUMNS])
+    responses = _narrow_responses(responses)
+    ev = events(requests, responses).cache()
+    names = topic_names(responses)
+    end_row = requests.agg(F.unix_micros(F.max("ts_last")).alias("end")).first()
+    capture_end = None
+    if end_row is not None and end_row["end"] is not None:
+        # Naive UTC, as the session (and the executors' pandas) see timestamps.
+        capture_end = datetime(1970, 1, 1) + timedelta(microseconds=end_row["end"])
+    told = ev.groupBy("group_id").applyInPandas(_histories(names, capture_end), HISTORY_ROWS)
+    told = told.cache()
+    tables: dict[str, DataFrame] = {table: _from_history(told, table) for table in PER_GROUP}
+    tables["commits"] = commits(requests, responses)
+    tables["progress"] = progress(tables["commits"], responses, names, capture_end)
+    tables["latency"] = latency(responses)
+    tables["clients"] = clients(requests, ev)
+    tables["coordinators"] = coordinators(requests, responses)
+    return tables
+
+
+_BASE = (
+    "connection_id",
+    "client_addr",
+    "client_port",
+    "broker_addr",
+    "broker_port",
+    "direction",
+    "ts_first",
+    "ts_last",
+    "api_key",
+    "api_version",
+    "correlation_id",
+    "client_id",
+    "latency_us",
+    "status",
+)
+_GROUP_APIS = (
+    "join_group",
+    "sync_group",
+    "heartbeat",
+    "leave_group",
+    "offset_commit",
+    "consumer_group_heartbeat",
+    "find_coordinator",
+    "api_versions",
+)
+_REQUEST_COLUMNS = frozenset(_BASE + _GROUP_APIS)
+
+
+def _narrow_responses(responses: DataFrame) -> DataFrame:
+    cols = [F.col(c) for c in responses.columns if c in _BASE + _GROUP_APIS + ("metadata",)]
+    if "fetch" in responses.columns:
+        # Only the high watermarks: never the records.
+        cols.append(
+            F.struct(
+                F.transform(
+                    "fetch.responses",
+                    lambda r: F.struct(
+                        r["topic"].alias("topic"),
+                        r["topic_id"].alias("topic_id"),
+                        F.transform(
+                            r["partitions"],
+                            lambda p: F.struct(
+                                p["partition_index"].alias("partition_index"),
+                                p["error_code"].alias("error_code"),
+                                p["high_watermark"].alias("high_watermark"),
+                            ),
+                        ).alias("partitions"),
+                    ),
+                ).alias("responses")
+            ).alias("fetch")
+        )
+    if "metadata" in responses.columns:
+        cols = [c for c in cols if str(c) != str(F.col("metadata"))]
+        cols.append(
+            F.struct(
+                F.transform(
+                    "metadata.topics",
+                    lambda t: F.struct(t["topic_id"].alias("topic_id"), t["name"].alias("name")),
+                ).alias("topics")
+            ).alias("metadata")
+        )
+    return responses.select(*cols)
+
+
+def _error_name(col: Any) -> Any:
+    mapping = F.create_map(*[x for code, name in NAMES.items() for x in (F.lit(code), F.lit(name))])
+    return F.when(col.isNull() | (col == 0), None).otherwise(
+        F.coalesce(mapping[col.cast("int")], F.concat(F.lit("ERROR_"), col.cast("string")))
+    )
+
+
+def commits(requests: DataFrame, responses: DataFrame) -> DataFrame:
+    if not _has(requests, "offset_commit"):
+        return requests.sparkSession.createDataFrame([], TABLES["commits"])
+    c = paired(requests, responses, "offset_commit")
+    t = c.select("*", F.posexplode("req.topics").alias("ti", "topic"))
+    p = t.select("*", F.posexplode("topic.partitions").alias("pi", "part"))
+    resp_err = F.col("resp.topics")[F.col("ti")]["partitions"][F.col("pi")]["error_code"]
+    return p.select(
+        F.col("ts"),
+        F.col("req.group_id").alias("group_id"),
+        F.col("req.member_id").alias("member_id"),
+        F.col("req.group_instance_id").alias("group_instance_id"),
+        F.col("req.generation_id_or_member_epoch").alias("generation"),
+        F.col("topic.name").alias("topic"),
+        F.col("part.partition_index").alias("partition"),
+        F.col("part.committed_offset").alias("offset"),
+        F.col("part.committed_leader_epoch").alias("leader_epoch"),
+        F.col("part.committed_metadata").alias("metadata"),
+        F.when(F.col("resp").isNull(), F.lit("no response"))
+        .otherwise(_error_name(resp_err))
+        .alias("error"),
+        F.col("latency_us"),
+        F.concat_ws(":", "broker_addr", F.col("broker_port").cast("string")).alias("coordinator"),
+    )
+
+
+def log_end_offsets(responses: DataFrame, names: dict[str, str]) -> DataFrame:
+    """The latest high watermark seen per topic and partition (Fetch responses)."""
+    spark = responses.sparkSession
+    if not _has(responses, "fetch"):
+        return spark.createDataFrame([], "topic string, partition int, hw long, hw_ts timestamp")
+    f = responses.where(F.col("fetch").isNotNull()).select(
+        "ts_first", F.explode("fetch.responses").alias("r")
+    )
+    mapping = F.create_map(*[x for k, v in names.items() for x in (F.lit(k), F.lit(v))])
+    topic = F.coalesce(F.col("r.topic"), mapping[F.col("r.topic_id")] if names else F.lit(None))
+    p = f.select("ts_first", topic.alias("topic"), F.explode("r.partitions").alias("p"))
+    p = p.where("p.error_code = 0 AND p.high_watermark >= 0")
+    last = Window.partitionBy("topic", "partition").orderBy(F.col("hw_ts").desc())
+    return (
+        p.select(
+            "topic",
+            F.col("p.partition_index").alias("partition"),
+            F.col("p.high_watermark").alias("hw"),
+            F.col("ts_first").alias("hw_ts"),
+        )
+        .withColumn("_n", F.row_number().over(last))
+        .where("_n = 1")
+        .drop("_n")
+    )
+
+
+def progress(
+    commits_df: DataFrame,
+    responses: DataFrame,
+    names: dict[str, str],
+    capture_end: datetime | None,
+) -> DataFrame:
+    """Burrow's verdicts per partition over the capture window: ERR (the last commit failed),
+    REWIND (a committed offset went back), STOP (no commit in the last quarter of the window
+    while the partition had commits before), STALL (the same offset committed again while the
+    log end moved past it), else OK."""
+    ok = commits_df.where("error IS NULL")
+    w = Window.partitionBy("group_id", "topic", "partition").orderBy("ts")
+    with_prev = commits_df.withColumn("prev", F.lag("offset").over(w))
+    agg = with_prev.groupBy("group_id", "topic", "partition").agg(
+        F.min("ts").alias("first_commit_at"),
+        F.max("ts").alias("last_commit_at"),
+        F.min_by("offset", "ts").alias("first_offset"),
+        F.max_by("offset", "ts").alias("last_offset"),
+        F.count("*").alias("commits"),
+        F.max_by("error", "ts").alias("last_error"),
+        F.max(F.when(F.col("offset") < F.col("prev"), 1).otherwise(0)).alias("rewound"),
+        F.sum(F.when(F.col("offset") == F.col("prev"), 1).otherwise(0)).alias("repeats"),
+    )
+    window = ok.agg(F.unix_micros(F.min("ts")).alias("start")).first()
+    start = window["start"] if window is not None else None
+    stop_after = None
+    if start is not None and capture_end is not None:
+        end = int((capture_end - datetime(1970, 1, 1)) / timedelta(microseconds=1))
+        stop_after = start + (end - start) * 3 // 4
+    hw = log_end_offsets(responses, names)
+    joined = agg.join(hw, ["topic", "partition"], "left")
+    lag = F.when(F.col("hw").isNotNull(), F.greatest(F.col("hw") - F.col("last_offset"), F.lit(0)))
+    status = (
+        F.when(F.col("last_error").isNotNull(), "ERR")
+        .when(F.col("rewound") == 1, "REWIND")
+        .when(
+            F.lit(stop_after is not None)
+            & (F.unix_micros("last_commit_at") < F.lit(stop_after or 0))
+            & (F.col("commits") > 1),
+            "STOP",
+        )
+        .when((F.col("repeats") > 0) & (F.col("hw") > F.col("last_offset")), "STALL")
+        .otherwise("OK")
+    )
+    return joined.select(
+        "group_id",
+        "topic",
+        "partition",
+        "first_commit_at",
+        "last_commit_at",
+        "first_offset",
+        "last_offset",
+        "commits",
+        status.alias("status"),
+        F.col("hw").alias("log_end_offset"),
+        lag.alias("lag"),
+        F.when(F.col("hw").isNotNull(), F.lit("fetch high watermark")).alias("lag_source"),
+    )
+
+
+def latency(responses: DataFrame) -> DataFrame:
+    from udfs.summary import api_name
+
+    names = F.create_map(*[x for k in range(0, 100) for x in (F.lit(k), F.lit(api_name(k)))])
+    r = responses.where("latency_us IS NOT NULL AND api_key IS NOT NULL")
+    ms = F.col("latency_us") / 1000.0
+    return (
+        r.groupBy(
+            "api_key",
+            "api_version",
+            F.concat_ws(":", "broker_addr", F.col("broker_port").cast("string")).alias("broker"),
+            "client_id",
+        )
+        .agg(
+            F.count("*").alias("requests"),
+            F.sum(F.when(F.col("status") != "ok", 1).otherwise(0)).alias("errors"),
+            F.percentile_approx(ms, 0.5).alias("p50_ms"),
+            F.percentile_approx(ms, 0.95).alias("p95_ms"),
+            F.percentile_approx(ms, 0.99).alias("p99_ms"),
+            F.max(ms).alias("max_ms"),
+        )
+        .select(
+            F.col("api_key").cast("short").alias("api_key"),
+            names[F.col("api_key").cast("int")].alias("api_name"),
+            F.col("api_version").cast("short").alias("api_version"),
+            "broker",
+            "client_id",
+            "requests",
+            "errors",
+            F.col("p50_ms").cast("double"),
+            F.col("p95_ms").cast("double"),
+            F.col("p99_ms").cast("double"),
+            F.col("max_ms").cast("double"),
+            F.when(
+                F.col("api_key").isin(*REBALANCE_APIS),
+                F.lit("rebalance wait: the group's time, not the broker's"),
+            ).alias("note"),
+        )
+    )
+
+
+def clients(requests: DataFrame, ev: DataFrame) -> DataFrame:
+    soft = _software(requests)
+    conns = requests.groupBy("connection_id", "client_addr", "client_port").agg(
+        F.first("client_id", ignorenulls=True).alias("client_id"),
+        F.min("ts_first").alias("first_seen"),
+        F.max("ts_last").alias("last_seen"),
+    )
+    members = ev.groupBy("connection_id").agg(
+        F.sort_array(F.collect_set("member_id")).alias("member_ids"),
+        F.sort_array(F.collect_set("group_id")).alias("group_ids"),
+    )
+    return (
+        conns.join(soft, "connection_id", "left")
+        .join(members, "connection_id", "left")
+        .select(
+            "connection_id",
+            "client_addr",
+            "client_port",
+            "client_id",
+            F.split("software", " ", 2)[0].alias("software_name"),
+            F.split("software", " ", 2)[1].alias("software_version"),
+            "first_seen",
+            "last_seen",
+            F.coalesce("member_ids", F.array().cast("array<string>")).alias("member_ids"),
+            F.coalesce("group_ids", F.array().cast("array<string>")).alias("group_ids"),
+        )
+    )
+
+
+def coordinators(requests: DataFrame, responses: DataFrame) -> DataFrame:
+    spark = requests.sparkSession
+    if not _has(requests, "find_coordinator"):
+        return spark.createDataFrame([], TABLES["coordinators"])
+    fc = paired(requests, responses, "find_coordinator").where("resp IS NOT NULL")
+    old = fc.where("req.key IS NOT NULL AND req.key_type = 0").select(
+        "resp_ts",
+        F.col("req.key").alias("group_id"),
+        F.col("resp.node_id").alias("node_id"),
+        F.col("resp.host").alias("host"),
+        F.col("resp.port").alias("port"),
+        F.col("resp.error_code").alias("error"),
+    )
+    new = (
+        fc.where("resp.coordinators IS NOT NULL AND coalesce(req.key_type, 0) = 0")
+        .select("resp_ts", F.explode("resp.coordinators").alias("c"))
+        .select(
+            "resp_ts",
+            F.col("c.key").alias("group_id"),
+            F.col("c.node_id").alias("node_id"),
+            F.col("c.host").alias("host"),
+            F.col("c.port").alias("port"),
+            F.col("c.error_code").alias("error"),
+        )
+    )
+    found = old.unionByName(new)
+    w = Window.partitionBy("group_id").orderBy("resp_ts")
+    changes = (
+        found.where("error = 0")
+        .withColumn("prev", F.lag("node_id").over(w))
+        .where("prev IS NULL OR prev != node_id")
+        .withColumn("to_ts", F.lead("resp_ts").over(w))
+    )
+    errors = found.groupBy("group_id").agg(
+        F.sum(F.when(F.col("error") == 16, 1).otherwise(0)).alias("not_coordinator_errors"),
+        (
+            (
+                F.max(F.when(F.col("error") == 14, F.col("resp_ts")).cast("double"))
+                - F.min(F.when(F.col("error") == 14, F.col("resp_ts")).cast("double"))
+            )
+            * 1000.0
+        ).alias("load_in_progress_ms"),
+    )
+    return changes.join(errors, "group_id", "left").select(
+        "group_id",
+        "node_id",
+        "host",
+        "port",
+        F.col("resp_ts").alias("from_ts"),
+        "to_ts",
+        F.coalesce("not_coordinator_errors", F.lit(0)).cast("long").alias("not_coordinator_errors"),
+        F.col("load_in_progress_ms").cast("double"),
+    )
+
+
+def write(tables: dict[str, DataFrame], out: str) -> list[tuple[str, str]]:
+    """Writes OUT/groups/<table> (Parquet) for each table; returns (name, path).
+
+    The group tables are small next to the frames (protocol events, not records): their
+    shuffles use a few partitions per core rather than Spark's 200, which would be hundreds of
+    near-empty tasks per join, window and grouped map."""
+    written = []
+    spark = next(iter(tables.values())).sparkSession if tables else None
+    key = "spark.sql.shuffle.partitions"
+    before = spark.conf.get(key) if spark is not None else None
+    if spark is not None:
+        spark.conf.set(key, str(max(2, 2 * spark.sparkContext.defaultParallelism)))
+    try:
+        for name, df in tables.items():
+            schema = TABLES[name]
+            typed = df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema])
+            path = os.path.join(out, "groups", name)
+            typed.write.mode("overwrite").parquet(path)
+            written.append((f"groups/{name}", path))
+    finally:
+        if spark is not None and before is not None:
+            spark.conf.set(key, before)
+    return written
+
+
+def iter_tables() -> Iterator[str]:
+    yield from TABLES
