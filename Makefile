@@ -29,8 +29,8 @@ sweep: $(STAMP)
 		tests/generator/test_upstream.py tests/generator/test_generated_is_current.py
 
 lint: $(STAMP)
-	$(BIN)/black --check generator generated capture records udfs tests benchmarks scripts
-	$(BIN)/mypy generated generator capture records udfs
+	$(BIN)/black --check generator generated capture groups records udfs tests benchmarks scripts
+	$(BIN)/mypy generated generator capture groups records udfs
 
 demo: $(STAMP)
 	$(BIN)/python -m udfs.demo
