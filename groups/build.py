@@ -52,7 +52,7 @@ def paired(requests: DataFrame, responses: DataFrame, family: str) -> DataFrame:
         F.col("ts_first").alias("ts"),
         F.col(family).alias("req"),
     )
-    rs = responses.where(F.col("direction") == "response").select(
+    rs = responses.where(F.col(family).isNotNull()).select(
         F.col("connection_id").alias("r_conn"),
         F.col("correlation_id").alias("r_corr"),
         F.col("ts_first").alias("resp_ts"),

@@ -167,7 +167,9 @@ def test_job_captures_on_spark_as_on_the_driver(spark: SparkSession, tmp_path: P
     tables = {}
     for where in ("spark", "driver"):
         out = tmp_path / where
-        args = job.parse_args([path, "-o", str(out), "--capture-on", where, "--no-records"])
+        args = job.parse_args(
+            [path, "-o", str(out), "--capture-on", where, "--no-records", "--no-groups"]
+        )
         job.run(args, spark=spark)
         tables[where] = pq.read_table(out / "frames.parquet")
     assert _multiset(tables["spark"]) == _multiset(tables["driver"])
@@ -186,7 +188,8 @@ def test_job_accounts_for_every_frame_of_a_ring_cut_mid_frame(
     assert all(any(p[34:38] == fetch and len(p) > 1000 for _, p in part) for part in parts)
     files = ring.write(tmp_path / "ring", parts)
     out = tmp_path / "out"
-    summary = job.run(job.parse_args([str(tmp_path / "ring"), "-o", str(out)]), spark=spark)
+    args = job.parse_args([str(tmp_path / "ring"), "-o", str(out), "--no-groups"])
+    summary = job.run(args, spark=spark)
     assert summary is not None
     table = pq.read_table(out / "frames.parquet")
     assert table.num_rows == frames

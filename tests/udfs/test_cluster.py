@@ -218,7 +218,7 @@ def test_cluster_output_equals_local(cluster: Cluster, spark: SparkSession, tmp_
         shutil.copyfile(ROOT / "tests" / "data" / "capture" / name, captures / name)
     local = tmp_path / "local"
     inputs = [str(frames), str(captures)]
-    job.run(job.parse_args([*inputs, "-o", str(local), "--no-summary"]), spark=spark)
+    job.run(job.parse_args([*inputs, "-o", str(local), "--no-summary", "--no-groups"]), spark=spark)
 
     remote = tmp_path / "cluster"
     cmd = [
@@ -227,7 +227,7 @@ def test_cluster_output_equals_local(cluster: Cluster, spark: SparkSession, tmp_
         "--conf", "spark.executor.memory=512m",
         "--conf", "spark.executor.cores=1",
         "--conf", "spark.ui.enabled=false",
-        "--no-summary",
+        "--no-summary", "--no-groups",
     ]  # fmt: skip
     left = DEADLINE_S - (time.monotonic() - start)
     result = subprocess.run(
