@@ -38,9 +38,17 @@ EVENTS = (
 REBALANCE_APIS = (11, 14)  # JoinGroup, SyncGroup: their latency is the group's wait
 
 
-def paired(requests: DataFrame, responses: DataFrame, family: str) -> DataFrame:
-    """Each request of a family with its response's struct (`resp`, null if none decoded)."""
-    rq = requests.where(F.col(family).isNotNull()).select(
+def pair_all(requests: DataFrame, responses: DataFrame) -> DataFrame:
+    """The group APIs' requests, each with its response: one join and one window for all of
+    them (per API they would be a dozen stages of near-empty tasks). Columns: the request's,
+    `req_<api>` and `resp_<api>` structs, and the response's time, latency and status."""
+    apis = [a for a in _GROUP_APIS if a in requests.columns]
+    if not apis:
+        return requests.limit(0)
+    any_api = F.lit(False)
+    for a in apis:
+        any_api = any_api | F.col(a).isNotNull()
+    rq = requests.where(any_api).select(
         "connection_id",
         "client_addr",
         "client_port",
@@ -50,15 +58,19 @@ def paired(requests: DataFrame, responses: DataFrame, family: str) -> DataFrame:
         "correlation_id",
         F.col("api_version").alias("version"),
         F.col("ts_first").alias("ts"),
-        F.col(family).alias("req"),
+        *[F.col(a).alias(f"req_{a}") for a in apis],
     )
-    rs = responses.where(F.col(family).isNotNull()).select(
+    present = [a for a in apis if a in responses.columns]
+    rs_any = F.lit(False)
+    for a in present:
+        rs_any = rs_any | F.col(a).isNotNull()
+    rs = responses.where(rs_any).select(
         F.col("connection_id").alias("r_conn"),
         F.col("correlation_id").alias("r_corr"),
         F.col("ts_first").alias("resp_ts"),
         F.col("latency_us"),
         F.col("status").alias("resp_status"),
-        F.col(family).alias("resp"),
+        *[F.col(a).alias(f"resp_{a}") for a in present],
     )
     joined = rq.join(
         rs,
@@ -68,10 +80,39 @@ def paired(requests: DataFrame, responses: DataFrame, family: str) -> DataFrame:
     first = Window.partitionBy("connection_id", "correlation_id", "ts").orderBy(
         F.col("resp_ts").asc_nulls_last()
     )
-    return (
+    out = (
         joined.withColumn("_n", F.row_number().over(first))
         .where("_n = 1")
         .drop("_n", "r_conn", "r_corr")
+    )
+    for a in apis:
+        if a not in present:
+            out = out.withColumn(f"resp_{a}", F.lit(None))
+    return out
+
+
+_PAIR_BASE = (
+    "connection_id",
+    "client_addr",
+    "client_port",
+    "broker_addr",
+    "broker_port",
+    "client_id",
+    "correlation_id",
+    "version",
+    "ts",
+    "resp_ts",
+    "latency_us",
+    "resp_status",
+)
+
+
+def paired(pairs: DataFrame, family: str) -> DataFrame:
+    """Each request of a family with its response's struct (`resp`, null if none decoded)."""
+    return pairs.where(F.col(f"req_{family}").isNotNull()).select(
+        *_PAIR_BASE,
+        F.col(f"req_{family}").alias("req"),
+        F.col(f"resp_{family}").alias("resp"),
     )
 
 
@@ -98,13 +139,13 @@ def _software(requests: DataFrame) -> DataFrame:
     )
 
 
-def events(requests: DataFrame, responses: DataFrame) -> DataFrame:
+def events(requests: DataFrame, pairs: DataFrame) -> DataFrame:
     """The protocol events of every group, narrowed to EVENTS."""
     parts: list[DataFrame] = []
     base = [F.col("connection_id"), F.col("client_addr"), F.col("client_id")]
     null = F.lit(None)
     if _has(requests, "join_group"):
-        j = paired(requests, responses, "join_group")
+        j = paired(pairs, "join_group")
         topics = F.col("req.protocols")[0]["consumer_subscription"]["topics"]
         parts.append(
             j.select(
@@ -133,7 +174,7 @@ def events(requests: DataFrame, responses: DataFrame) -> DataFrame:
             )
         )
     if _has(requests, "sync_group"):
-        s = paired(requests, responses, "sync_group")
+        s = paired(pairs, "sync_group")
         per_member = F.map_from_entries(
             F.transform(
                 F.coalesce(F.col("req.assignments"), F.array()),
@@ -181,7 +222,7 @@ def events(requests: DataFrame, responses: DataFrame) -> DataFrame:
             )
         )
     if _has(requests, "heartbeat"):
-        h = paired(requests, responses, "heartbeat")
+        h = paired(pairs, "heartbeat")
         parts.append(
             h.select(
                 F.col("req.group_id").alias("group_id"),
@@ -199,7 +240,7 @@ def events(requests: DataFrame, responses: DataFrame) -> DataFrame:
             )
         )
     if _has(requests, "leave_group"):
-        lv = paired(requests, responses, "leave_group")
+        lv = paired(pairs, "leave_group")
         leaving = F.when(
             F.size(F.coalesce(F.col("req.members"), F.array())) > 0,
             F.transform("req.members", lambda m: F.array(m["member_id"], m["reason"])),
@@ -228,7 +269,7 @@ def events(requests: DataFrame, responses: DataFrame) -> DataFrame:
             )
         )
     if _has(requests, "offset_commit"):
-        c = paired(requests, responses, "offset_commit")
+        c = paired(pairs, "offset_commit")
         parts.append(
             c.select(
                 F.col("req.group_id").alias("group_id"),
@@ -246,7 +287,7 @@ def events(requests: DataFrame, responses: DataFrame) -> DataFrame:
             )
         )
     if _has(requests, "consumer_group_heartbeat"):
-        g = paired(requests, responses, "consumer_group_heartbeat")
+        g = paired(pairs, "consumer_group_heartbeat")
         assignment = F.map_from_entries(
             F.transform(
                 F.coalesce(F.col("resp.assignment.topic_partitions"), F.array()),
@@ -417,7 +458,8 @@ def build(spark: SparkSession, requests: DataFrame, responses: DataFrame) -> dic
     # every query below plans against a few columns, not a thousand.
     requests = requests.select(*[c for c in requests.columns if c in _REQUEST_COLUMNS])
     responses = _narrow_responses(responses)
-    ev = events(requests, responses).cache()
+    pairs = pair_all(requests, responses).cache()
+    ev = events(requests, pairs).cache()
     names = topic_names(responses)
     end_row = requests.agg(F.unix_micros(F.max("ts_last")).alias("end")).first()
     capture_end = None
@@ -427,11 +469,11 @@ def build(spark: SparkSession, requests: DataFrame, responses: DataFrame) -> dic
     told = ev.groupBy("group_id").applyInPandas(_histories(names, capture_end), HISTORY_ROWS)
     told = told.cache()
     tables: dict[str, DataFrame] = {table: _from_history(told, table) for table in PER_GROUP}
-    tables["commits"] = commits(requests, responses)
+    tables["commits"] = commits(requests, pairs)
     tables["progress"] = progress(tables["commits"], responses, names, capture_end)
     tables["latency"] = latency(responses)
     tables["clients"] = clients(requests, ev)
-    tables["coordinators"] = coordinators(requests, responses)
+    tables["coordinators"] = coordinators(requests, pairs)
     return tables
 
 
@@ -507,10 +549,10 @@ def _error_name(col: Any) -> Any:
     )
 
 
-def commits(requests: DataFrame, responses: DataFrame) -> DataFrame:
+def commits(requests: DataFrame, pairs: DataFrame) -> DataFrame:
     if not _has(requests, "offset_commit"):
         return requests.sparkSession.createDataFrame([], TABLES["commits"])
-    c = paired(requests, responses, "offset_commit")
+    c = paired(pairs, "offset_commit")
     t = c.select("*", F.posexplode("req.topics").alias("ti", "topic"))
     p = t.select("*", F.posexplode("topic.partitions").alias("pi", "part"))
     resp_err = F.col("resp.topics")[F.col("ti")]["partitions"][F.col("pi")]["error_code"]
@@ -689,11 +731,11 @@ def clients(requests: DataFrame, ev: DataFrame) -> DataFrame:
     )
 
 
-def coordinators(requests: DataFrame, responses: DataFrame) -> DataFrame:
+def coordinators(requests: DataFrame, pairs: DataFrame) -> DataFrame:
     spark = requests.sparkSession
     if not _has(requests, "find_coordinator"):
         return spark.createDataFrame([], TABLES["coordinators"])
-    fc = paired(requests, responses, "find_coordinator").where("resp IS NOT NULL")
+    fc = paired(pairs, "find_coordinator").where("resp IS NOT NULL")
     old = fc.where("req.key IS NOT NULL AND req.key_type = 0").select(
         "resp_ts",
         F.col("req.key").alias("group_id"),
@@ -745,28 +787,31 @@ def coordinators(requests: DataFrame, responses: DataFrame) -> DataFrame:
 
 
 def write(tables: dict[str, DataFrame], out: str) -> list[tuple[str, str]]:
-    """Writes OUT/groups/<table> (Parquet) for each table; returns (name, path).
-
-    The group tables are small next to the frames (protocol events, not records): their
-    shuffles use a few partitions per core rather than Spark's 200, which would be hundreds of
-    near-empty tasks per join, window and grouped map."""
+    """Writes OUT/groups/<table> (Parquet) for each table; returns (name, path)."""
     written = []
-    spark = next(iter(tables.values())).sparkSession if tables else None
-    key = "spark.sql.shuffle.partitions"
-    before = spark.conf.get(key) if spark is not None else None
-    if spark is not None:
-        spark.conf.set(key, str(max(2, 2 * spark.sparkContext.defaultParallelism)))
-    try:
-        for name, df in tables.items():
-            schema = TABLES[name]
-            typed = df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema])
-            path = os.path.join(out, "groups", name)
-            typed.write.mode("overwrite").parquet(path)
-            written.append((f"groups/{name}", path))
-    finally:
-        if spark is not None and before is not None:
-            spark.conf.set(key, before)
+    for name, df in tables.items():
+        schema = TABLES[name]
+        typed = df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema])
+        path = os.path.join(out, "groups", name)
+        typed.write.mode("overwrite").parquet(path)
+        written.append((f"groups/{name}", path))
     return written
+
+
+def build_and_write(
+    spark: SparkSession, requests: DataFrame, responses: DataFrame, out: str
+) -> list[tuple[str, str]]:
+    """build() then write(), with few shuffle partitions: the group tables are small next to
+    the frames (protocol events, not records), and Spark's 200 would be hundreds of near-empty
+    tasks per join, window and grouped map."""
+    key = "spark.sql.shuffle.partitions"
+    before = spark.conf.get(key)
+    spark.conf.set(key, str(max(2, 2 * spark.sparkContext.defaultParallelism)))
+    try:
+        return write(build(spark, requests, responses), out)
+    finally:
+        if before is not None:
+            spark.conf.set(key, before)
 
 
 def iter_tables() -> Iterator[str]:

@@ -355,18 +355,14 @@ def _decode(
         say(f"exploded records -> {target} ({time.monotonic() - t:.1f} s)")
         outputs.append(("records", target))
     if not args.no_groups:
-        from groups.build import build as build_groups
-        from groups.build import write as write_groups
+        from groups.build import build_and_write
 
         t = time.monotonic()
         if progress is not None:
             progress.start("group tables")
-        group_tables = build_groups(
-            spark,
-            spark.read.parquet(os.path.join(out, "requests")),
-            spark.read.parquet(os.path.join(out, "responses")),
-        )
-        outputs.extend(write_groups(group_tables, out))
+        requests_table = spark.read.parquet(os.path.join(out, "requests"))
+        responses_table = spark.read.parquet(os.path.join(out, "responses"))
+        outputs.extend(build_and_write(spark, requests_table, responses_table, out))
         say(f"group tables -> {os.path.join(out, 'groups')} ({time.monotonic() - t:.1f} s)")
     if progress is not None:
         progress.start("summary")
