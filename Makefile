@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup generate test sweep lint clean demo capture fuzz bench
+.PHONY: setup generate test sweep lint clean demo capture fuzz bench bench-scale
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -56,6 +56,13 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.codecs
 	$(BIN)/python -m benchmarks.records
 	$(BIN)/python -m benchmarks.spark
+
+# The capture step at scale (ratios, never assertions): tshark, `python -m capture`, the capture on
+# Spark (local[1], local[2], a standalone cluster of 2 x 1 core) and the decode job's time and peak
+# memory, on the ring in out/ring. Needs tshark and a ring made (once, as root) by
+# `sudo .venv/bin/python scripts/scale/make_ring.py`. About 15 minutes on 2 cores.
+bench-scale: $(STAMP)
+	$(BIN)/python -m benchmarks.scale
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .hypothesis out

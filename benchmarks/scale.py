@@ -1,0 +1,717 @@
+"""Scale: the capture step on a real 1.2 GB tcpdump ring, from tshark to the decode job on Spark.
+
+Run from the repository root (needs a ring and tshark)::
+
+    sudo .venv/bin/python scripts/scale/make_ring.py          # makes out/ring (once, ~2 minutes)
+    python -m benchmarks.scale                                # out/ring, 2 timed runs each
+    python -m benchmarks.scale --ring /data/ring --repeats 3
+    python -m benchmarks.scale --only tshark --only single    # a subset
+
+Everything runs side by side in one run and is reported as ratios, never asserted (the exit
+status only reflects failures). Sizes are in MB of 10^6 bytes of capture files; the broker ports
+come from RING/ring.json (written by make_ring.py), else ``--broker-ports``.
+
+What it does, in order (the ring's files are read once first, so every variant starts with them
+in the page cache):
+
+1. ``tshark``: ``tshark -n -r FILE -d tcp.port==P,kafka ... -T fields -e frame.number
+   -e kafka.request_key -e kafka.correlation_id`` (the Kafka dissector on for every broker port)
+   over every ring file in turn, its output counted (one line per packet) and dropped; the
+   reference for what a packet dissector does with the same bytes.
+2. ``single``: ``python -m capture RING -o TMP/frames.parquet -p PORTS --summary-json ...`` in a
+   subprocess: the single-process reference (its packet count and its frames table's row count
+   are what the other variants are checked against).
+3. ``local1``, ``local2``, ``cluster2``: the capture on Spark
+   (``udfs.spark_capture.capture_frames(spark, [RING], ports)``, its frames written as Parquet)
+   on ``local[1]``, ``local[2]`` and a standalone cluster of two workers with one core each (the
+   master and workers started as tests/udfs/test_cluster.py does, with its ``Cluster``). Each in
+   its own process (``--variant``, so JVMs do not mix): one warm-up run, then the timed runs
+   (the write only, not the session's start).
+4. ``job``: the decode job end to end at its defaults, ``python -m udfs.job RING -o TMP/out -p
+   PORTS`` (local[*], capture on Spark, requests, responses and records), wall clock once, with
+   the peak resident memory of its whole process tree (driver Python, JVM, Python workers: the
+   sum of VmRSS over the process and all its descendants, from /proc every 0.25 s). Its frames
+   table must have as many rows as the single process's: every frame is a row.
+
+``tshark`` and ``single`` are timed ``--repeats`` times too (no warm-up besides the page cache);
+the statistic everywhere but the job is the median. Every subprocess tree's peak memory is
+sampled the same way. Per variant: seconds, MB/s, packets/s, MB/s per core; for Spark the ratio
+of its per-core speed to the single process (target >= 1.0), local[1] -> local[2] as a fraction
+of linear scaling (target >= 0.8) and cluster-of-2 over local[1]; for the job peak memory
+(target <= 4 GB) and the row check. Prints a table and writes JSON (``--json``, default
+``benchmarks/results/scale.json``) with every sample, the ring, the machine and its load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+if sys.path and Path(sys.path[0] or ".").resolve() == HERE:
+    sys.path[0] = str(ROOT)
+elif str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+DEFAULT_JSON = HERE / "results" / "scale.json"
+DEFAULT_RING = Path("out") / "ring"
+VARIANTS = ("tshark", "single", "local1", "local2", "cluster2", "job")
+SPARK = {"local1": ("local[1]", 1), "local2": ("local[2]", 2), "cluster2": ("cluster", 2)}
+TARGETS = {
+    "spark per-core speed / single process": 1.0,
+    "local[1] -> local[2] scaling, fraction of linear": 0.8,
+    "job peak RSS of the process tree, GB (at most)": 4.0,
+}
+CAPTURE_NAME = re.compile(r"\.(pcap|pcapng|cap)\d*$")
+MB = 1e6
+GB = 1e9
+
+
+PROGRESS = sys.stderr  # a Spark variant's child process writes its progress to stdout instead
+
+
+def say(text: str) -> None:
+    print(text, file=PROGRESS, flush=True)
+
+
+# -- memory of a process tree -----------------------------------------------------------------------
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out.extend(int(c) for c in f.read().split())
+        except OSError:
+            continue
+    return out
+
+
+def _exe(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return ""
+
+
+def _status(pid: int) -> tuple[str, int]:
+    """(name, VmRSS in bytes) of a process, ("", 0) once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            fields = dict(line.split(":", 1) for line in f if ":" in line)
+    except OSError:
+        return "", 0
+    return fields.get("Name", "").strip(), int(fields.get("VmRSS", "0 kB").split()[0]) * 1024
+
+
+class TreeSampler:
+    """Peak of the summed resident memory of a process and all its descendants (every
+    `interval` s, from /proc), also split into java, python and other processes.
+
+    One kind of descendant is not added: a child the JVM forked to run a command (Hadoop's
+    local file system runs chmod and the like), caught between its fork and its exec. It still
+    runs the parent's program (same executable) under the forking thread's name ("Executor task
+    l", "ResultQueryStag"), and its VmRSS is the JVM's own pages again (vfork shares them), which
+    would count the JVM twice. Such samples are counted in `fork_samples_skipped`."""
+
+    def __init__(self, pid: int, interval: float = 0.25):
+        self.pid = pid
+        self.interval = interval
+        self.peak = 0
+        self.peak_by_kind = {"java": 0, "python": 0, "other": 0}
+        self.max_processes = 0
+        self.samples = 0
+        self.largest: dict[str, int] = {}  # process name -> the largest VmRSS one had
+        self.fork_samples_skipped = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def sample(self) -> None:
+        pids, todo = [], [(self.pid, 0)]
+        while todo:
+            p, parent = todo.pop()
+            pids.append((p, parent))
+            todo.extend((c, p) for c in _children(p))
+        total = 0
+        kinds = {"java": 0, "python": 0, "other": 0}
+        # The executable first: a process that execs between the two reads then looks forked
+        # (and is passed over for this sample) rather than new but with its old RSS.
+        exes = {p: _exe(p) for p, _ in pids}
+        names = {p: _status(p) for p, _ in pids}
+        for p, parent in pids:
+            name, rss = names[p]
+            if parent and name != names[parent][0] and exes[p] == exes[parent] != "":
+                self.fork_samples_skipped += 1  # forked, not yet exec'd: the parent's pages
+                continue
+            kind = "java" if name == "java" else "python" if name.startswith("python") else "other"
+            kinds[kind] += rss
+            total += rss
+            if rss > self.largest.get(name, -1):
+                self.largest[name] = rss
+        self.peak = max(self.peak, total)
+        for k, v in kinds.items():
+            self.peak_by_kind[k] = max(self.peak_by_kind[k], v)
+        self.max_processes = max(self.max_processes, len(pids))
+        self.samples += 1
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def __enter__(self) -> TreeSampler:
+        self.sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "peak_rss_bytes": self.peak,
+            "peak_java_rss_bytes": self.peak_by_kind["java"],
+            "peak_python_rss_bytes": self.peak_by_kind["python"],
+            "peak_other_rss_bytes": self.peak_by_kind["other"],
+            "max_processes": self.max_processes,
+            "largest_rss_by_name": dict(sorted(self.largest.items(), key=lambda kv: -kv[1])),
+            "samples": self.samples,
+            "interval_seconds": self.interval,
+            "fork_samples_skipped": self.fork_samples_skipped,
+        }
+
+
+def run_timed(
+    cmd: list[str], timeout: float, stdout: Any = subprocess.DEVNULL, **kwargs: Any
+) -> tuple[float, subprocess.CompletedProcess[str], dict[str, Any]]:
+    """Runs `cmd` (wall clock), sampling its process tree's memory; stderr is kept."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE, text=True, **kwargs)
+    with TreeSampler(proc.pid) as sampler:
+        try:
+            _, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+            err = (err or "") + f"\ntimed out after {timeout:.0f} s"
+    took = time.perf_counter() - started
+    done = subprocess.CompletedProcess(cmd, proc.returncode, None, err)
+    return took, done, sampler.report()
+
+
+def parquet_rows(path: Path) -> int:
+    import pyarrow.parquet as pq
+
+    files = [path] if path.is_file() else sorted(path.rglob("*.parquet"))
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+
+
+def _tail(text: str | None, n: int = 15) -> str:
+    return "\n".join((text or "").strip().splitlines()[-n:])
+
+
+# -- the variants -----------------------------------------------------------------------------------
+
+
+def run_tshark(files: list[Path], ports: list[int], args: argparse.Namespace) -> dict[str, Any]:
+    """tshark with the Kafka dissector over every file in turn; its lines counted."""
+    decode_as = [a for p in ports for a in ("-d", f"tcp.port=={p},kafka")]
+    fields = ["-T", "fields", "-e", "frame.number", "-e", "kafka.request_key"]
+    fields += ["-e", "kafka.correlation_id"]
+    version = subprocess.run(["tshark", "--version"], capture_output=True, text=True).stdout
+    result: dict[str, Any] = {
+        "command": f"tshark -n -r FILE {' '.join(decode_as)} {' '.join(fields)} > /dev/null",
+        "version": version.splitlines()[0] if version else None,
+        "seconds": [],
+        "per_file_seconds": [],
+    }
+    for repeat in range(args.repeats):
+        say(f"  tshark: run {repeat + 1}/{args.repeats}")
+        lines, per_file = 0, []
+        started = time.perf_counter()
+        for f in files:
+            t = time.perf_counter()
+            with tempfile.TemporaryFile() as err:
+                proc = subprocess.Popen(
+                    ["tshark", "-n", "-r", str(f), *decode_as, *fields],
+                    stdout=subprocess.PIPE,
+                    stderr=err,
+                )
+                assert proc.stdout is not None
+                while chunk := proc.stdout.read(1 << 20):
+                    lines += chunk.count(b"\n")
+                if proc.wait() != 0:
+                    err.seek(0)
+                    message = _tail(err.read().decode(errors="replace"))
+                    raise RuntimeError(f"tshark failed on {f.name}: {message}")
+            per_file.append(time.perf_counter() - t)
+        result["seconds"].append(time.perf_counter() - started)
+        result["per_file_seconds"].append(per_file)
+        result["packets"] = lines
+    return result
+
+
+def run_single(ring: Path, ports: list[int], tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """`python -m capture RING -o TMP/frames.parquet` in a subprocess, wall clock."""
+    out, summary = tmp / "frames.parquet", tmp / "capture-summary.json"
+    cmd = [sys.executable, "-m", "capture", str(ring), "-o", str(out)]
+    cmd += ["-p", ",".join(map(str, ports)), "--summary-json", str(summary), "-q"]
+    result: dict[str, Any] = {
+        "command": "python -m capture RING -o TMP/frames.parquet -p PORTS --summary-json S -q",
+        "seconds": [],
+        "memory": [],
+    }
+    for repeat in range(args.repeats):
+        say(f"  single process capture: run {repeat + 1}/{args.repeats}")
+        took, proc, memory = run_timed(cmd, args.timeout, cwd=ROOT)
+        if proc.returncode != 0:
+            raise RuntimeError(f"python -m capture exited {proc.returncode}: {_tail(proc.stderr)}")
+        result["seconds"].append(took)
+        result["memory"].append(memory)
+    data = json.loads(summary.read_text())
+    result["packets"] = data["packets"]
+    result["frames"] = data["frames"]
+    result["errors"] = data["errors"]
+    result["rows"] = parquet_rows(out)
+    return result
+
+
+def spark_variant(args: argparse.Namespace) -> dict[str, Any]:
+    """In the child process: the capture on Spark on one master; warm-up, then timed runs."""
+    master, cores = SPARK[args.variant]
+    out = Path(tempfile.mkdtemp(prefix=f"kwire-scale-{args.variant}-", dir=args.tmp))
+    cluster = None
+    conf = [("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")]
+    conf.append(("spark.ui.enabled", "false"))
+    result: dict[str, Any] = {"variant": args.variant, "cores": cores, "seconds": []}
+    try:
+        if master == "cluster":
+            from tests.udfs.test_cluster import Cluster
+
+            base = out / "cluster"
+            base.mkdir()
+            cluster = Cluster(base, workers=2)
+            cluster.start(timeout=120)
+            master = cluster.url
+            # The executors run the cluster's Python (which sees only the shipped code).
+            os.environ["PYSPARK_PYTHON"] = str(cluster.python)
+            os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+            conf += [("spark.executor.cores", "1"), ("spark.executor.memory", "1g")]
+            conf += [("spark.cores.max", "2")]
+        result["master"] = "standalone, 2 workers x 1 core" if cluster else master
+        from udfs.session import build_session
+        from udfs.spark_capture import capture_frames
+
+        spark = build_session(master, "kwire-bench-scale", conf=conf)
+        try:
+            for repeat in range(args.repeats + 1):
+                label = "warm-up" if repeat == 0 else f"run {repeat}/{args.repeats}"
+                say(f"  {args.variant} ({result['master']}): {label}")
+                started = time.perf_counter()
+                run = capture_frames(spark, [str(args.ring)], args.ports)
+                run.frames.write.mode("overwrite").parquet(str(out / "frames"))
+                summary = run.summary()
+                took = time.perf_counter() - started
+                if repeat == 0:
+                    result["warmup_seconds"] = took
+                else:
+                    result["seconds"].append(took)
+            result["packets"] = summary.packets
+            result["frames"] = {d: summary.frames[d] for d in ("request", "response")}
+            result["rows"] = parquet_rows(out / "frames")
+            result["tasks_first_stage"] = len(run.files)
+            result["default_parallelism"] = spark.sparkContext.defaultParallelism
+        finally:
+            spark.stop()
+    finally:
+        if cluster is not None:
+            cluster.stop()
+        shutil.rmtree(out, ignore_errors=True)
+    return result
+
+
+def spawn_spark(variant: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """One Spark variant in a child process (its own JVMs); its tree's memory sampled."""
+    result_file = tmp / f"{variant}.json"
+    cmd = [
+        sys.executable, "-m", "benchmarks.scale", "--variant", variant, "--result",
+        str(result_file), "--ring", str(args.ring), "--broker-ports",
+        ",".join(map(str, args.ports)), "--repeats", str(args.repeats), "--tmp", str(tmp),
+    ]  # fmt: skip
+    # The child's progress lines (its stdout) go to this process's stderr; its stderr (Spark's
+    # logs) is kept for the error message.
+    took, proc, memory = run_timed(cmd, args.timeout, stdout=sys.stderr, cwd=ROOT)
+    if proc.returncode != 0 or not result_file.exists():
+        raise RuntimeError(f"{variant} exited {proc.returncode}: {_tail(proc.stderr, 25)}")
+    result = json.loads(result_file.read_text())
+    result["process_seconds"] = took
+    result["memory"] = memory
+    return result
+
+
+def run_job(ring: Path, ports: list[int], tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The decode job at its defaults, wall clock, with its process tree's peak memory."""
+    out = tmp / "out"
+    cmd = [sys.executable, "-m", "udfs.job", str(ring), "-o", str(out)]
+    cmd += ["-p", ",".join(map(str, ports))]
+    say("  decode job (local[*], defaults): one run")
+    took, proc, memory = run_timed(cmd, args.timeout, cwd=ROOT)
+    if proc.returncode != 0:
+        raise RuntimeError(f"udfs.job exited {proc.returncode}: {_tail(proc.stderr, 25)}")
+    result = {
+        "command": "python -m udfs.job RING -o TMP/out -p PORTS",
+        "seconds": [took],
+        "memory": memory,
+        "frames_rows": parquet_rows(out / "frames.parquet"),
+        "outputs_rows": {
+            name: parquet_rows(out / name)
+            for name in ("requests", "responses", "records")
+            if (out / name).exists()
+        },
+    }
+    shutil.rmtree(out, ignore_errors=True)
+    return result
+
+
+# -- report -----------------------------------------------------------------------------------------
+
+
+def summarize(results: dict[str, dict[str, Any]], ring_bytes: int, packets: int) -> None:
+    single = results.get("single", {})
+    for name, r in results.items():
+        if not r.get("seconds"):
+            continue
+        r["median_seconds"] = statistics.median(r["seconds"])
+        r["mb_per_second"] = ring_bytes / MB / r["median_seconds"]
+        r["packets_per_second"] = packets / r["median_seconds"]
+        cores = r.get("cores") or (1 if name in ("tshark", "single") else None)
+        if cores:
+            r["mb_per_second_per_core"] = r["mb_per_second"] / cores
+    ref = single.get("mb_per_second")
+    for name in SPARK:
+        r = results.get(name, {})
+        if ref and r.get("mb_per_second_per_core"):
+            ratio = r["mb_per_second_per_core"] / ref
+            r["per_core_vs_single"] = ratio
+            r["per_core_verdict"] = "PASS" if ratio >= 1.0 else "MISS"
+    one, two = results.get("local1", {}), results.get("local2", {})
+    if one.get("mb_per_second") and two.get("mb_per_second"):
+        speedup = two["mb_per_second"] / one["mb_per_second"]
+        two["speedup_over_local1"] = speedup
+        two["fraction_of_linear"] = speedup / 2
+        two["scaling_verdict"] = "PASS" if speedup / 2 >= 0.8 else "MISS"
+    cluster = results.get("cluster2", {})
+    if one.get("mb_per_second") and cluster.get("mb_per_second"):
+        cluster["speedup_over_local1"] = cluster["mb_per_second"] / one["mb_per_second"]
+        cluster["fraction_of_linear"] = cluster["speedup_over_local1"] / 2
+    if two.get("mb_per_second") and cluster.get("mb_per_second"):
+        cluster["vs_local2"] = cluster["mb_per_second"] / two["mb_per_second"]
+    tshark = results.get("tshark", {})
+    for name, r in results.items():
+        if tshark.get("mb_per_second") and r.get("mb_per_second"):
+            r["vs_tshark"] = r["mb_per_second"] / tshark["mb_per_second"]
+        if ref and r.get("mb_per_second"):
+            r["vs_single"] = r["mb_per_second"] / ref
+    job = results.get("job", {})
+    if job.get("memory"):
+        job["peak_rss_gb"] = job["memory"]["peak_rss_bytes"] / GB
+        job["memory_verdict"] = "PASS" if job["peak_rss_gb"] <= 4.0 else "MISS"
+    rows = single.get("rows")
+    for name, r in results.items():
+        got = r.get("frames_rows", r.get("rows"))
+        if rows is not None and got is not None and name != "single":
+            r["rows_equal_single"] = got == rows
+
+
+def _peak(r: dict[str, Any]) -> float | None:
+    mem = r.get("memory")
+    if isinstance(mem, list):
+        return max(m["peak_rss_bytes"] for m in mem) / GB if mem else None
+    return mem["peak_rss_bytes"] / GB if mem else None
+
+
+def render(results: dict[str, dict[str, Any]]) -> str:
+    head = (
+        f"{'variant':<9} {'master':<16} {'seconds':>8} {'MB/s':>7} {'packets/s':>10} "
+        f"{'MB/s/core':>9} {'vs single':>9} {'vs tshark':>9} {'peak GB':>8} {'rows = single':>13}"
+    )
+    lines = [head, "-" * len(head)]
+    for name, r in results.items():
+        if r.get("failed"):
+            lines.append(f"{name:<9} FAILED: {(r.get('error') or '').splitlines()[-1:]}")
+            continue
+        master = {"tshark": "-", "single": "1 process", "job": "local[*]"}.get(
+            name, r.get("master", "")
+        )
+        if name == "cluster2":
+            master = "2 workers x 1"
+
+        def num(key: str, fmt: str) -> str:
+            v = r.get(key)
+            return "" if v is None else format(v, fmt)
+
+        peak = _peak(r)
+        same = r.get("rows_equal_single")
+        lines.append(
+            f"{name:<9} {master:<16} {num('median_seconds', '.1f'):>8} "
+            f"{num('mb_per_second', '.1f'):>7} {num('packets_per_second', ',.0f'):>10} "
+            f"{num('mb_per_second_per_core', '.1f'):>9} {num('vs_single', '.2f'):>9} "
+            f"{num('vs_tshark', '.2f'):>9} {'' if peak is None else f'{peak:.2f}':>8} "
+            f"{'' if same is None else ('yes' if same else 'NO'):>13}"
+        )
+    lines.append("")
+    for name in SPARK:
+        r = results.get(name, {})
+        if "per_core_vs_single" in r:
+            lines.append(
+                f"{name} per-core speed / single process: {r['per_core_vs_single']:.2f} "
+                f"(target >= 1.0)  {r['per_core_verdict']}"
+            )
+    two, cluster = results.get("local2", {}), results.get("cluster2", {})
+    if "fraction_of_linear" in two:
+        lines.append(
+            f"local[1] -> local[2]: {two['speedup_over_local1']:.2f}x = "
+            f"{two['fraction_of_linear']:.2f} of linear (target >= 0.8)  {two['scaling_verdict']}"
+        )
+    if "speedup_over_local1" in cluster:
+        lines.append(
+            f"cluster of 2 x 1 core / local[1]: {cluster['speedup_over_local1']:.2f}x = "
+            f"{cluster['fraction_of_linear']:.2f} of linear"
+            + (f"; / local[2]: {cluster['vs_local2']:.2f}" if "vs_local2" in cluster else "")
+        )
+    job = results.get("job", {})
+    if "peak_rss_gb" in job:
+        m = job["memory"]
+        lines.append(
+            f"job peak RSS of the process tree: {job['peak_rss_gb']:.2f} GB (java "
+            f"{m['peak_java_rss_bytes'] / GB:.2f}, python {m['peak_python_rss_bytes'] / GB:.2f}; "
+            f"target <= 4 GB)  {job['memory_verdict']}"
+        )
+    if "rows_equal_single" in job:
+        lines.append(
+            f"job frames rows {job['frames_rows']:,} vs single process "
+            f"{results['single']['rows']:,}: {'equal' if job['rows_equal_single'] else 'DIFFER'}"
+        )
+    return "\n".join(lines)
+
+
+def ring_info(ring: Path) -> tuple[list[Path], dict[str, Any]]:
+    files = sorted(
+        (f for f in ring.iterdir() if f.is_file() and CAPTURE_NAME.search(f.name)),
+        key=lambda f: (len(f.name), f.name),
+    )
+    meta_path = ring / "ring.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    return files, meta
+
+
+def _parse_ports(text: str) -> list[int]:
+    return [int(p) for p in text.replace(" ", "").split(",") if p]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.scale", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--ring", type=Path, default=DEFAULT_RING, help=f"ring directory (default {DEFAULT_RING})"
+    )
+    parser.add_argument(
+        "--broker-ports", help="comma-separated broker ports if RING/ring.json has none"
+    )
+    parser.add_argument("--repeats", type=int, default=2, help="timed runs per variant (2)")
+    parser.add_argument(
+        "--only", action="append", choices=VARIANTS, help="run only this variant (repeatable)"
+    )
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds per process")
+    parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="results file")
+    parser.add_argument("--no-json", action="store_true", help="write no results file")
+    parser.add_argument("--variant", choices=tuple(SPARK), help=argparse.SUPPRESS)
+    parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--tmp", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error("--repeats must be >= 1")
+    if not args.ring.is_dir():
+        parser.error(f"{args.ring} is not a directory: make a ring with scripts/scale/make_ring.py")
+    files, meta = ring_info(args.ring)
+    if args.broker_ports:
+        args.ports = _parse_ports(args.broker_ports)
+    elif meta.get("broker_ports"):
+        args.ports = [int(p) for p in meta["broker_ports"]]
+    else:
+        parser.error(f"no broker ports: {args.ring}/ring.json has none, give --broker-ports")
+
+    given = args.ring
+    args.ring = (
+        args.ring.resolve()
+    )  # the commands run from the repository root, executors elsewhere
+    if args.variant:  # child process
+        global PROGRESS
+        PROGRESS = sys.stdout
+        result = spark_variant(args)
+        assert args.result is not None
+        args.result.write_text(json.dumps(result) + "\n")
+        return 0
+
+    if not files:
+        parser.error(f"no capture files in {args.ring}")
+    from benchmarks.codecs import _load_note, machine_info
+
+    started = time.perf_counter()
+    machine = machine_info()
+    machine["platform"] = platform.platform()
+    try:
+        import pyspark
+
+        machine["packages"]["pyspark"] = pyspark.__version__
+    except ImportError:
+        pass
+    ring_bytes = sum(f.stat().st_size for f in files)
+    listed = (meta.get("capture") or {}).get("files") or []
+    packets = sum(int(f.get("packets", 0)) for f in listed) or None
+    variants = [v for v in VARIANTS if not args.only or v in args.only]
+    say(
+        f"kwire scale benchmark: {given} ({len(files)} files, {ring_bytes / MB:,.0f} MB"
+        + (f", {packets:,} packets" if packets else "")
+        + f"), broker ports {','.join(map(str, args.ports))}; {machine['cpu_model']}, "
+        f"{machine['cores_usable']} usable cores{_load_note(machine['load_average_at_start'])}"
+    )
+    say(f"variants: {', '.join(variants)}; median of {args.repeats} timed runs (the job: one)")
+    t = time.perf_counter()
+    for f in files:  # into the page cache, so no variant pays the first read
+        with open(f, "rb") as fh:
+            while fh.read(1 << 24):
+                pass
+    say(f"  ring read into the page cache in {time.perf_counter() - t:.1f} s")
+
+    tmp = Path(tempfile.mkdtemp(prefix="kwire-scale-"))
+    results: dict[str, dict[str, Any]] = {}
+    load: dict[str, list[float]] = {}
+    try:
+        for v in variants:
+            load[v] = list(os.getloadavg())
+            say(f"{v}: starting (load average {load[v][0]:.2f})")
+            try:
+                if v == "tshark":
+                    results[v] = run_tshark(files, args.ports, args)
+                elif v == "single":
+                    results[v] = run_single(args.ring, args.ports, tmp, args)
+                elif v == "job":
+                    results[v] = run_job(args.ring, args.ports, tmp, args)
+                else:
+                    results[v] = spawn_spark(v, args, tmp)
+                secs = ", ".join(f"{s:.1f}" for s in results[v]["seconds"])
+                say(f"{v}: {secs} s")
+            except Exception as e:  # reported; the others still run
+                results[v] = {"failed": True, "error": f"{type(e).__name__}: {e}"}
+                say(f"{v} FAILED: {e}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if packets is None:
+        packets = results.get("single", {}).get("packets") or results.get("tshark", {}).get(
+            "packets"
+        )
+    for name, r in results.items():
+        if r.get("packets") is not None and packets and r["packets"] != packets:
+            r["packets_differ_from_ring"] = True
+    summarize(results, ring_bytes, packets or 0)
+    print(render(results))
+    print(
+        "\nMB = 10^6 bytes of capture files; seconds: median wall clock (Spark: the capture and "
+        "its Parquet write, session already up; single and job: the whole subprocess); peak GB: "
+        "the process tree's summed VmRSS"
+    )
+    took = time.perf_counter() - started
+    machine["load_average_at_end"] = list(os.getloadavg())
+    print(f"run took {took:.0f} s{_load_note(machine['load_average_at_end'])}")
+
+    failed = [v for v, r in results.items() if r.get("failed")]
+    if not args.no_json:
+        ring_arg = given if not given.is_absolute() else Path(given.name)
+        report = {
+            "benchmark": "kwire capture at scale: tshark, python -m capture, capture on Spark, "
+            "the decode job",
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "command": " ".join(
+                ["python -m benchmarks.scale", "--ring", str(ring_arg)]
+                + (["--repeats", str(args.repeats)] if args.repeats != 2 else [])
+                + [f"--only {v}" for v in args.only or []]
+            ),
+            "machine": machine,
+            "load_average_before_variant": load,
+            "ring": {
+                "name": str(ring_arg),
+                "made_by": meta.get("made_by"),
+                "files": [{"file": f.name, "bytes": f.stat().st_size} for f in files],
+                "bytes": ring_bytes,
+                "packets": packets,
+                "broker_ports": args.ports,
+                "mtu": (meta.get("link") or {}).get("mtu"),
+                "options": meta.get("options"),
+            },
+            "settings": {
+                "repeats": args.repeats,
+                "statistic": "median wall seconds of the timed runs (the job: one run)",
+                "mb": "10^6 bytes of capture files",
+                "spark_sink": "run.frames.write.mode('overwrite').parquet(tmp), after one warm-up",
+                "memory": "summed VmRSS of the process tree, sampled every 0.25 s from /proc",
+            },
+            "targets": {
+                name: {
+                    "target": value,
+                    "verdicts": _verdicts(name, results),
+                }
+                for name, value in TARGETS.items()
+            },
+            "results": results,
+            "failed": failed,
+            "run_seconds": took,
+        }
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"results written to {args.json}")
+    return 1 if failed else 0
+
+
+def _verdicts(target: str, results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    if target.startswith("spark per-core"):
+        return {
+            v: {"value": r["per_core_vs_single"], "verdict": r["per_core_verdict"]}
+            for v in SPARK
+            if "per_core_vs_single" in (r := results.get(v, {}))
+        }
+    if target.startswith("local[1]"):
+        two = results.get("local2", {})
+        if "fraction_of_linear" in two:
+            return {
+                "local2": {"value": two["fraction_of_linear"], "verdict": two["scaling_verdict"]}
+            }
+        return {}
+    job = results.get("job", {})
+    if "peak_rss_gb" in job:
+        return {"job": {"value": job["peak_rss_gb"], "verdict": job["memory_verdict"]}}
+    return {}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
