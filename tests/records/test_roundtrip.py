@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import records as R
@@ -47,6 +47,7 @@ def test_encode_of_decode_is_identity_uncompressed(variant: Variant, data: st.Da
     parts=st.lists(st.sampled_from(VARIANTS).flatmap(batches), min_size=1, max_size=5),
     cut=st.integers(1, 10_000),
 )
+@example(parts=[[R.make_batch([R.Record(0, 0, None, None)])]], cut=0).via("a cut at the start")
 def test_mixed_fields_and_partial_tail(parts: list[list[R.Batch]], cut: int) -> None:
     """Formats mix freely in one field; cutting the field inside its last entry gives exactly
     the earlier batches plus one partial batch (what Fetch responses look like)."""
@@ -57,15 +58,18 @@ def test_mixed_fields_and_partial_tail(parts: list[list[R.Batch]], cut: int) -> 
     if not flat:
         return
     last = len(encoded[-1])
-    keep = len(field) - last + (cut % last)  # cut strictly inside the last entry
+    # Cut strictly inside the last entry: at least one of its bytes kept, at least one lost
+    # (a cut at its very start would leave no partial batch at all).
+    inside = 1 + cut % (last - 1)
+    keep = len(field) - last + inside
     decoded = R.decode_records(field[:keep])
     assert decoded[:-1] == flat[:-1]
     tail = decoded[-1]
     assert tail.status == R.PARTIAL and not tail.records
     assert f"at byte {len(field) - last}" in (tail.error or "")
-    if cut % last >= 8:
+    if inside >= 8:
         assert tail.base_offset == flat[-1].base_offset
-    if cut % last >= 17:
+    if inside >= 17:
         assert tail.magic == flat[-1].magic
 
 
