@@ -169,6 +169,7 @@ def test_job_captures_on_spark_as_on_the_driver(spark: SparkSession, tmp_path: P
         out = tmp_path / where
         args = job.parse_args(
             [path, "-o", str(out), "--capture-on", where, "--no-records", "--no-groups"]
+            + ["--families", "heartbeat"]
         )
         job.run(args, spark=spark)
         tables[where] = pq.read_table(out / "frames.parquet")
