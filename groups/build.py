@@ -139,187 +139,148 @@ def _software(requests: DataFrame) -> DataFrame:
     )
 
 
+_EVENT_TYPES = [tuple(f.split(" ")) for f in EVENTS.split(", ")]
+
+
+def _event(pairs: DataFrame, family: str, kind: str, **columns: Any) -> DataFrame:
+    """One family's events in EVENTS' columns: the given expressions, the pair's own columns
+    (ts, resp_ts, connection, client), and typed nulls for the rest."""
+    df = paired(pairs, family)
+    own = {"group_id": F.col("req.group_id"), "kind": F.lit(kind)}
+    for name in ("ts", "resp_ts", "connection_id", "client_addr", "client_id"):
+        own[name] = F.col(name)
+    own.update(columns)
+    return df.select(
+        *[own.get(name, F.lit(None)).cast(kind_).alias(name) for name, kind_ in _EVENT_TYPES[:-1]]
+        + [own.get("detail", F.lit(None)).cast("string").alias("detail")]
+    )
+
+
+def _topic_map(entries: Any, key: str, value: str) -> Any:
+    """[{key, value}] -> map(key -> value), empty for null."""
+    return F.map_from_entries(
+        F.transform(F.coalesce(entries, F.array()), lambda t: F.struct(t[key], t[value]))
+    )
+
+
 def events(requests: DataFrame, pairs: DataFrame) -> DataFrame:
-    """The protocol events of every group, narrowed to EVENTS."""
+    """The protocol events of every group, narrowed to EVENTS (software is joined last)."""
     parts: list[DataFrame] = []
-    base = [F.col("connection_id"), F.col("client_addr"), F.col("client_id")]
-    null = F.lit(None)
     if _has(requests, "join_group"):
-        j = paired(pairs, "join_group")
         topics = F.col("req.protocols")[0]["consumer_subscription"]["topics"]
+        members = F.transform("resp.members", lambda m: m["member_id"])
         parts.append(
-            j.select(
-                F.col("req.group_id").alias("group_id"),
-                F.lit("join").alias("kind"),
-                "ts",
-                "resp_ts",
-                *base,
-                F.col("resp.member_id").alias("member_id"),
-                F.col("req.member_id").alias("req_member_id"),
-                F.col("req.group_instance_id").alias("instance_id"),
-                F.col("resp.generation_id").alias("generation"),
-                null.cast("int").alias("req_generation"),
-                F.col("resp.error_code").cast("int").alias("error"),
-                F.col("resp.leader").alias("leader"),
-                F.col("resp.protocol_name").alias("assignor"),
-                F.col("req.session_timeout_ms").alias("session_timeout_ms"),
-                F.col("req.rebalance_timeout_ms").alias("rebalance_timeout_ms"),
-                F.col("req.reason").alias("reason"),
-                F.to_json(
-                    F.struct(
-                        topics.alias("topics"),
-                        F.transform("resp.members", lambda m: m["member_id"]).alias("members"),
-                    )
-                ).alias("detail"),
+            _event(
+                pairs,
+                "join_group",
+                "join",
+                member_id=F.col("resp.member_id"),
+                req_member_id=F.col("req.member_id"),
+                instance_id=F.col("req.group_instance_id"),
+                generation=F.col("resp.generation_id"),
+                error=F.col("resp.error_code"),
+                leader=F.col("resp.leader"),
+                assignor=F.col("resp.protocol_name"),
+                session_timeout_ms=F.col("req.session_timeout_ms"),
+                rebalance_timeout_ms=F.col("req.rebalance_timeout_ms"),
+                reason=F.col("req.reason"),
+                detail=F.to_json(F.struct(topics.alias("topics"), members.alias("members"))),
             )
         )
     if _has(requests, "sync_group"):
-        s = paired(pairs, "sync_group")
         per_member = F.map_from_entries(
             F.transform(
                 F.coalesce(F.col("req.assignments"), F.array()),
                 lambda a: F.struct(
                     a["member_id"],
-                    F.map_from_entries(
-                        F.transform(
-                            F.coalesce(a["consumer_assignment"]["assigned_partitions"], F.array()),
-                            lambda t: F.struct(t["topic"], t["partitions"]),
-                        )
+                    _topic_map(
+                        a["consumer_assignment"]["assigned_partitions"], "topic", "partitions"
                     ),
                 ),
             )
         )
-        own = F.map_from_entries(
-            F.transform(
-                F.coalesce(F.col("resp.consumer_assignment.assigned_partitions"), F.array()),
-                lambda t: F.struct(t["topic"], t["partitions"]),
-            )
+        own = _topic_map(
+            F.col("resp.consumer_assignment.assigned_partitions"), "topic", "partitions"
         )
+        has_own = F.col("resp.consumer_assignment").isNotNull()
         parts.append(
-            s.select(
-                F.col("req.group_id").alias("group_id"),
-                F.lit("sync").alias("kind"),
-                "ts",
-                "resp_ts",
-                *base,
-                F.col("req.member_id").alias("member_id"),
-                F.col("req.member_id").alias("req_member_id"),
-                F.col("req.group_instance_id").alias("instance_id"),
-                F.col("req.generation_id").alias("generation"),
-                F.col("req.generation_id").alias("req_generation"),
-                F.col("resp.error_code").cast("int").alias("error"),
-                null.cast("string").alias("leader"),
-                F.col("req.protocol_name").alias("assignor"),
-                null.cast("int").alias("session_timeout_ms"),
-                null.cast("int").alias("rebalance_timeout_ms"),
-                null.cast("string").alias("reason"),
-                F.to_json(
-                    F.struct(
-                        per_member.alias("assignments"),
-                        F.when(F.col("resp.consumer_assignment").isNotNull(), own).alias("own"),
-                    )
-                ).alias("detail"),
+            _event(
+                pairs,
+                "sync_group",
+                "sync",
+                member_id=F.col("req.member_id"),
+                req_member_id=F.col("req.member_id"),
+                instance_id=F.col("req.group_instance_id"),
+                generation=F.col("req.generation_id"),
+                req_generation=F.col("req.generation_id"),
+                error=F.col("resp.error_code"),
+                assignor=F.col("req.protocol_name"),
+                detail=F.to_json(
+                    F.struct(per_member.alias("assignments"), F.when(has_own, own).alias("own"))
+                ),
             )
         )
-    if _has(requests, "heartbeat"):
-        h = paired(pairs, "heartbeat")
-        parts.append(
-            h.select(
-                F.col("req.group_id").alias("group_id"),
-                F.lit("heartbeat").alias("kind"),
-                "ts",
-                "resp_ts",
-                *base,
-                F.col("req.member_id").alias("member_id"),
-                F.col("req.member_id").alias("req_member_id"),
-                F.col("req.group_instance_id").alias("instance_id"),
-                F.col("req.generation_id").alias("generation"),
-                F.col("req.generation_id").alias("req_generation"),
-                F.col("resp.error_code").cast("int").alias("error"),
-                *[null.cast(t).alias(n) for n, t in _EMPTY_TAIL],
+    for family, kind, generation in (
+        ("heartbeat", "heartbeat", "req.generation_id"),
+        ("offset_commit", "commit", "req.generation_id_or_member_epoch"),
+    ):
+        if _has(requests, family):
+            parts.append(
+                _event(
+                    pairs,
+                    family,
+                    kind,
+                    member_id=F.col("req.member_id"),
+                    req_member_id=F.col("req.member_id"),
+                    instance_id=F.col("req.group_instance_id"),
+                    generation=F.col(generation),
+                    req_generation=F.col(generation),
+                    error=F.col("resp.error_code") if kind == "heartbeat" else F.lit(None),
+                )
             )
-        )
     if _has(requests, "leave_group"):
-        lv = paired(pairs, "leave_group")
+        # v0-2 name one member_id; v3+ a list of members, each with its reason.
         leaving = F.when(
             F.size(F.coalesce(F.col("req.members"), F.array())) > 0,
             F.transform("req.members", lambda m: F.array(m["member_id"], m["reason"])),
-        ).otherwise(F.array(F.array(F.col("req.member_id"), null.cast("string"))))
+        ).otherwise(F.array(F.array(F.col("req.member_id"), F.lit(None).cast("string"))))
+        first = F.col("req.members")[0]
         parts.append(
-            lv.select(
-                F.col("req.group_id").alias("group_id"),
-                F.lit("leave").alias("kind"),
-                "ts",
-                "resp_ts",
-                *base,
-                F.coalesce(F.col("req.member_id"), F.col("req.members")[0]["member_id"]).alias(
-                    "member_id"
-                ),
-                F.col("req.member_id").alias("req_member_id"),
-                F.col("req.members")[0]["group_instance_id"].alias("instance_id"),
-                null.cast("int").alias("generation"),
-                null.cast("int").alias("req_generation"),
-                F.col("resp.error_code").cast("int").alias("error"),
-                null.cast("string").alias("leader"),
-                null.cast("string").alias("assignor"),
-                null.cast("int").alias("session_timeout_ms"),
-                null.cast("int").alias("rebalance_timeout_ms"),
-                F.col("req.members")[0]["reason"].alias("reason"),
-                F.to_json(F.struct(leaving.alias("leaving"))).alias("detail"),
-            )
-        )
-    if _has(requests, "offset_commit"):
-        c = paired(pairs, "offset_commit")
-        parts.append(
-            c.select(
-                F.col("req.group_id").alias("group_id"),
-                F.lit("commit").alias("kind"),
-                "ts",
-                "resp_ts",
-                *base,
-                F.col("req.member_id").alias("member_id"),
-                F.col("req.member_id").alias("req_member_id"),
-                F.col("req.group_instance_id").alias("instance_id"),
-                F.col("req.generation_id_or_member_epoch").alias("generation"),
-                F.col("req.generation_id_or_member_epoch").alias("req_generation"),
-                null.cast("int").alias("error"),
-                *[null.cast(t).alias(n) for n, t in _EMPTY_TAIL],
+            _event(
+                pairs,
+                "leave_group",
+                "leave",
+                member_id=F.coalesce(F.col("req.member_id"), first["member_id"]),
+                req_member_id=F.col("req.member_id"),
+                instance_id=first["group_instance_id"],
+                error=F.col("resp.error_code"),
+                reason=first["reason"],
+                detail=F.to_json(F.struct(leaving.alias("leaving"))),
             )
         )
     if _has(requests, "consumer_group_heartbeat"):
-        g = paired(pairs, "consumer_group_heartbeat")
-        assignment = F.map_from_entries(
-            F.transform(
-                F.coalesce(F.col("resp.assignment.topic_partitions"), F.array()),
-                lambda t: F.struct(t["topic_id"], t["partitions"]),
-            )
-        )
+        assignment = _topic_map(F.col("resp.assignment.topic_partitions"), "topic_id", "partitions")
         parts.append(
-            g.select(
-                F.col("req.group_id").alias("group_id"),
-                F.lit("cgh").alias("kind"),
-                "ts",
-                "resp_ts",
-                *base,
-                F.coalesce(F.col("resp.member_id"), F.col("req.member_id")).alias("member_id"),
-                F.col("req.member_id").alias("req_member_id"),
-                F.col("req.instance_id").alias("instance_id"),
-                F.col("resp.member_epoch").alias("generation"),
-                F.col("req.member_epoch").alias("req_generation"),
-                F.col("resp.error_code").cast("int").alias("error"),
-                null.cast("string").alias("leader"),
-                F.col("req.server_assignor").alias("assignor"),
-                null.cast("int").alias("session_timeout_ms"),
-                F.col("req.rebalance_timeout_ms").alias("rebalance_timeout_ms"),
-                null.cast("string").alias("reason"),
-                F.to_json(
+            _event(
+                pairs,
+                "consumer_group_heartbeat",
+                "cgh",
+                member_id=F.coalesce(F.col("resp.member_id"), F.col("req.member_id")),
+                req_member_id=F.col("req.member_id"),
+                instance_id=F.col("req.instance_id"),
+                generation=F.col("resp.member_epoch"),
+                req_generation=F.col("req.member_epoch"),
+                error=F.col("resp.error_code"),
+                assignor=F.col("req.server_assignor"),
+                rebalance_timeout_ms=F.col("req.rebalance_timeout_ms"),
+                detail=F.to_json(
                     F.struct(
                         F.when(F.col("resp.assignment").isNotNull(), assignment).alias(
                             "assignment_ids"
                         ),
                         F.col("req.server_assignor").alias("assignor"),
                     )
-                ).alias("detail"),
+                ),
             )
         )
     spark = requests.sparkSession
@@ -328,25 +289,15 @@ def events(requests: DataFrame, pairs: DataFrame) -> DataFrame:
     out = parts[0]
     for p in parts[1:]:
         out = out.unionByName(p)
-    soft = _software(requests)
-    out = out.join(soft, "connection_id", "left")
+    # The software column comes from the connection's ApiVersions request.
+    out = out.drop("software").join(_software(requests), "connection_id", "left")
     # One partition set keyed by group: the union of the families would otherwise carry every
-    # family's shuffle partitions side by side (5 x 200 tasks of nothing).
+    # family's shuffle partitions side by side.
     return (
-        out.select(*[f.split(" ")[0] for f in EVENTS.split(", ")])
+        out.select(*[name for name, _ in _EVENT_TYPES])
         .where(F.col("group_id").isNotNull())
         .repartition("group_id")
     )
-
-
-_EMPTY_TAIL = (
-    ("leader", "string"),
-    ("assignor", "string"),
-    ("session_timeout_ms", "int"),
-    ("rebalance_timeout_ms", "int"),
-    ("reason", "string"),
-    ("detail", "string"),
-)
 
 
 def topic_names(responses: DataFrame) -> dict[str, str]:
