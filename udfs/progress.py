@@ -112,5 +112,5 @@ def describe_outputs(paths: list[tuple[str, str]]) -> str:
     lines = ["outputs:"]
     for name, path in paths:
         size = size_of(path)
-        lines.append(f"  {name:<10} {path}" + (f"  ({_mb(size)})" if size else ""))
+        lines.append(f"  {name:<26} {path}" + (f"  ({_mb(size)})" if size else ""))
     return "\n".join(lines)
