@@ -258,10 +258,12 @@ def _classic_history(
     gen_rows: list[dict[str, Any]] = []
     previous: set[str] = set()
     prev_gen: int | None = None
-    for gen in sorted(gens):
+    # In time order: a generation id that goes back starts the group over (see _classic_cause).
+    in_time = sorted(gens, key=lambda n: (_started(gens[n]) or datetime.max, n))
+    for gen in in_time:
         g = gens[gen]
         current = _latest_per_instance(set(g["members"]), members)
-        started = min((r["ts"] for r in g["requests"]), default=g["join_done"])
+        started = _started(g)
         ok_sync = [s for s in g["sync"] if not s.get("error") and s.get("resp_ts")]
         completed = max((s["resp_ts"] for s in ok_sync), default=None)
         sync_start = min((s["ts"] for s in g["sync"]), default=None)
@@ -298,12 +300,17 @@ def _classic_history(
             }
         )
         previous, prev_gen = current, gen
-    final = _latest_per_instance(set(gens[max(gens)]["members"]), members) if gens else set()
+    last = gens[prev_gen]["members"] if prev_gen is not None else set()
+    final = _latest_per_instance(set(last), members)
     return {
         "generations": gen_rows,
         "members": _members_rows(group_id, members, final, capture_end, software),
-        **_assignment_rows(group_id, assignments, "sync_group"),
+        **_assignment_rows(group_id, assignments, "sync_group", in_time),
     }
+
+
+def _started(g: dict[str, Any]) -> datetime | None:
+    return min((r["ts"] for r in g["requests"]), default=g["join_done"])
 
 
 def _latest_per_instance(ids: set[str], members: dict[str, _Member]) -> set[str]:
@@ -334,10 +341,29 @@ def _classic_cause(
 ) -> tuple[str, str | None, str]:
     if prev_gen is None:
         return "first_join", joined[0] if joined else None, "first generation in the capture"
+    if gen < prev_gen:
+        return (
+            "first_join",
+            joined[0] if joined else None,
+            f"generation went back from {prev_gen} to {gen}: the group was recreated, or a "
+            "group of the same name on another cluster is in the same capture",
+        )
+    # A static member that restarted holds its instance id under a new member id: the old id
+    # was replaced, not evicted (the coordinator may still rebalance, as librdkafka's mock does).
+    replaced = {
+        members[mid].instance: mid for mid in joined if mid in members and members[mid].instance
+    }
     for mid in left:
         m = members.get(mid)
         if m is None:
             continue
+        if m.instance and m.instance in replaced and m.left_at is None:
+            new = replaced[m.instance]
+            return (
+                "member_joined",
+                new,
+                f"static member {m.instance} restarted: {new} replaced {mid}",
+            )
         if m.left_at is not None:
             if _is_poll_timeout(m.left_reason):
                 return "poll_timeout", mid, f"LeaveGroup reason: {m.left_reason}"
@@ -366,13 +392,22 @@ def _classic_cause(
 
 
 def _assignment_rows(
-    group_id: str, assignments: dict[int, dict[str, dict[str, list[int]]]], source: str
+    group_id: str,
+    assignments: dict[int, dict[str, dict[str, list[int]]]],
+    source: str,
+    order: list[int] | None = None,
 ) -> dict[str, list]:
+    """Assignments per generation and the partitions that changed hands between consecutive
+    generations (in `order`, time order, when given); none across a generation that went back
+    (the group started over)."""
     rows = []
     changes = []
     previous: dict[tuple[str, int], str] | None = None
     prev_gen: int | None = None
-    for gen in sorted(assignments):
+    ranked = [g for g in order if g in assignments] if order is not None else sorted(assignments)
+    for gen in ranked:
+        if prev_gen is not None and gen < prev_gen:
+            previous = None
         owners: dict[tuple[str, int], str] = {}
         for mid in sorted(assignments[gen]):
             for topic, parts in sorted(assignments[gen][mid].items()):
