@@ -18,7 +18,7 @@ generate: $(STAMP)
 	$(BIN)/python -m generator
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup tests
 
 # The exhaustive matrices make test samples: every message and version of every API through the
 # property round trips (40 examples each), both peers (25 each), the Arrow columns, the upstream

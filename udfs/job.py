@@ -370,6 +370,12 @@ def _decode(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in ("groups", "report"):
+        # `kwire groups OUT` / `kwire report OUT`: the group tables' front ends.
+        from groups import cli
+
+        return cli.main(argv)
     args = parse_args(argv)
     try:
         run(args)

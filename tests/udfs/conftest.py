@@ -29,3 +29,32 @@ def spark() -> Iterator["SparkSession"]:  # type: ignore[name-defined]  # noqa: 
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+# The captures whose consumer groups the group tests read (their group ids differ; broker ports
+# are inferred). Ground-truth scenario captures join this list as they are made.
+GROUP_CAPTURES = [
+    "mock_group_classic.pcap",
+    "mock_static_members.pcapng",
+    "mock_cooperative_sticky_sll2.pcap",
+    "mock_consumer_protocol_sll.pcap",
+]
+
+
+@pytest.fixture(scope="session")
+def groups_out(spark: "SparkSession", tmp_path_factory: pytest.TempPathFactory) -> "Path":  # type: ignore[name-defined]  # noqa: F821
+    """One decode job over every group capture, shared by the group, story and report tests.
+
+    The files using it carry `pytest.mark.xdist_group("groups_job")` and the test command
+    distributes with --dist loadgroup, so the job runs once, on one worker.
+    """
+    from pathlib import Path
+
+    from udfs import job
+
+    data = Path(__file__).resolve().parents[1] / "data" / "capture"
+    target = tmp_path_factory.mktemp("groups") / "out"
+    inputs = [str(data / capture) for capture in GROUP_CAPTURES]
+    args = job.parse_args([*inputs, "-o", str(target), "--no-records", "--no-summary", "--quiet"])
+    job.run(args, spark=spark)
+    return target

@@ -12,29 +12,19 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from pyspark.sql import SparkSession
 
 from groups.schema import CAUSES, ENDINGS, OUTCOMES, PROGRESS, TABLES
-from udfs import job
+from tests.udfs.conftest import GROUP_CAPTURES as CAPTURES
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "capture"
-CAPTURES = [
-    "mock_group_classic.pcap",
-    "mock_static_members.pcapng",
-    "mock_cooperative_sticky_sll2.pcap",
-    "mock_consumer_protocol_sll.pcap",
-]
+
+pytestmark = pytest.mark.xdist_group("groups_job")
 
 
 @pytest.fixture(scope="module")
-def out(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One job over the four captures (their group ids differ; broker ports are inferred)."""
-    target = tmp_path_factory.mktemp("groups") / "out"
-    inputs = [str(DATA / capture) for capture in CAPTURES]
-    args = job.parse_args([*inputs, "-o", str(target), "--no-records", "--no-summary", "--quiet"])
-    job.run(args, spark=spark)
-    return target
+def out(groups_out: Path) -> Path:
+    return groups_out
 
 
 def _table(out: Path, capture: str, name: str, group: str | None = None) -> list[dict[str, Any]]:
