@@ -421,7 +421,8 @@ def build(spark: SparkSession, requests: DataFrame, responses: DataFrame) -> dic
     told = told.cache()
     tables: dict[str, DataFrame] = {table: _from_history(told, table) for table in PER_GROUP}
     tables["commits"] = commits(requests, pairs)
-    tables["progress"] = progress(tables["commits"], responses, names, capture_end)
+    ends = ev.groupBy("group_id").agg(F.max(F.coalesce("resp_ts", "ts")).alias("end_ts"))
+    tables["progress"] = progress(tables["commits"], requests, responses, names, ends)
     tables["latency"] = latency(responses)
     tables["clients"] = clients(requests, ev)
     tables["coordinators"] = coordinators(requests, pairs)
@@ -454,7 +455,7 @@ _GROUP_APIS = (
     "find_coordinator",
     "api_versions",
 )
-_REQUEST_COLUMNS = frozenset(_BASE + _GROUP_APIS)
+_REQUEST_COLUMNS = frozenset(_BASE + _GROUP_APIS + ("list_offsets",))
 
 
 def _narrow_responses(responses: DataFrame) -> DataFrame:
@@ -479,6 +480,27 @@ def _narrow_responses(responses: DataFrame) -> DataFrame:
                     ),
                 ).alias("responses")
             ).alias("fetch")
+        )
+    if "list_offsets" in responses.columns:
+        # A partition answered with timestamp -1 was asked for its latest offset: the log end.
+        cols.append(
+            F.struct(
+                F.transform(
+                    "list_offsets.topics",
+                    lambda t: F.struct(
+                        t["name"].alias("name"),
+                        F.transform(
+                            t["partitions"],
+                            lambda p: F.struct(
+                                p["partition_index"].alias("partition_index"),
+                                p["error_code"].alias("error_code"),
+                                p["timestamp"].alias("timestamp"),
+                                p["offset"].alias("offset"),
+                            ),
+                        ).alias("partitions"),
+                    ),
+                ).alias("topics")
+            ).alias("list_offsets")
         )
     if "metadata" in responses.columns:
         cols = [c for c in cols if str(c) != str(F.col("metadata"))]
@@ -526,74 +548,126 @@ def commits(requests: DataFrame, pairs: DataFrame) -> DataFrame:
     )
 
 
-def log_end_offsets(responses: DataFrame, names: dict[str, str]) -> DataFrame:
-    """The latest high watermark seen per topic and partition (Fetch responses)."""
+def log_end_offsets(requests: DataFrame, responses: DataFrame, names: dict[str, str]) -> DataFrame:
+    """The latest log end offset seen per topic and partition: Fetch responses' high watermarks
+    and the answers to ListOffsets requests for the latest offset (timestamp -1; the answer
+    says -1 for the earliest too, so the request decides), whichever came last."""
     spark = responses.sparkSession
-    if not _has(responses, "fetch"):
-        return spark.createDataFrame([], "topic string, partition int, hw long, hw_ts timestamp")
-    f = responses.where(F.col("fetch").isNotNull()).select(
-        "ts_first", F.explode("fetch.responses").alias("r")
-    )
-    mapping = F.create_map(*[x for k, v in names.items() for x in (F.lit(k), F.lit(v))])
-    topic = F.coalesce(F.col("r.topic"), mapping[F.col("r.topic_id")] if names else F.lit(None))
-    p = f.select("ts_first", topic.alias("topic"), F.explode("r.partitions").alias("p"))
-    p = p.where("p.error_code = 0 AND p.high_watermark >= 0")
-    last = Window.partitionBy("topic", "partition").orderBy(F.col("hw_ts").desc())
-    return (
-        p.select(
-            "topic",
-            F.col("p.partition_index").alias("partition"),
-            F.col("p.high_watermark").alias("hw"),
-            F.col("ts_first").alias("hw_ts"),
+    seen = []
+    if _has(responses, "fetch"):
+        f = responses.where(F.col("fetch").isNotNull()).select(
+            "ts_first", F.explode("fetch.responses").alias("r")
         )
-        .withColumn("_n", F.row_number().over(last))
-        .where("_n = 1")
-        .drop("_n")
-    )
+        mapping = F.create_map(*[x for k, v in names.items() for x in (F.lit(k), F.lit(v))])
+        topic = F.coalesce(F.col("r.topic"), mapping[F.col("r.topic_id")] if names else F.lit(None))
+        p = f.select("ts_first", topic.alias("topic"), F.explode("r.partitions").alias("p"))
+        p = p.where("p.error_code = 0 AND p.high_watermark >= 0")
+        seen.append(
+            p.select(
+                "topic",
+                F.col("p.partition_index").alias("partition"),
+                F.col("p.high_watermark").alias("hw"),
+                F.col("ts_first").alias("hw_ts"),
+                F.lit("fetch high watermark").alias("hw_source"),
+            )
+        )
+    if _has(responses, "list_offsets") and _has(requests, "list_offsets"):
+        keys = ["connection_id", "correlation_id"]
+        asked = (
+            requests.where(F.col("list_offsets").isNotNull())
+            .select(*keys, F.explode("list_offsets.topics").alias("t"))
+            .select(*keys, F.col("t.name").alias("topic"), F.explode("t.partitions").alias("q"))
+            .where("q.timestamp = -1")
+            .select(*keys, "topic", F.col("q.partition_index").alias("partition"))
+        )
+        answered = (
+            responses.where(F.col("list_offsets").isNotNull())
+            .select(*keys, "ts_first", F.explode("list_offsets.topics").alias("t"))
+            .select(
+                *keys,
+                "ts_first",
+                F.col("t.name").alias("topic"),
+                F.explode("t.partitions").alias("p"),
+            )
+            .where("p.error_code = 0 AND p.offset >= 0")
+            .withColumn("partition", F.col("p.partition_index"))
+        )
+        latest = answered.join(asked, [*keys, "topic", "partition"], "inner")
+        seen.append(
+            latest.select(
+                "topic",
+                "partition",
+                F.col("p.offset").alias("hw"),
+                F.col("ts_first").alias("hw_ts"),
+                F.lit("list offsets (latest)").alias("hw_source"),
+            )
+        )
+    if not seen:
+        return spark.createDataFrame(
+            [], "topic string, partition int, hw long, hw_ts timestamp, hw_source string"
+        )
+    every = seen[0] if len(seen) == 1 else seen[0].unionByName(seen[1])
+    last = Window.partitionBy("topic", "partition").orderBy(F.col("hw_ts").desc())
+    return every.withColumn("_n", F.row_number().over(last)).where("_n = 1").drop("_n")
+
+
+# A partition is STOPped only after this long without a commit (twice the clients' default
+# auto-commit interval of 5 s), however short its committing span was.
+STOP_AFTER_MS = 10_000
 
 
 def progress(
     commits_df: DataFrame,
+    requests: DataFrame,
     responses: DataFrame,
     names: dict[str, str],
-    capture_end: datetime | None,
+    group_end: DataFrame,
 ) -> DataFrame:
-    """Burrow's verdicts per partition over the capture window: ERR (the last commit failed),
-    REWIND (a committed offset went back), STOP (no commit in the last quarter of the window
-    while the partition had commits before), STALL (the same offset committed again while the
-    log end moved past it), else OK."""
-    ok = commits_df.where("error IS NULL")
+    """Burrow's verdicts per group and partition over the capture window: ERR (the last commit
+    attempt failed), REWIND (a committed offset went back), then, as Burrow does, nothing is
+    wrong unless the partition lags at the end (its log end offset, from a Fetch high watermark
+    or a ListOffsets answer for the latest offset, is past the last committed offset): STOP
+    when no commit came from the last one to the group's last traffic for longer than the
+    partition's committing span (and at least STOP_AFTER_MS), STALL when the last commits
+    repeat one offset; else OK. Where the capture shows no log end offset the lag is unknown
+    (`lag` null): the verdict is OK and `lag_source` is empty. Offsets are those of successful
+    commits: a failed commit committed nothing. `group_end` holds each group's last traffic
+    (group_id, end_ts)."""
     w = Window.partitionBy("group_id", "topic", "partition").orderBy("ts")
-    with_prev = commits_df.withColumn("prev", F.lag("offset").over(w))
-    agg = with_prev.groupBy("group_id", "topic", "partition").agg(
+    ok = commits_df.where("error IS NULL").withColumn("prev", F.lag("offset").over(w))
+    attempts = commits_df.groupBy("group_id", "topic", "partition").agg(
+        F.count("*").alias("attempts"), F.max_by("error", "ts").alias("last_error")
+    )
+    agg = ok.groupBy("group_id", "topic", "partition").agg(
         F.min("ts").alias("first_commit_at"),
         F.max("ts").alias("last_commit_at"),
         F.min_by("offset", "ts").alias("first_offset"),
         F.max_by("offset", "ts").alias("last_offset"),
         F.count("*").alias("commits"),
-        F.max_by("error", "ts").alias("last_error"),
         F.max(F.when(F.col("offset") < F.col("prev"), 1).otherwise(0)).alias("rewound"),
-        F.sum(F.when(F.col("offset") == F.col("prev"), 1).otherwise(0)).alias("repeats"),
+        F.max_by(F.col("offset") == F.col("prev"), "ts").alias("repeating"),
     )
-    window = ok.agg(F.unix_micros(F.min("ts")).alias("start")).first()
-    start = window["start"] if window is not None else None
-    stop_after = None
-    if start is not None and capture_end is not None:
-        end = int((capture_end - datetime(1970, 1, 1)) / timedelta(microseconds=1))
-        stop_after = start + (end - start) * 3 // 4
-    hw = log_end_offsets(responses, names)
-    joined = agg.join(hw, ["topic", "partition"], "left")
-    lag = F.when(F.col("hw").isNotNull(), F.greatest(F.col("hw") - F.col("last_offset"), F.lit(0)))
+    hw = log_end_offsets(requests, responses, names)
+    joined = (
+        attempts.join(agg, ["group_id", "topic", "partition"], "left")
+        .join(hw, ["topic", "partition"], "left")
+        .join(group_end, ["group_id"], "left")
+    )
+    lag = F.when(
+        F.col("hw").isNotNull() & F.col("last_offset").isNotNull(),
+        F.greatest(F.col("hw") - F.col("last_offset"), F.lit(0)),
+    )
+    quiet_ms = (F.unix_micros("end_ts") - F.unix_micros("last_commit_at")) / 1000
+    span_ms = (F.unix_micros("last_commit_at") - F.unix_micros("first_commit_at")) / 1000
     status = (
-        F.when(F.col("last_error").isNotNull(), "ERR")
+        F.when(F.col("last_error").isNotNull() | F.col("last_offset").isNull(), "ERR")
         .when(F.col("rewound") == 1, "REWIND")
         .when(
-            F.lit(stop_after is not None)
-            & (F.unix_micros("last_commit_at") < F.lit(stop_after or 0))
-            & (F.col("commits") > 1),
-            "STOP",
+            lag > 0,
+            F.when((quiet_ms > span_ms) & (quiet_ms > STOP_AFTER_MS), "STOP").when(
+                F.coalesce(F.col("repeating"), F.lit(False)), "STALL"
+            ),
         )
-        .when((F.col("repeats") > 0) & (F.col("hw") > F.col("last_offset")), "STALL")
         .otherwise("OK")
     )
     return joined.select(
@@ -604,11 +678,11 @@ def progress(
         "last_commit_at",
         "first_offset",
         "last_offset",
-        "commits",
-        status.alias("status"),
+        F.coalesce(F.col("commits"), F.lit(0)).alias("commits"),
+        F.coalesce(status, F.lit("OK")).alias("status"),
         F.col("hw").alias("log_end_offset"),
         lag.alias("lag"),
-        F.when(F.col("hw").isNotNull(), F.lit("fetch high watermark")).alias("lag_source"),
+        F.when(lag.isNotNull(), F.col("hw_source")).alias("lag_source"),
     )
 
 
