@@ -1,4 +1,5 @@
-"""`make demo`: the decode job on the captures bundled in tests/data, then a few SQL queries.
+"""`make demo`: the decode job on the captures bundled in tests/data, a few SQL queries, and the
+story of every consumer group in them (plus the HTML report).
 
 It runs from a checkout (the captures live in tests/data; the demo never falls back to synthetic
 traffic, which would show nothing real). Output goes to out/demo (or the directory given as the
@@ -117,6 +118,15 @@ def main(argv: list[str] | None = None) -> int:
             spark.sql(sql).show(20, truncate=60)
     finally:
         spark.stop()
+    # The point of it all: what happened to each consumer group (`kwire groups OUT`), and the
+    # same as a page with timelines (`kwire report OUT -o OUT/report.html`).
+    from groups.report import write_report
+    from groups.story import tell
+
+    print(f"\n-- What happened to each consumer group (kwire groups {out})\n")
+    print(tell(out))
+    page = write_report(out, out / "report.html")
+    job.say(f"demo: the groups' report with timelines -> {page} (open it in a browser)")
     return 0
 
 
