@@ -192,7 +192,7 @@ def _cause(g: Row, names: Names, members: dict[str, Row]) -> str:
         gap = ""
         if m is not None and m["last_heartbeat_at"] is not None and g["started_at"] is not None:
             quiet = (g["started_at"] - m["last_heartbeat_at"]).total_seconds() * 1000
-            gap = f" after {span(quiet)} without heartbeat"
+            gap = f", silent for {span(quiet)} before this rebalance"
         timeout = ""
         if m is not None and m["session_timeout_ms"]:
             timeout = f", session timeout {span(m['session_timeout_ms'])}"
