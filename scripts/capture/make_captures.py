@@ -89,6 +89,42 @@ CAPTURES = [
         ANY_SLL,
     ),
     Capture(
+        "mock_gt_eager_kill.pcap",
+        "eager-and-kill",
+        "ground truth: a classic range group where three members (separate processes) join one "
+        "by one and one closes; a second where one of three is killed with SIGKILL and evicted",
+        ("librdkafka",),
+        "mock",
+        LO_TCPDUMP,
+    ),
+    Capture(
+        "mock_gt_poll_static.pcap",
+        "poll-timeout-and-static",
+        "ground truth: a member stops polling past max.poll.interval.ms and rejoins; static "
+        "members, one killed and restarted under its instance id, then killed and evicted",
+        ("librdkafka",),
+        "mock",
+        LO_TCPDUMP,
+    ),
+    Capture(
+        "mock_gt_coop_848.pcap",
+        "cooperative-and-848",
+        "ground truth: cooperative-sticky members join and one leaves; KIP-848 members join, "
+        "one leaves, one is killed",
+        ("librdkafka",),
+        "mock",
+        LO_TCPDUMP,
+    ),
+    Capture(
+        "mock_gt_progress.pcap",
+        "progress",
+        "ground truth: four one-member groups on a topic a producer keeps writing: one commits "
+        "all along, one stops committing, one rewinds, one commits the same offsets",
+        ("librdkafka",),
+        "mock",
+        LO_TCPDUMP,
+    ),
+    Capture(
         "tansu_admin_groups.pcapng",
         "admin-groups",
         "Tansu broker: producers (librdkafka acks=all, librdkafka and kafka-python acks=0), "
@@ -148,8 +184,9 @@ CAPTURES = [
     ),
 ]
 
-# Ground truth the records scenarios write down from the clients' own APIs (scenarios.py).
-GROUND_KEYS = ("produced", "consumed", "admin", "notes")
+# Ground truth the scenarios write down from the clients' own APIs (scenarios.py), and the
+# group scenarios' story (group_scenarios.py, captures mock_gt_*).
+GROUND_KEYS = ("produced", "consumed", "admin", "notes", "group_truth")
 
 
 def _wait_port(host: str, port: int, timeout: float) -> None:
@@ -232,7 +269,10 @@ def inside(name: str, out_dir: Path) -> None:
             scenario = subprocess.run(
                 [
                     sys.executable,
-                    str(HERE / "scenarios.py"),
+                    str(
+                        HERE
+                        / ("group_scenarios.py" if name.startswith("mock_gt_") else "scenarios.py")
+                    ),
                     cap.scenario,
                     "--ports-file",
                     str(ports_file),
