@@ -482,7 +482,9 @@ class Group:
         """Every generation (classic) or member epoch (KIP-848) the members' clients reported,
         with the script action it happened under: its cause and cause member. A rebalance may
         take more than one round (cooperative-sticky's second round; a member's rejoin after
-        an error): the later rounds carry the same cause, with their round number."""
+        an error): a later round carries the cause of the round before it, with its round
+        number, except the round where a killed static member's old id timed out (the mock
+        keeps it beside its replacement): that one is its eviction."""
         seen: dict[int, dict[str, Any]] = {}
         for p in self.members:
             for e in p.events():
@@ -508,6 +510,9 @@ class Group:
             i = under[-1]
             rounds[i] = rounds.get(i, 0) + 1
             cause, who = actions[i]["cause"], actions[i]["cause_member"]
+            if rounds[i] > 1:
+                # A later round finishes the one before it (the rebalance in progress).
+                cause, who = out[-1]["cause"], out[-1]["cause_member"]
             for name, killed in self.killed.items():
                 # A killed member the coordinator still held (the mock keeps a static member's
                 # old id) drops out when its session times out: that round is its eviction.
