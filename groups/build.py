@@ -64,12 +64,15 @@ def pair_all(requests: DataFrame, responses: DataFrame) -> DataFrame:
     rs_any = F.lit(False)
     for a in present:
         rs_any = rs_any | F.col(a).isNotNull()
+    raw_error = F.col("raw_error") if "raw_error" in responses.columns else F.lit(None)
+    rs_any = rs_any | raw_error.isNotNull()
     rs = responses.where(rs_any).select(
         F.col("connection_id").alias("r_conn"),
         F.col("correlation_id").alias("r_corr"),
         F.col("ts_first").alias("resp_ts"),
         F.col("latency_us"),
         F.col("status").alias("resp_status"),
+        raw_error.cast("int").alias("resp_raw_error"),
         *[F.col(a).alias(f"resp_{a}") for a in present],
     )
     joined = rq.join(
@@ -104,6 +107,7 @@ _PAIR_BASE = (
     "resp_ts",
     "latency_us",
     "resp_status",
+    "resp_raw_error",
 )
 
 
@@ -178,7 +182,7 @@ def events(requests: DataFrame, pairs: DataFrame) -> DataFrame:
                 req_member_id=F.col("req.member_id"),
                 instance_id=F.col("req.group_instance_id"),
                 generation=F.col("resp.generation_id"),
-                error=F.col("resp.error_code"),
+                error=F.coalesce(F.col("resp.error_code"), F.col("resp_raw_error")),
                 leader=F.col("resp.leader"),
                 assignor=F.col("resp.protocol_name"),
                 session_timeout_ms=F.col("req.session_timeout_ms"),
@@ -213,7 +217,7 @@ def events(requests: DataFrame, pairs: DataFrame) -> DataFrame:
                 instance_id=F.col("req.group_instance_id"),
                 generation=F.col("req.generation_id"),
                 req_generation=F.col("req.generation_id"),
-                error=F.col("resp.error_code"),
+                error=F.coalesce(F.col("resp.error_code"), F.col("resp_raw_error")),
                 assignor=F.col("req.protocol_name"),
                 detail=F.to_json(
                     F.struct(per_member.alias("assignments"), F.when(has_own, own).alias("own"))
@@ -235,7 +239,11 @@ def events(requests: DataFrame, pairs: DataFrame) -> DataFrame:
                     instance_id=F.col("req.group_instance_id"),
                     generation=F.col(generation),
                     req_generation=F.col(generation),
-                    error=F.col("resp.error_code") if kind == "heartbeat" else F.lit(None),
+                    error=(
+                        F.coalesce(F.col("resp.error_code"), F.col("resp_raw_error"))
+                        if kind == "heartbeat"
+                        else F.lit(None)
+                    ),
                 )
             )
     if _has(requests, "leave_group"):
@@ -253,7 +261,7 @@ def events(requests: DataFrame, pairs: DataFrame) -> DataFrame:
                 member_id=F.coalesce(F.col("req.member_id"), first["member_id"]),
                 req_member_id=F.col("req.member_id"),
                 instance_id=first["group_instance_id"],
-                error=F.col("resp.error_code"),
+                error=F.coalesce(F.col("resp.error_code"), F.col("resp_raw_error")),
                 reason=first["reason"],
                 detail=F.to_json(F.struct(leaving.alias("leaving"))),
             )
@@ -512,7 +520,30 @@ def _narrow_responses(responses: DataFrame) -> DataFrame:
                 ).alias("topics")
             ).alias("metadata")
         )
+    if "frame" in responses.columns:
+        cols.append(_raw_error().alias("raw_error"))
     return responses.select(*cols)
+
+
+# Classic group APIs: (first version with throttle_time_ms, first flexible version).
+_ERROR_AT = {11: (2, 6), 12: (1, 4), 13: (1, 4), 14: (1, 4)}
+
+
+def _raw_error() -> Any:
+    """The error code of a classic group API response the decoder refused (status malformed),
+    read from the frame: it sits after the correlation id, the header's tag buffer (flexible
+    versions) and throttle_time_ms (where the version has it). librdkafka's mock answers a
+    failed SyncGroup with a null assignment, which the schema does not allow: without this the
+    failure (INVALID_REQUEST) was lost and the request looked unanswered."""
+    out = F.lit(None).cast("int")
+    for key, (throttled, flexible) in _ERROR_AT.items():
+        v = F.col("api_version")
+        pos = 5 + F.when(v >= flexible, 1).otherwise(0) + F.when(v >= throttled, 4).otherwise(0)
+        raw = F.conv(F.hex(F.substring("frame", pos, 2)), 16, 10).cast("int")
+        code = F.when(raw >= 32768, raw - 65536).otherwise(raw)
+        is_it = (F.col("status") == "malformed") & (F.col("api_key") == key)
+        out = F.when(is_it & (F.length("frame") >= pos + 1), code).otherwise(out)
+    return out
 
 
 def _error_name(col: Any) -> Any:
