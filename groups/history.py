@@ -148,8 +148,13 @@ def _ending(
             for o in by_instance.get(m.instance, [])
             if o is not m and o.first_seen and m.last_seen and o.first_seen > m.last_seen
         ]
-        if later:
-            nxt = min(later, key=lambda o: o.first_seen or datetime.min)
+        nxt = min(later, key=lambda o: o.first_seen or datetime.min) if later else None
+        seen = last_hb or m.last_seen
+        if nxt is not None and m.session_timeout_ms and seen is not None and nxt.first_seen:
+            # Back within its session timeout: a restart; later, the coordinator had evicted it.
+            if nxt.first_seen > seen + timedelta(milliseconds=m.session_timeout_ms):
+                nxt = None
+        if nxt is not None:
             return (
                 "static_restart",
                 nxt.first_seen,
@@ -278,6 +283,10 @@ def _classic_history(
         cause, who, evidence = _classic_cause(
             gen, prev_gen, joined, left, members, g, subscriptions, started
         )
+        if cause in ("unknown", "leader_rejoined") and prev_gen is not None and gen > prev_gen:
+            cause, who, evidence = _second_round(
+                gens, assignments, members, prev_gen, gen, gen_rows[-1]
+            ) or (cause, who, evidence)
         gen_rows.append(
             {
                 "group_id": group_id,
@@ -307,6 +316,57 @@ def _classic_history(
         "members": _members_rows(group_id, members, final, capture_end, software),
         **_assignment_rows(group_id, assignments, "sync_group", in_time),
     }
+
+
+def _second_round(
+    gens: dict[int, dict[str, Any]],
+    assignments: dict[int, dict[str, dict[str, list[int]]]],
+    members: dict[str, _Member],
+    prev_gen: int,
+    gen: int,
+    prev_row: dict[str, Any],
+) -> tuple[str, str | None, str] | None:
+    """The same members again, yet not for nothing: the round that finishes the previous one.
+
+    - a static member's old id that the coordinator kept beside its replacement (librdkafka's
+      mock does) drops out without LeaveGroup: its session timed out, an eviction;
+    - a member's SyncGroup failed in the previous generation and it rejoined;
+    - cooperative rebalancing: partitions revoked in the previous generation (owned by nobody
+      there) are handed out now.
+    The last two carry the previous generation's cause: one rebalance in two rounds."""
+    for mid in sorted(set(gens[prev_gen]["members"]) - set(gens[gen]["members"])):
+        m = members.get(mid)
+        if m is not None and m.instance and m.left_at is None:
+            return (
+                "member_evicted",
+                mid,
+                f"old id {mid} of static member {m.instance}, kept in generation {prev_gen} "
+                "beside its replacement, dropped without LeaveGroup (session timeout)",
+            )
+    cause, who = prev_row["cause"], prev_row["cause_member_id"]
+    failed = [s for s in gens[prev_gen]["sync"] if s.get("error")]
+    if failed:
+        s = failed[0]
+        return (
+            cause,
+            who,
+            f"second round of generation {prev_gen} ({cause}): the SyncGroup of "
+            f"{s.get('member_id')} failed ({error_name(s.get('error'))}) and it rejoined",
+        )
+
+    def owned(n: int) -> set[tuple[str, int]]:
+        return {(t, p) for a in assignments.get(n, {}).values() for t, ps in a.items() for p in ps}
+
+    handed = owned(gen) - owned(prev_gen)
+    if "cooperative" in str(gens[gen].get("assignor")) and handed and owned(prev_gen):
+        shown = ", ".join(f"{t}[{p}]" for t, p in sorted(handed))
+        return (
+            cause,
+            who,
+            f"second round of generation {prev_gen} ({cause}): partitions revoked there are "
+            f"assigned now ({shown})",
+        )
+    return None
 
 
 def _started(g: dict[str, Any]) -> datetime | None:
