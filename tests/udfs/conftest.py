@@ -38,6 +38,10 @@ GROUP_CAPTURES = [
     "mock_static_members.pcapng",
     "mock_cooperative_sticky_sll2.pcap",
     "mock_consumer_protocol_sll.pcap",
+    "mock_gt_eager_kill.pcap",
+    "mock_gt_poll_static.pcap",
+    "mock_gt_coop_848.pcap",
+    "mock_gt_progress.pcap",
 ]
 
 
