@@ -55,7 +55,8 @@ pytestmark = pytest.mark.xdist_group("groups_job")
 
 def _truth(capture: str) -> dict[str, Any]:
     meta = json.loads((DATA / (Path(capture).stem + ".json")).read_text())
-    return meta["group_truth"]  # type: ignore[no-any-return]
+    truth: dict[str, Any] = meta["group_truth"]
+    return truth
 
 
 TRUTH = {c: _truth(c) for c in CAPTURES}
@@ -176,8 +177,8 @@ def test_assignments_are_what_the_clients_received(
     clients = _client_assignments(truth)
     assert clients
     for gen, held in sorted(clients.items()):
-        for name, topics in held.items():
-            assert told.get(gen, {}).get(name, {}) == topics, (gen, name)
+        for name, want in held.items():
+            assert told.get(gen, {}).get(name, {}) == want, (gen, name)
     # After every rebalance, the last generation's owners are the settled assignment.
     last = max(told)
     assert told[last] == truth["rebalances"][-1]["assignment"]
