@@ -28,7 +28,7 @@ MOCK_QUIRKS = {
             f"MetadataResponse v13: at byte {n}: 1 bytes left after a complete message",
         )
         # The byte is where v13 ends, so it moves with the number and names of the topics.
-        for n in (62, 198, 199, 200, 202, 477)
+        for n in (62, 198, 199, 200, 201, 202, 477)
     ),
     (
         9,
