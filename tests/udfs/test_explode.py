@@ -10,6 +10,7 @@ what their producers sent into the capture's NAME.json ("produced"), which is us
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,28 @@ def test_produced_records_read_back_as_sent(record_file: Path, tmp_path: Path) -
     assert not bad, Counter(r["batch_status"] for r in bad)
     expected = _expected(meta)
     produced = [r for r in rows if r["direction"] == "request"]
-    assert {(r["topic"], r["key"], r["value"]) for r in produced} == expected
+    if "group_truth" in meta:
+        # The group scenarios' script logs each produce (topic and count; values are
+        # "<prefix>-<i>" for key "k<i>") and each topic it made (one record k/first); between
+        # produce_start and produce_stop a steady flow of keyless "flow-<i>" records.
+        flowing = {
+            step["topic"]
+            for step in meta["group_truth"]["timeline"]
+            if step["action"] == "produce_start"
+        }
+        sent = produced
+        flow = [r for r in produced if r["key"] is None]
+        assert all(r["topic"] in flowing and re.fullmatch(rb"flow-\d+", r["value"]) for r in flow)
+        assert bool(flow) == bool(flowing)
+        produced = [r for r in produced if r["key"] is not None]
+        assert {(r["topic"], r["key"]) for r in produced} == {(t, k) for t, k, _ in expected}
+        for r in produced:
+            want = b"first" if r["key"] == b"k" else r["key"][1:]
+            assert r["value"] == want or r["value"].endswith(b"-" + want), r
+        expected = {(r["topic"], r["key"], r["value"]) for r in sent}
+        produced = sent
+    else:
+        assert {(r["topic"], r["key"], r["value"]) for r in produced} == expected
     magics = {p["magic"] for p in meta.get("produced", [])} or {2}
     assert all(r["api_key"] == 0 and r["magic"] in magics for r in produced)
     # Fetched records name the consumer (the paired request's client id).
@@ -120,6 +142,14 @@ def test_produced_records_read_back_as_sent(record_file: Path, tmp_path: Path) -
 
 
 def _expected(meta: dict[str, Any]) -> set[tuple[str, bytes | None, bytes | None]]:
+    if "group_truth" in meta:
+        out: set[tuple[str, bytes | None, bytes | None]] = set()
+        for step in meta["group_truth"]["timeline"]:
+            if step["action"] == "produce":
+                out |= {(step["topic"], f"k{i}".encode(), None) for i in range(step["messages"])}
+            elif step["action"] == "topic":
+                out.add((step["topic"], b"k", b"first"))
+        return out
     if "produced" not in meta:
         return PRODUCED[meta["scenario"]]
     return {
