@@ -4,21 +4,39 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup generate test sweep lint clean demo capture fuzz bench bench-scale
+.PHONY: setup native generate test sweep lint clean demo capture fuzz bench bench-scale
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,native]'
 	touch $(STAMP)
 
-setup: $(STAMP)
+# The compiled readers (generated/_native/*.pyx -> extension modules beside them; about 4
+# minutes on 2 cores the first time, only changed modules afterwards). KWIRE_PURE_PYTHON=1 skips
+# the build, and the tests then check the Python build alone.
+NATIVE_STAMP := generated/_native/.built
+NATIVE_SOURCES := $(wildcard generated/_native/*.pyx generated/_native/*.pxd)
+
+$(NATIVE_STAMP): $(STAMP) $(NATIVE_SOURCES)
+	@if [ -n "$$KWIRE_PURE_PYTHON" ]; then \
+		echo "KWIRE_PURE_PYTHON is set: the compiled readers are not built"; \
+	else \
+		$(BIN)/python scripts/build_native.py || { echo "the compiled build failed; \
+KWIRE_PURE_PYTHON=1 make ... runs the pure-Python build alone" >&2; exit 1; }; \
+		touch $(NATIVE_STAMP); \
+	fi
+
+native: $(NATIVE_STAMP)
+
+setup: $(STAMP) $(NATIVE_STAMP)
 
 generate: $(STAMP)
 	$(BIN)/python -m generator
 
-test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup tests
+# The tests expect the compiled build unless KWIRE_PURE_PYTHON is set (then they test Python alone).
+test: $(STAMP) $(NATIVE_STAMP)
+	KWIRE_EXPECT_COMPILED=$$([ -n "$$KWIRE_PURE_PYTHON" ] && echo 0 || echo 1) $(BIN)/python -m pytest -q -n 2 --dist loadgroup tests
 
 # The exhaustive matrices make test samples: every message and version of every API through the
 # property round trips (40 examples each), both peers (25 each), the Arrow columns, the upstream
@@ -32,7 +50,7 @@ lint: $(STAMP)
 	$(BIN)/black --check generator generated capture groups records udfs tests benchmarks scripts
 	$(BIN)/mypy generated generator capture groups records udfs
 
-demo: $(STAMP)
+demo: $(STAMP) $(NATIVE_STAMP)
 	$(BIN)/python -m udfs.demo
 
 # Remakes tests/data/capture (needs root for `unshare -n`, plus tcpdump, dumpcap and tshark).
@@ -66,3 +84,4 @@ bench-scale: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .hypothesis out
+	rm -f generated/_native/*.c generated/_native/*.so $(NATIVE_STAMP)

@@ -38,8 +38,10 @@ from ._runtime import (
     request_frame_readers,
     response_frame_readers,
 )
+from ._runtime import backend as _backend
 from ._runtime import request_header_version as _request_header_version
 from ._runtime import response_header_version as _response_header_version
+from ._runtime import set_backend as _set_backend
 from .add_offsets_to_txn_request import AddOffsetsToTxnRequest
 from .add_offsets_to_txn_response import AddOffsetsToTxnResponse
 from .add_partitions_to_txn_request import AddPartitionsToTxnRequest
@@ -236,6 +238,25 @@ from .write_share_group_state_request import WriteShareGroupStateRequest
 from .write_share_group_state_response import WriteShareGroupStateResponse
 from .write_txn_markers_request import WriteTxnMarkersRequest
 from .write_txn_markers_response import WriteTxnMarkersResponse
+
+BACKEND: str = _backend()
+"""Which readers decode: "compiled" (their Cython twins in _native, built by `make setup`) or
+"python" (the reference, standard library only; forced with KWIRE_PURE_PYTHON=1)."""
+
+
+def set_backend(name: str) -> None:
+    """Switches every message (and the frame decoders' tables) between the "compiled" and the
+    "python" readers."""
+    global BACKEND
+    _set_backend(name)
+    BACKEND = name
+    _REQUEST_READERS.clear()
+    _REQUEST_READERS.update(request_frame_readers(REGISTRY, RequestHeader, REQUEST_HEADER_V0))
+    _RESPONSE_READERS.clear()
+    _RESPONSE_READERS.update(
+        response_frame_readers(REGISTRY, ResponseHeader, RESPONSE_HEADER_ALWAYS_V0)
+    )
+
 
 REGISTRY: dict[int, ApiInfo] = {
     0: ApiInfo(0, "Produce", ProduceRequest, ProduceResponse),
@@ -714,6 +735,8 @@ def encode_response(header: ResponseHeader, message: Any, api_version: int) -> b
 
 
 __all__ = [
+    "BACKEND",
+    "set_backend",
     "REGISTRY",
     "MESSAGES",
     "ApiInfo",

@@ -1156,3 +1156,104 @@ def inspect_response_frame(
         return FrameReport(header, body, used, None, tuple(warnings))
     except KwireError as e:
         return FrameReport(header, None, None, e, tuple(warnings))
+
+
+# -- backends -------------------------------------------------------------------------------------
+# The pure-Python readers above are the reference. When the compiled twins of a module's fast
+# readers are built (generated/_native, by `make setup`), native_install puts them in place; the
+# checked Python decoders stay behind them for every error. KWIRE_PURE_PYTHON=1 keeps Python.
+
+
+class _Installed(NamedTuple):
+    cls: Any
+    readers: dict[int, Any]  # the module's table, swapped in place
+    python: tuple[dict[int, Any], Any]  # its Python readers and decode
+    native: tuple[dict[int, Any], Any]  # the compiled ones
+
+
+_INSTALLED: list[_Installed] = []
+_STATE = {"backend": "python"}
+
+
+def _load_native(name: str) -> Any:
+    """The compiled module kwire_native_<name>: built beside this package (generated/_native),
+    in $KWIRE_NATIVE_DIR, or anywhere on sys.path (Spark's files directory on its executors);
+    None when none has it."""
+    import importlib
+    import importlib.util
+    import os
+    import sys
+    from pathlib import Path
+
+    full = f"kwire_native_{name}"
+    if full in sys.modules:
+        return sys.modules[full]
+    here = [Path(__file__).resolve().parent / "_native"]
+    if os.environ.get("KWIRE_NATIVE_DIR"):
+        here.append(Path(os.environ["KWIRE_NATIVE_DIR"]))
+    built = [p for d in here for ext in ("so", "pyd") for p in sorted(d.glob(f"{full}.*.{ext}"))]
+    if built:
+        spec = importlib.util.spec_from_file_location(full, built[0])
+        if spec is not None and spec.loader is not None:
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[full] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[full]
+                raise
+            return module
+    try:
+        return importlib.import_module(full)
+    except ImportError:
+        return None
+
+
+def native_install(module: str, ns: dict[str, Any], cls: Any, key: str) -> None:
+    """Installs the compiled readers of `module` (a generated module's __name__) if a build of
+    exactly its readers (the same `key`) is found and serves no other package."""
+    import os
+
+    if os.environ.get("KWIRE_PURE_PYTHON", "") not in ("", "0"):
+        return
+    try:
+        # The shared runtime first: the module's cimports find it by name.
+        native = _load_native("common") and _load_native(module.rpartition(".")[2])
+    except ImportError:
+        return  # built for another Python, or a stale build: the Python readers serve
+    if not native or getattr(native, "KEY", None) != key:
+        return  # not built, or built from other sources (a stale build, another package)
+    try:
+        readers, decode = native.install(ns)
+    except ImportError:
+        return  # it serves another package compiled from the same schema
+    table = ns["_READERS"]
+    entry = _Installed(cls, table, (dict(table), cls.__dict__["decode"]), (readers, decode))
+    _INSTALLED.append(entry)
+    _use(entry, "compiled")
+    _STATE["backend"] = "compiled"
+
+
+def _use(entry: _Installed, backend: str) -> None:
+    readers, decode = entry.native if backend == "compiled" else entry.python
+    entry.readers.update(readers)
+    entry.cls.decode = classmethod(decode) if backend == "compiled" else decode
+
+
+def backend() -> str:
+    """'compiled' when the compiled readers are in place, else 'python'."""
+    return _STATE["backend"]
+
+
+def set_backend(name: str) -> None:
+    """Switches every module to the compiled readers or back to Python (for tests and
+    benchmarks); 'compiled' needs them built."""
+    if name not in ("python", "compiled"):
+        raise ValueError(f"unknown backend {name!r}: 'python' or 'compiled'")
+    if name == "compiled" and not _INSTALLED:
+        raise RuntimeError(
+            "the compiled readers are not built (make setup) or KWIRE_PURE_PYTHON is set"
+        )
+    for entry in _INSTALLED:
+        _use(entry, name)
+    _STATE["backend"] = name

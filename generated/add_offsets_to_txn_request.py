@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_string,
     r_string,
@@ -414,3 +415,4 @@ _ENCODERS = {
     3: _encode_AddOffsetsToTxnRequest_v3,
     4: _encode_AddOffsetsToTxnRequest_v3,
 }
+native_install(__name__, globals(), AddOffsetsToTxnRequest, "9c4029d02188d4c4")

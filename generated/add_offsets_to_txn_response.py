@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_tag_count,
     r_tag_header,
@@ -325,3 +326,4 @@ _ENCODERS = {
     3: _encode_AddOffsetsToTxnResponse_v3,
     4: _encode_AddOffsetsToTxnResponse_v3,
 }
+native_install(__name__, globals(), AddOffsetsToTxnResponse, "24deea089b633980")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -1142,3 +1143,4 @@ _ENCODERS = {
     4: _encode_AddPartitionsToTxnRequest_v4,
     5: _encode_AddPartitionsToTxnRequest_v4,
 }
+native_install(__name__, globals(), AddPartitionsToTxnRequest, "b25e818647716507")

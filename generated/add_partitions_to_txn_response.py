@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -1215,3 +1216,4 @@ _ENCODERS = {
     4: _encode_AddPartitionsToTxnResponse_v4,
     5: _encode_AddPartitionsToTxnResponse_v4,
 }
+native_install(__name__, globals(), AddPartitionsToTxnResponse, "f382e3594f3de3c6")

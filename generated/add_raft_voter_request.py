@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_nullable_string,
@@ -706,3 +707,4 @@ _ENCODERS = {
     0: _encode_AddRaftVoterRequest_v0,
     1: _encode_AddRaftVoterRequest_v1,
 }
+native_install(__name__, globals(), AddRaftVoterRequest, "f26d3e3eb2ffdc8a")

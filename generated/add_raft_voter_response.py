@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_nullable_string,
     r_tag_count,
@@ -283,3 +284,4 @@ _ENCODERS = {
     0: _encode_AddRaftVoterResponse_v0,
     1: _encode_AddRaftVoterResponse_v0,
 }
+native_install(__name__, globals(), AddRaftVoterResponse, "6cf4801549a4566e")

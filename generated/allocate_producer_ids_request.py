@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_tag_count,
     r_tag_header,
@@ -239,3 +240,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_AllocateProducerIdsRequest_v0,
 }
+native_install(__name__, globals(), AllocateProducerIdsRequest, "0c97ebb5c6e9014b")

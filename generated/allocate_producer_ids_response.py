@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_tag_count,
     r_tag_header,
@@ -275,3 +276,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_AllocateProducerIdsResponse_v0,
 }
+native_install(__name__, globals(), AllocateProducerIdsResponse, "bc4799c5af88ee01")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -1128,3 +1129,4 @@ _ENCODERS = {
     0: _encode_AlterClientQuotasRequest_v0,
     1: _encode_AlterClientQuotasRequest_v1,
 }
+native_install(__name__, globals(), AlterClientQuotasRequest, "3b6e3f1443d5fcd5")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -905,3 +906,4 @@ _ENCODERS = {
     1: _encode_AlterConfigsRequest_v0,
     2: _encode_AlterConfigsRequest_v2,
 }
+native_install(__name__, globals(), AlterConfigsRequest, "3bd5115ccd7d5051")

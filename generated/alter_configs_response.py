@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -734,3 +735,4 @@ _ENCODERS = {
     1: _encode_AlterConfigsResponse_v0,
     2: _encode_AlterConfigsResponse_v2,
 }
+native_install(__name__, globals(), AlterConfigsResponse, "bf6bb46f39a57050")

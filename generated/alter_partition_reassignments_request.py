@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_nullable_array,
@@ -718,3 +719,4 @@ _ENCODERS = {
     0: _encode_AlterPartitionReassignmentsRequest_v0,
     1: _encode_AlterPartitionReassignmentsRequest_v1,
 }
+native_install(__name__, globals(), AlterPartitionReassignmentsRequest, "cc1ddcb025b064a9")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_nullable_string,
@@ -885,3 +886,4 @@ _ENCODERS = {
     0: _encode_AlterPartitionReassignmentsResponse_v0,
     1: _encode_AlterPartitionReassignmentsResponse_v1,
 }
+native_install(__name__, globals(), AlterPartitionReassignmentsResponse, "6601276821262c50")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_string,
@@ -1638,3 +1639,4 @@ _ENCODERS = {
     2: _encode_AlterPartitionRequest_v2,
     3: _encode_AlterPartitionRequest_v3,
 }
+native_install(__name__, globals(), AlterPartitionRequest, "4c2f30ea0475eaed")

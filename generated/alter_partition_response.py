@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_string,
@@ -1204,3 +1205,4 @@ _ENCODERS = {
     2: _encode_AlterPartitionResponse_v2,
     3: _encode_AlterPartitionResponse_v2,
 }
+native_install(__name__, globals(), AlterPartitionResponse, "860db11acf38432e")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -818,3 +819,4 @@ _ENCODERS = {
     1: _encode_AlterReplicaLogDirsRequest_v0,
     2: _encode_AlterReplicaLogDirsRequest_v2,
 }
+native_install(__name__, globals(), AlterReplicaLogDirsRequest, "564e522dd4c185f3")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -852,3 +853,4 @@ _ENCODERS = {
     1: _encode_AlterReplicaLogDirsResponse_v0,
     2: _encode_AlterReplicaLogDirsResponse_v2,
 }
+native_install(__name__, globals(), AlterReplicaLogDirsResponse, "a70e88b815826f25")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_bytes,
@@ -666,3 +667,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_AlterUserScramCredentialsRequest_v0,
 }
+native_install(__name__, globals(), AlterUserScramCredentialsRequest, "b53ecaa411222af2")

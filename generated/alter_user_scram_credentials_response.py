@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_nullable_string,
@@ -496,3 +497,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_AlterUserScramCredentialsResponse_v0,
 }
+native_install(__name__, globals(), AlterUserScramCredentialsResponse, "186d8f4826e12db6")

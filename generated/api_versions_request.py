@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_string,
     r_tag_count,
@@ -341,3 +342,4 @@ _ENCODERS = {
     3: _encode_ApiVersionsRequest_v3,
     4: _encode_ApiVersionsRequest_v3,
 }
+native_install(__name__, globals(), ApiVersionsRequest, "d04179cb6e24f176")

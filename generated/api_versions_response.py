@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_bool,
@@ -1133,3 +1134,4 @@ _ENCODERS = {
     3: _encode_ApiVersionsResponse_v3,
     4: _encode_ApiVersionsResponse_v3,
 }
+native_install(__name__, globals(), ApiVersionsResponse, "35d7cdb6b1afb078")

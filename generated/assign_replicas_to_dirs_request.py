@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_tag_count,
@@ -663,3 +664,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_AssignReplicasToDirsRequest_v0,
 }
+native_install(__name__, globals(), AssignReplicasToDirsRequest, "5f80a57bc542963d")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_tag_count,
@@ -681,3 +682,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_AssignReplicasToDirsResponse_v0,
 }
+native_install(__name__, globals(), AssignReplicasToDirsResponse, "72cc42cc3fc059c8")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -1127,3 +1128,4 @@ _ENCODERS = {
     0: _encode_BeginQuorumEpochRequest_v0,
     1: _encode_BeginQuorumEpochRequest_v1,
 }
+native_install(__name__, globals(), BeginQuorumEpochRequest, "4ec3a2d9bef1935d")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -1007,3 +1008,4 @@ _ENCODERS = {
     0: _encode_BeginQuorumEpochResponse_v0,
     1: _encode_BeginQuorumEpochResponse_v1,
 }
+native_install(__name__, globals(), BeginQuorumEpochResponse, "82e46c77da9beb60")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_nullable_array,
@@ -605,3 +606,4 @@ _ENCODERS = {
     1: _encode_BrokerHeartbeatRequest_v1,
     2: _encode_BrokerHeartbeatRequest_v2,
 }
+native_install(__name__, globals(), BrokerHeartbeatRequest, "0a2356e54f630227")

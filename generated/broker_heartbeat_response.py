@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_tag_count,
     r_tag_header,
@@ -288,3 +289,4 @@ _ENCODERS = {
     1: _encode_BrokerHeartbeatResponse_v0,
     2: _encode_BrokerHeartbeatResponse_v0,
 }
+native_install(__name__, globals(), BrokerHeartbeatResponse, "0c1749693be28865")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_nullable_string,
@@ -1493,3 +1494,4 @@ _ENCODERS = {
     3: _encode_BrokerRegistrationRequest_v3,
     4: _encode_BrokerRegistrationRequest_v3,
 }
+native_install(__name__, globals(), BrokerRegistrationRequest, "dd944d6eb69f7000")

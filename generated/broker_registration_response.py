@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_tag_count,
     r_tag_header,
@@ -270,3 +271,4 @@ _ENCODERS = {
     3: _encode_BrokerRegistrationResponse_v0,
     4: _encode_BrokerRegistrationResponse_v0,
 }
+native_install(__name__, globals(), BrokerRegistrationResponse, "eb0f5cabaf1916d7")

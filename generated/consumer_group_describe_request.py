@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_string,
@@ -280,3 +281,4 @@ _ENCODERS = {
     0: _encode_ConsumerGroupDescribeRequest_v0,
     1: _encode_ConsumerGroupDescribeRequest_v0,
 }
+native_install(__name__, globals(), ConsumerGroupDescribeRequest, "22e2155e418046ee")

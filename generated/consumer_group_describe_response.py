@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_nullable_string,
@@ -1860,3 +1861,4 @@ _ENCODERS = {
     0: _encode_ConsumerGroupDescribeResponse_v0,
     1: _encode_ConsumerGroupDescribeResponse_v1,
 }
+native_install(__name__, globals(), ConsumerGroupDescribeResponse, "b2d6e038389e5092")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_nullable_array,
@@ -900,3 +901,4 @@ _ENCODERS = {
     0: _encode_ConsumerGroupHeartbeatRequest_v0,
     1: _encode_ConsumerGroupHeartbeatRequest_v1,
 }
+native_install(__name__, globals(), ConsumerGroupHeartbeatRequest, "2fe2b42ad92a689a")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_nullable_string,
@@ -680,3 +681,4 @@ _ENCODERS = {
     0: _encode_ConsumerGroupHeartbeatResponse_v0,
     1: _encode_ConsumerGroupHeartbeatResponse_v0,
 }
+native_install(__name__, globals(), ConsumerGroupHeartbeatResponse, "4564e0825e8b3791")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_nullable_bytes,
@@ -416,3 +417,4 @@ _ENCODERS = {
     2: _encode_ConsumerProtocolAssignment_v0,
     3: _encode_ConsumerProtocolAssignment_v0,
 }
+native_install(__name__, globals(), ConsumerProtocolAssignment, "8b90e218811d251b")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_nullable_bytes,
@@ -800,3 +801,4 @@ _ENCODERS = {
     2: _encode_ConsumerProtocolSubscription_v2,
     3: _encode_ConsumerProtocolSubscription_v3,
 }
+native_install(__name__, globals(), ConsumerProtocolSubscription, "e0e4f0e6ee10b676")

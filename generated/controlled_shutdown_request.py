@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_tag_count,
     r_tag_header,
@@ -385,3 +386,4 @@ _ENCODERS = {
     2: _encode_ControlledShutdownRequest_v2,
     3: _encode_ControlledShutdownRequest_v3,
 }
+native_install(__name__, globals(), ControlledShutdownRequest, "3c3a153b63b78fb7")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -628,3 +629,4 @@ _ENCODERS = {
     2: _encode_ControlledShutdownResponse_v0,
     3: _encode_ControlledShutdownResponse_v3,
 }
+native_install(__name__, globals(), ControlledShutdownResponse, "4e1bf25f981fb386")

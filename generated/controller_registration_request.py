@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_string,
@@ -704,3 +705,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_ControllerRegistrationRequest_v0,
 }
+native_install(__name__, globals(), ControllerRegistrationRequest, "bdf6a8a118b5847e")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_nullable_string,
     r_tag_count,
@@ -291,3 +292,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_ControllerRegistrationResponse_v0,
 }
+native_install(__name__, globals(), ControllerRegistrationResponse, "77a355c091f06713")

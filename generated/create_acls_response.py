@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -637,3 +638,4 @@ _ENCODERS = {
     2: _encode_CreateAclsResponse_v2,
     3: _encode_CreateAclsResponse_v2,
 }
+native_install(__name__, globals(), CreateAclsResponse, "5f0125c32aa8aab2")

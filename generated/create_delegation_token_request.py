@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -926,3 +927,4 @@ _ENCODERS = {
     2: _encode_CreateDelegationTokenRequest_v2,
     3: _encode_CreateDelegationTokenRequest_v3,
 }
+native_install(__name__, globals(), CreateDelegationTokenRequest, "d60d843103a5baeb")

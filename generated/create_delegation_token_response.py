@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_bytes,
     r_compact_bytes,
@@ -865,3 +866,4 @@ _ENCODERS = {
     2: _encode_CreateDelegationTokenResponse_v2,
     3: _encode_CreateDelegationTokenResponse_v3,
 }
+native_install(__name__, globals(), CreateDelegationTokenResponse, "caa46b252e525340")

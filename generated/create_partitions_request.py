@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -831,3 +832,4 @@ _ENCODERS = {
     2: _encode_CreatePartitionsRequest_v2,
     3: _encode_CreatePartitionsRequest_v2,
 }
+native_install(__name__, globals(), CreatePartitionsRequest, "c8efdd73082b8727")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -1322,3 +1323,4 @@ _ENCODERS = {
     6: _encode_CreateTopicsRequest_v5,
     7: _encode_CreateTopicsRequest_v5,
 }
+native_install(__name__, globals(), CreateTopicsRequest, "9e50e9d73e131b57")

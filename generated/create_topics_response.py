@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -1546,3 +1547,4 @@ _ENCODERS = {
     6: _encode_CreateTopicsResponse_v5,
     7: _encode_CreateTopicsResponse_v7,
 }
+native_install(__name__, globals(), CreateTopicsResponse, "ff73897b6fd2c5b7")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_string,
     r_tag_count,
@@ -277,3 +278,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DefaultPrincipalData_v0,
 }
+native_install(__name__, globals(), DefaultPrincipalData, "328a784e0b6ace77")

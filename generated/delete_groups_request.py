@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -312,3 +313,4 @@ _ENCODERS = {
     1: _encode_DeleteGroupsRequest_v0,
     2: _encode_DeleteGroupsRequest_v2,
 }
+native_install(__name__, globals(), DeleteGroupsRequest, "0137707af637c322")

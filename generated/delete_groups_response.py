@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -610,3 +611,4 @@ _ENCODERS = {
     1: _encode_DeleteGroupsResponse_v0,
     2: _encode_DeleteGroupsResponse_v2,
 }
+native_install(__name__, globals(), DeleteGroupsResponse, "6a69bb4acfb7aedb")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -797,3 +798,4 @@ _ENCODERS = {
     1: _encode_DeleteRecordsRequest_v0,
     2: _encode_DeleteRecordsRequest_v2,
 }
+native_install(__name__, globals(), DeleteRecordsRequest, "5e691da42038385e")

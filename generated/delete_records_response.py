@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -847,3 +848,4 @@ _ENCODERS = {
     1: _encode_DeleteRecordsResponse_v0,
     2: _encode_DeleteRecordsResponse_v2,
 }
+native_install(__name__, globals(), DeleteRecordsResponse, "855fe3793d02512a")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_nullable_string,
@@ -566,3 +567,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DeleteShareGroupOffsetsResponse_v0,
 }
+native_install(__name__, globals(), DeleteShareGroupOffsetsResponse, "9df8a0e256d4d0a1")

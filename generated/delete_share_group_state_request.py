@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_string,
@@ -540,3 +541,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DeleteShareGroupStateRequest_v0,
 }
+native_install(__name__, globals(), DeleteShareGroupStateRequest, "57f8e3be069bea0d")

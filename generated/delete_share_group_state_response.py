@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_nullable_string,
@@ -570,3 +571,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DeleteShareGroupStateResponse_v0,
 }
+native_install(__name__, globals(), DeleteShareGroupStateResponse, "e9859c0795c96015")

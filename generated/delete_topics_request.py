@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -631,3 +632,4 @@ _ENCODERS = {
     5: _encode_DeleteTopicsRequest_v4,
     6: _encode_DeleteTopicsRequest_v6,
 }
+native_install(__name__, globals(), DeleteTopicsRequest, "8a213245bacc2d5b")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -1263,3 +1264,4 @@ _ENCODERS = {
     5: _encode_DeleteTopicsResponse_v5,
     6: _encode_DeleteTopicsResponse_v6,
 }
+native_install(__name__, globals(), DeleteTopicsResponse, "f9aa65aae53a008f")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_nullable_string,
     r_nullable_string,
@@ -706,3 +707,4 @@ _ENCODERS = {
     2: _encode_DescribeAclsRequest_v2,
     3: _encode_DescribeAclsRequest_v2,
 }
+native_install(__name__, globals(), DescribeAclsRequest, "1b81d710e2cc821d")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -1320,3 +1321,4 @@ _ENCODERS = {
     2: _encode_DescribeAclsResponse_v2,
     3: _encode_DescribeAclsResponse_v2,
 }
+native_install(__name__, globals(), DescribeAclsResponse, "711cf831b602ac02")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -684,3 +685,4 @@ _ENCODERS = {
     0: _encode_DescribeClientQuotasRequest_v0,
     1: _encode_DescribeClientQuotasRequest_v1,
 }
+native_install(__name__, globals(), DescribeClientQuotasRequest, "8ba5d709afed6181")

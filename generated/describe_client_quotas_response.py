@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -1223,3 +1224,4 @@ _ENCODERS = {
     0: _encode_DescribeClientQuotasResponse_v0,
     1: _encode_DescribeClientQuotasResponse_v1,
 }
+native_install(__name__, globals(), DescribeClientQuotasResponse, "6da12678bb45131f")

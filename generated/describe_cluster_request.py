@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_tag_count,
     r_tag_header,
@@ -454,3 +455,4 @@ _ENCODERS = {
     1: _encode_DescribeClusterRequest_v1,
     2: _encode_DescribeClusterRequest_v2,
 }
+native_install(__name__, globals(), DescribeClusterRequest, "70b3ac369ec8706d")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -890,3 +891,4 @@ _ENCODERS = {
     3: _encode_DescribeConfigsRequest_v3,
     4: _encode_DescribeConfigsRequest_v4,
 }
+native_install(__name__, globals(), DescribeConfigsRequest, "d0a3cee36fb84868")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -2253,3 +2254,4 @@ _ENCODERS = {
     3: _encode_DescribeConfigsResponse_v3,
     4: _encode_DescribeConfigsResponse_v4,
 }
+native_install(__name__, globals(), DescribeConfigsResponse, "7356e669534577c7")

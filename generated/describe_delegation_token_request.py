@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_nullable_array,
     r_compact_string,
@@ -584,3 +585,4 @@ _ENCODERS = {
     2: _encode_DescribeDelegationTokenRequest_v2,
     3: _encode_DescribeDelegationTokenRequest_v2,
 }
+native_install(__name__, globals(), DescribeDelegationTokenRequest, "1ae7de10e0879d63")

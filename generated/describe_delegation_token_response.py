@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_bytes,
@@ -1551,3 +1552,4 @@ _ENCODERS = {
     2: _encode_DescribeDelegationTokenResponse_v2,
     3: _encode_DescribeDelegationTokenResponse_v3,
 }
+native_install(__name__, globals(), DescribeDelegationTokenResponse, "434055b3f08af28c")

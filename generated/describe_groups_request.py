@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -431,3 +432,4 @@ _ENCODERS = {
     5: _encode_DescribeGroupsRequest_v5,
     6: _encode_DescribeGroupsRequest_v5,
 }
+native_install(__name__, globals(), DescribeGroupsRequest, "cd63a4742a6e4af3")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_bytes,
@@ -2545,3 +2546,4 @@ _ENCODERS = {
     5: _encode_DescribeGroupsResponse_v5,
     6: _encode_DescribeGroupsResponse_v6,
 }
+native_install(__name__, globals(), DescribeGroupsResponse, "d9b87ee86df955fb")

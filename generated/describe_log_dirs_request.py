@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -538,3 +539,4 @@ _ENCODERS = {
     4: _encode_DescribeLogDirsRequest_v2,
     5: _encode_DescribeLogDirsRequest_v2,
 }
+native_install(__name__, globals(), DescribeLogDirsRequest, "3586afb7f52c797b")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -1749,3 +1750,4 @@ _ENCODERS = {
     4: _encode_DescribeLogDirsResponse_v4,
     5: _encode_DescribeLogDirsResponse_v5,
 }
+native_install(__name__, globals(), DescribeLogDirsResponse, "25b7c482bd897ac8")

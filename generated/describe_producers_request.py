@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_string,
@@ -411,3 +412,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DescribeProducersRequest_v0,
 }
+native_install(__name__, globals(), DescribeProducersRequest, "98d62a1008301433")

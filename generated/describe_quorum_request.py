@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_string,
@@ -524,3 +525,4 @@ _ENCODERS = {
     1: _encode_DescribeQuorumRequest_v0,
     2: _encode_DescribeQuorumRequest_v0,
 }
+native_install(__name__, globals(), DescribeQuorumRequest, "790dbf022a354f8d")

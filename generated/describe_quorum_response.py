@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_nullable_string,
@@ -2220,3 +2221,4 @@ _ENCODERS = {
     1: _encode_DescribeQuorumResponse_v1,
     2: _encode_DescribeQuorumResponse_v2,
 }
+native_install(__name__, globals(), DescribeQuorumResponse, "053e1a51687fb8b0")

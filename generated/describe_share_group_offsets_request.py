@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_nullable_array,
@@ -568,3 +569,4 @@ _ENCODERS = {
     0: _encode_DescribeShareGroupOffsetsRequest_v0,
     1: _encode_DescribeShareGroupOffsetsRequest_v0,
 }
+native_install(__name__, globals(), DescribeShareGroupOffsetsRequest, "f9f00264097b2029")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_nullable_string,
@@ -1412,3 +1413,4 @@ _ENCODERS = {
     0: _encode_DescribeShareGroupOffsetsResponse_v0,
     1: _encode_DescribeShareGroupOffsetsResponse_v1,
 }
+native_install(__name__, globals(), DescribeShareGroupOffsetsResponse, "55859b14ce5d47d4")

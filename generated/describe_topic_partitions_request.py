@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_string,
@@ -566,3 +567,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DescribeTopicPartitionsRequest_v0,
 }
+native_install(__name__, globals(), DescribeTopicPartitionsRequest, "c06b4d0d98ac5c0f")

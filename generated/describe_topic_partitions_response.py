@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_nullable_array,
@@ -909,3 +910,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DescribeTopicPartitionsResponse_v0,
 }
+native_install(__name__, globals(), DescribeTopicPartitionsResponse, "11a1e235d7e3595a")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_string,
@@ -256,3 +257,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DescribeTransactionsRequest_v0,
 }
+native_install(__name__, globals(), DescribeTransactionsRequest, "d801835e7234de5b")

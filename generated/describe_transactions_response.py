@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_string,
@@ -683,3 +684,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DescribeTransactionsResponse_v0,
 }
+native_install(__name__, globals(), DescribeTransactionsResponse, "ff72fed2d4d88985")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_nullable_array,
     r_compact_string,
@@ -362,3 +363,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DescribeUserScramCredentialsRequest_v0,
 }
+native_install(__name__, globals(), DescribeUserScramCredentialsRequest, "434ee4a5376e25e1")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_nullable_string,
@@ -678,3 +679,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DescribeUserScramCredentialsResponse_v0,
 }
+native_install(__name__, globals(), DescribeUserScramCredentialsResponse, "86296bac91c04b58")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -657,3 +658,4 @@ _ENCODERS = {
     1: _encode_ElectLeadersRequest_v1,
     2: _encode_ElectLeadersRequest_v2,
 }
+native_install(__name__, globals(), ElectLeadersRequest, "95997fc9a3541a94")

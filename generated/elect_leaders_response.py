@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -1006,3 +1007,4 @@ _ENCODERS = {
     1: _encode_ElectLeadersResponse_v1,
     2: _encode_ElectLeadersResponse_v2,
 }
+native_install(__name__, globals(), ElectLeadersResponse, "2bd1d05873d63094")

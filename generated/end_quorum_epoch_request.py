@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -1245,3 +1246,4 @@ _ENCODERS = {
     0: _encode_EndQuorumEpochRequest_v0,
     1: _encode_EndQuorumEpochRequest_v1,
 }
+native_install(__name__, globals(), EndQuorumEpochRequest, "793fcabc30539b58")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -997,3 +998,4 @@ _ENCODERS = {
     0: _encode_EndQuorumEpochResponse_v0,
     1: _encode_EndQuorumEpochResponse_v1,
 }
+native_install(__name__, globals(), EndQuorumEpochResponse, "f2c932b78537d7b3")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_string,
     r_string,
@@ -386,3 +387,4 @@ _ENCODERS = {
     4: _encode_EndTxnRequest_v3,
     5: _encode_EndTxnRequest_v3,
 }
+native_install(__name__, globals(), EndTxnRequest, "6f77b230430571c0")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_tag_count,
     r_tag_header,
@@ -433,3 +434,4 @@ _ENCODERS = {
     4: _encode_EndTxnResponse_v3,
     5: _encode_EndTxnResponse_v5,
 }
+native_install(__name__, globals(), EndTxnResponse, "e1dc22e39472b42c")

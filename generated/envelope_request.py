@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_bytes,
     r_compact_nullable_bytes,
@@ -294,3 +295,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_EnvelopeRequest_v0,
 }
+native_install(__name__, globals(), EnvelopeRequest, "6b745527aad50b5e")

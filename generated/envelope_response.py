@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_nullable_bytes,
     r_tag_count,
@@ -255,3 +256,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_EnvelopeResponse_v0,
 }
+native_install(__name__, globals(), EnvelopeResponse, "8cc3cba9a1af78eb")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_bytes,
     r_compact_bytes,
@@ -353,3 +354,4 @@ _ENCODERS = {
     1: _encode_ExpireDelegationTokenRequest_v0,
     2: _encode_ExpireDelegationTokenRequest_v2,
 }
+native_install(__name__, globals(), ExpireDelegationTokenRequest, "e14f3487ff2b2a7a")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_tag_count,
     r_tag_header,
@@ -349,3 +350,4 @@ _ENCODERS = {
     1: _encode_ExpireDelegationTokenResponse_v0,
     2: _encode_ExpireDelegationTokenResponse_v2,
 }
+native_install(__name__, globals(), ExpireDelegationTokenResponse, "39912b84aca70b0d")

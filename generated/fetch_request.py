@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -4812,3 +4813,4 @@ _ENCODERS = {
     17: _encode_FetchRequest_v17,
     18: _encode_FetchRequest_v18,
 }
+native_install(__name__, globals(), FetchRequest, "1301eb7536e3761c")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -3439,3 +3440,4 @@ _ENCODERS = {
     17: _encode_FetchResponse_v16,
     18: _encode_FetchResponse_v16,
 }
+native_install(__name__, globals(), FetchResponse, "2073435c98ebd7df")

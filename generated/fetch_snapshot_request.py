@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_nullable_string,
@@ -1119,3 +1120,4 @@ _ENCODERS = {
     0: _encode_FetchSnapshotRequest_v0,
     1: _encode_FetchSnapshotRequest_v1,
 }
+native_install(__name__, globals(), FetchSnapshotRequest, "6039307053b02805")

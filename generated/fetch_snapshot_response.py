@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_bytes,
@@ -1155,3 +1156,4 @@ _ENCODERS = {
     0: _encode_FetchSnapshotResponse_v0,
     1: _encode_FetchSnapshotResponse_v1,
 }
+native_install(__name__, globals(), FetchSnapshotResponse, "b27e7713efda2e4d")

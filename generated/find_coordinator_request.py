@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_string,
@@ -573,3 +574,4 @@ _ENCODERS = {
     5: _encode_FindCoordinatorRequest_v4,
     6: _encode_FindCoordinatorRequest_v4,
 }
+native_install(__name__, globals(), FindCoordinatorRequest, "6c6255d42f9e7144")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_nullable_string,
@@ -1017,3 +1018,4 @@ _ENCODERS = {
     5: _encode_FindCoordinatorResponse_v4,
     6: _encode_FindCoordinatorResponse_v4,
 }
+native_install(__name__, globals(), FindCoordinatorResponse, "467bba3a230947fc")

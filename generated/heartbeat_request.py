@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_nullable_string,
     r_compact_string,
@@ -555,3 +556,4 @@ _ENCODERS = {
     3: _encode_HeartbeatRequest_v3,
     4: _encode_HeartbeatRequest_v4,
 }
+native_install(__name__, globals(), HeartbeatRequest, "09ada63057938d38")

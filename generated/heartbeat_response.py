@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_tag_count,
     r_tag_header,
@@ -382,3 +383,4 @@ _ENCODERS = {
     3: _encode_HeartbeatResponse_v1,
     4: _encode_HeartbeatResponse_v4,
 }
+native_install(__name__, globals(), HeartbeatResponse, "9b519495971fe358")

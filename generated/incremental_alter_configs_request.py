@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -956,3 +957,4 @@ _ENCODERS = {
     0: _encode_IncrementalAlterConfigsRequest_v0,
     1: _encode_IncrementalAlterConfigsRequest_v1,
 }
+native_install(__name__, globals(), IncrementalAlterConfigsRequest, "ac72f6dcdf12ddd8")

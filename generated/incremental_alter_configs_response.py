@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -750,3 +751,4 @@ _ENCODERS = {
     0: _encode_IncrementalAlterConfigsResponse_v0,
     1: _encode_IncrementalAlterConfigsResponse_v1,
 }
+native_install(__name__, globals(), IncrementalAlterConfigsResponse, "10a07b11fc4d72f4")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_nullable_string,
     r_nullable_string,
@@ -711,3 +712,4 @@ _ENCODERS = {
     5: _encode_InitProducerIdRequest_v3,
     6: _encode_InitProducerIdRequest_v6,
 }
+native_install(__name__, globals(), InitProducerIdRequest, "63875b11a1aa020f")

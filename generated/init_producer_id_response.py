@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_tag_count,
     r_tag_header,
@@ -529,3 +530,4 @@ _ENCODERS = {
     5: _encode_InitProducerIdResponse_v2,
     6: _encode_InitProducerIdResponse_v6,
 }
+native_install(__name__, globals(), InitProducerIdResponse, "e971c63a9aabc98c")

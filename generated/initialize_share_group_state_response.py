@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_nullable_string,
@@ -572,3 +573,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_InitializeShareGroupStateResponse_v0,
 }
+native_install(__name__, globals(), InitializeShareGroupStateResponse, "55ca93e0e2425f8b")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_bytes,
@@ -1727,3 +1728,4 @@ _ENCODERS = {
     8: _encode_JoinGroupRequest_v8,
     9: _encode_JoinGroupRequest_v8,
 }
+native_install(__name__, globals(), JoinGroupRequest, "7ff33a9a2954afd9")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_bytes,
@@ -2189,3 +2190,4 @@ _ENCODERS = {
     8: _encode_JoinGroupResponse_v7,
     9: _encode_JoinGroupResponse_v9,
 }
+native_install(__name__, globals(), JoinGroupResponse, "f889eb74fb89f03a")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -3527,3 +3528,4 @@ _ENCODERS = {
     6: _encode_LeaderAndIsrRequest_v6,
     7: _encode_LeaderAndIsrRequest_v7,
 }
+native_install(__name__, globals(), LeaderAndIsrRequest, "39f7305ea219945a")

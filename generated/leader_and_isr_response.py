@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -1027,3 +1028,4 @@ _ENCODERS = {
     6: _encode_LeaderAndIsrResponse_v5,
     7: _encode_LeaderAndIsrResponse_v5,
 }
+native_install(__name__, globals(), LeaderAndIsrResponse, "80b4d8beabd3042a")

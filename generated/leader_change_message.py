@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_tag_count,
@@ -682,3 +683,4 @@ _ENCODERS = {
     0: _encode_LeaderChangeMessage_v0,
     1: _encode_LeaderChangeMessage_v1,
 }
+native_install(__name__, globals(), LeaderChangeMessage, "ce94b5e0cd7eb07a")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -1120,3 +1121,4 @@ _ENCODERS = {
     4: _encode_LeaveGroupRequest_v4,
     5: _encode_LeaveGroupRequest_v5,
 }
+native_install(__name__, globals(), LeaveGroupRequest, "32d22b87040abe3b")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -861,3 +862,4 @@ _ENCODERS = {
     4: _encode_LeaveGroupResponse_v4,
     5: _encode_LeaveGroupResponse_v4,
 }
+native_install(__name__, globals(), LeaveGroupResponse, "84338cdd1b51c501")

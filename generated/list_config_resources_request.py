@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_tag_count,
@@ -327,3 +328,4 @@ _ENCODERS = {
     0: _encode_ListConfigResourcesRequest_v0,
     1: _encode_ListConfigResourcesRequest_v1,
 }
+native_install(__name__, globals(), ListConfigResourcesRequest, "0364f7afd5a84871")

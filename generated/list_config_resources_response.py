@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_string,
@@ -660,3 +661,4 @@ _ENCODERS = {
     0: _encode_ListConfigResourcesResponse_v0,
     1: _encode_ListConfigResourcesResponse_v1,
 }
+native_install(__name__, globals(), ListConfigResourcesResponse, "a38705418b132356")

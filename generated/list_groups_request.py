@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_string,
@@ -497,3 +498,4 @@ _ENCODERS = {
     4: _encode_ListGroupsRequest_v4,
     5: _encode_ListGroupsRequest_v5,
 }
+native_install(__name__, globals(), ListGroupsRequest, "3c7b4a60d56032cb")

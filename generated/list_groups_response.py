@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -1344,3 +1345,4 @@ _ENCODERS = {
     4: _encode_ListGroupsResponse_v4,
     5: _encode_ListGroupsResponse_v5,
 }
+native_install(__name__, globals(), ListGroupsResponse, "0dd2d9117c64572d")

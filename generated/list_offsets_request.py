@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -1675,3 +1676,4 @@ _ENCODERS = {
     10: _encode_ListOffsetsRequest_v10,
     11: _encode_ListOffsetsRequest_v10,
 }
+native_install(__name__, globals(), ListOffsetsRequest, "9419754196b52b98")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -1607,3 +1608,4 @@ _ENCODERS = {
     10: _encode_ListOffsetsResponse_v6,
     11: _encode_ListOffsetsResponse_v6,
 }
+native_install(__name__, globals(), ListOffsetsResponse, "43aa9cdb2db8e102")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_nullable_string,
@@ -531,3 +532,4 @@ _ENCODERS = {
     1: _encode_ListTransactionsRequest_v1,
     2: _encode_ListTransactionsRequest_v2,
 }
+native_install(__name__, globals(), ListTransactionsRequest, "42df6c5fff2fcd70")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_nullable_array,
@@ -1249,3 +1250,4 @@ _ENCODERS = {
     12: _encode_MetadataRequest_v11,
     13: _encode_MetadataRequest_v11,
 }
+native_install(__name__, globals(), MetadataRequest, "d4ff9fa7618802c8")

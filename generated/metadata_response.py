@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -4325,3 +4326,4 @@ _ENCODERS = {
     12: _encode_MetadataResponse_v12,
     13: _encode_MetadataResponse_v13,
 }
+native_install(__name__, globals(), MetadataResponse, "832ef8a017b5521e")

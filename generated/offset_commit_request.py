@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -2750,3 +2751,4 @@ _ENCODERS = {
     9: _encode_OffsetCommitRequest_v8,
     10: _encode_OffsetCommitRequest_v10,
 }
+native_install(__name__, globals(), OffsetCommitRequest, "72ae34cafc65694d")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -1176,3 +1177,4 @@ _ENCODERS = {
     9: _encode_OffsetCommitResponse_v8,
     10: _encode_OffsetCommitResponse_v10,
 }
+native_install(__name__, globals(), OffsetCommitResponse, "487512d8e4868386")

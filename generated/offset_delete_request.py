@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_string,
@@ -507,3 +508,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_OffsetDeleteRequest_v0,
 }
+native_install(__name__, globals(), OffsetDeleteRequest, "1012622cbd9a36ba")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_string,
@@ -524,3 +525,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_OffsetDeleteResponse_v0,
 }
+native_install(__name__, globals(), OffsetDeleteResponse, "f7cd39b4cb8cb678")

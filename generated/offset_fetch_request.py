@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -1965,3 +1966,4 @@ _ENCODERS = {
     9: _encode_OffsetFetchRequest_v9,
     10: _encode_OffsetFetchRequest_v10,
 }
+native_install(__name__, globals(), OffsetFetchRequest, "53b44aa430d352cd")

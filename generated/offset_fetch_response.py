@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -2520,3 +2521,4 @@ _ENCODERS = {
     9: _encode_OffsetFetchResponse_v8,
     10: _encode_OffsetFetchResponse_v10,
 }
+native_install(__name__, globals(), OffsetFetchResponse, "40ccc75a157e1a08")

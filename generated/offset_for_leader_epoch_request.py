@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -1187,3 +1188,4 @@ _ENCODERS = {
     3: _encode_OffsetForLeaderEpochRequest_v3,
     4: _encode_OffsetForLeaderEpochRequest_v4,
 }
+native_install(__name__, globals(), OffsetForLeaderEpochRequest, "1435266c48a707de")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -1215,3 +1216,4 @@ _ENCODERS = {
     3: _encode_OffsetForLeaderEpochResponse_v2,
     4: _encode_OffsetForLeaderEpochResponse_v4,
 }
+native_install(__name__, globals(), OffsetForLeaderEpochResponse, "79ede5449a7aba97")

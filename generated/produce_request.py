@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -1327,3 +1328,4 @@ _ENCODERS = {
     12: _encode_ProduceRequest_v9,
     13: _encode_ProduceRequest_v13,
 }
+native_install(__name__, globals(), ProduceRequest, "73d526a77dacd5af")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -3188,3 +3189,4 @@ _ENCODERS = {
     12: _encode_ProduceResponse_v10,
     13: _encode_ProduceResponse_v13,
 }
+native_install(__name__, globals(), ProduceResponse, "35afa2b4c5c38835")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_bytes,
     r_tag_count,
@@ -301,3 +302,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_PushTelemetryRequest_v0,
 }
+native_install(__name__, globals(), PushTelemetryRequest, "65b9eddb4a007ebf")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_string,
@@ -550,3 +551,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_ReadShareGroupStateRequest_v0,
 }
+native_install(__name__, globals(), ReadShareGroupStateRequest, "2929f2c621f287e0")

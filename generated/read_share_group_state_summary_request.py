@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_string,
@@ -562,3 +563,4 @@ _ENCODERS = {
     0: _encode_ReadShareGroupStateSummaryRequest_v0,
     1: _encode_ReadShareGroupStateSummaryRequest_v0,
 }
+native_install(__name__, globals(), ReadShareGroupStateSummaryRequest, "6e5f96890b61cd7b")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_nullable_string,
     r_tag_count,
@@ -274,3 +275,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_RemoveRaftVoterRequest_v0,
 }
+native_install(__name__, globals(), RemoveRaftVoterRequest, "861d29f05be30d1d")

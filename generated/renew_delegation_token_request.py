@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_bytes,
     r_compact_bytes,
@@ -342,3 +343,4 @@ _ENCODERS = {
     1: _encode_RenewDelegationTokenRequest_v0,
     2: _encode_RenewDelegationTokenRequest_v2,
 }
+native_install(__name__, globals(), RenewDelegationTokenRequest, "f0461490fdec6810")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_tag_count,
     r_tag_header,
@@ -345,3 +346,4 @@ _ENCODERS = {
     1: _encode_RenewDelegationTokenResponse_v0,
     2: _encode_RenewDelegationTokenResponse_v2,
 }
+native_install(__name__, globals(), RenewDelegationTokenResponse, "89a98ff2c0bf93f2")

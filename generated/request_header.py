@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_nullable_string,
     r_tag_count,
@@ -450,3 +451,4 @@ _ENCODERS = {
     1: _encode_RequestHeader_v1,
     2: _encode_RequestHeader_v2,
 }
+native_install(__name__, globals(), RequestHeader, "0e506fb7553646b7")

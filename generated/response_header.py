@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_tag_count,
     r_tag_header,
@@ -285,3 +286,4 @@ _ENCODERS = {
     0: _encode_ResponseHeader_v0,
     1: _encode_ResponseHeader_v1,
 }
+native_install(__name__, globals(), ResponseHeader, "8fe10616318743ac")

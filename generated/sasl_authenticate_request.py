@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_bytes,
     r_compact_bytes,
@@ -312,3 +313,4 @@ _ENCODERS = {
     1: _encode_SaslAuthenticateRequest_v0,
     2: _encode_SaslAuthenticateRequest_v2,
 }
+native_install(__name__, globals(), SaslAuthenticateRequest, "6ced569e04b0a84e")

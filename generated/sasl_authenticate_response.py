@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_bytes,
     r_compact_bytes,
@@ -538,3 +539,4 @@ _ENCODERS = {
     1: _encode_SaslAuthenticateResponse_v1,
     2: _encode_SaslAuthenticateResponse_v2,
 }
+native_install(__name__, globals(), SaslAuthenticateResponse, "2684f7f9e92b2339")

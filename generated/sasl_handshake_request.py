@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_string,
     r_tag_count,
@@ -222,3 +223,4 @@ _ENCODERS = {
     0: _encode_SaslHandshakeRequest_v0,
     1: _encode_SaslHandshakeRequest_v0,
 }
+native_install(__name__, globals(), SaslHandshakeRequest, "ec1c16b33ce71186")

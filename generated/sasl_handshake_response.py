@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_string,
@@ -247,3 +248,4 @@ _ENCODERS = {
     0: _encode_SaslHandshakeResponse_v0,
     1: _encode_SaslHandshakeResponse_v0,
 }
+native_install(__name__, globals(), SaslHandshakeResponse, "213fd64f5271e99f")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_nullable_string,
@@ -999,3 +1000,4 @@ _ENCODERS = {
     1: _encode_ShareAcknowledgeRequest_v0,
     2: _encode_ShareAcknowledgeRequest_v2,
 }
+native_install(__name__, globals(), ShareAcknowledgeRequest, "776f06c4ee961c4b")

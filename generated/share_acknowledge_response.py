@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_nullable_string,
@@ -1266,3 +1267,4 @@ _ENCODERS = {
     1: _encode_ShareAcknowledgeResponse_v0,
     2: _encode_ShareAcknowledgeResponse_v2,
 }
+native_install(__name__, globals(), ShareAcknowledgeResponse, "67fe160da6146a66")

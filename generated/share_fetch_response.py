@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_bytes,
@@ -1752,3 +1753,4 @@ _ENCODERS = {
     1: _encode_ShareFetchResponse_v1,
     2: _encode_ShareFetchResponse_v1,
 }
+native_install(__name__, globals(), ShareFetchResponse, "e5dd968a06f462a6")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_string,
@@ -278,3 +279,4 @@ _ENCODERS = {
     0: _encode_ShareGroupDescribeRequest_v0,
     1: _encode_ShareGroupDescribeRequest_v0,
 }
+native_install(__name__, globals(), ShareGroupDescribeRequest, "d516d4cc73a55b8e")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_nullable_string,
@@ -1130,3 +1131,4 @@ _ENCODERS = {
     0: _encode_ShareGroupDescribeResponse_v0,
     1: _encode_ShareGroupDescribeResponse_v0,
 }
+native_install(__name__, globals(), ShareGroupDescribeResponse, "7b214dd2268a1705")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_nullable_array,
     r_compact_nullable_string,
@@ -380,3 +381,4 @@ _ENCODERS = {
     0: _encode_ShareGroupHeartbeatRequest_v0,
     1: _encode_ShareGroupHeartbeatRequest_v0,
 }
+native_install(__name__, globals(), ShareGroupHeartbeatRequest, "acffb1f640b068c1")

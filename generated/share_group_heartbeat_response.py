@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_nullable_string,
@@ -674,3 +675,4 @@ _ENCODERS = {
     0: _encode_ShareGroupHeartbeatResponse_v0,
     1: _encode_ShareGroupHeartbeatResponse_v0,
 }
+native_install(__name__, globals(), ShareGroupHeartbeatResponse, "4e1fb1484e4d84ea")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_tag_count,
     r_tag_header,
@@ -221,3 +222,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_SnapshotFooterRecord_v0,
 }
+native_install(__name__, globals(), SnapshotFooterRecord, "6c560fb2a0cfc585")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_tag_count,
     r_tag_header,
@@ -240,3 +241,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_SnapshotHeaderRecord_v0,
 }
+native_install(__name__, globals(), SnapshotHeaderRecord, "bfd87fe73e73fd2f")

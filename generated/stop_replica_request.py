@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -1687,3 +1688,4 @@ _ENCODERS = {
     3: _encode_StopReplicaRequest_v3,
     4: _encode_StopReplicaRequest_v4,
 }
+native_install(__name__, globals(), StopReplicaRequest, "e22b5988a0b54d96")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -652,3 +653,4 @@ _ENCODERS = {
     3: _encode_StopReplicaResponse_v2,
     4: _encode_StopReplicaResponse_v2,
 }
+native_install(__name__, globals(), StopReplicaResponse, "00d65cdb332d71d8")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_string,
@@ -272,3 +273,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_StreamsGroupDescribeRequest_v0,
 }
+native_install(__name__, globals(), StreamsGroupDescribeRequest, "97bc4b961fe53e95")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_nullable_array,
@@ -2319,3 +2320,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_StreamsGroupDescribeResponse_v0,
 }
+native_install(__name__, globals(), StreamsGroupDescribeResponse, "d45d5288527ffda8")

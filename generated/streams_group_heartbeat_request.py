@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_nullable_array,
@@ -1901,3 +1902,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_StreamsGroupHeartbeatRequest_v0,
 }
+native_install(__name__, globals(), StreamsGroupHeartbeatRequest, "adcd0cdbeef64db7")

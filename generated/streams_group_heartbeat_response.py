@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_nullable_array,
@@ -1259,3 +1260,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_StreamsGroupHeartbeatResponse_v0,
 }
+native_install(__name__, globals(), StreamsGroupHeartbeatResponse, "f703655b4a292517")

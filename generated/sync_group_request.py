@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_bytes,
@@ -1423,3 +1424,4 @@ _ENCODERS = {
     4: _encode_SyncGroupRequest_v4,
     5: _encode_SyncGroupRequest_v5,
 }
+native_install(__name__, globals(), SyncGroupRequest, "feaae86bb18b8fb5")

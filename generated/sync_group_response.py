@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_bytes,
     r_compact_bytes,
@@ -633,3 +634,4 @@ _ENCODERS = {
     4: _encode_SyncGroupResponse_v4,
     5: _encode_SyncGroupResponse_v5,
 }
+native_install(__name__, globals(), SyncGroupResponse, "bb55de81a5a9f6da")

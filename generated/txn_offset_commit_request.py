@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -1631,3 +1632,4 @@ _ENCODERS = {
     4: _encode_TxnOffsetCommitRequest_v3,
     5: _encode_TxnOffsetCommitRequest_v3,
 }
+native_install(__name__, globals(), TxnOffsetCommitRequest, "03440246800dcb3b")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -858,3 +859,4 @@ _ENCODERS = {
     4: _encode_TxnOffsetCommitResponse_v3,
     5: _encode_TxnOffsetCommitResponse_v3,
 }
+native_install(__name__, globals(), TxnOffsetCommitResponse, "c0fe3d188b4eaac8")

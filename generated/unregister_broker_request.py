@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_tag_count,
     r_tag_header,
@@ -223,3 +224,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_UnregisterBrokerRequest_v0,
 }
+native_install(__name__, globals(), UnregisterBrokerRequest, "79973463fe5a6557")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_nullable_string,
     r_tag_count,
@@ -283,3 +284,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_UnregisterBrokerResponse_v0,
 }
+native_install(__name__, globals(), UnregisterBrokerResponse, "9d41b03a8866466d")

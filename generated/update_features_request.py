@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_string,
@@ -714,3 +715,4 @@ _ENCODERS = {
     1: _encode_UpdateFeaturesRequest_v1,
     2: _encode_UpdateFeaturesRequest_v1,
 }
+native_install(__name__, globals(), UpdateFeaturesRequest, "0fa5b814cdc49ecb")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_nullable_string,
@@ -649,3 +650,4 @@ _ENCODERS = {
     1: _encode_UpdateFeaturesResponse_v0,
     2: _encode_UpdateFeaturesResponse_v2,
 }
+native_install(__name__, globals(), UpdateFeaturesResponse, "4828dd12338ffa4e")

@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -3749,3 +3750,4 @@ _ENCODERS = {
     7: _encode_UpdateMetadataRequest_v7,
     8: _encode_UpdateMetadataRequest_v8,
 }
+native_install(__name__, globals(), UpdateMetadataRequest, "7df9c7a3155fe1f5")

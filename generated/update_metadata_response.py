@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_tag_count,
     r_tag_header,
@@ -311,3 +312,4 @@ _ENCODERS = {
     7: _encode_UpdateMetadataResponse_v6,
     8: _encode_UpdateMetadataResponse_v6,
 }
+native_install(__name__, globals(), UpdateMetadataResponse, "93fcc5d6dbfa70c7")

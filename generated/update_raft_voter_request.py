@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_nullable_string,
@@ -667,3 +668,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_UpdateRaftVoterRequest_v0,
 }
+native_install(__name__, globals(), UpdateRaftVoterRequest, "4bcaa27151abbee0")

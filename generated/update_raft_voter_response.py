@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_string,
     r_tag_count,
@@ -430,3 +431,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_UpdateRaftVoterResponse_v0,
 }
+native_install(__name__, globals(), UpdateRaftVoterResponse, "9e25cee6a1f5cf60")

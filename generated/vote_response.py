@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_string,
@@ -862,3 +863,4 @@ _ENCODERS = {
     1: _encode_VoteResponse_v1,
     2: _encode_VoteResponse_v1,
 }
+native_install(__name__, globals(), VoteResponse, "5ec7463b6d320769")

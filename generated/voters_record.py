@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_string,
@@ -724,3 +725,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_VotersRecord_v0,
 }
+native_install(__name__, globals(), VotersRecord, "e62a13549a478730")

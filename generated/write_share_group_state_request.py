@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_compact_array,
     r_compact_string,
@@ -1092,3 +1093,4 @@ _ENCODERS = {
     0: _encode_WriteShareGroupStateRequest_v0,
     1: _encode_WriteShareGroupStateRequest_v1,
 }
+native_install(__name__, globals(), WriteShareGroupStateRequest, "8e5737ae5fe4cfa6")

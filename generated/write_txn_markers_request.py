@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -1096,3 +1097,4 @@ _ENCODERS = {
     1: _encode_WriteTxnMarkersRequest_v1,
     2: _encode_WriteTxnMarkersRequest_v2,
 }
+native_install(__name__, globals(), WriteTxnMarkersRequest, "5b1bb6b410d440dd")

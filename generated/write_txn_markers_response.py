@@ -21,6 +21,7 @@ from ._runtime import (
     decode_message,
     encode_failure,
     encode_message,
+    native_install,
     new_object,
     r_array,
     r_compact_array,
@@ -1022,3 +1023,4 @@ _ENCODERS = {
     1: _encode_WriteTxnMarkersResponse_v1,
     2: _encode_WriteTxnMarkersResponse_v1,
 }
+native_install(__name__, globals(), WriteTxnMarkersResponse, "e685c649247fee9a")

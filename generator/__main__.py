@@ -25,6 +25,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-format", action="store_true", help="skip black (faster; for throwaway output)"
     )
+    parser.add_argument(
+        "--no-native",
+        action="store_true",
+        help="skip the compiled target's Cython sources (_native/)",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     args = parser.parse_args(argv)
     inputs = args.inputs or [ROOT / "schemas"]
@@ -33,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--out is required when schema paths are given")
     started = time.perf_counter()
     try:
-        files = compile_schemas(inputs, format=not args.no_format)
+        files = compile_schemas(inputs, format=not args.no_format, native_target=not args.no_native)
     except SchemaError as e:
         for problem in e.problems:
             print(problem, file=sys.stderr)
@@ -42,7 +47,16 @@ def main(argv: list[str] | None = None) -> int:
     write_package(files, out)
     if not args.quiet:
         took = time.perf_counter() - started
-        print(f"compiled {len(files) - 2} schemas into {out} in {took:.1f}s")
+        modules = [n for n in files if "/" not in n and n not in ("__init__.py", "_runtime.py")]
+        native = [n for n in files if n.endswith(".pyx")]
+        print(
+            f"compiled {len(modules)} schemas into {out} in {took:.1f}s"
+            + (
+                f" (and {len(native)} compiled-target sources in {out / '_native'})"
+                if native
+                else ""
+            )
+        )
     return 0
 
 

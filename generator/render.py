@@ -51,6 +51,7 @@ ALWAYS_IMPORTED = [
     "r_tag_count",
     "r_tag_header",
     "r_tags",
+    "native_install",
     "read_message",
     "Recheck",
     "new_object",
@@ -210,6 +211,15 @@ def _environment() -> jinja2.Environment:
     )
 
 
+def _native_key(message: Message, source: str) -> str:
+    """The key of the module's compiled readers (see generator.native.native_source)."""
+    if message.valid.empty:
+        return ""
+    from .native import native_source
+
+    return native_source(message, source, message.module)[1]
+
+
 def render_module(message: Message, source: str) -> str:
     view: ModuleView = plan_message(message)
     names = view.class_names
@@ -249,6 +259,7 @@ def render_module(message: Message, source: str) -> str:
         "versions": view.versions,
         "heads": view.heads,
         "root_name": message.name,
+        "native_key": _native_key(message, source),
     }
     template = _environment().get_template("module.py.j2")
     return template.render(view=_Obj(context))
@@ -315,10 +326,13 @@ def _display(path: Path) -> str:
         return str(path)
 
 
-def compile_schemas(inputs: list[Path], format: bool = True) -> dict[str, str]:
+def compile_schemas(
+    inputs: list[Path], format: bool = True, native_target: bool = False
+) -> dict[str, str]:
     """Loads, checks and renders; returns file name -> source, or raises SchemaError.
 
-    format=False skips black (valid Python either way) for throwaway compiles in tests.
+    format=False skips black (valid Python either way) for throwaway compiles in tests;
+    native_target=True adds the compiled target's Cython sources under _native/.
     """
     problems: list[SchemaProblem] = []
     messages: list[tuple[Message, str]] = []
@@ -346,8 +360,10 @@ def compile_schemas(inputs: list[Path], format: bool = True) -> dict[str, str]:
     runtime = (TEMPLATES / "runtime.py").read_text(encoding="utf-8")
     sources["_runtime.py"] = f"{MARKER}: runtime of the generated codecs. Do not edit.\n{runtime}"
     jobs = [(m, Path(display).as_posix()) for m, display in messages]
+    native = _native_sources(jobs) if native_target else {}
     if not format:
         sources.update(map(_render, jobs))
+        sources.update(native)
         return dict(sorted(sources.items()))
     items = sorted(sources.items())
     if len(jobs) > 8 and (os.cpu_count() or 1) > 1:
@@ -359,7 +375,28 @@ def compile_schemas(inputs: list[Path], format: bool = True) -> dict[str, str]:
     else:
         formatted = dict(map(_render_and_format, jobs))
         formatted.update(map(_format, items))
+    formatted.update(native)
     return dict(sorted(formatted.items()))
+
+
+NATIVE_DIR = "_native"
+# The compiled modules are top-level modules (kwire_native_<module>): importable from any
+# directory on sys.path, such as the files directory Spark puts on its executors' path.
+NATIVE_PREFIX = "kwire_native_"
+
+
+def _native_sources(jobs: list[tuple[Message, str]]) -> dict[str, str]:
+    """The compiled target: each module's fast readers as Cython (generator/native.py), the
+    runtime they share, and the package file; built by `make setup` (scripts/build_native.py)."""
+    from .native import common_sources, native_source
+
+    out = {f"{NATIVE_DIR}/{name}": text for name, text in common_sources().items()}
+    for message, source in jobs:
+        if message.valid.empty:
+            continue
+        name = f"{NATIVE_PREFIX}{message.module}.pyx"
+        out[f"{NATIVE_DIR}/{name}"] = native_source(message, source, message.module)[0]
+    return out
 
 
 def _render(job: tuple[Message, str]) -> tuple[str, str]:
@@ -377,10 +414,14 @@ def write_package(files: dict[str, str], out: Path) -> None:
     staging = Path(tempfile.mkdtemp(prefix=".kwire-", dir=out.parent))
     try:
         for name, text in files.items():
+            (staging / name).parent.mkdir(parents=True, exist_ok=True)
             (staging / name).write_text(text, encoding="utf-8")
-        for old in out.glob("*.py"):
-            if old.name not in files and old.read_text(encoding="utf-8").startswith(MARKER):
-                old.unlink()
+        (out / NATIVE_DIR).mkdir(exist_ok=True)
+        for pattern in ("*.py", f"{NATIVE_DIR}/*.pyx"):
+            for old in out.glob(pattern):
+                name = old.relative_to(out).as_posix()
+                if name not in files and old.read_text(encoding="utf-8").startswith(MARKER):
+                    old.unlink()
         for name in files:
             target = out / name
             if target.exists() and target.read_text(encoding="utf-8") == files[name]:

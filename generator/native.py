@@ -1,0 +1,143 @@
+"""The compiled target: each schema's fast readers as Cython, rendered from the same wire plan.
+
+Presentation only, like render.py: the plan decided every read; this names the C expressions
+and the Python objects the compiled module binds at install time.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+from pathlib import Path
+from typing import Any
+
+from .model import Message
+from .plan import Codec, plan_message
+from .render import _decorate, _environment, _Obj
+
+NATIVE_FIXED = {
+    "bool": "True if d[pos + {o}] else False",
+    "int8": "<signed char>d[pos + {o}]",
+    "int16": "_i16(d + pos + {o})",
+    "uint16": "_u16(d + pos + {o})",
+    "int32": "_i32(d + pos + {o})",
+    "uint32": "_u32(d + pos + {o})",
+    "int64": "_i64(d + pos + {o})",
+    "float64": "_f64(d + pos + {o})",
+}
+WIDTH = {"bool": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8}
+WIDTH["float64"] = 8
+_CALL = re.compile(r"^([A-Za-z_]\w*)\(\)$")
+_NAME = re.compile(r"^[A-Za-z_]\w*$")
+
+
+def _native(name: str) -> str:
+    return name.replace("_decode_", "_native_", 1)
+
+
+class _Names:
+    def __init__(self, classes: set[str]) -> None:
+        self.classes = classes
+        self.py: set[str] = set()
+
+    def default(self, source: str) -> str:
+        """A field default's Python source as the compiled module spells it."""
+        if source in ("[]", "{}"):
+            return source
+        m = _CALL.match(source)
+        if m and m.group(1) in self.classes:
+            return source  # a fresh struct, through its class
+        try:
+            value = ast.literal_eval(source)
+        except ValueError:
+            value = ...
+        if value is not ... and isinstance(value, (int, float, str, bytes, bool, type(None))):
+            return source
+        if _NAME.match(source):
+            self.py.add(source)
+            return f"_py_{source}"
+        call = source.split("(", 1)
+        self.py.add(call[0])
+        return f"_py_{call[0]}({call[1]}"
+
+    def call(self, name: str) -> str:
+        self.py.add(name)
+        return f"_py_{name}"
+
+
+def _decorate_native(codec: Codec, names: _Names) -> None:
+    codec.native_name = _native(codec.decode_name)  # type: ignore[attr-defined]
+    for s in codec.steps:
+        if s.kind == "fixed":
+            out, off = [], 0
+            for f in s.fields:
+                out.append((f, NATIVE_FIXED[f.type.kind].format(o=off)))
+                off += WIDTH[f.type.kind]
+            s.native_fixed = out  # type: ignore[attr-defined]
+        elif s.kind == "absent":
+            s.native_default = names.default(s.default)  # type: ignore[attr-defined]
+        elif s.fast == "struct":
+            s.native_reader = _native(s.reader)  # type: ignore[attr-defined]
+        elif s.fast == "struct_array":
+            s.native_element = _native(s.read_arg)  # type: ignore[attr-defined]
+        elif s.fast == "call":
+            s.native_call = names.call(s.fast_reader)  # type: ignore[attr-defined]
+            arg = str(getattr(s, "fast_read_tail"))[2:]
+            tail = ""
+            if arg:
+                tail = ", " + (names.call(arg) if _NAME.match(arg) else arg)
+            s.native_call_tail = tail  # type: ignore[attr-defined]
+    for t in codec.tagged:
+        t.native_default = names.default(t.default)  # type: ignore[attr-defined]
+
+
+def native_source(message: Message, source: str, module: str) -> tuple[str, str]:
+    """The compiled module's source and its key: a digest of that source, which the Python
+    module carries too, so that only a build of exactly these readers is ever installed."""
+    text = render_native(message, source, module)
+    key = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return text.replace('KEY = ""', f'KEY = "{key}"', 1), key
+
+
+def render_native(message: Message, source: str, module: str) -> str:
+    view = plan_message(message)
+    for codec in view.codecs:
+        _decorate(codec, view.class_names)
+    classes = sorted({c.class_name for c in view.codecs})
+    names = _Names(set(classes))
+    for codec in view.codecs:
+        _decorate_native(codec, names)
+    offsets: dict[str, list[str]] = {}
+    for codec in view.codecs:
+        attrs = offsets.setdefault(codec.class_name, [])
+        for a in [f.attr for f in codec.struct.fields] + ["unknown_tags", "wire_tags"]:
+            if a not in attrs:
+                attrs.append(a)
+    by_name = {c.decode_name: c for c in view.codecs}
+    versions = []
+    for v, dec, _enc in view.versions:
+        py_fast = dec.replace("_decode_", "_read_", 1)
+        names.py.add(py_fast)
+        versions.append((v, by_name[dec].native_name, py_fast))  # type: ignore[attr-defined]
+    names.py.update(("decode_message", "_DECODERS", "_READERS"))
+    py_names = sorted(names.py)
+    context: dict[str, Any] = {
+        "source": source,
+        "module": module,
+        "message_name": message.name,
+        "classes": classes,
+        "py_names": py_names,
+        "py_globals": [f"_py_{n}" for n in py_names],
+        "offsets": sorted(offsets.items()),
+        "offset_globals": [f"_OFF_{c}_{a}" for c, attrs in sorted(offsets.items()) for a in attrs],
+        "codecs": view.codecs,
+        "versions": versions,
+    }
+    template = _environment().get_template("native.pyx.j2")
+    return template.render(view=_Obj(context))
+
+
+def common_sources() -> dict[str, str]:
+    here = Path(__file__).with_name("native")
+    return {p.name: p.read_text() for p in sorted(here.glob("kwire_native_common.*"))}
