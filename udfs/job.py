@@ -265,7 +265,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def run(args: argparse.Namespace, spark: SparkSession | None = None) -> Summary | None:
     """Runs the job; uses `spark` if given (tests), else starts a session on args.master."""
-    from udfs.session import build_session
+    from udfs.session import build_session, executor_backend
 
     start = time.monotonic()
     out = args.output
@@ -291,7 +291,10 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> Summary 
     sc = spark.sparkContext
     # The frames table written on Spark keeps the capture's timestamp type (us, UTC).
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-    say(f"Spark {spark.version} on {sc.master}, default parallelism {sc.defaultParallelism}")
+    say(
+        f"Spark {spark.version} on {sc.master}, default parallelism {sc.defaultParallelism}, "
+        f"readers on the executors: {executor_backend(spark)}"
+    )
     progress = None if args.quiet else Progress(spark)
     with progress if progress is not None else contextlib.nullcontext():
         outputs = _decode(spark, args, tables, captures, families, progress)

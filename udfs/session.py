@@ -19,6 +19,7 @@ PACKAGES = ("capture", "generated", "groups", "records", "udfs")
 ROOT = Path(__file__).resolve().parent.parent
 LOG4J = Path(__file__).resolve().with_name("log4j2.properties")
 DRIVER_MEMORY = "1g"
+NATIVE = ROOT / "generated" / "_native"  # the compiled readers, when built
 
 
 def code_zip(directory: str | os.PathLike[str] | None = None) -> str:
@@ -69,6 +70,10 @@ def build_session(
         # about 3.4 GB for the whole process tree (JVM heap and off-heap Arrow and Parquet
         # buffers, Python workers, this process); 1.5g would add about 0.5 GB of RSS for nothing.
         settings["spark.driver.memory"] = DRIVER_MEMORY
+    if ship_code and any(NATIVE.glob("kwire_native_*.so")):
+        # For "dir" shipping (ship_native): executors on this machine find the build here.
+        os.environ["KWIRE_NATIVE_DIR"] = str(NATIVE)
+        settings["spark.executorEnv.KWIRE_NATIVE_DIR"] = str(NATIVE)
     settings.update(dict(conf))
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
@@ -77,4 +82,42 @@ def build_session(
     spark.sparkContext.setLogLevel(log_level)
     if ship_code:
         spark.sparkContext.addPyFile(code_zip())
+        ship_native(spark, master)
     return spark
+
+
+def ship_native(spark: SparkSession, master: str, how: str | None = None) -> str:
+    """Gets the compiled readers to the executors, which import `generated` from the shipped zip
+    (a zip cannot carry extension modules). `how` (default $KWIRE_SHIP_NATIVE, else "auto"):
+    "dir" points the executors at this checkout's build (KWIRE_NATIVE_DIR: local mode and
+    workers on this machine), "files" sends the built modules with addFile into Spark's files
+    directory, which is on the executors' sys.path (any cluster), "none" leaves the executors
+    on the Python readers; "auto" is "dir" for local and loopback masters, else "files".
+    Returns what was done ("none" when nothing is built)."""
+    how = how or os.environ.get("KWIRE_SHIP_NATIVE", "auto")
+    built = sorted(NATIVE.glob("kwire_native_*.so"))
+    if not built or how == "none" or os.environ.get("KWIRE_PURE_PYTHON"):
+        return "none"
+    if how == "auto":
+        loopback = "127.0.0.1" in master or "localhost" in master
+        how = "dir" if _is_local(master) or loopback else "files"
+    if how == "files":
+        for module in built:
+            spark.sparkContext.addFile(str(module))
+    else:
+        # Local mode's Python workers inherit this process's environment; a cluster's executors
+        # get spark.executorEnv (set before the session started, in build_session's conf).
+        os.environ["KWIRE_NATIVE_DIR"] = str(NATIVE)
+    return how
+
+
+def _backend_here(_: object) -> str:
+    import generated
+
+    return generated.BACKEND
+
+
+def executor_backend(spark: SparkSession) -> str:
+    """Which readers the executors decode with ("compiled" or "python"): one tiny task asks."""
+    found = spark.sparkContext.parallelize([0], 1).map(_backend_here).collect()
+    return str(found[0])

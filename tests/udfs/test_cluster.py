@@ -33,6 +33,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from benchmarks import synth
+from generated import _runtime
 from udfs import job
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -230,10 +231,17 @@ def test_cluster_output_equals_local(cluster: Cluster, spark: SparkSession, tmp_
         "--no-summary", "--no-groups",
     ]  # fmt: skip
     left = DEADLINE_S - (time.monotonic() - start)
-    result = subprocess.run(
-        cmd, cwd=ROOT, capture_output=True, text=True, timeout=left, env=cluster.env
-    )
+    # The compiled readers travel as a remote cluster's would: as files in Spark's files
+    # directory, which is on the executors' sys.path (the zip cannot carry extension modules).
+    env = {**cluster.env, "KWIRE_SHIP_NATIVE": "files"}
+    env.pop("KWIRE_NATIVE_DIR", None)
+    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=left, env=env)
     assert result.returncode == 0, result.stderr[-4000:] + cluster.tail()
+    said = result.stdout + result.stderr
+    if _runtime._INSTALLED:
+        assert "readers on the executors: compiled" in said, said[-3000:]
+    else:
+        assert "readers on the executors: python" in said, said[-3000:]
 
     # The tasks ran on the cluster's executors, each of which had the shipped zip (the isolated
     # Python could not have imported the code from anywhere else).
@@ -242,6 +250,8 @@ def test_cluster_output_equals_local(cluster: Cluster, spark: SparkSession, tmp_
     assert working, f"no executor ran a task: {executors}\n{cluster.tail()}"
     for e in working:
         assert (e / "kwire_code.zip").exists(), f"{e} ran tasks without the code zip"
+        if _runtime._INSTALLED:
+            assert list(e.glob("kwire_native_common.*.so")), f"{e} has no compiled readers"
     for part in ("frames.parquet", "requests", "responses"):
         assert _rows(spark, remote / part) == _rows(spark, local / part), part
     captured = spark.read.parquet(str(remote / "frames.parquet"))
