@@ -147,6 +147,13 @@ class Names:
                 self._names[mid] = client if len(ids) == 1 else f"{client} [{_short(mid)}]"
         self.addr = {m["member_id"]: m["client_addr"] for m in members}
 
+    def in_text(self, text: str) -> str:
+        """Member ids quoted in an evidence text, called by their names."""
+        for mid in sorted(self._names, key=len, reverse=True):
+            if mid in text and self._names[mid] != mid:
+                text = text.replace(mid, self._names[mid])
+        return text
+
     def __call__(self, member_id: str | None) -> str:
         if member_id is None:
             return "?"
@@ -170,7 +177,10 @@ def _short(member_id: str) -> str:
 def _cause(g: Row, names: Names, members: dict[str, Row]) -> str:
     who = g["cause_member_id"]
     cause = g["cause"]
-    evidence = g["cause_evidence"] or ""
+    evidence = names.in_text(g["cause_evidence"] or "")
+    if evidence.startswith("second round of generation"):
+        # The same rebalance again (a failed SyncGroup, a cooperative hand-over): say why.
+        return evidence.replace(evidence.split(":")[0], evidence.split(" (")[0], 1)
     if cause == "first_join":
         first = "first generation seen"
         if evidence.startswith("generation went back"):
