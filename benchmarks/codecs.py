@@ -511,13 +511,28 @@ def kp_decode_response(frame: bytes, api_key: int, v: int, classes: dict[int, An
     return classes[api_key].decode(frame, version=v, header=True)
 
 
-def _python_build(cls: type) -> tuple[Any, tuple[Any, Any]]:
-    """The pure-Python decode of cls and the frame tables of the Python readers (the compiled
-    build swaps both; these are what it replaced, or the same when it is absent)."""
+def _python_build(cls: type) -> tuple[Any, Any, tuple[Any, Any]]:
+    """decode, encode and the frame tables as the pure-Python build runs them. With the compiled
+    build installed the class's methods and the module's tables hold compiled code, so these
+    call the Python readers and writers it replaced the way decode and encode do (the fast
+    path; the checked one is not reached on the corpus)."""
     decode: Any = cls.decode
+    encode: Any = cls.encode  # type: ignore[attr-defined]
     for entry in _runtime._INSTALLED:
         if entry.cls is cls:
-            decode = entry.python[1].__get__(None, cls)
+            readers, writers = entry.python["readers"], entry.python["writers"]
+
+            def decode(data: bytes, v: int, readers: Any = readers) -> Any:
+                obj, end = readers[v](data, 0)
+                if end != len(data):
+                    raise ValueError("trailing bytes")
+                return obj
+
+            def encode(obj: Any, v: int, writers: Any = writers) -> bytes:
+                out = bytearray()
+                writers[v](out, obj)
+                return bytes(out)
+
     if not _PY_FRAMES:
         was = generated.BACKEND
         if was == "compiled":
@@ -538,7 +553,7 @@ def _python_build(cls: type) -> tuple[Any, tuple[Any, Any]]:
         finally:
             if was == "compiled":
                 generated.set_backend("compiled")
-    return decode, (_PY_FRAMES[0], _PY_FRAMES[1])
+    return decode, encode, (_PY_FRAMES[0], _PY_FRAMES[1])
 
 
 _PY_FRAMES: list[Any] = []
@@ -561,9 +576,9 @@ def stmts(case: Case, peers: Peers) -> dict[tuple[str, str], tuple[str, dict[str
         ("decode", "kafka-python"): ("decode(body, version=v)", {"decode": kp["cls"].decode}),
         ("encode", "kafka-python"): ("obj.encode(version=v)", {"obj": kp["obj"]}),
     }
-    py_decode, py_frames = _python_build(cls)
+    py_decode, py_encode, py_frames = _python_build(cls)
     out[("decode", "kwire-python")] = ("decode(body, v)", {"decode": py_decode})
-    out[("encode", "kwire-python")] = ("obj.encode(v)", {"obj": case.obj})
+    out[("encode", "kwire-python")] = ("encode(obj, v)", {"obj": case.obj, "encode": py_encode})
     if case.is_request:
         out[("frame", "kwire-python")] = (
             "dec(frame, reg, hdr, v0, table)",

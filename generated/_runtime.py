@@ -1166,9 +1166,10 @@ def inspect_response_frame(
 
 class _Installed(NamedTuple):
     cls: Any
-    readers: dict[int, Any]  # the module's table, swapped in place
-    python: tuple[dict[int, Any], Any]  # its Python readers and decode
-    native: tuple[dict[int, Any], Any]  # the compiled ones
+    readers: dict[int, Any]  # the module's tables, swapped in place
+    writers: dict[int, Any]
+    python: dict[str, Any]  # its Python readers, writers, decode and encode
+    native: dict[str, Any]  # the compiled ones
 
 
 _INSTALLED: list[_Installed] = []
@@ -1224,20 +1225,28 @@ def native_install(module: str, ns: dict[str, Any], cls: Any, key: str) -> None:
     if not native or getattr(native, "KEY", None) != key:
         return  # not built, or built from other sources (a stale build, another package)
     try:
-        readers, decode = native.install(ns)
+        compiled = native.install(ns)
     except ImportError:
         return  # it serves another package compiled from the same schema
-    table = ns["_READERS"]
-    entry = _Installed(cls, table, (dict(table), cls.__dict__["decode"]), (readers, decode))
+    readers, writers = ns["_READERS"], ns["_WRITERS"]
+    python = {
+        "readers": dict(readers),
+        "writers": dict(writers),
+        "decode": cls.__dict__["decode"],
+        "encode": cls.__dict__["encode"],
+    }
+    entry = _Installed(cls, readers, writers, python, compiled)
     _INSTALLED.append(entry)
     _use(entry, "compiled")
     _STATE["backend"] = "compiled"
 
 
 def _use(entry: _Installed, backend: str) -> None:
-    readers, decode = entry.native if backend == "compiled" else entry.python
-    entry.readers.update(readers)
-    entry.cls.decode = classmethod(decode) if backend == "compiled" else decode
+    chosen = entry.native if backend == "compiled" else entry.python
+    entry.readers.update(chosen["readers"])
+    entry.writers.update(chosen["writers"])
+    entry.cls.decode = classmethod(chosen["decode"]) if backend == "compiled" else chosen["decode"]
+    entry.cls.encode = chosen["encode"]
 
 
 def backend() -> str:

@@ -1143,4 +1143,4 @@ _ENCODERS = {
     4: _encode_AddPartitionsToTxnRequest_v4,
     5: _encode_AddPartitionsToTxnRequest_v4,
 }
-native_install(__name__, globals(), AddPartitionsToTxnRequest, "b25e818647716507")
+native_install(__name__, globals(), AddPartitionsToTxnRequest, "a9622dae486eb7a9")

@@ -1129,4 +1129,4 @@ _ENCODERS = {
     0: _encode_AlterClientQuotasRequest_v0,
     1: _encode_AlterClientQuotasRequest_v1,
 }
-native_install(__name__, globals(), AlterClientQuotasRequest, "3b6e3f1443d5fcd5")
+native_install(__name__, globals(), AlterClientQuotasRequest, "11281d4ef4f3fa51")

@@ -735,4 +735,4 @@ _ENCODERS = {
     1: _encode_AlterConfigsResponse_v0,
     2: _encode_AlterConfigsResponse_v2,
 }
-native_install(__name__, globals(), AlterConfigsResponse, "bf6bb46f39a57050")
+native_install(__name__, globals(), AlterConfigsResponse, "1234b55024d835c8")

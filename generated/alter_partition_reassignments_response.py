@@ -886,4 +886,4 @@ _ENCODERS = {
     0: _encode_AlterPartitionReassignmentsResponse_v0,
     1: _encode_AlterPartitionReassignmentsResponse_v1,
 }
-native_install(__name__, globals(), AlterPartitionReassignmentsResponse, "6601276821262c50")
+native_install(__name__, globals(), AlterPartitionReassignmentsResponse, "648f603804161c8c")

@@ -592,4 +592,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_AlterShareGroupOffsetsRequest_v0,
 }
-native_install(__name__, globals(), AlterShareGroupOffsetsRequest, "0a17f0e060398815")
+native_install(__name__, globals(), AlterShareGroupOffsetsRequest, "b4db52064e70ee01")

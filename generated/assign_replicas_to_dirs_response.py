@@ -682,4 +682,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_AssignReplicasToDirsResponse_v0,
 }
-native_install(__name__, globals(), AssignReplicasToDirsResponse, "72cc42cc3fc059c8")
+native_install(__name__, globals(), AssignReplicasToDirsResponse, "08ecce48ba0e4ff5")

@@ -1128,4 +1128,4 @@ _ENCODERS = {
     0: _encode_BeginQuorumEpochRequest_v0,
     1: _encode_BeginQuorumEpochRequest_v1,
 }
-native_install(__name__, globals(), BeginQuorumEpochRequest, "4ec3a2d9bef1935d")
+native_install(__name__, globals(), BeginQuorumEpochRequest, "5c986b5d06e52a7e")

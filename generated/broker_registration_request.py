@@ -1494,4 +1494,4 @@ _ENCODERS = {
     3: _encode_BrokerRegistrationRequest_v3,
     4: _encode_BrokerRegistrationRequest_v3,
 }
-native_install(__name__, globals(), BrokerRegistrationRequest, "dd944d6eb69f7000")
+native_install(__name__, globals(), BrokerRegistrationRequest, "d45196d964ef1752")

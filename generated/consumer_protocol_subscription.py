@@ -801,4 +801,4 @@ _ENCODERS = {
     2: _encode_ConsumerProtocolSubscription_v2,
     3: _encode_ConsumerProtocolSubscription_v3,
 }
-native_install(__name__, globals(), ConsumerProtocolSubscription, "e0e4f0e6ee10b676")
+native_install(__name__, globals(), ConsumerProtocolSubscription, "308ba65346790321")

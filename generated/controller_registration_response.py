@@ -292,4 +292,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_ControllerRegistrationResponse_v0,
 }
-native_install(__name__, globals(), ControllerRegistrationResponse, "77a355c091f06713")
+native_install(__name__, globals(), ControllerRegistrationResponse, "23e7baba89d80309")

@@ -1547,4 +1547,4 @@ _ENCODERS = {
     6: _encode_CreateTopicsResponse_v5,
     7: _encode_CreateTopicsResponse_v7,
 }
-native_install(__name__, globals(), CreateTopicsResponse, "ff73897b6fd2c5b7")
+native_install(__name__, globals(), CreateTopicsResponse, "9308632ed37bce7f")

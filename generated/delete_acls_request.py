@@ -1101,4 +1101,4 @@ _ENCODERS = {
     2: _encode_DeleteAclsRequest_v2,
     3: _encode_DeleteAclsRequest_v2,
 }
-native_install(__name__, globals(), DeleteAclsRequest, "34e7d2aa374638fb")
+native_install(__name__, globals(), DeleteAclsRequest, "fa5575de852f4d7d")

@@ -611,4 +611,4 @@ _ENCODERS = {
     1: _encode_DeleteGroupsResponse_v0,
     2: _encode_DeleteGroupsResponse_v2,
 }
-native_install(__name__, globals(), DeleteGroupsResponse, "6a69bb4acfb7aedb")
+native_install(__name__, globals(), DeleteGroupsResponse, "e138062d2c5f31e0")

@@ -437,4 +437,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DeleteShareGroupOffsetsRequest_v0,
 }
-native_install(__name__, globals(), DeleteShareGroupOffsetsRequest, "8e58ea38222e799c")
+native_install(__name__, globals(), DeleteShareGroupOffsetsRequest, "f765d6c862d136a6")

@@ -541,4 +541,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DeleteShareGroupStateRequest_v0,
 }
-native_install(__name__, globals(), DeleteShareGroupStateRequest, "57f8e3be069bea0d")
+native_install(__name__, globals(), DeleteShareGroupStateRequest, "df9efe3fe1f79bed")

@@ -585,4 +585,4 @@ _ENCODERS = {
     2: _encode_DescribeDelegationTokenRequest_v2,
     3: _encode_DescribeDelegationTokenRequest_v2,
 }
-native_install(__name__, globals(), DescribeDelegationTokenRequest, "1ae7de10e0879d63")
+native_install(__name__, globals(), DescribeDelegationTokenRequest, "7a5f787689a6dfe2")

@@ -432,4 +432,4 @@ _ENCODERS = {
     5: _encode_DescribeGroupsRequest_v5,
     6: _encode_DescribeGroupsRequest_v5,
 }
-native_install(__name__, globals(), DescribeGroupsRequest, "cd63a4742a6e4af3")
+native_install(__name__, globals(), DescribeGroupsRequest, "d111285b9ec4fa43")

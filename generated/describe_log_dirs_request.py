@@ -539,4 +539,4 @@ _ENCODERS = {
     4: _encode_DescribeLogDirsRequest_v2,
     5: _encode_DescribeLogDirsRequest_v2,
 }
-native_install(__name__, globals(), DescribeLogDirsRequest, "3586afb7f52c797b")
+native_install(__name__, globals(), DescribeLogDirsRequest, "22eccacd5354e64b")

@@ -412,4 +412,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DescribeProducersRequest_v0,
 }
-native_install(__name__, globals(), DescribeProducersRequest, "98d62a1008301433")
+native_install(__name__, globals(), DescribeProducersRequest, "cbc1284fc2512e34")

@@ -569,4 +569,4 @@ _ENCODERS = {
     0: _encode_DescribeShareGroupOffsetsRequest_v0,
     1: _encode_DescribeShareGroupOffsetsRequest_v0,
 }
-native_install(__name__, globals(), DescribeShareGroupOffsetsRequest, "f9f00264097b2029")
+native_install(__name__, globals(), DescribeShareGroupOffsetsRequest, "71799fc9d3b03299")

@@ -1413,4 +1413,4 @@ _ENCODERS = {
     0: _encode_DescribeShareGroupOffsetsResponse_v0,
     1: _encode_DescribeShareGroupOffsetsResponse_v1,
 }
-native_install(__name__, globals(), DescribeShareGroupOffsetsResponse, "55859b14ce5d47d4")
+native_install(__name__, globals(), DescribeShareGroupOffsetsResponse, "93b7ca325fb0958a")

@@ -567,4 +567,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DescribeTopicPartitionsRequest_v0,
 }
-native_install(__name__, globals(), DescribeTopicPartitionsRequest, "c06b4d0d98ac5c0f")
+native_install(__name__, globals(), DescribeTopicPartitionsRequest, "230bf6144a333ef3")

@@ -257,4 +257,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DescribeTransactionsRequest_v0,
 }
-native_install(__name__, globals(), DescribeTransactionsRequest, "d801835e7234de5b")
+native_install(__name__, globals(), DescribeTransactionsRequest, "ec84d199068bb94e")

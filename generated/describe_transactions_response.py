@@ -684,4 +684,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DescribeTransactionsResponse_v0,
 }
-native_install(__name__, globals(), DescribeTransactionsResponse, "ff72fed2d4d88985")
+native_install(__name__, globals(), DescribeTransactionsResponse, "541aceb1849fcbe4")

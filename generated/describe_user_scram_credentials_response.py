@@ -679,4 +679,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DescribeUserScramCredentialsResponse_v0,
 }
-native_install(__name__, globals(), DescribeUserScramCredentialsResponse, "86296bac91c04b58")
+native_install(__name__, globals(), DescribeUserScramCredentialsResponse, "e290f717dc99db5e")

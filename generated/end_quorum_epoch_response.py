@@ -998,4 +998,4 @@ _ENCODERS = {
     0: _encode_EndQuorumEpochResponse_v0,
     1: _encode_EndQuorumEpochResponse_v1,
 }
-native_install(__name__, globals(), EndQuorumEpochResponse, "f2c932b78537d7b3")
+native_install(__name__, globals(), EndQuorumEpochResponse, "0620b073c0b10586")

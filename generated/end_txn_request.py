@@ -387,4 +387,4 @@ _ENCODERS = {
     4: _encode_EndTxnRequest_v3,
     5: _encode_EndTxnRequest_v3,
 }
-native_install(__name__, globals(), EndTxnRequest, "6f77b230430571c0")
+native_install(__name__, globals(), EndTxnRequest, "a54b0ef5427975ed")

@@ -256,4 +256,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_EnvelopeResponse_v0,
 }
-native_install(__name__, globals(), EnvelopeResponse, "8cc3cba9a1af78eb")
+native_install(__name__, globals(), EnvelopeResponse, "0b79a2934b6704fd")

@@ -354,4 +354,4 @@ _ENCODERS = {
     1: _encode_ExpireDelegationTokenRequest_v0,
     2: _encode_ExpireDelegationTokenRequest_v2,
 }
-native_install(__name__, globals(), ExpireDelegationTokenRequest, "e14f3487ff2b2a7a")
+native_install(__name__, globals(), ExpireDelegationTokenRequest, "4699322dfccf8dcb")

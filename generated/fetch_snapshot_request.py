@@ -1120,4 +1120,4 @@ _ENCODERS = {
     0: _encode_FetchSnapshotRequest_v0,
     1: _encode_FetchSnapshotRequest_v1,
 }
-native_install(__name__, globals(), FetchSnapshotRequest, "6039307053b02805")
+native_install(__name__, globals(), FetchSnapshotRequest, "9c4f26861666b789")

@@ -424,4 +424,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_GetTelemetrySubscriptionsResponse_v0,
 }
-native_install(__name__, globals(), GetTelemetrySubscriptionsResponse, "da834b389f5c195a")
+native_install(__name__, globals(), GetTelemetrySubscriptionsResponse, "632596ca3bf7666b")

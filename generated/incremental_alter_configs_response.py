@@ -751,4 +751,4 @@ _ENCODERS = {
     0: _encode_IncrementalAlterConfigsResponse_v0,
     1: _encode_IncrementalAlterConfigsResponse_v1,
 }
-native_install(__name__, globals(), IncrementalAlterConfigsResponse, "10a07b11fc4d72f4")
+native_install(__name__, globals(), IncrementalAlterConfigsResponse, "1c46beb40b61a41a")

@@ -712,4 +712,4 @@ _ENCODERS = {
     5: _encode_InitProducerIdRequest_v3,
     6: _encode_InitProducerIdRequest_v6,
 }
-native_install(__name__, globals(), InitProducerIdRequest, "63875b11a1aa020f")
+native_install(__name__, globals(), InitProducerIdRequest, "2fc501aa239570da")

@@ -234,4 +234,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_KRaftVersionRecord_v0,
 }
-native_install(__name__, globals(), KRaftVersionRecord, "92068d5f525a9265")
+native_install(__name__, globals(), KRaftVersionRecord, "14b51774561f4e99")

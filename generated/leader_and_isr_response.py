@@ -1028,4 +1028,4 @@ _ENCODERS = {
     6: _encode_LeaderAndIsrResponse_v5,
     7: _encode_LeaderAndIsrResponse_v5,
 }
-native_install(__name__, globals(), LeaderAndIsrResponse, "80b4d8beabd3042a")
+native_install(__name__, globals(), LeaderAndIsrResponse, "c21c140594273f9c")

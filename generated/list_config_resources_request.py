@@ -328,4 +328,4 @@ _ENCODERS = {
     0: _encode_ListConfigResourcesRequest_v0,
     1: _encode_ListConfigResourcesRequest_v1,
 }
-native_install(__name__, globals(), ListConfigResourcesRequest, "0364f7afd5a84871")
+native_install(__name__, globals(), ListConfigResourcesRequest, "c769d390ee1c2fff")

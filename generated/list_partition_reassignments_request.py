@@ -417,4 +417,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_ListPartitionReassignmentsRequest_v0,
 }
-native_install(__name__, globals(), ListPartitionReassignmentsRequest, "c54fb3377348ab49")
+native_install(__name__, globals(), ListPartitionReassignmentsRequest, "39b8cb1c209cfea6")

@@ -523,4 +523,4 @@ _ENCODERS = {
     1: _encode_ListTransactionsResponse_v0,
     2: _encode_ListTransactionsResponse_v0,
 }
-native_install(__name__, globals(), ListTransactionsResponse, "1352fc012ac6975d")
+native_install(__name__, globals(), ListTransactionsResponse, "da1492abc8a0b7da")

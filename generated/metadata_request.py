@@ -1250,4 +1250,4 @@ _ENCODERS = {
     12: _encode_MetadataRequest_v11,
     13: _encode_MetadataRequest_v11,
 }
-native_install(__name__, globals(), MetadataRequest, "d4ff9fa7618802c8")
+native_install(__name__, globals(), MetadataRequest, "e6f30d900ea83894")

@@ -508,4 +508,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_OffsetDeleteRequest_v0,
 }
-native_install(__name__, globals(), OffsetDeleteRequest, "1012622cbd9a36ba")
+native_install(__name__, globals(), OffsetDeleteRequest, "72ef7b4086cd0b53")

@@ -525,4 +525,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_OffsetDeleteResponse_v0,
 }
-native_install(__name__, globals(), OffsetDeleteResponse, "f7cd39b4cb8cb678")
+native_install(__name__, globals(), OffsetDeleteResponse, "0e357a2e2a6fbee0")

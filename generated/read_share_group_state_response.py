@@ -751,4 +751,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_ReadShareGroupStateResponse_v0,
 }
-native_install(__name__, globals(), ReadShareGroupStateResponse, "285d10605b865e08")
+native_install(__name__, globals(), ReadShareGroupStateResponse, "424690ef11cba12a")

@@ -985,4 +985,4 @@ _ENCODERS = {
     0: _encode_ReadShareGroupStateSummaryResponse_v0,
     1: _encode_ReadShareGroupStateSummaryResponse_v1,
 }
-native_install(__name__, globals(), ReadShareGroupStateSummaryResponse, "a8a53aed969b0152")
+native_install(__name__, globals(), ReadShareGroupStateSummaryResponse, "65807ab453dc5687")

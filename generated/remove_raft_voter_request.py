@@ -275,4 +275,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_RemoveRaftVoterRequest_v0,
 }
-native_install(__name__, globals(), RemoveRaftVoterRequest, "861d29f05be30d1d")
+native_install(__name__, globals(), RemoveRaftVoterRequest, "62d04ea0babd66d2")

@@ -346,4 +346,4 @@ _ENCODERS = {
     1: _encode_RenewDelegationTokenResponse_v0,
     2: _encode_RenewDelegationTokenResponse_v2,
 }
-native_install(__name__, globals(), RenewDelegationTokenResponse, "89a98ff2c0bf93f2")
+native_install(__name__, globals(), RenewDelegationTokenResponse, "04cb1745167d2ed0")

@@ -286,4 +286,4 @@ _ENCODERS = {
     0: _encode_ResponseHeader_v0,
     1: _encode_ResponseHeader_v1,
 }
-native_install(__name__, globals(), ResponseHeader, "8fe10616318743ac")
+native_install(__name__, globals(), ResponseHeader, "1a3e5d6019b89240")

@@ -313,4 +313,4 @@ _ENCODERS = {
     1: _encode_SaslAuthenticateRequest_v0,
     2: _encode_SaslAuthenticateRequest_v2,
 }
-native_install(__name__, globals(), SaslAuthenticateRequest, "6ced569e04b0a84e")
+native_install(__name__, globals(), SaslAuthenticateRequest, "9d43b6c2b7b21f99")

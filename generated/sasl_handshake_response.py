@@ -248,4 +248,4 @@ _ENCODERS = {
     0: _encode_SaslHandshakeResponse_v0,
     1: _encode_SaslHandshakeResponse_v0,
 }
-native_install(__name__, globals(), SaslHandshakeResponse, "213fd64f5271e99f")
+native_install(__name__, globals(), SaslHandshakeResponse, "c16075480433eed4")

@@ -1000,4 +1000,4 @@ _ENCODERS = {
     1: _encode_ShareAcknowledgeRequest_v0,
     2: _encode_ShareAcknowledgeRequest_v2,
 }
-native_install(__name__, globals(), ShareAcknowledgeRequest, "776f06c4ee961c4b")
+native_install(__name__, globals(), ShareAcknowledgeRequest, "dd92d750d812a602")

@@ -1753,4 +1753,4 @@ _ENCODERS = {
     1: _encode_ShareFetchResponse_v1,
     2: _encode_ShareFetchResponse_v1,
 }
-native_install(__name__, globals(), ShareFetchResponse, "e5dd968a06f462a6")
+native_install(__name__, globals(), ShareFetchResponse, "41b357463a642b20")

@@ -222,4 +222,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_SnapshotFooterRecord_v0,
 }
-native_install(__name__, globals(), SnapshotFooterRecord, "6c560fb2a0cfc585")
+native_install(__name__, globals(), SnapshotFooterRecord, "076789c4de03e803")

@@ -1688,4 +1688,4 @@ _ENCODERS = {
     3: _encode_StopReplicaRequest_v3,
     4: _encode_StopReplicaRequest_v4,
 }
-native_install(__name__, globals(), StopReplicaRequest, "e22b5988a0b54d96")
+native_install(__name__, globals(), StopReplicaRequest, "6330653df7803b65")

@@ -1632,4 +1632,4 @@ _ENCODERS = {
     4: _encode_TxnOffsetCommitRequest_v3,
     5: _encode_TxnOffsetCommitRequest_v3,
 }
-native_install(__name__, globals(), TxnOffsetCommitRequest, "03440246800dcb3b")
+native_install(__name__, globals(), TxnOffsetCommitRequest, "9a5a0574118bac6a")

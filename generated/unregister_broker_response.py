@@ -284,4 +284,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_UnregisterBrokerResponse_v0,
 }
-native_install(__name__, globals(), UnregisterBrokerResponse, "9d41b03a8866466d")
+native_install(__name__, globals(), UnregisterBrokerResponse, "73a6e191bf668db4")

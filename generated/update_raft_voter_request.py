@@ -668,4 +668,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_UpdateRaftVoterRequest_v0,
 }
-native_install(__name__, globals(), UpdateRaftVoterRequest, "4bcaa27151abbee0")
+native_install(__name__, globals(), UpdateRaftVoterRequest, "fc040884e791f5f5")

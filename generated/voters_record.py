@@ -725,4 +725,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_VotersRecord_v0,
 }
-native_install(__name__, globals(), VotersRecord, "e62a13549a478730")
+native_install(__name__, globals(), VotersRecord, "4e79d39a2df874b6")

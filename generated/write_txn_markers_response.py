@@ -1023,4 +1023,4 @@ _ENCODERS = {
     1: _encode_WriteTxnMarkersResponse_v1,
     2: _encode_WriteTxnMarkersResponse_v1,
 }
-native_install(__name__, globals(), WriteTxnMarkersResponse, "e685c649247fee9a")
+native_install(__name__, globals(), WriteTxnMarkersResponse, "00921efa04e342e7")

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .model import Message
+from .model import INT_RANGES, Message
 from .plan import Codec, plan_message
 from .render import _decorate, _environment, _Obj
 
@@ -66,6 +66,53 @@ class _Names:
         return f"_py_{name}"
 
 
+_CALLED = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)(?=\()")
+_BUILTINS = {"len"}
+
+
+def _wnative(name: str) -> str:
+    return name.replace("_encode_", "_wnative_", 1)
+
+
+def _native_check(check: str, names: _Names) -> str:
+    """An absent field's non-default test, with the Python module's names it calls bound."""
+    check = _CALLED.sub(
+        lambda m: m.group(1) if m.group(1) in _BUILTINS else names.call(m.group(1)), check
+    )
+    return re.sub(r"\bZERO_UUID\b", lambda m: names.call("ZERO_UUID"), check)
+
+
+def _decorate_writer(codec: Codec, names: _Names, classes: dict[str, str]) -> None:
+    codec.native_write_name = _wnative(codec.encode_name)  # type: ignore[attr-defined]
+    for s in codec.steps:
+        if s.kind == "fixed":
+            out = []
+            for f in s.fields:
+                kind = f.type.kind
+                low, high = INT_RANGES.get(kind, (0, 0))
+                # C has no literal for -2**63: spell it as an expression.
+                low_text = "INT64_MIN" if low == -(2**63) else str(low)
+                out.append((f, kind, low_text, str(high), WIDTH[kind]))
+            s.native_wfixed = out  # type: ignore[attr-defined]
+        elif s.kind == "absent":
+            s.native_check = _native_check(s.check, names) if s.check else ""  # type: ignore[attr-defined]
+        elif s.fast == "struct":
+            assert s.child is not None
+            s.native_writer = _wnative(s.writer)  # type: ignore[attr-defined]
+            s.native_child = classes[s.child[0].name]  # type: ignore[attr-defined]
+        elif s.fast == "struct_array":
+            assert s.child is not None
+            s.native_writer = _wnative(s.write_arg)  # type: ignore[attr-defined]
+            s.native_child = classes[s.child[0].name]  # type: ignore[attr-defined]
+        elif s.fast == "call":
+            s.native_wcall = names.call(str(getattr(s, "fast_writer")))  # type: ignore[attr-defined]
+            arg = str(getattr(s, "fast_write_tail"))[2:]
+            tail = ""
+            if arg:
+                tail = ", " + (names.call(arg) if _NAME.match(arg) else arg)
+            s.native_wcall_tail = tail  # type: ignore[attr-defined]
+
+
 def _decorate_native(codec: Codec, names: _Names) -> None:
     codec.native_name = _native(codec.decode_name)  # type: ignore[attr-defined]
     for s in codec.steps:
@@ -108,6 +155,7 @@ def render_native(message: Message, source: str, module: str) -> str:
     names = _Names(set(classes))
     for codec in view.codecs:
         _decorate_native(codec, names)
+        _decorate_writer(codec, names, view.class_names)
     offsets: dict[str, list[str]] = {}
     for codec in view.codecs:
         attrs = offsets.setdefault(codec.class_name, [])
@@ -116,10 +164,14 @@ def render_native(message: Message, source: str, module: str) -> str:
                 attrs.append(a)
     by_name = {c.decode_name: c for c in view.codecs}
     versions = []
-    for v, dec, _enc in view.versions:
+    wversions = []
+    for v, dec, enc in view.versions:
         py_fast = dec.replace("_decode_", "_read_", 1)
-        names.py.add(py_fast)
-        versions.append((v, by_name[dec].native_name, py_fast))  # type: ignore[attr-defined]
+        py_write = enc.replace("_encode_", "_write_", 1)
+        names.py.update((py_fast, py_write))
+        native = by_name[dec].native_name  # type: ignore[attr-defined]
+        versions.append((v, native, py_fast))
+        wversions.append((v, native, py_fast, _wnative(enc), py_write))
     names.py.update(("decode_message", "_DECODERS", "_READERS"))
     py_names = sorted(names.py)
     context: dict[str, Any] = {
@@ -133,6 +185,7 @@ def render_native(message: Message, source: str, module: str) -> str:
         "offset_globals": [f"_OFF_{c}_{a}" for c, attrs in sorted(offsets.items()) for a in attrs],
         "codecs": view.codecs,
         "versions": versions,
+        "wversions": wversions,
     }
     template = _environment().get_template("native.pyx.j2")
     return template.render(view=_Obj(context))

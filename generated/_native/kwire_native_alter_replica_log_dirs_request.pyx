@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,9 +47,10 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "564e522dd4c185f3"
+KEY = "e524cb9342d15ed8"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object AlterReplicaLogDir
 cdef object AlterReplicaLogDirTopic
 cdef object AlterReplicaLogDirsRequest
@@ -39,9 +58,13 @@ cdef object _py__DECODERS
 cdef object _py__READERS
 cdef object _py__read_AlterReplicaLogDirsRequest_v0
 cdef object _py__read_AlterReplicaLogDirsRequest_v2
+cdef object _py__write_AlterReplicaLogDirsRequest_v0
+cdef object _py__write_AlterReplicaLogDirsRequest_v2
 cdef object _py_decode_message
 cdef object _py_r_array
 cdef object _py_r_compact_array
+cdef object _py_w_array
+cdef object _py_w_compact_array
 cdef Py_ssize_t _OFF_AlterReplicaLogDir_path
 cdef Py_ssize_t _OFF_AlterReplicaLogDir_topics
 cdef Py_ssize_t _OFF_AlterReplicaLogDir_unknown_tags
@@ -211,6 +234,159 @@ cdef object _native_AlterReplicaLogDirsRequest_v2(bytes data, const unsigned cha
     return o
 
 
+cdef int _wnative_AlterReplicaLogDirTopic_v0(_Buf* b, object o) except -1:
+    """Writes AlterReplicaLogDirTopic v0-1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_AlterReplicaLogDirTopic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_AlterReplicaLogDirTopic_partitions)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_AlterReplicaLogDirTopic_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_AlterReplicaLogDirTopic_v2(_Buf* b, object o) except -1:
+    """Writes AlterReplicaLogDirTopic v2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_AlterReplicaLogDirTopic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_AlterReplicaLogDirTopic_partitions)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_AlterReplicaLogDirTopic_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_AlterReplicaLogDir_v0(_Buf* b, object o) except -1:
+    """Writes AlterReplicaLogDir v0-1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_AlterReplicaLogDir_path)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_AlterReplicaLogDir_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not AlterReplicaLogDirTopic:
+            raise _Fallback()
+        _wnative_AlterReplicaLogDirTopic_v0(b, item)
+    if _get(o, _OFF_AlterReplicaLogDir_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_AlterReplicaLogDir_v2(_Buf* b, object o) except -1:
+    """Writes AlterReplicaLogDir v2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_AlterReplicaLogDir_path)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_AlterReplicaLogDir_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not AlterReplicaLogDirTopic:
+            raise _Fallback()
+        _wnative_AlterReplicaLogDirTopic_v2(b, item)
+    if _get(o, _OFF_AlterReplicaLogDir_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_AlterReplicaLogDirsRequest_v0(_Buf* b, object o) except -1:
+    """Writes AlterReplicaLogDirsRequest v0-1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_AlterReplicaLogDirsRequest_dirs)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not AlterReplicaLogDir:
+            raise _Fallback()
+        _wnative_AlterReplicaLogDir_v0(b, item)
+    if _get(o, _OFF_AlterReplicaLogDirsRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_AlterReplicaLogDirsRequest_v2(_Buf* b, object o) except -1:
+    """Writes AlterReplicaLogDirsRequest v2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_AlterReplicaLogDirsRequest_dirs)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not AlterReplicaLogDir:
+            raise _Fallback()
+        _wnative_AlterReplicaLogDir_v2(b, item)
+    if _get(o, _OFF_AlterReplicaLogDirsRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -287,11 +463,111 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_AlterReplicaLogDirsRequest_v0(b, o)
+    elif version == 1:
+        return _wnative_AlterReplicaLogDirsRequest_v0(b, o)
+    elif version == 2:
+        return _wnative_AlterReplicaLogDirsRequest_v2(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """AlterReplicaLogDirsRequest.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is AlterReplicaLogDirsRequest:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is AlterReplicaLogDirsRequest:
+            try:
+                _wnative_AlterReplicaLogDirsRequest_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_AlterReplicaLogDirsRequest_v0(out, o)
+
+
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is AlterReplicaLogDirsRequest:
+            try:
+                _wnative_AlterReplicaLogDirsRequest_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_AlterReplicaLogDirsRequest_v0(out, o)
+
+
+def write_v2(out, o):
+    """The compiled writer of v2 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is AlterReplicaLogDirsRequest:
+            try:
+                _wnative_AlterReplicaLogDirsRequest_v2(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_AlterReplicaLogDirsRequest_v2(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, AlterReplicaLogDir, AlterReplicaLogDirTopic, AlterReplicaLogDirsRequest, _py__DECODERS, _py__READERS, _py__read_AlterReplicaLogDirsRequest_v0, _py__read_AlterReplicaLogDirsRequest_v2, _py_decode_message, _py_r_array, _py_r_compact_array, _OFF_AlterReplicaLogDir_path, _OFF_AlterReplicaLogDir_topics, _OFF_AlterReplicaLogDir_unknown_tags, _OFF_AlterReplicaLogDir_wire_tags, _OFF_AlterReplicaLogDirTopic_name, _OFF_AlterReplicaLogDirTopic_partitions, _OFF_AlterReplicaLogDirTopic_unknown_tags, _OFF_AlterReplicaLogDirTopic_wire_tags, _OFF_AlterReplicaLogDirsRequest_dirs, _OFF_AlterReplicaLogDirsRequest_unknown_tags, _OFF_AlterReplicaLogDirsRequest_wire_tags
+    global _BOUND, _py_encode, AlterReplicaLogDir, AlterReplicaLogDirTopic, AlterReplicaLogDirsRequest, _py__DECODERS, _py__READERS, _py__read_AlterReplicaLogDirsRequest_v0, _py__read_AlterReplicaLogDirsRequest_v2, _py__write_AlterReplicaLogDirsRequest_v0, _py__write_AlterReplicaLogDirsRequest_v2, _py_decode_message, _py_r_array, _py_r_compact_array, _py_w_array, _py_w_compact_array, _OFF_AlterReplicaLogDir_path, _OFF_AlterReplicaLogDir_topics, _OFF_AlterReplicaLogDir_unknown_tags, _OFF_AlterReplicaLogDir_wire_tags, _OFF_AlterReplicaLogDirTopic_name, _OFF_AlterReplicaLogDirTopic_partitions, _OFF_AlterReplicaLogDirTopic_unknown_tags, _OFF_AlterReplicaLogDirTopic_wire_tags, _OFF_AlterReplicaLogDirsRequest_dirs, _OFF_AlterReplicaLogDirsRequest_unknown_tags, _OFF_AlterReplicaLogDirsRequest_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -302,9 +578,13 @@ def install(ns):
     _py__READERS = ns["_READERS"]
     _py__read_AlterReplicaLogDirsRequest_v0 = ns["_read_AlterReplicaLogDirsRequest_v0"]
     _py__read_AlterReplicaLogDirsRequest_v2 = ns["_read_AlterReplicaLogDirsRequest_v2"]
+    _py__write_AlterReplicaLogDirsRequest_v0 = ns["_write_AlterReplicaLogDirsRequest_v0"]
+    _py__write_AlterReplicaLogDirsRequest_v2 = ns["_write_AlterReplicaLogDirsRequest_v2"]
     _py_decode_message = ns["decode_message"]
     _py_r_array = ns["r_array"]
     _py_r_compact_array = ns["r_compact_array"]
+    _py_w_array = ns["w_array"]
+    _py_w_compact_array = ns["w_compact_array"]
     _OFF_AlterReplicaLogDir_path = _offset(AlterReplicaLogDir, "path")
     _OFF_AlterReplicaLogDir_topics = _offset(AlterReplicaLogDir, "topics")
     _OFF_AlterReplicaLogDir_unknown_tags = _offset(AlterReplicaLogDir, "unknown_tags")
@@ -316,9 +596,15 @@ def install(ns):
     _OFF_AlterReplicaLogDirsRequest_dirs = _offset(AlterReplicaLogDirsRequest, "dirs")
     _OFF_AlterReplicaLogDirsRequest_unknown_tags = _offset(AlterReplicaLogDirsRequest, "unknown_tags")
     _OFF_AlterReplicaLogDirsRequest_wire_tags = _offset(AlterReplicaLogDirsRequest, "wire_tags")
+    _py_encode = ns["AlterReplicaLogDirsRequest"].__dict__["encode"]
     readers = {
         0: read_v0,
         1: read_v1,
         2: read_v2,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+        1: write_v1,
+        2: write_v2,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,9 +47,10 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "35d7cdb6b1afb078"
+KEY = "e3e8ff568d408c17"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object ApiVersion
 cdef object ApiVersionsResponse
 cdef object FinalizedFeatureKey
@@ -41,6 +60,9 @@ cdef object _py__READERS
 cdef object _py__read_ApiVersionsResponse_v0
 cdef object _py__read_ApiVersionsResponse_v1
 cdef object _py__read_ApiVersionsResponse_v3
+cdef object _py__write_ApiVersionsResponse_v0
+cdef object _py__write_ApiVersionsResponse_v1
+cdef object _py__write_ApiVersionsResponse_v3
 cdef object _py_decode_message
 cdef Py_ssize_t _OFF_ApiVersion_api_key
 cdef Py_ssize_t _OFF_ApiVersion_min_version
@@ -252,6 +274,148 @@ cdef object _native_ApiVersionsResponse_v3(bytes data, const unsigned char* d, P
     return o
 
 
+cdef int _wnative_ApiVersion_v0(_Buf* b, object o) except -1:
+    """Writes ApiVersion v0-2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ApiVersion_api_key)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_ApiVersion_min_version)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_ApiVersion_max_version)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    if _get(o, _OFF_ApiVersion_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_ApiVersion_v3(_Buf* b, object o) except -1:
+    """Writes ApiVersion v3-4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ApiVersion_api_key)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_ApiVersion_min_version)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_ApiVersion_max_version)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    if _get(o, _OFF_ApiVersion_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_SupportedFeatureKey_v3(_Buf* b, object o) except -1:
+    """Writes SupportedFeatureKey v3-4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_SupportedFeatureKey_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_SupportedFeatureKey_min_version)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_SupportedFeatureKey_max_version)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    if _get(o, _OFF_SupportedFeatureKey_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_FinalizedFeatureKey_v3(_Buf* b, object o) except -1:
+    """Writes FinalizedFeatureKey v3-4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FinalizedFeatureKey_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_FinalizedFeatureKey_max_version_level)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_FinalizedFeatureKey_min_version_level)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    if _get(o, _OFF_FinalizedFeatureKey_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_ApiVersionsResponse_v0(_Buf* b, object o) except -1:
+    """Writes ApiVersionsResponse v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ApiVersionsResponse_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_ApiVersionsResponse_api_keys)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not ApiVersion:
+            raise _Fallback()
+        _wnative_ApiVersion_v0(b, item)
+    if _get(o, _OFF_ApiVersionsResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_ApiVersionsResponse_v1(_Buf* b, object o) except -1:
+    """Writes ApiVersionsResponse v1-2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ApiVersionsResponse_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_ApiVersionsResponse_api_keys)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not ApiVersion:
+            raise _Fallback()
+        _wnative_ApiVersion_v0(b, item)
+    v = _get(o, _OFF_ApiVersionsResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_ApiVersionsResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_ApiVersionsResponse_v3(_Buf* b, object o) except -1:
+    """Writes ApiVersionsResponse v3-4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -356,11 +520,153 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_ApiVersionsResponse_v0(b, o)
+    elif version == 1:
+        return _wnative_ApiVersionsResponse_v1(b, o)
+    elif version == 2:
+        return _wnative_ApiVersionsResponse_v1(b, o)
+    elif version == 3:
+        return _wnative_ApiVersionsResponse_v3(b, o)
+    elif version == 4:
+        return _wnative_ApiVersionsResponse_v3(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """ApiVersionsResponse.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is ApiVersionsResponse:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ApiVersionsResponse:
+            try:
+                _wnative_ApiVersionsResponse_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ApiVersionsResponse_v0(out, o)
+
+
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ApiVersionsResponse:
+            try:
+                _wnative_ApiVersionsResponse_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ApiVersionsResponse_v1(out, o)
+
+
+def write_v2(out, o):
+    """The compiled writer of v2 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ApiVersionsResponse:
+            try:
+                _wnative_ApiVersionsResponse_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ApiVersionsResponse_v1(out, o)
+
+
+def write_v3(out, o):
+    """The compiled writer of v3 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ApiVersionsResponse:
+            try:
+                _wnative_ApiVersionsResponse_v3(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ApiVersionsResponse_v3(out, o)
+
+
+def write_v4(out, o):
+    """The compiled writer of v4 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ApiVersionsResponse:
+            try:
+                _wnative_ApiVersionsResponse_v3(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ApiVersionsResponse_v3(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, ApiVersion, ApiVersionsResponse, FinalizedFeatureKey, SupportedFeatureKey, _py__DECODERS, _py__READERS, _py__read_ApiVersionsResponse_v0, _py__read_ApiVersionsResponse_v1, _py__read_ApiVersionsResponse_v3, _py_decode_message, _OFF_ApiVersion_api_key, _OFF_ApiVersion_min_version, _OFF_ApiVersion_max_version, _OFF_ApiVersion_unknown_tags, _OFF_ApiVersion_wire_tags, _OFF_ApiVersionsResponse_error_code, _OFF_ApiVersionsResponse_api_keys, _OFF_ApiVersionsResponse_throttle_time_ms, _OFF_ApiVersionsResponse_supported_features, _OFF_ApiVersionsResponse_finalized_features_epoch, _OFF_ApiVersionsResponse_finalized_features, _OFF_ApiVersionsResponse_zk_migration_ready, _OFF_ApiVersionsResponse_unknown_tags, _OFF_ApiVersionsResponse_wire_tags, _OFF_FinalizedFeatureKey_name, _OFF_FinalizedFeatureKey_max_version_level, _OFF_FinalizedFeatureKey_min_version_level, _OFF_FinalizedFeatureKey_unknown_tags, _OFF_FinalizedFeatureKey_wire_tags, _OFF_SupportedFeatureKey_name, _OFF_SupportedFeatureKey_min_version, _OFF_SupportedFeatureKey_max_version, _OFF_SupportedFeatureKey_unknown_tags, _OFF_SupportedFeatureKey_wire_tags
+    global _BOUND, _py_encode, ApiVersion, ApiVersionsResponse, FinalizedFeatureKey, SupportedFeatureKey, _py__DECODERS, _py__READERS, _py__read_ApiVersionsResponse_v0, _py__read_ApiVersionsResponse_v1, _py__read_ApiVersionsResponse_v3, _py__write_ApiVersionsResponse_v0, _py__write_ApiVersionsResponse_v1, _py__write_ApiVersionsResponse_v3, _py_decode_message, _OFF_ApiVersion_api_key, _OFF_ApiVersion_min_version, _OFF_ApiVersion_max_version, _OFF_ApiVersion_unknown_tags, _OFF_ApiVersion_wire_tags, _OFF_ApiVersionsResponse_error_code, _OFF_ApiVersionsResponse_api_keys, _OFF_ApiVersionsResponse_throttle_time_ms, _OFF_ApiVersionsResponse_supported_features, _OFF_ApiVersionsResponse_finalized_features_epoch, _OFF_ApiVersionsResponse_finalized_features, _OFF_ApiVersionsResponse_zk_migration_ready, _OFF_ApiVersionsResponse_unknown_tags, _OFF_ApiVersionsResponse_wire_tags, _OFF_FinalizedFeatureKey_name, _OFF_FinalizedFeatureKey_max_version_level, _OFF_FinalizedFeatureKey_min_version_level, _OFF_FinalizedFeatureKey_unknown_tags, _OFF_FinalizedFeatureKey_wire_tags, _OFF_SupportedFeatureKey_name, _OFF_SupportedFeatureKey_min_version, _OFF_SupportedFeatureKey_max_version, _OFF_SupportedFeatureKey_unknown_tags, _OFF_SupportedFeatureKey_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -373,6 +679,9 @@ def install(ns):
     _py__read_ApiVersionsResponse_v0 = ns["_read_ApiVersionsResponse_v0"]
     _py__read_ApiVersionsResponse_v1 = ns["_read_ApiVersionsResponse_v1"]
     _py__read_ApiVersionsResponse_v3 = ns["_read_ApiVersionsResponse_v3"]
+    _py__write_ApiVersionsResponse_v0 = ns["_write_ApiVersionsResponse_v0"]
+    _py__write_ApiVersionsResponse_v1 = ns["_write_ApiVersionsResponse_v1"]
+    _py__write_ApiVersionsResponse_v3 = ns["_write_ApiVersionsResponse_v3"]
     _py_decode_message = ns["decode_message"]
     _OFF_ApiVersion_api_key = _offset(ApiVersion, "api_key")
     _OFF_ApiVersion_min_version = _offset(ApiVersion, "min_version")
@@ -398,6 +707,7 @@ def install(ns):
     _OFF_SupportedFeatureKey_max_version = _offset(SupportedFeatureKey, "max_version")
     _OFF_SupportedFeatureKey_unknown_tags = _offset(SupportedFeatureKey, "unknown_tags")
     _OFF_SupportedFeatureKey_wire_tags = _offset(SupportedFeatureKey, "wire_tags")
+    _py_encode = ns["ApiVersionsResponse"].__dict__["encode"]
     readers = {
         0: read_v0,
         1: read_v1,
@@ -405,4 +715,11 @@ def install(ns):
         3: read_v3,
         4: read_v4,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+        1: write_v1,
+        2: write_v2,
+        3: write_v3,
+        4: write_v4,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,17 +47,20 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "bdf6a8a118b5847e"
+KEY = "61be30b8e1945612"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object ControllerRegistrationRequest
 cdef object Feature
 cdef object Listener
 cdef object _py__DECODERS
 cdef object _py__READERS
 cdef object _py__read_ControllerRegistrationRequest_v0
+cdef object _py__write_ControllerRegistrationRequest_v0
 cdef object _py_decode_message
 cdef object _py_r_uuid
+cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_ControllerRegistrationRequest_controller_id
 cdef Py_ssize_t _OFF_ControllerRegistrationRequest_incarnation_id
 cdef Py_ssize_t _OFF_ControllerRegistrationRequest_zk_migration_ready
@@ -161,6 +182,112 @@ cdef object _native_ControllerRegistrationRequest_v0(bytes data, const unsigned 
     return o
 
 
+cdef int _wnative_Listener_v0(_Buf* b, object o) except -1:
+    """Writes Listener v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_Listener_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_Listener_host)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_Listener_port)
+    _w_be(b, <uint64_t>_int_in(v, 0, 65535), 2)
+    v = _get(o, _OFF_Listener_security_protocol)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    if _get(o, _OFF_Listener_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_Feature_v0(_Buf* b, object o) except -1:
+    """Writes Feature v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_Feature_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_Feature_min_supported_version)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_Feature_max_supported_version)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    if _get(o, _OFF_Feature_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_ControllerRegistrationRequest_v0(_Buf* b, object o) except -1:
+    """Writes ControllerRegistrationRequest v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ControllerRegistrationRequest_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ControllerRegistrationRequest_incarnation_id)
+    tmp = bytearray()
+    _py_w_uuid(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_ControllerRegistrationRequest_zk_migration_ready)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_ControllerRegistrationRequest_listeners)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not Listener:
+            raise _Fallback()
+        _wnative_Listener_v0(b, item)
+    v = _get(o, _OFF_ControllerRegistrationRequest_features)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not Feature:
+            raise _Fallback()
+        _wnative_Feature_v0(b, item)
+    if _get(o, _OFF_ControllerRegistrationRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -209,11 +336,69 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_ControllerRegistrationRequest_v0(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """ControllerRegistrationRequest.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is ControllerRegistrationRequest:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ControllerRegistrationRequest:
+            try:
+                _wnative_ControllerRegistrationRequest_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ControllerRegistrationRequest_v0(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, ControllerRegistrationRequest, Feature, Listener, _py__DECODERS, _py__READERS, _py__read_ControllerRegistrationRequest_v0, _py_decode_message, _py_r_uuid, _OFF_ControllerRegistrationRequest_controller_id, _OFF_ControllerRegistrationRequest_incarnation_id, _OFF_ControllerRegistrationRequest_zk_migration_ready, _OFF_ControllerRegistrationRequest_listeners, _OFF_ControllerRegistrationRequest_features, _OFF_ControllerRegistrationRequest_unknown_tags, _OFF_ControllerRegistrationRequest_wire_tags, _OFF_Feature_name, _OFF_Feature_min_supported_version, _OFF_Feature_max_supported_version, _OFF_Feature_unknown_tags, _OFF_Feature_wire_tags, _OFF_Listener_name, _OFF_Listener_host, _OFF_Listener_port, _OFF_Listener_security_protocol, _OFF_Listener_unknown_tags, _OFF_Listener_wire_tags
+    global _BOUND, _py_encode, ControllerRegistrationRequest, Feature, Listener, _py__DECODERS, _py__READERS, _py__read_ControllerRegistrationRequest_v0, _py__write_ControllerRegistrationRequest_v0, _py_decode_message, _py_r_uuid, _py_w_uuid, _OFF_ControllerRegistrationRequest_controller_id, _OFF_ControllerRegistrationRequest_incarnation_id, _OFF_ControllerRegistrationRequest_zk_migration_ready, _OFF_ControllerRegistrationRequest_listeners, _OFF_ControllerRegistrationRequest_features, _OFF_ControllerRegistrationRequest_unknown_tags, _OFF_ControllerRegistrationRequest_wire_tags, _OFF_Feature_name, _OFF_Feature_min_supported_version, _OFF_Feature_max_supported_version, _OFF_Feature_unknown_tags, _OFF_Feature_wire_tags, _OFF_Listener_name, _OFF_Listener_host, _OFF_Listener_port, _OFF_Listener_security_protocol, _OFF_Listener_unknown_tags, _OFF_Listener_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -223,8 +408,10 @@ def install(ns):
     _py__DECODERS = ns["_DECODERS"]
     _py__READERS = ns["_READERS"]
     _py__read_ControllerRegistrationRequest_v0 = ns["_read_ControllerRegistrationRequest_v0"]
+    _py__write_ControllerRegistrationRequest_v0 = ns["_write_ControllerRegistrationRequest_v0"]
     _py_decode_message = ns["decode_message"]
     _py_r_uuid = ns["r_uuid"]
+    _py_w_uuid = ns["w_uuid"]
     _OFF_ControllerRegistrationRequest_controller_id = _offset(ControllerRegistrationRequest, "controller_id")
     _OFF_ControllerRegistrationRequest_incarnation_id = _offset(ControllerRegistrationRequest, "incarnation_id")
     _OFF_ControllerRegistrationRequest_zk_migration_ready = _offset(ControllerRegistrationRequest, "zk_migration_ready")
@@ -243,7 +430,11 @@ def install(ns):
     _OFF_Listener_security_protocol = _offset(Listener, "security_protocol")
     _OFF_Listener_unknown_tags = _offset(Listener, "unknown_tags")
     _OFF_Listener_wire_tags = _offset(Listener, "wire_tags")
+    _py_encode = ns["ControllerRegistrationRequest"].__dict__["encode"]
     readers = {
         0: read_v0,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

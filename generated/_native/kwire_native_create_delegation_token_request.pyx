@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,9 +47,10 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "d60d843103a5baeb"
+KEY = "22b98a302fbd8aa8"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object CreatableRenewers
 cdef object CreateDelegationTokenRequest
 cdef object _py__DECODERS
@@ -39,6 +58,9 @@ cdef object _py__READERS
 cdef object _py__read_CreateDelegationTokenRequest_v0
 cdef object _py__read_CreateDelegationTokenRequest_v2
 cdef object _py__read_CreateDelegationTokenRequest_v3
+cdef object _py__write_CreateDelegationTokenRequest_v0
+cdef object _py__write_CreateDelegationTokenRequest_v2
+cdef object _py__write_CreateDelegationTokenRequest_v3
 cdef object _py_decode_message
 cdef Py_ssize_t _OFF_CreatableRenewers_principal_type
 cdef Py_ssize_t _OFF_CreatableRenewers_principal_name
@@ -211,6 +233,168 @@ cdef object _native_CreateDelegationTokenRequest_v3(bytes data, const unsigned c
     return o
 
 
+cdef int _wnative_CreatableRenewers_v0(_Buf* b, object o) except -1:
+    """Writes CreatableRenewers v0-1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_CreatableRenewers_principal_type)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_CreatableRenewers_principal_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_CreatableRenewers_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_CreatableRenewers_v2(_Buf* b, object o) except -1:
+    """Writes CreatableRenewers v2-3; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_CreatableRenewers_principal_type)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_CreatableRenewers_principal_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_CreatableRenewers_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_CreateDelegationTokenRequest_v0(_Buf* b, object o) except -1:
+    """Writes CreateDelegationTokenRequest v0-1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    if (o.owner_principal_type is None or o.owner_principal_type != ''):
+        raise _Fallback()
+    if (o.owner_principal_name is None or o.owner_principal_name != ''):
+        raise _Fallback()
+    v = _get(o, _OFF_CreateDelegationTokenRequest_renewers)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not CreatableRenewers:
+            raise _Fallback()
+        _wnative_CreatableRenewers_v0(b, item)
+    v = _get(o, _OFF_CreateDelegationTokenRequest_max_lifetime_ms)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if _get(o, _OFF_CreateDelegationTokenRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_CreateDelegationTokenRequest_v2(_Buf* b, object o) except -1:
+    """Writes CreateDelegationTokenRequest v2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    if (o.owner_principal_type is None or o.owner_principal_type != ''):
+        raise _Fallback()
+    if (o.owner_principal_name is None or o.owner_principal_name != ''):
+        raise _Fallback()
+    v = _get(o, _OFF_CreateDelegationTokenRequest_renewers)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not CreatableRenewers:
+            raise _Fallback()
+        _wnative_CreatableRenewers_v2(b, item)
+    v = _get(o, _OFF_CreateDelegationTokenRequest_max_lifetime_ms)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if _get(o, _OFF_CreateDelegationTokenRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_CreateDelegationTokenRequest_v3(_Buf* b, object o) except -1:
+    """Writes CreateDelegationTokenRequest v3; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_CreateDelegationTokenRequest_owner_principal_type)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_CreateDelegationTokenRequest_owner_principal_name)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_CreateDelegationTokenRequest_renewers)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not CreatableRenewers:
+            raise _Fallback()
+        _wnative_CreatableRenewers_v2(b, item)
+    v = _get(o, _OFF_CreateDelegationTokenRequest_max_lifetime_ms)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if _get(o, _OFF_CreateDelegationTokenRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -301,11 +485,132 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_CreateDelegationTokenRequest_v0(b, o)
+    elif version == 1:
+        return _wnative_CreateDelegationTokenRequest_v0(b, o)
+    elif version == 2:
+        return _wnative_CreateDelegationTokenRequest_v2(b, o)
+    elif version == 3:
+        return _wnative_CreateDelegationTokenRequest_v3(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """CreateDelegationTokenRequest.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is CreateDelegationTokenRequest:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is CreateDelegationTokenRequest:
+            try:
+                _wnative_CreateDelegationTokenRequest_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_CreateDelegationTokenRequest_v0(out, o)
+
+
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is CreateDelegationTokenRequest:
+            try:
+                _wnative_CreateDelegationTokenRequest_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_CreateDelegationTokenRequest_v0(out, o)
+
+
+def write_v2(out, o):
+    """The compiled writer of v2 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is CreateDelegationTokenRequest:
+            try:
+                _wnative_CreateDelegationTokenRequest_v2(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_CreateDelegationTokenRequest_v2(out, o)
+
+
+def write_v3(out, o):
+    """The compiled writer of v3 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is CreateDelegationTokenRequest:
+            try:
+                _wnative_CreateDelegationTokenRequest_v3(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_CreateDelegationTokenRequest_v3(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, CreatableRenewers, CreateDelegationTokenRequest, _py__DECODERS, _py__READERS, _py__read_CreateDelegationTokenRequest_v0, _py__read_CreateDelegationTokenRequest_v2, _py__read_CreateDelegationTokenRequest_v3, _py_decode_message, _OFF_CreatableRenewers_principal_type, _OFF_CreatableRenewers_principal_name, _OFF_CreatableRenewers_unknown_tags, _OFF_CreatableRenewers_wire_tags, _OFF_CreateDelegationTokenRequest_owner_principal_type, _OFF_CreateDelegationTokenRequest_owner_principal_name, _OFF_CreateDelegationTokenRequest_renewers, _OFF_CreateDelegationTokenRequest_max_lifetime_ms, _OFF_CreateDelegationTokenRequest_unknown_tags, _OFF_CreateDelegationTokenRequest_wire_tags
+    global _BOUND, _py_encode, CreatableRenewers, CreateDelegationTokenRequest, _py__DECODERS, _py__READERS, _py__read_CreateDelegationTokenRequest_v0, _py__read_CreateDelegationTokenRequest_v2, _py__read_CreateDelegationTokenRequest_v3, _py__write_CreateDelegationTokenRequest_v0, _py__write_CreateDelegationTokenRequest_v2, _py__write_CreateDelegationTokenRequest_v3, _py_decode_message, _OFF_CreatableRenewers_principal_type, _OFF_CreatableRenewers_principal_name, _OFF_CreatableRenewers_unknown_tags, _OFF_CreatableRenewers_wire_tags, _OFF_CreateDelegationTokenRequest_owner_principal_type, _OFF_CreateDelegationTokenRequest_owner_principal_name, _OFF_CreateDelegationTokenRequest_renewers, _OFF_CreateDelegationTokenRequest_max_lifetime_ms, _OFF_CreateDelegationTokenRequest_unknown_tags, _OFF_CreateDelegationTokenRequest_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -316,6 +621,9 @@ def install(ns):
     _py__read_CreateDelegationTokenRequest_v0 = ns["_read_CreateDelegationTokenRequest_v0"]
     _py__read_CreateDelegationTokenRequest_v2 = ns["_read_CreateDelegationTokenRequest_v2"]
     _py__read_CreateDelegationTokenRequest_v3 = ns["_read_CreateDelegationTokenRequest_v3"]
+    _py__write_CreateDelegationTokenRequest_v0 = ns["_write_CreateDelegationTokenRequest_v0"]
+    _py__write_CreateDelegationTokenRequest_v2 = ns["_write_CreateDelegationTokenRequest_v2"]
+    _py__write_CreateDelegationTokenRequest_v3 = ns["_write_CreateDelegationTokenRequest_v3"]
     _py_decode_message = ns["decode_message"]
     _OFF_CreatableRenewers_principal_type = _offset(CreatableRenewers, "principal_type")
     _OFF_CreatableRenewers_principal_name = _offset(CreatableRenewers, "principal_name")
@@ -327,10 +635,17 @@ def install(ns):
     _OFF_CreateDelegationTokenRequest_max_lifetime_ms = _offset(CreateDelegationTokenRequest, "max_lifetime_ms")
     _OFF_CreateDelegationTokenRequest_unknown_tags = _offset(CreateDelegationTokenRequest, "unknown_tags")
     _OFF_CreateDelegationTokenRequest_wire_tags = _offset(CreateDelegationTokenRequest, "wire_tags")
+    _py_encode = ns["CreateDelegationTokenRequest"].__dict__["encode"]
     readers = {
         0: read_v0,
         1: read_v1,
         2: read_v2,
         3: read_v3,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+        1: write_v1,
+        2: write_v2,
+        3: write_v3,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,9 +47,10 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "9e50e9d73e131b57"
+KEY = "e66ca264a422297f"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object CreatableReplicaAssignment
 cdef object CreatableTopic
 cdef object CreatableTopicConfig
@@ -41,9 +60,14 @@ cdef object _py__READERS
 cdef object _py__read_CreateTopicsRequest_v0
 cdef object _py__read_CreateTopicsRequest_v1
 cdef object _py__read_CreateTopicsRequest_v5
+cdef object _py__write_CreateTopicsRequest_v0
+cdef object _py__write_CreateTopicsRequest_v1
+cdef object _py__write_CreateTopicsRequest_v5
 cdef object _py_decode_message
 cdef object _py_r_array
 cdef object _py_r_compact_array
+cdef object _py_w_array
+cdef object _py_w_compact_array
 cdef Py_ssize_t _OFF_CreatableReplicaAssignment_partition_index
 cdef Py_ssize_t _OFF_CreatableReplicaAssignment_broker_ids
 cdef Py_ssize_t _OFF_CreatableReplicaAssignment_unknown_tags
@@ -336,6 +360,273 @@ cdef object _native_CreateTopicsRequest_v5(bytes data, const unsigned char* d, P
     return o
 
 
+cdef int _wnative_CreatableReplicaAssignment_v0(_Buf* b, object o) except -1:
+    """Writes CreatableReplicaAssignment v0-4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_CreatableReplicaAssignment_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_CreatableReplicaAssignment_broker_ids)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_CreatableReplicaAssignment_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_CreatableReplicaAssignment_v5(_Buf* b, object o) except -1:
+    """Writes CreatableReplicaAssignment v5-7; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_CreatableReplicaAssignment_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_CreatableReplicaAssignment_broker_ids)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_CreatableReplicaAssignment_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_CreatableTopicConfig_v0(_Buf* b, object o) except -1:
+    """Writes CreatableTopicConfig v0-4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_CreatableTopicConfig_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_CreatableTopicConfig_value)
+    if v is None:
+        _w_be(b, 0xFFFF, 2)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_CreatableTopicConfig_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_CreatableTopicConfig_v5(_Buf* b, object o) except -1:
+    """Writes CreatableTopicConfig v5-7; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_CreatableTopicConfig_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_CreatableTopicConfig_value)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_CreatableTopicConfig_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_CreatableTopic_v0(_Buf* b, object o) except -1:
+    """Writes CreatableTopic v0-4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_CreatableTopic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_CreatableTopic_num_partitions)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_CreatableTopic_replication_factor)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_CreatableTopic_assignments)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not CreatableReplicaAssignment:
+            raise _Fallback()
+        _wnative_CreatableReplicaAssignment_v0(b, item)
+    v = _get(o, _OFF_CreatableTopic_configs)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not CreatableTopicConfig:
+            raise _Fallback()
+        _wnative_CreatableTopicConfig_v0(b, item)
+    if _get(o, _OFF_CreatableTopic_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_CreatableTopic_v5(_Buf* b, object o) except -1:
+    """Writes CreatableTopic v5-7; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_CreatableTopic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_CreatableTopic_num_partitions)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_CreatableTopic_replication_factor)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_CreatableTopic_assignments)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not CreatableReplicaAssignment:
+            raise _Fallback()
+        _wnative_CreatableReplicaAssignment_v5(b, item)
+    v = _get(o, _OFF_CreatableTopic_configs)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not CreatableTopicConfig:
+            raise _Fallback()
+        _wnative_CreatableTopicConfig_v5(b, item)
+    if _get(o, _OFF_CreatableTopic_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_CreateTopicsRequest_v0(_Buf* b, object o) except -1:
+    """Writes CreateTopicsRequest v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_CreateTopicsRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not CreatableTopic:
+            raise _Fallback()
+        _wnative_CreatableTopic_v0(b, item)
+    v = _get(o, _OFF_CreateTopicsRequest_timeout_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.validate_only != False:
+        raise _Fallback()
+    if _get(o, _OFF_CreateTopicsRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_CreateTopicsRequest_v1(_Buf* b, object o) except -1:
+    """Writes CreateTopicsRequest v1-4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_CreateTopicsRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not CreatableTopic:
+            raise _Fallback()
+        _wnative_CreatableTopic_v0(b, item)
+    v = _get(o, _OFF_CreateTopicsRequest_timeout_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_CreateTopicsRequest_validate_only)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    if _get(o, _OFF_CreateTopicsRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_CreateTopicsRequest_v5(_Buf* b, object o) except -1:
+    """Writes CreateTopicsRequest v5-7; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_CreateTopicsRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not CreatableTopic:
+            raise _Fallback()
+        _wnative_CreatableTopic_v5(b, item)
+    v = _get(o, _OFF_CreateTopicsRequest_timeout_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_CreateTopicsRequest_validate_only)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    if _get(o, _OFF_CreateTopicsRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -482,11 +773,216 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_CreateTopicsRequest_v0(b, o)
+    elif version == 1:
+        return _wnative_CreateTopicsRequest_v1(b, o)
+    elif version == 2:
+        return _wnative_CreateTopicsRequest_v1(b, o)
+    elif version == 3:
+        return _wnative_CreateTopicsRequest_v1(b, o)
+    elif version == 4:
+        return _wnative_CreateTopicsRequest_v1(b, o)
+    elif version == 5:
+        return _wnative_CreateTopicsRequest_v5(b, o)
+    elif version == 6:
+        return _wnative_CreateTopicsRequest_v5(b, o)
+    elif version == 7:
+        return _wnative_CreateTopicsRequest_v5(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """CreateTopicsRequest.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is CreateTopicsRequest:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is CreateTopicsRequest:
+            try:
+                _wnative_CreateTopicsRequest_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_CreateTopicsRequest_v0(out, o)
+
+
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is CreateTopicsRequest:
+            try:
+                _wnative_CreateTopicsRequest_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_CreateTopicsRequest_v1(out, o)
+
+
+def write_v2(out, o):
+    """The compiled writer of v2 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is CreateTopicsRequest:
+            try:
+                _wnative_CreateTopicsRequest_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_CreateTopicsRequest_v1(out, o)
+
+
+def write_v3(out, o):
+    """The compiled writer of v3 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is CreateTopicsRequest:
+            try:
+                _wnative_CreateTopicsRequest_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_CreateTopicsRequest_v1(out, o)
+
+
+def write_v4(out, o):
+    """The compiled writer of v4 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is CreateTopicsRequest:
+            try:
+                _wnative_CreateTopicsRequest_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_CreateTopicsRequest_v1(out, o)
+
+
+def write_v5(out, o):
+    """The compiled writer of v5 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is CreateTopicsRequest:
+            try:
+                _wnative_CreateTopicsRequest_v5(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_CreateTopicsRequest_v5(out, o)
+
+
+def write_v6(out, o):
+    """The compiled writer of v6 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is CreateTopicsRequest:
+            try:
+                _wnative_CreateTopicsRequest_v5(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_CreateTopicsRequest_v5(out, o)
+
+
+def write_v7(out, o):
+    """The compiled writer of v7 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is CreateTopicsRequest:
+            try:
+                _wnative_CreateTopicsRequest_v5(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_CreateTopicsRequest_v5(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig, CreateTopicsRequest, _py__DECODERS, _py__READERS, _py__read_CreateTopicsRequest_v0, _py__read_CreateTopicsRequest_v1, _py__read_CreateTopicsRequest_v5, _py_decode_message, _py_r_array, _py_r_compact_array, _OFF_CreatableReplicaAssignment_partition_index, _OFF_CreatableReplicaAssignment_broker_ids, _OFF_CreatableReplicaAssignment_unknown_tags, _OFF_CreatableReplicaAssignment_wire_tags, _OFF_CreatableTopic_name, _OFF_CreatableTopic_num_partitions, _OFF_CreatableTopic_replication_factor, _OFF_CreatableTopic_assignments, _OFF_CreatableTopic_configs, _OFF_CreatableTopic_unknown_tags, _OFF_CreatableTopic_wire_tags, _OFF_CreatableTopicConfig_name, _OFF_CreatableTopicConfig_value, _OFF_CreatableTopicConfig_unknown_tags, _OFF_CreatableTopicConfig_wire_tags, _OFF_CreateTopicsRequest_topics, _OFF_CreateTopicsRequest_timeout_ms, _OFF_CreateTopicsRequest_validate_only, _OFF_CreateTopicsRequest_unknown_tags, _OFF_CreateTopicsRequest_wire_tags
+    global _BOUND, _py_encode, CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig, CreateTopicsRequest, _py__DECODERS, _py__READERS, _py__read_CreateTopicsRequest_v0, _py__read_CreateTopicsRequest_v1, _py__read_CreateTopicsRequest_v5, _py__write_CreateTopicsRequest_v0, _py__write_CreateTopicsRequest_v1, _py__write_CreateTopicsRequest_v5, _py_decode_message, _py_r_array, _py_r_compact_array, _py_w_array, _py_w_compact_array, _OFF_CreatableReplicaAssignment_partition_index, _OFF_CreatableReplicaAssignment_broker_ids, _OFF_CreatableReplicaAssignment_unknown_tags, _OFF_CreatableReplicaAssignment_wire_tags, _OFF_CreatableTopic_name, _OFF_CreatableTopic_num_partitions, _OFF_CreatableTopic_replication_factor, _OFF_CreatableTopic_assignments, _OFF_CreatableTopic_configs, _OFF_CreatableTopic_unknown_tags, _OFF_CreatableTopic_wire_tags, _OFF_CreatableTopicConfig_name, _OFF_CreatableTopicConfig_value, _OFF_CreatableTopicConfig_unknown_tags, _OFF_CreatableTopicConfig_wire_tags, _OFF_CreateTopicsRequest_topics, _OFF_CreateTopicsRequest_timeout_ms, _OFF_CreateTopicsRequest_validate_only, _OFF_CreateTopicsRequest_unknown_tags, _OFF_CreateTopicsRequest_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -499,9 +995,14 @@ def install(ns):
     _py__read_CreateTopicsRequest_v0 = ns["_read_CreateTopicsRequest_v0"]
     _py__read_CreateTopicsRequest_v1 = ns["_read_CreateTopicsRequest_v1"]
     _py__read_CreateTopicsRequest_v5 = ns["_read_CreateTopicsRequest_v5"]
+    _py__write_CreateTopicsRequest_v0 = ns["_write_CreateTopicsRequest_v0"]
+    _py__write_CreateTopicsRequest_v1 = ns["_write_CreateTopicsRequest_v1"]
+    _py__write_CreateTopicsRequest_v5 = ns["_write_CreateTopicsRequest_v5"]
     _py_decode_message = ns["decode_message"]
     _py_r_array = ns["r_array"]
     _py_r_compact_array = ns["r_compact_array"]
+    _py_w_array = ns["w_array"]
+    _py_w_compact_array = ns["w_compact_array"]
     _OFF_CreatableReplicaAssignment_partition_index = _offset(CreatableReplicaAssignment, "partition_index")
     _OFF_CreatableReplicaAssignment_broker_ids = _offset(CreatableReplicaAssignment, "broker_ids")
     _OFF_CreatableReplicaAssignment_unknown_tags = _offset(CreatableReplicaAssignment, "unknown_tags")
@@ -522,6 +1023,7 @@ def install(ns):
     _OFF_CreateTopicsRequest_validate_only = _offset(CreateTopicsRequest, "validate_only")
     _OFF_CreateTopicsRequest_unknown_tags = _offset(CreateTopicsRequest, "unknown_tags")
     _OFF_CreateTopicsRequest_wire_tags = _offset(CreateTopicsRequest, "wire_tags")
+    _py_encode = ns["CreateTopicsRequest"].__dict__["encode"]
     readers = {
         0: read_v0,
         1: read_v1,
@@ -532,4 +1034,14 @@ def install(ns):
         6: read_v6,
         7: read_v7,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+        1: write_v1,
+        2: write_v2,
+        3: write_v3,
+        4: write_v4,
+        5: write_v5,
+        6: write_v6,
+        7: write_v7,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,9 +47,10 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "ff73897b6fd2c5b7"
+KEY = "9308632ed37bce7f"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object CreatableTopicConfigs
 cdef object CreatableTopicResult
 cdef object CreateTopicsResponse
@@ -44,9 +63,17 @@ cdef object _py__read_CreateTopicsResponse_v1
 cdef object _py__read_CreateTopicsResponse_v2
 cdef object _py__read_CreateTopicsResponse_v5
 cdef object _py__read_CreateTopicsResponse_v7
+cdef object _py__write_CreatableTopicConfigs_v5
+cdef object _py__write_CreateTopicsResponse_v0
+cdef object _py__write_CreateTopicsResponse_v1
+cdef object _py__write_CreateTopicsResponse_v2
+cdef object _py__write_CreateTopicsResponse_v5
+cdef object _py__write_CreateTopicsResponse_v7
 cdef object _py_decode_message
 cdef object _py_r_compact_nullable_array
 cdef object _py_r_uuid
+cdef object _py_w_compact_nullable_array
+cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_CreatableTopicConfigs_name
 cdef Py_ssize_t _OFF_CreatableTopicConfigs_value
 cdef Py_ssize_t _OFF_CreatableTopicConfigs_read_only
@@ -387,6 +414,236 @@ cdef object _native_CreateTopicsResponse_v7(bytes data, const unsigned char* d, 
     return o
 
 
+cdef int _wnative_CreatableTopicConfigs_v5(_Buf* b, object o) except -1:
+    """Writes CreatableTopicConfigs v5-7; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_CreatableTopicConfigs_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_CreatableTopicConfigs_value)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_CreatableTopicConfigs_read_only)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_CreatableTopicConfigs_config_source)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    v = _get(o, _OFF_CreatableTopicConfigs_is_sensitive)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    if _get(o, _OFF_CreatableTopicConfigs_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_CreatableTopicResult_v0(_Buf* b, object o) except -1:
+    """Writes CreatableTopicResult v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_CreatableTopicResult_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_CreatableTopicResult_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    if _get(o, _OFF_CreatableTopicResult_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_CreatableTopicResult_v1(_Buf* b, object o) except -1:
+    """Writes CreatableTopicResult v1-4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_CreatableTopicResult_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_CreatableTopicResult_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_CreatableTopicResult_error_message)
+    if v is None:
+        _w_be(b, 0xFFFF, 2)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_CreatableTopicResult_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_CreatableTopicResult_v5(_Buf* b, object o) except -1:
+    """Writes CreatableTopicResult v5-6; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+
+
+cdef int _wnative_CreatableTopicResult_v7(_Buf* b, object o) except -1:
+    """Writes CreatableTopicResult v7; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+
+
+cdef int _wnative_CreateTopicsResponse_v0(_Buf* b, object o) except -1:
+    """Writes CreateTopicsResponse v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_CreateTopicsResponse_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not CreatableTopicResult:
+            raise _Fallback()
+        _wnative_CreatableTopicResult_v0(b, item)
+    if _get(o, _OFF_CreateTopicsResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_CreateTopicsResponse_v1(_Buf* b, object o) except -1:
+    """Writes CreateTopicsResponse v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_CreateTopicsResponse_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not CreatableTopicResult:
+            raise _Fallback()
+        _wnative_CreatableTopicResult_v1(b, item)
+    if _get(o, _OFF_CreateTopicsResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_CreateTopicsResponse_v2(_Buf* b, object o) except -1:
+    """Writes CreateTopicsResponse v2-4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_CreateTopicsResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_CreateTopicsResponse_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not CreatableTopicResult:
+            raise _Fallback()
+        _wnative_CreatableTopicResult_v1(b, item)
+    if _get(o, _OFF_CreateTopicsResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_CreateTopicsResponse_v5(_Buf* b, object o) except -1:
+    """Writes CreateTopicsResponse v5-6; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_CreateTopicsResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_CreateTopicsResponse_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not CreatableTopicResult:
+            raise _Fallback()
+        _wnative_CreatableTopicResult_v5(b, item)
+    if _get(o, _OFF_CreateTopicsResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_CreateTopicsResponse_v7(_Buf* b, object o) except -1:
+    """Writes CreateTopicsResponse v7; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_CreateTopicsResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_CreateTopicsResponse_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not CreatableTopicResult:
+            raise _Fallback()
+        _wnative_CreatableTopicResult_v7(b, item)
+    if _get(o, _OFF_CreateTopicsResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -533,11 +790,216 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_CreateTopicsResponse_v0(b, o)
+    elif version == 1:
+        return _wnative_CreateTopicsResponse_v1(b, o)
+    elif version == 2:
+        return _wnative_CreateTopicsResponse_v2(b, o)
+    elif version == 3:
+        return _wnative_CreateTopicsResponse_v2(b, o)
+    elif version == 4:
+        return _wnative_CreateTopicsResponse_v2(b, o)
+    elif version == 5:
+        return _wnative_CreateTopicsResponse_v5(b, o)
+    elif version == 6:
+        return _wnative_CreateTopicsResponse_v5(b, o)
+    elif version == 7:
+        return _wnative_CreateTopicsResponse_v7(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """CreateTopicsResponse.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is CreateTopicsResponse:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is CreateTopicsResponse:
+            try:
+                _wnative_CreateTopicsResponse_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_CreateTopicsResponse_v0(out, o)
+
+
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is CreateTopicsResponse:
+            try:
+                _wnative_CreateTopicsResponse_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_CreateTopicsResponse_v1(out, o)
+
+
+def write_v2(out, o):
+    """The compiled writer of v2 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is CreateTopicsResponse:
+            try:
+                _wnative_CreateTopicsResponse_v2(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_CreateTopicsResponse_v2(out, o)
+
+
+def write_v3(out, o):
+    """The compiled writer of v3 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is CreateTopicsResponse:
+            try:
+                _wnative_CreateTopicsResponse_v2(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_CreateTopicsResponse_v2(out, o)
+
+
+def write_v4(out, o):
+    """The compiled writer of v4 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is CreateTopicsResponse:
+            try:
+                _wnative_CreateTopicsResponse_v2(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_CreateTopicsResponse_v2(out, o)
+
+
+def write_v5(out, o):
+    """The compiled writer of v5 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is CreateTopicsResponse:
+            try:
+                _wnative_CreateTopicsResponse_v5(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_CreateTopicsResponse_v5(out, o)
+
+
+def write_v6(out, o):
+    """The compiled writer of v6 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is CreateTopicsResponse:
+            try:
+                _wnative_CreateTopicsResponse_v5(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_CreateTopicsResponse_v5(out, o)
+
+
+def write_v7(out, o):
+    """The compiled writer of v7 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is CreateTopicsResponse:
+            try:
+                _wnative_CreateTopicsResponse_v7(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_CreateTopicsResponse_v7(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, CreatableTopicConfigs, CreatableTopicResult, CreateTopicsResponse, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_CreatableTopicConfigs_v5, _py__read_CreateTopicsResponse_v0, _py__read_CreateTopicsResponse_v1, _py__read_CreateTopicsResponse_v2, _py__read_CreateTopicsResponse_v5, _py__read_CreateTopicsResponse_v7, _py_decode_message, _py_r_compact_nullable_array, _py_r_uuid, _OFF_CreatableTopicConfigs_name, _OFF_CreatableTopicConfigs_value, _OFF_CreatableTopicConfigs_read_only, _OFF_CreatableTopicConfigs_config_source, _OFF_CreatableTopicConfigs_is_sensitive, _OFF_CreatableTopicConfigs_unknown_tags, _OFF_CreatableTopicConfigs_wire_tags, _OFF_CreatableTopicResult_name, _OFF_CreatableTopicResult_topic_id, _OFF_CreatableTopicResult_error_code, _OFF_CreatableTopicResult_error_message, _OFF_CreatableTopicResult_topic_config_error_code, _OFF_CreatableTopicResult_num_partitions, _OFF_CreatableTopicResult_replication_factor, _OFF_CreatableTopicResult_configs, _OFF_CreatableTopicResult_unknown_tags, _OFF_CreatableTopicResult_wire_tags, _OFF_CreateTopicsResponse_throttle_time_ms, _OFF_CreateTopicsResponse_topics, _OFF_CreateTopicsResponse_unknown_tags, _OFF_CreateTopicsResponse_wire_tags
+    global _BOUND, _py_encode, CreatableTopicConfigs, CreatableTopicResult, CreateTopicsResponse, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_CreatableTopicConfigs_v5, _py__read_CreateTopicsResponse_v0, _py__read_CreateTopicsResponse_v1, _py__read_CreateTopicsResponse_v2, _py__read_CreateTopicsResponse_v5, _py__read_CreateTopicsResponse_v7, _py__write_CreatableTopicConfigs_v5, _py__write_CreateTopicsResponse_v0, _py__write_CreateTopicsResponse_v1, _py__write_CreateTopicsResponse_v2, _py__write_CreateTopicsResponse_v5, _py__write_CreateTopicsResponse_v7, _py_decode_message, _py_r_compact_nullable_array, _py_r_uuid, _py_w_compact_nullable_array, _py_w_uuid, _OFF_CreatableTopicConfigs_name, _OFF_CreatableTopicConfigs_value, _OFF_CreatableTopicConfigs_read_only, _OFF_CreatableTopicConfigs_config_source, _OFF_CreatableTopicConfigs_is_sensitive, _OFF_CreatableTopicConfigs_unknown_tags, _OFF_CreatableTopicConfigs_wire_tags, _OFF_CreatableTopicResult_name, _OFF_CreatableTopicResult_topic_id, _OFF_CreatableTopicResult_error_code, _OFF_CreatableTopicResult_error_message, _OFF_CreatableTopicResult_topic_config_error_code, _OFF_CreatableTopicResult_num_partitions, _OFF_CreatableTopicResult_replication_factor, _OFF_CreatableTopicResult_configs, _OFF_CreatableTopicResult_unknown_tags, _OFF_CreatableTopicResult_wire_tags, _OFF_CreateTopicsResponse_throttle_time_ms, _OFF_CreateTopicsResponse_topics, _OFF_CreateTopicsResponse_unknown_tags, _OFF_CreateTopicsResponse_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -553,9 +1015,17 @@ def install(ns):
     _py__read_CreateTopicsResponse_v2 = ns["_read_CreateTopicsResponse_v2"]
     _py__read_CreateTopicsResponse_v5 = ns["_read_CreateTopicsResponse_v5"]
     _py__read_CreateTopicsResponse_v7 = ns["_read_CreateTopicsResponse_v7"]
+    _py__write_CreatableTopicConfigs_v5 = ns["_write_CreatableTopicConfigs_v5"]
+    _py__write_CreateTopicsResponse_v0 = ns["_write_CreateTopicsResponse_v0"]
+    _py__write_CreateTopicsResponse_v1 = ns["_write_CreateTopicsResponse_v1"]
+    _py__write_CreateTopicsResponse_v2 = ns["_write_CreateTopicsResponse_v2"]
+    _py__write_CreateTopicsResponse_v5 = ns["_write_CreateTopicsResponse_v5"]
+    _py__write_CreateTopicsResponse_v7 = ns["_write_CreateTopicsResponse_v7"]
     _py_decode_message = ns["decode_message"]
     _py_r_compact_nullable_array = ns["r_compact_nullable_array"]
     _py_r_uuid = ns["r_uuid"]
+    _py_w_compact_nullable_array = ns["w_compact_nullable_array"]
+    _py_w_uuid = ns["w_uuid"]
     _OFF_CreatableTopicConfigs_name = _offset(CreatableTopicConfigs, "name")
     _OFF_CreatableTopicConfigs_value = _offset(CreatableTopicConfigs, "value")
     _OFF_CreatableTopicConfigs_read_only = _offset(CreatableTopicConfigs, "read_only")
@@ -577,6 +1047,7 @@ def install(ns):
     _OFF_CreateTopicsResponse_topics = _offset(CreateTopicsResponse, "topics")
     _OFF_CreateTopicsResponse_unknown_tags = _offset(CreateTopicsResponse, "unknown_tags")
     _OFF_CreateTopicsResponse_wire_tags = _offset(CreateTopicsResponse, "wire_tags")
+    _py_encode = ns["CreateTopicsResponse"].__dict__["encode"]
     readers = {
         0: read_v0,
         1: read_v1,
@@ -587,4 +1058,14 @@ def install(ns):
         6: read_v6,
         7: read_v7,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+        1: write_v1,
+        2: write_v2,
+        3: write_v3,
+        4: write_v4,
+        5: write_v5,
+        6: write_v6,
+        7: write_v7,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

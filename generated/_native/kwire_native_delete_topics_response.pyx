@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,9 +47,10 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "f9aa65aae53a008f"
+KEY = "81c06280748d8891"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object DeletableTopicResult
 cdef object DeleteTopicsResponse
 cdef object _py_ZERO_UUID
@@ -42,8 +61,14 @@ cdef object _py__read_DeleteTopicsResponse_v1
 cdef object _py__read_DeleteTopicsResponse_v4
 cdef object _py__read_DeleteTopicsResponse_v5
 cdef object _py__read_DeleteTopicsResponse_v6
+cdef object _py__write_DeleteTopicsResponse_v0
+cdef object _py__write_DeleteTopicsResponse_v1
+cdef object _py__write_DeleteTopicsResponse_v4
+cdef object _py__write_DeleteTopicsResponse_v5
+cdef object _py__write_DeleteTopicsResponse_v6
 cdef object _py_decode_message
 cdef object _py_r_uuid
+cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_DeletableTopicResult_name
 cdef Py_ssize_t _OFF_DeletableTopicResult_topic_id
 cdef Py_ssize_t _OFF_DeletableTopicResult_error_code
@@ -311,6 +336,237 @@ cdef object _native_DeleteTopicsResponse_v6(bytes data, const unsigned char* d, 
     return o
 
 
+cdef int _wnative_DeletableTopicResult_v0(_Buf* b, object o) except -1:
+    """Writes DeletableTopicResult v0-3; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DeletableTopicResult_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DeletableTopicResult_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    if _get(o, _OFF_DeletableTopicResult_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_DeletableTopicResult_v4(_Buf* b, object o) except -1:
+    """Writes DeletableTopicResult v4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DeletableTopicResult_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DeletableTopicResult_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    if _get(o, _OFF_DeletableTopicResult_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_DeletableTopicResult_v5(_Buf* b, object o) except -1:
+    """Writes DeletableTopicResult v5; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DeletableTopicResult_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DeletableTopicResult_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_DeletableTopicResult_error_message)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_DeletableTopicResult_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_DeletableTopicResult_v6(_Buf* b, object o) except -1:
+    """Writes DeletableTopicResult v6; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DeletableTopicResult_name)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DeletableTopicResult_topic_id)
+    tmp = bytearray()
+    _py_w_uuid(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_DeletableTopicResult_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_DeletableTopicResult_error_message)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_DeletableTopicResult_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_DeleteTopicsResponse_v0(_Buf* b, object o) except -1:
+    """Writes DeleteTopicsResponse v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DeleteTopicsResponse_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not DeletableTopicResult:
+            raise _Fallback()
+        _wnative_DeletableTopicResult_v0(b, item)
+    if _get(o, _OFF_DeleteTopicsResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_DeleteTopicsResponse_v1(_Buf* b, object o) except -1:
+    """Writes DeleteTopicsResponse v1-3; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DeleteTopicsResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DeleteTopicsResponse_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not DeletableTopicResult:
+            raise _Fallback()
+        _wnative_DeletableTopicResult_v0(b, item)
+    if _get(o, _OFF_DeleteTopicsResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_DeleteTopicsResponse_v4(_Buf* b, object o) except -1:
+    """Writes DeleteTopicsResponse v4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DeleteTopicsResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DeleteTopicsResponse_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not DeletableTopicResult:
+            raise _Fallback()
+        _wnative_DeletableTopicResult_v4(b, item)
+    if _get(o, _OFF_DeleteTopicsResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_DeleteTopicsResponse_v5(_Buf* b, object o) except -1:
+    """Writes DeleteTopicsResponse v5; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DeleteTopicsResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DeleteTopicsResponse_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not DeletableTopicResult:
+            raise _Fallback()
+        _wnative_DeletableTopicResult_v5(b, item)
+    if _get(o, _OFF_DeleteTopicsResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_DeleteTopicsResponse_v6(_Buf* b, object o) except -1:
+    """Writes DeleteTopicsResponse v6; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DeleteTopicsResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DeleteTopicsResponse_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not DeletableTopicResult:
+            raise _Fallback()
+        _wnative_DeletableTopicResult_v6(b, item)
+    if _get(o, _OFF_DeleteTopicsResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -443,11 +699,195 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_DeleteTopicsResponse_v0(b, o)
+    elif version == 1:
+        return _wnative_DeleteTopicsResponse_v1(b, o)
+    elif version == 2:
+        return _wnative_DeleteTopicsResponse_v1(b, o)
+    elif version == 3:
+        return _wnative_DeleteTopicsResponse_v1(b, o)
+    elif version == 4:
+        return _wnative_DeleteTopicsResponse_v4(b, o)
+    elif version == 5:
+        return _wnative_DeleteTopicsResponse_v5(b, o)
+    elif version == 6:
+        return _wnative_DeleteTopicsResponse_v6(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """DeleteTopicsResponse.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is DeleteTopicsResponse:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DeleteTopicsResponse:
+            try:
+                _wnative_DeleteTopicsResponse_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DeleteTopicsResponse_v0(out, o)
+
+
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DeleteTopicsResponse:
+            try:
+                _wnative_DeleteTopicsResponse_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DeleteTopicsResponse_v1(out, o)
+
+
+def write_v2(out, o):
+    """The compiled writer of v2 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DeleteTopicsResponse:
+            try:
+                _wnative_DeleteTopicsResponse_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DeleteTopicsResponse_v1(out, o)
+
+
+def write_v3(out, o):
+    """The compiled writer of v3 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DeleteTopicsResponse:
+            try:
+                _wnative_DeleteTopicsResponse_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DeleteTopicsResponse_v1(out, o)
+
+
+def write_v4(out, o):
+    """The compiled writer of v4 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DeleteTopicsResponse:
+            try:
+                _wnative_DeleteTopicsResponse_v4(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DeleteTopicsResponse_v4(out, o)
+
+
+def write_v5(out, o):
+    """The compiled writer of v5 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DeleteTopicsResponse:
+            try:
+                _wnative_DeleteTopicsResponse_v5(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DeleteTopicsResponse_v5(out, o)
+
+
+def write_v6(out, o):
+    """The compiled writer of v6 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DeleteTopicsResponse:
+            try:
+                _wnative_DeleteTopicsResponse_v6(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DeleteTopicsResponse_v6(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, DeletableTopicResult, DeleteTopicsResponse, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_DeleteTopicsResponse_v0, _py__read_DeleteTopicsResponse_v1, _py__read_DeleteTopicsResponse_v4, _py__read_DeleteTopicsResponse_v5, _py__read_DeleteTopicsResponse_v6, _py_decode_message, _py_r_uuid, _OFF_DeletableTopicResult_name, _OFF_DeletableTopicResult_topic_id, _OFF_DeletableTopicResult_error_code, _OFF_DeletableTopicResult_error_message, _OFF_DeletableTopicResult_unknown_tags, _OFF_DeletableTopicResult_wire_tags, _OFF_DeleteTopicsResponse_throttle_time_ms, _OFF_DeleteTopicsResponse_responses, _OFF_DeleteTopicsResponse_unknown_tags, _OFF_DeleteTopicsResponse_wire_tags
+    global _BOUND, _py_encode, DeletableTopicResult, DeleteTopicsResponse, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_DeleteTopicsResponse_v0, _py__read_DeleteTopicsResponse_v1, _py__read_DeleteTopicsResponse_v4, _py__read_DeleteTopicsResponse_v5, _py__read_DeleteTopicsResponse_v6, _py__write_DeleteTopicsResponse_v0, _py__write_DeleteTopicsResponse_v1, _py__write_DeleteTopicsResponse_v4, _py__write_DeleteTopicsResponse_v5, _py__write_DeleteTopicsResponse_v6, _py_decode_message, _py_r_uuid, _py_w_uuid, _OFF_DeletableTopicResult_name, _OFF_DeletableTopicResult_topic_id, _OFF_DeletableTopicResult_error_code, _OFF_DeletableTopicResult_error_message, _OFF_DeletableTopicResult_unknown_tags, _OFF_DeletableTopicResult_wire_tags, _OFF_DeleteTopicsResponse_throttle_time_ms, _OFF_DeleteTopicsResponse_responses, _OFF_DeleteTopicsResponse_unknown_tags, _OFF_DeleteTopicsResponse_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -461,8 +901,14 @@ def install(ns):
     _py__read_DeleteTopicsResponse_v4 = ns["_read_DeleteTopicsResponse_v4"]
     _py__read_DeleteTopicsResponse_v5 = ns["_read_DeleteTopicsResponse_v5"]
     _py__read_DeleteTopicsResponse_v6 = ns["_read_DeleteTopicsResponse_v6"]
+    _py__write_DeleteTopicsResponse_v0 = ns["_write_DeleteTopicsResponse_v0"]
+    _py__write_DeleteTopicsResponse_v1 = ns["_write_DeleteTopicsResponse_v1"]
+    _py__write_DeleteTopicsResponse_v4 = ns["_write_DeleteTopicsResponse_v4"]
+    _py__write_DeleteTopicsResponse_v5 = ns["_write_DeleteTopicsResponse_v5"]
+    _py__write_DeleteTopicsResponse_v6 = ns["_write_DeleteTopicsResponse_v6"]
     _py_decode_message = ns["decode_message"]
     _py_r_uuid = ns["r_uuid"]
+    _py_w_uuid = ns["w_uuid"]
     _OFF_DeletableTopicResult_name = _offset(DeletableTopicResult, "name")
     _OFF_DeletableTopicResult_topic_id = _offset(DeletableTopicResult, "topic_id")
     _OFF_DeletableTopicResult_error_code = _offset(DeletableTopicResult, "error_code")
@@ -473,6 +919,7 @@ def install(ns):
     _OFF_DeleteTopicsResponse_responses = _offset(DeleteTopicsResponse, "responses")
     _OFF_DeleteTopicsResponse_unknown_tags = _offset(DeleteTopicsResponse, "unknown_tags")
     _OFF_DeleteTopicsResponse_wire_tags = _offset(DeleteTopicsResponse, "wire_tags")
+    _py_encode = ns["DeleteTopicsResponse"].__dict__["encode"]
     readers = {
         0: read_v0,
         1: read_v1,
@@ -482,4 +929,13 @@ def install(ns):
         5: read_v5,
         6: read_v6,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+        1: write_v1,
+        2: write_v2,
+        3: write_v3,
+        4: write_v4,
+        5: write_v5,
+        6: write_v6,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,9 +47,10 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "6da12678bb45131f"
+KEY = "b11b509d46112b1d"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object DescribeClientQuotasResponse
 cdef object EntityData
 cdef object EntryData
@@ -42,9 +61,15 @@ cdef object _py__read_DescribeClientQuotasResponse_v0
 cdef object _py__read_DescribeClientQuotasResponse_v1
 cdef object _py__read_EntryData_v0
 cdef object _py__read_EntryData_v1
+cdef object _py__write_DescribeClientQuotasResponse_v0
+cdef object _py__write_DescribeClientQuotasResponse_v1
+cdef object _py__write_EntryData_v0
+cdef object _py__write_EntryData_v1
 cdef object _py_decode_message
 cdef object _py_r_compact_nullable_array
 cdef object _py_r_nullable_array
+cdef object _py_w_compact_nullable_array
+cdef object _py_w_nullable_array
 cdef Py_ssize_t _OFF_DescribeClientQuotasResponse_throttle_time_ms
 cdef Py_ssize_t _OFF_DescribeClientQuotasResponse_error_code
 cdef Py_ssize_t _OFF_DescribeClientQuotasResponse_error_message
@@ -301,6 +326,246 @@ cdef object _native_DescribeClientQuotasResponse_v1(bytes data, const unsigned c
     return o
 
 
+cdef int _wnative_EntityData_v0(_Buf* b, object o) except -1:
+    """Writes EntityData v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_EntityData_entity_type)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_EntityData_entity_name)
+    if v is None:
+        _w_be(b, 0xFFFF, 2)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_EntityData_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_EntityData_v1(_Buf* b, object o) except -1:
+    """Writes EntityData v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_EntityData_entity_type)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_EntityData_entity_name)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_EntityData_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_ValueData_v0(_Buf* b, object o) except -1:
+    """Writes ValueData v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ValueData_key)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_ValueData_value)
+    if not PyFloat_CheckExact(v):
+        raise _Fallback()
+    x = PyFloat_AS_DOUBLE(v)
+    memcpy(&u, &x, 8)
+    _w_be(b, u, 8)
+    if _get(o, _OFF_ValueData_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_ValueData_v1(_Buf* b, object o) except -1:
+    """Writes ValueData v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ValueData_key)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_ValueData_value)
+    if not PyFloat_CheckExact(v):
+        raise _Fallback()
+    x = PyFloat_AS_DOUBLE(v)
+    memcpy(&u, &x, 8)
+    _w_be(b, u, 8)
+    if _get(o, _OFF_ValueData_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_EntryData_v0(_Buf* b, object o) except -1:
+    """Writes EntryData v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_EntryData_entity)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not EntityData:
+            raise _Fallback()
+        _wnative_EntityData_v0(b, item)
+    v = _get(o, _OFF_EntryData_values)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not ValueData:
+            raise _Fallback()
+        _wnative_ValueData_v0(b, item)
+    if _get(o, _OFF_EntryData_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_EntryData_v1(_Buf* b, object o) except -1:
+    """Writes EntryData v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_EntryData_entity)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not EntityData:
+            raise _Fallback()
+        _wnative_EntityData_v1(b, item)
+    v = _get(o, _OFF_EntryData_values)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not ValueData:
+            raise _Fallback()
+        _wnative_ValueData_v1(b, item)
+    if _get(o, _OFF_EntryData_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_DescribeClientQuotasResponse_v0(_Buf* b, object o) except -1:
+    """Writes DescribeClientQuotasResponse v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeClientQuotasResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DescribeClientQuotasResponse_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_DescribeClientQuotasResponse_error_message)
+    if v is None:
+        _w_be(b, 0xFFFF, 2)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribeClientQuotasResponse_entries)
+    tmp = bytearray()
+    _py_w_nullable_array(tmp, v, _py__write_EntryData_v0)
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_DescribeClientQuotasResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_DescribeClientQuotasResponse_v1(_Buf* b, object o) except -1:
+    """Writes DescribeClientQuotasResponse v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeClientQuotasResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DescribeClientQuotasResponse_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_DescribeClientQuotasResponse_error_message)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribeClientQuotasResponse_entries)
+    tmp = bytearray()
+    _py_w_compact_nullable_array(tmp, v, _py__write_EntryData_v1)
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_DescribeClientQuotasResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -363,11 +628,90 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_DescribeClientQuotasResponse_v0(b, o)
+    elif version == 1:
+        return _wnative_DescribeClientQuotasResponse_v1(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """DescribeClientQuotasResponse.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is DescribeClientQuotasResponse:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DescribeClientQuotasResponse:
+            try:
+                _wnative_DescribeClientQuotasResponse_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DescribeClientQuotasResponse_v0(out, o)
+
+
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DescribeClientQuotasResponse:
+            try:
+                _wnative_DescribeClientQuotasResponse_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DescribeClientQuotasResponse_v1(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, DescribeClientQuotasResponse, EntityData, EntryData, ValueData, _py__DECODERS, _py__READERS, _py__read_DescribeClientQuotasResponse_v0, _py__read_DescribeClientQuotasResponse_v1, _py__read_EntryData_v0, _py__read_EntryData_v1, _py_decode_message, _py_r_compact_nullable_array, _py_r_nullable_array, _OFF_DescribeClientQuotasResponse_throttle_time_ms, _OFF_DescribeClientQuotasResponse_error_code, _OFF_DescribeClientQuotasResponse_error_message, _OFF_DescribeClientQuotasResponse_entries, _OFF_DescribeClientQuotasResponse_unknown_tags, _OFF_DescribeClientQuotasResponse_wire_tags, _OFF_EntityData_entity_type, _OFF_EntityData_entity_name, _OFF_EntityData_unknown_tags, _OFF_EntityData_wire_tags, _OFF_EntryData_entity, _OFF_EntryData_values, _OFF_EntryData_unknown_tags, _OFF_EntryData_wire_tags, _OFF_ValueData_key, _OFF_ValueData_value, _OFF_ValueData_unknown_tags, _OFF_ValueData_wire_tags
+    global _BOUND, _py_encode, DescribeClientQuotasResponse, EntityData, EntryData, ValueData, _py__DECODERS, _py__READERS, _py__read_DescribeClientQuotasResponse_v0, _py__read_DescribeClientQuotasResponse_v1, _py__read_EntryData_v0, _py__read_EntryData_v1, _py__write_DescribeClientQuotasResponse_v0, _py__write_DescribeClientQuotasResponse_v1, _py__write_EntryData_v0, _py__write_EntryData_v1, _py_decode_message, _py_r_compact_nullable_array, _py_r_nullable_array, _py_w_compact_nullable_array, _py_w_nullable_array, _OFF_DescribeClientQuotasResponse_throttle_time_ms, _OFF_DescribeClientQuotasResponse_error_code, _OFF_DescribeClientQuotasResponse_error_message, _OFF_DescribeClientQuotasResponse_entries, _OFF_DescribeClientQuotasResponse_unknown_tags, _OFF_DescribeClientQuotasResponse_wire_tags, _OFF_EntityData_entity_type, _OFF_EntityData_entity_name, _OFF_EntityData_unknown_tags, _OFF_EntityData_wire_tags, _OFF_EntryData_entity, _OFF_EntryData_values, _OFF_EntryData_unknown_tags, _OFF_EntryData_wire_tags, _OFF_ValueData_key, _OFF_ValueData_value, _OFF_ValueData_unknown_tags, _OFF_ValueData_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -381,9 +725,15 @@ def install(ns):
     _py__read_DescribeClientQuotasResponse_v1 = ns["_read_DescribeClientQuotasResponse_v1"]
     _py__read_EntryData_v0 = ns["_read_EntryData_v0"]
     _py__read_EntryData_v1 = ns["_read_EntryData_v1"]
+    _py__write_DescribeClientQuotasResponse_v0 = ns["_write_DescribeClientQuotasResponse_v0"]
+    _py__write_DescribeClientQuotasResponse_v1 = ns["_write_DescribeClientQuotasResponse_v1"]
+    _py__write_EntryData_v0 = ns["_write_EntryData_v0"]
+    _py__write_EntryData_v1 = ns["_write_EntryData_v1"]
     _py_decode_message = ns["decode_message"]
     _py_r_compact_nullable_array = ns["r_compact_nullable_array"]
     _py_r_nullable_array = ns["r_nullable_array"]
+    _py_w_compact_nullable_array = ns["w_compact_nullable_array"]
+    _py_w_nullable_array = ns["w_nullable_array"]
     _OFF_DescribeClientQuotasResponse_throttle_time_ms = _offset(DescribeClientQuotasResponse, "throttle_time_ms")
     _OFF_DescribeClientQuotasResponse_error_code = _offset(DescribeClientQuotasResponse, "error_code")
     _OFF_DescribeClientQuotasResponse_error_message = _offset(DescribeClientQuotasResponse, "error_message")
@@ -402,8 +752,13 @@ def install(ns):
     _OFF_ValueData_value = _offset(ValueData, "value")
     _OFF_ValueData_unknown_tags = _offset(ValueData, "unknown_tags")
     _OFF_ValueData_wire_tags = _offset(ValueData, "wire_tags")
+    _py_encode = ns["DescribeClientQuotasResponse"].__dict__["encode"]
     readers = {
         0: read_v0,
         1: read_v1,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+        1: write_v1,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

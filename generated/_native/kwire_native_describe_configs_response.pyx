@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,9 +47,10 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "7356e669534577c7"
+KEY = "8c9cab6e4027925b"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object DescribeConfigsResourceResult
 cdef object DescribeConfigsResponse
 cdef object DescribeConfigsResult
@@ -42,6 +61,10 @@ cdef object _py__read_DescribeConfigsResponse_v0
 cdef object _py__read_DescribeConfigsResponse_v1
 cdef object _py__read_DescribeConfigsResponse_v3
 cdef object _py__read_DescribeConfigsResponse_v4
+cdef object _py__write_DescribeConfigsResponse_v0
+cdef object _py__write_DescribeConfigsResponse_v1
+cdef object _py__write_DescribeConfigsResponse_v3
+cdef object _py__write_DescribeConfigsResponse_v4
 cdef object _py_decode_message
 cdef Py_ssize_t _OFF_DescribeConfigsResourceResult_name
 cdef Py_ssize_t _OFF_DescribeConfigsResourceResult_value
@@ -650,6 +673,601 @@ cdef object _native_DescribeConfigsResponse_v4(bytes data, const unsigned char* 
     return o
 
 
+cdef int _wnative_DescribeConfigsSynonym_v1(_Buf* b, object o) except -1:
+    """Writes DescribeConfigsSynonym v1-3; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeConfigsSynonym_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribeConfigsSynonym_value)
+    if v is None:
+        _w_be(b, 0xFFFF, 2)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribeConfigsSynonym_source)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    if _get(o, _OFF_DescribeConfigsSynonym_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_DescribeConfigsSynonym_v4(_Buf* b, object o) except -1:
+    """Writes DescribeConfigsSynonym v4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeConfigsSynonym_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribeConfigsSynonym_value)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribeConfigsSynonym_source)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    if _get(o, _OFF_DescribeConfigsSynonym_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_DescribeConfigsResourceResult_v0(_Buf* b, object o) except -1:
+    """Writes DescribeConfigsResourceResult v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeConfigsResourceResult_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribeConfigsResourceResult_value)
+    if v is None:
+        _w_be(b, 0xFFFF, 2)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribeConfigsResourceResult_read_only)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_DescribeConfigsResourceResult_is_default)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_DescribeConfigsResourceResult_is_sensitive)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    if _get(o, _OFF_DescribeConfigsResourceResult_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_DescribeConfigsResourceResult_v1(_Buf* b, object o) except -1:
+    """Writes DescribeConfigsResourceResult v1-2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeConfigsResourceResult_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribeConfigsResourceResult_value)
+    if v is None:
+        _w_be(b, 0xFFFF, 2)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribeConfigsResourceResult_read_only)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_DescribeConfigsResourceResult_config_source)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    if o.is_default != False:
+        raise _Fallback()
+    v = _get(o, _OFF_DescribeConfigsResourceResult_is_sensitive)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_DescribeConfigsResourceResult_synonyms)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not DescribeConfigsSynonym:
+            raise _Fallback()
+        _wnative_DescribeConfigsSynonym_v1(b, item)
+    if _get(o, _OFF_DescribeConfigsResourceResult_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_DescribeConfigsResourceResult_v3(_Buf* b, object o) except -1:
+    """Writes DescribeConfigsResourceResult v3; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeConfigsResourceResult_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribeConfigsResourceResult_value)
+    if v is None:
+        _w_be(b, 0xFFFF, 2)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribeConfigsResourceResult_read_only)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_DescribeConfigsResourceResult_config_source)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    if o.is_default != False:
+        raise _Fallback()
+    v = _get(o, _OFF_DescribeConfigsResourceResult_is_sensitive)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_DescribeConfigsResourceResult_synonyms)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not DescribeConfigsSynonym:
+            raise _Fallback()
+        _wnative_DescribeConfigsSynonym_v1(b, item)
+    v = _get(o, _OFF_DescribeConfigsResourceResult_config_type)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    v = _get(o, _OFF_DescribeConfigsResourceResult_documentation)
+    if v is None:
+        _w_be(b, 0xFFFF, 2)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_DescribeConfigsResourceResult_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_DescribeConfigsResourceResult_v4(_Buf* b, object o) except -1:
+    """Writes DescribeConfigsResourceResult v4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeConfigsResourceResult_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribeConfigsResourceResult_value)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribeConfigsResourceResult_read_only)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_DescribeConfigsResourceResult_config_source)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    if o.is_default != False:
+        raise _Fallback()
+    v = _get(o, _OFF_DescribeConfigsResourceResult_is_sensitive)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_DescribeConfigsResourceResult_synonyms)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not DescribeConfigsSynonym:
+            raise _Fallback()
+        _wnative_DescribeConfigsSynonym_v4(b, item)
+    v = _get(o, _OFF_DescribeConfigsResourceResult_config_type)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    v = _get(o, _OFF_DescribeConfigsResourceResult_documentation)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_DescribeConfigsResourceResult_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_DescribeConfigsResult_v0(_Buf* b, object o) except -1:
+    """Writes DescribeConfigsResult v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeConfigsResult_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_DescribeConfigsResult_error_message)
+    if v is None:
+        _w_be(b, 0xFFFF, 2)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribeConfigsResult_resource_type)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    v = _get(o, _OFF_DescribeConfigsResult_resource_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribeConfigsResult_configs)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not DescribeConfigsResourceResult:
+            raise _Fallback()
+        _wnative_DescribeConfigsResourceResult_v0(b, item)
+    if _get(o, _OFF_DescribeConfigsResult_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_DescribeConfigsResult_v1(_Buf* b, object o) except -1:
+    """Writes DescribeConfigsResult v1-2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeConfigsResult_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_DescribeConfigsResult_error_message)
+    if v is None:
+        _w_be(b, 0xFFFF, 2)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribeConfigsResult_resource_type)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    v = _get(o, _OFF_DescribeConfigsResult_resource_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribeConfigsResult_configs)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not DescribeConfigsResourceResult:
+            raise _Fallback()
+        _wnative_DescribeConfigsResourceResult_v1(b, item)
+    if _get(o, _OFF_DescribeConfigsResult_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_DescribeConfigsResult_v3(_Buf* b, object o) except -1:
+    """Writes DescribeConfigsResult v3; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeConfigsResult_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_DescribeConfigsResult_error_message)
+    if v is None:
+        _w_be(b, 0xFFFF, 2)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribeConfigsResult_resource_type)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    v = _get(o, _OFF_DescribeConfigsResult_resource_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribeConfigsResult_configs)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not DescribeConfigsResourceResult:
+            raise _Fallback()
+        _wnative_DescribeConfigsResourceResult_v3(b, item)
+    if _get(o, _OFF_DescribeConfigsResult_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_DescribeConfigsResult_v4(_Buf* b, object o) except -1:
+    """Writes DescribeConfigsResult v4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeConfigsResult_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_DescribeConfigsResult_error_message)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribeConfigsResult_resource_type)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    v = _get(o, _OFF_DescribeConfigsResult_resource_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribeConfigsResult_configs)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not DescribeConfigsResourceResult:
+            raise _Fallback()
+        _wnative_DescribeConfigsResourceResult_v4(b, item)
+    if _get(o, _OFF_DescribeConfigsResult_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_DescribeConfigsResponse_v0(_Buf* b, object o) except -1:
+    """Writes DescribeConfigsResponse v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeConfigsResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DescribeConfigsResponse_results)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not DescribeConfigsResult:
+            raise _Fallback()
+        _wnative_DescribeConfigsResult_v0(b, item)
+    if _get(o, _OFF_DescribeConfigsResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_DescribeConfigsResponse_v1(_Buf* b, object o) except -1:
+    """Writes DescribeConfigsResponse v1-2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeConfigsResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DescribeConfigsResponse_results)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not DescribeConfigsResult:
+            raise _Fallback()
+        _wnative_DescribeConfigsResult_v1(b, item)
+    if _get(o, _OFF_DescribeConfigsResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_DescribeConfigsResponse_v3(_Buf* b, object o) except -1:
+    """Writes DescribeConfigsResponse v3; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeConfigsResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DescribeConfigsResponse_results)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not DescribeConfigsResult:
+            raise _Fallback()
+        _wnative_DescribeConfigsResult_v3(b, item)
+    if _get(o, _OFF_DescribeConfigsResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_DescribeConfigsResponse_v4(_Buf* b, object o) except -1:
+    """Writes DescribeConfigsResponse v4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeConfigsResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DescribeConfigsResponse_results)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not DescribeConfigsResult:
+            raise _Fallback()
+        _wnative_DescribeConfigsResult_v4(b, item)
+    if _get(o, _OFF_DescribeConfigsResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -754,11 +1372,153 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_DescribeConfigsResponse_v0(b, o)
+    elif version == 1:
+        return _wnative_DescribeConfigsResponse_v1(b, o)
+    elif version == 2:
+        return _wnative_DescribeConfigsResponse_v1(b, o)
+    elif version == 3:
+        return _wnative_DescribeConfigsResponse_v3(b, o)
+    elif version == 4:
+        return _wnative_DescribeConfigsResponse_v4(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """DescribeConfigsResponse.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is DescribeConfigsResponse:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DescribeConfigsResponse:
+            try:
+                _wnative_DescribeConfigsResponse_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DescribeConfigsResponse_v0(out, o)
+
+
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DescribeConfigsResponse:
+            try:
+                _wnative_DescribeConfigsResponse_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DescribeConfigsResponse_v1(out, o)
+
+
+def write_v2(out, o):
+    """The compiled writer of v2 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DescribeConfigsResponse:
+            try:
+                _wnative_DescribeConfigsResponse_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DescribeConfigsResponse_v1(out, o)
+
+
+def write_v3(out, o):
+    """The compiled writer of v3 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DescribeConfigsResponse:
+            try:
+                _wnative_DescribeConfigsResponse_v3(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DescribeConfigsResponse_v3(out, o)
+
+
+def write_v4(out, o):
+    """The compiled writer of v4 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DescribeConfigsResponse:
+            try:
+                _wnative_DescribeConfigsResponse_v4(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DescribeConfigsResponse_v4(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, DescribeConfigsResourceResult, DescribeConfigsResponse, DescribeConfigsResult, DescribeConfigsSynonym, _py__DECODERS, _py__READERS, _py__read_DescribeConfigsResponse_v0, _py__read_DescribeConfigsResponse_v1, _py__read_DescribeConfigsResponse_v3, _py__read_DescribeConfigsResponse_v4, _py_decode_message, _OFF_DescribeConfigsResourceResult_name, _OFF_DescribeConfigsResourceResult_value, _OFF_DescribeConfigsResourceResult_read_only, _OFF_DescribeConfigsResourceResult_config_source, _OFF_DescribeConfigsResourceResult_is_default, _OFF_DescribeConfigsResourceResult_is_sensitive, _OFF_DescribeConfigsResourceResult_synonyms, _OFF_DescribeConfigsResourceResult_config_type, _OFF_DescribeConfigsResourceResult_documentation, _OFF_DescribeConfigsResourceResult_unknown_tags, _OFF_DescribeConfigsResourceResult_wire_tags, _OFF_DescribeConfigsResponse_throttle_time_ms, _OFF_DescribeConfigsResponse_results, _OFF_DescribeConfigsResponse_unknown_tags, _OFF_DescribeConfigsResponse_wire_tags, _OFF_DescribeConfigsResult_error_code, _OFF_DescribeConfigsResult_error_message, _OFF_DescribeConfigsResult_resource_type, _OFF_DescribeConfigsResult_resource_name, _OFF_DescribeConfigsResult_configs, _OFF_DescribeConfigsResult_unknown_tags, _OFF_DescribeConfigsResult_wire_tags, _OFF_DescribeConfigsSynonym_name, _OFF_DescribeConfigsSynonym_value, _OFF_DescribeConfigsSynonym_source, _OFF_DescribeConfigsSynonym_unknown_tags, _OFF_DescribeConfigsSynonym_wire_tags
+    global _BOUND, _py_encode, DescribeConfigsResourceResult, DescribeConfigsResponse, DescribeConfigsResult, DescribeConfigsSynonym, _py__DECODERS, _py__READERS, _py__read_DescribeConfigsResponse_v0, _py__read_DescribeConfigsResponse_v1, _py__read_DescribeConfigsResponse_v3, _py__read_DescribeConfigsResponse_v4, _py__write_DescribeConfigsResponse_v0, _py__write_DescribeConfigsResponse_v1, _py__write_DescribeConfigsResponse_v3, _py__write_DescribeConfigsResponse_v4, _py_decode_message, _OFF_DescribeConfigsResourceResult_name, _OFF_DescribeConfigsResourceResult_value, _OFF_DescribeConfigsResourceResult_read_only, _OFF_DescribeConfigsResourceResult_config_source, _OFF_DescribeConfigsResourceResult_is_default, _OFF_DescribeConfigsResourceResult_is_sensitive, _OFF_DescribeConfigsResourceResult_synonyms, _OFF_DescribeConfigsResourceResult_config_type, _OFF_DescribeConfigsResourceResult_documentation, _OFF_DescribeConfigsResourceResult_unknown_tags, _OFF_DescribeConfigsResourceResult_wire_tags, _OFF_DescribeConfigsResponse_throttle_time_ms, _OFF_DescribeConfigsResponse_results, _OFF_DescribeConfigsResponse_unknown_tags, _OFF_DescribeConfigsResponse_wire_tags, _OFF_DescribeConfigsResult_error_code, _OFF_DescribeConfigsResult_error_message, _OFF_DescribeConfigsResult_resource_type, _OFF_DescribeConfigsResult_resource_name, _OFF_DescribeConfigsResult_configs, _OFF_DescribeConfigsResult_unknown_tags, _OFF_DescribeConfigsResult_wire_tags, _OFF_DescribeConfigsSynonym_name, _OFF_DescribeConfigsSynonym_value, _OFF_DescribeConfigsSynonym_source, _OFF_DescribeConfigsSynonym_unknown_tags, _OFF_DescribeConfigsSynonym_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -772,6 +1532,10 @@ def install(ns):
     _py__read_DescribeConfigsResponse_v1 = ns["_read_DescribeConfigsResponse_v1"]
     _py__read_DescribeConfigsResponse_v3 = ns["_read_DescribeConfigsResponse_v3"]
     _py__read_DescribeConfigsResponse_v4 = ns["_read_DescribeConfigsResponse_v4"]
+    _py__write_DescribeConfigsResponse_v0 = ns["_write_DescribeConfigsResponse_v0"]
+    _py__write_DescribeConfigsResponse_v1 = ns["_write_DescribeConfigsResponse_v1"]
+    _py__write_DescribeConfigsResponse_v3 = ns["_write_DescribeConfigsResponse_v3"]
+    _py__write_DescribeConfigsResponse_v4 = ns["_write_DescribeConfigsResponse_v4"]
     _py_decode_message = ns["decode_message"]
     _OFF_DescribeConfigsResourceResult_name = _offset(DescribeConfigsResourceResult, "name")
     _OFF_DescribeConfigsResourceResult_value = _offset(DescribeConfigsResourceResult, "value")
@@ -800,6 +1564,7 @@ def install(ns):
     _OFF_DescribeConfigsSynonym_source = _offset(DescribeConfigsSynonym, "source")
     _OFF_DescribeConfigsSynonym_unknown_tags = _offset(DescribeConfigsSynonym, "unknown_tags")
     _OFF_DescribeConfigsSynonym_wire_tags = _offset(DescribeConfigsSynonym, "wire_tags")
+    _py_encode = ns["DescribeConfigsResponse"].__dict__["encode"]
     readers = {
         0: read_v0,
         1: read_v1,
@@ -807,4 +1572,11 @@ def install(ns):
         3: read_v3,
         4: read_v4,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+        1: write_v1,
+        2: write_v2,
+        3: write_v3,
+        4: write_v4,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

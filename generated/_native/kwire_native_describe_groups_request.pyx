@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,20 +47,28 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "cd63a4742a6e4af3"
+KEY = "d111285b9ec4fa43"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object DescribeGroupsRequest
 cdef object _py__DECODERS
 cdef object _py__READERS
 cdef object _py__read_DescribeGroupsRequest_v0
 cdef object _py__read_DescribeGroupsRequest_v3
 cdef object _py__read_DescribeGroupsRequest_v5
+cdef object _py__write_DescribeGroupsRequest_v0
+cdef object _py__write_DescribeGroupsRequest_v3
+cdef object _py__write_DescribeGroupsRequest_v5
 cdef object _py_decode_message
 cdef object _py_r_array
 cdef object _py_r_compact_array
 cdef object _py_r_compact_string
 cdef object _py_r_string
+cdef object _py_w_array
+cdef object _py_w_compact_array
+cdef object _py_w_compact_string
+cdef object _py_w_string
 cdef Py_ssize_t _OFF_DescribeGroupsRequest_groups
 cdef Py_ssize_t _OFF_DescribeGroupsRequest_include_authorized_operations
 cdef Py_ssize_t _OFF_DescribeGroupsRequest_unknown_tags
@@ -100,6 +126,68 @@ cdef object _native_DescribeGroupsRequest_v5(bytes data, const unsigned char* d,
     _put(o, _OFF_DescribeGroupsRequest_wire_tags, None)
     p[0] = pos
     return o
+
+
+cdef int _wnative_DescribeGroupsRequest_v0(_Buf* b, object o) except -1:
+    """Writes DescribeGroupsRequest v0-2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeGroupsRequest_groups)
+    tmp = bytearray()
+    _py_w_array(tmp, v, _py_w_string)
+    _w_raw(b, tmp, len(tmp))
+    if o.include_authorized_operations != False:
+        raise _Fallback()
+    if _get(o, _OFF_DescribeGroupsRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_DescribeGroupsRequest_v3(_Buf* b, object o) except -1:
+    """Writes DescribeGroupsRequest v3-4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeGroupsRequest_groups)
+    tmp = bytearray()
+    _py_w_array(tmp, v, _py_w_string)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_DescribeGroupsRequest_include_authorized_operations)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    if _get(o, _OFF_DescribeGroupsRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_DescribeGroupsRequest_v5(_Buf* b, object o) except -1:
+    """Writes DescribeGroupsRequest v5-6; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeGroupsRequest_groups)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, _py_w_compact_string)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_DescribeGroupsRequest_include_authorized_operations)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    if _get(o, _OFF_DescribeGroupsRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
 
 
 def read_v0(bytes data, Py_ssize_t pos):
@@ -234,11 +322,195 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_DescribeGroupsRequest_v0(b, o)
+    elif version == 1:
+        return _wnative_DescribeGroupsRequest_v0(b, o)
+    elif version == 2:
+        return _wnative_DescribeGroupsRequest_v0(b, o)
+    elif version == 3:
+        return _wnative_DescribeGroupsRequest_v3(b, o)
+    elif version == 4:
+        return _wnative_DescribeGroupsRequest_v3(b, o)
+    elif version == 5:
+        return _wnative_DescribeGroupsRequest_v5(b, o)
+    elif version == 6:
+        return _wnative_DescribeGroupsRequest_v5(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """DescribeGroupsRequest.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is DescribeGroupsRequest:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DescribeGroupsRequest:
+            try:
+                _wnative_DescribeGroupsRequest_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DescribeGroupsRequest_v0(out, o)
+
+
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DescribeGroupsRequest:
+            try:
+                _wnative_DescribeGroupsRequest_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DescribeGroupsRequest_v0(out, o)
+
+
+def write_v2(out, o):
+    """The compiled writer of v2 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DescribeGroupsRequest:
+            try:
+                _wnative_DescribeGroupsRequest_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DescribeGroupsRequest_v0(out, o)
+
+
+def write_v3(out, o):
+    """The compiled writer of v3 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DescribeGroupsRequest:
+            try:
+                _wnative_DescribeGroupsRequest_v3(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DescribeGroupsRequest_v3(out, o)
+
+
+def write_v4(out, o):
+    """The compiled writer of v4 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DescribeGroupsRequest:
+            try:
+                _wnative_DescribeGroupsRequest_v3(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DescribeGroupsRequest_v3(out, o)
+
+
+def write_v5(out, o):
+    """The compiled writer of v5 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DescribeGroupsRequest:
+            try:
+                _wnative_DescribeGroupsRequest_v5(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DescribeGroupsRequest_v5(out, o)
+
+
+def write_v6(out, o):
+    """The compiled writer of v6 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DescribeGroupsRequest:
+            try:
+                _wnative_DescribeGroupsRequest_v5(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DescribeGroupsRequest_v5(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, DescribeGroupsRequest, _py__DECODERS, _py__READERS, _py__read_DescribeGroupsRequest_v0, _py__read_DescribeGroupsRequest_v3, _py__read_DescribeGroupsRequest_v5, _py_decode_message, _py_r_array, _py_r_compact_array, _py_r_compact_string, _py_r_string, _OFF_DescribeGroupsRequest_groups, _OFF_DescribeGroupsRequest_include_authorized_operations, _OFF_DescribeGroupsRequest_unknown_tags, _OFF_DescribeGroupsRequest_wire_tags
+    global _BOUND, _py_encode, DescribeGroupsRequest, _py__DECODERS, _py__READERS, _py__read_DescribeGroupsRequest_v0, _py__read_DescribeGroupsRequest_v3, _py__read_DescribeGroupsRequest_v5, _py__write_DescribeGroupsRequest_v0, _py__write_DescribeGroupsRequest_v3, _py__write_DescribeGroupsRequest_v5, _py_decode_message, _py_r_array, _py_r_compact_array, _py_r_compact_string, _py_r_string, _py_w_array, _py_w_compact_array, _py_w_compact_string, _py_w_string, _OFF_DescribeGroupsRequest_groups, _OFF_DescribeGroupsRequest_include_authorized_operations, _OFF_DescribeGroupsRequest_unknown_tags, _OFF_DescribeGroupsRequest_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -248,15 +520,23 @@ def install(ns):
     _py__read_DescribeGroupsRequest_v0 = ns["_read_DescribeGroupsRequest_v0"]
     _py__read_DescribeGroupsRequest_v3 = ns["_read_DescribeGroupsRequest_v3"]
     _py__read_DescribeGroupsRequest_v5 = ns["_read_DescribeGroupsRequest_v5"]
+    _py__write_DescribeGroupsRequest_v0 = ns["_write_DescribeGroupsRequest_v0"]
+    _py__write_DescribeGroupsRequest_v3 = ns["_write_DescribeGroupsRequest_v3"]
+    _py__write_DescribeGroupsRequest_v5 = ns["_write_DescribeGroupsRequest_v5"]
     _py_decode_message = ns["decode_message"]
     _py_r_array = ns["r_array"]
     _py_r_compact_array = ns["r_compact_array"]
     _py_r_compact_string = ns["r_compact_string"]
     _py_r_string = ns["r_string"]
+    _py_w_array = ns["w_array"]
+    _py_w_compact_array = ns["w_compact_array"]
+    _py_w_compact_string = ns["w_compact_string"]
+    _py_w_string = ns["w_string"]
     _OFF_DescribeGroupsRequest_groups = _offset(DescribeGroupsRequest, "groups")
     _OFF_DescribeGroupsRequest_include_authorized_operations = _offset(DescribeGroupsRequest, "include_authorized_operations")
     _OFF_DescribeGroupsRequest_unknown_tags = _offset(DescribeGroupsRequest, "unknown_tags")
     _OFF_DescribeGroupsRequest_wire_tags = _offset(DescribeGroupsRequest, "wire_tags")
+    _py_encode = ns["DescribeGroupsRequest"].__dict__["encode"]
     readers = {
         0: read_v0,
         1: read_v1,
@@ -266,4 +546,13 @@ def install(ns):
         5: read_v5,
         6: read_v6,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+        1: write_v1,
+        2: write_v2,
+        3: write_v3,
+        4: write_v4,
+        5: write_v5,
+        6: write_v6,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

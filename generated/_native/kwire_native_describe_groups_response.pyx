@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,9 +47,10 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "d9b87ee86df955fb"
+KEY = "452f9921c329c812"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object DescribeGroupsResponse
 cdef object DescribedGroup
 cdef object DescribedGroupMember
@@ -43,6 +62,12 @@ cdef object _py__read_DescribeGroupsResponse_v3
 cdef object _py__read_DescribeGroupsResponse_v4
 cdef object _py__read_DescribeGroupsResponse_v5
 cdef object _py__read_DescribeGroupsResponse_v6
+cdef object _py__write_DescribeGroupsResponse_v0
+cdef object _py__write_DescribeGroupsResponse_v1
+cdef object _py__write_DescribeGroupsResponse_v3
+cdef object _py__write_DescribeGroupsResponse_v4
+cdef object _py__write_DescribeGroupsResponse_v5
+cdef object _py__write_DescribeGroupsResponse_v6
 cdef object _py_decode_message
 cdef Py_ssize_t _OFF_DescribeGroupsResponse_throttle_time_ms
 cdef Py_ssize_t _OFF_DescribeGroupsResponse_groups
@@ -722,6 +747,697 @@ cdef object _native_DescribeGroupsResponse_v6(bytes data, const unsigned char* d
     return o
 
 
+cdef int _wnative_DescribedGroupMember_v0(_Buf* b, object o) except -1:
+    """Writes DescribedGroupMember v0-3; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribedGroupMember_member_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroupMember_client_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroupMember_client_host)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroupMember_member_metadata)
+    if v is None:
+        raise _Fallback()
+    elif PyBytes_CheckExact(v):
+        ln = PyBytes_GET_SIZE(v)
+        _w_be(b, ln, 4)
+        _w_raw(b, PyBytes_AS_STRING(v), ln)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_DescribedGroupMember_member_assignment)
+    if v is None:
+        raise _Fallback()
+    elif PyBytes_CheckExact(v):
+        ln = PyBytes_GET_SIZE(v)
+        _w_be(b, ln, 4)
+        _w_raw(b, PyBytes_AS_STRING(v), ln)
+    else:
+        raise _Fallback()
+    if _get(o, _OFF_DescribedGroupMember_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_DescribedGroupMember_v4(_Buf* b, object o) except -1:
+    """Writes DescribedGroupMember v4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribedGroupMember_member_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroupMember_group_instance_id)
+    if v is None:
+        _w_be(b, 0xFFFF, 2)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroupMember_client_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroupMember_client_host)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroupMember_member_metadata)
+    if v is None:
+        raise _Fallback()
+    elif PyBytes_CheckExact(v):
+        ln = PyBytes_GET_SIZE(v)
+        _w_be(b, ln, 4)
+        _w_raw(b, PyBytes_AS_STRING(v), ln)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_DescribedGroupMember_member_assignment)
+    if v is None:
+        raise _Fallback()
+    elif PyBytes_CheckExact(v):
+        ln = PyBytes_GET_SIZE(v)
+        _w_be(b, ln, 4)
+        _w_raw(b, PyBytes_AS_STRING(v), ln)
+    else:
+        raise _Fallback()
+    if _get(o, _OFF_DescribedGroupMember_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_DescribedGroupMember_v5(_Buf* b, object o) except -1:
+    """Writes DescribedGroupMember v5-6; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribedGroupMember_member_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroupMember_group_instance_id)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroupMember_client_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroupMember_client_host)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroupMember_member_metadata)
+    if v is None:
+        raise _Fallback()
+    elif PyBytes_CheckExact(v):
+        ln = PyBytes_GET_SIZE(v)
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, PyBytes_AS_STRING(v), ln)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_DescribedGroupMember_member_assignment)
+    if v is None:
+        raise _Fallback()
+    elif PyBytes_CheckExact(v):
+        ln = PyBytes_GET_SIZE(v)
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, PyBytes_AS_STRING(v), ln)
+    else:
+        raise _Fallback()
+    if _get(o, _OFF_DescribedGroupMember_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_DescribedGroup_v0(_Buf* b, object o) except -1:
+    """Writes DescribedGroup v0-2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribedGroup_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    if o.error_message is not None:
+        raise _Fallback()
+    v = _get(o, _OFF_DescribedGroup_group_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroup_group_state)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroup_protocol_type)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroup_protocol_data)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroup_members)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not DescribedGroupMember:
+            raise _Fallback()
+        _wnative_DescribedGroupMember_v0(b, item)
+    if o.authorized_operations != -2147483648:
+        raise _Fallback()
+    if _get(o, _OFF_DescribedGroup_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_DescribedGroup_v3(_Buf* b, object o) except -1:
+    """Writes DescribedGroup v3; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribedGroup_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    if o.error_message is not None:
+        raise _Fallback()
+    v = _get(o, _OFF_DescribedGroup_group_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroup_group_state)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroup_protocol_type)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroup_protocol_data)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroup_members)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not DescribedGroupMember:
+            raise _Fallback()
+        _wnative_DescribedGroupMember_v0(b, item)
+    v = _get(o, _OFF_DescribedGroup_authorized_operations)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_DescribedGroup_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_DescribedGroup_v4(_Buf* b, object o) except -1:
+    """Writes DescribedGroup v4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribedGroup_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    if o.error_message is not None:
+        raise _Fallback()
+    v = _get(o, _OFF_DescribedGroup_group_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroup_group_state)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroup_protocol_type)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroup_protocol_data)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroup_members)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not DescribedGroupMember:
+            raise _Fallback()
+        _wnative_DescribedGroupMember_v4(b, item)
+    v = _get(o, _OFF_DescribedGroup_authorized_operations)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_DescribedGroup_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_DescribedGroup_v5(_Buf* b, object o) except -1:
+    """Writes DescribedGroup v5; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribedGroup_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    if o.error_message is not None:
+        raise _Fallback()
+    v = _get(o, _OFF_DescribedGroup_group_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroup_group_state)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroup_protocol_type)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroup_protocol_data)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroup_members)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not DescribedGroupMember:
+            raise _Fallback()
+        _wnative_DescribedGroupMember_v5(b, item)
+    v = _get(o, _OFF_DescribedGroup_authorized_operations)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_DescribedGroup_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_DescribedGroup_v6(_Buf* b, object o) except -1:
+    """Writes DescribedGroup v6; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribedGroup_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_DescribedGroup_error_message)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroup_group_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroup_group_state)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroup_protocol_type)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroup_protocol_data)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroup_members)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not DescribedGroupMember:
+            raise _Fallback()
+        _wnative_DescribedGroupMember_v5(b, item)
+    v = _get(o, _OFF_DescribedGroup_authorized_operations)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_DescribedGroup_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_DescribeGroupsResponse_v0(_Buf* b, object o) except -1:
+    """Writes DescribeGroupsResponse v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeGroupsResponse_groups)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not DescribedGroup:
+            raise _Fallback()
+        _wnative_DescribedGroup_v0(b, item)
+    if _get(o, _OFF_DescribeGroupsResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_DescribeGroupsResponse_v1(_Buf* b, object o) except -1:
+    """Writes DescribeGroupsResponse v1-2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeGroupsResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DescribeGroupsResponse_groups)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not DescribedGroup:
+            raise _Fallback()
+        _wnative_DescribedGroup_v0(b, item)
+    if _get(o, _OFF_DescribeGroupsResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_DescribeGroupsResponse_v3(_Buf* b, object o) except -1:
+    """Writes DescribeGroupsResponse v3; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeGroupsResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DescribeGroupsResponse_groups)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not DescribedGroup:
+            raise _Fallback()
+        _wnative_DescribedGroup_v3(b, item)
+    if _get(o, _OFF_DescribeGroupsResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_DescribeGroupsResponse_v4(_Buf* b, object o) except -1:
+    """Writes DescribeGroupsResponse v4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeGroupsResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DescribeGroupsResponse_groups)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not DescribedGroup:
+            raise _Fallback()
+        _wnative_DescribedGroup_v4(b, item)
+    if _get(o, _OFF_DescribeGroupsResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_DescribeGroupsResponse_v5(_Buf* b, object o) except -1:
+    """Writes DescribeGroupsResponse v5; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeGroupsResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DescribeGroupsResponse_groups)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not DescribedGroup:
+            raise _Fallback()
+        _wnative_DescribedGroup_v5(b, item)
+    if _get(o, _OFF_DescribeGroupsResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_DescribeGroupsResponse_v6(_Buf* b, object o) except -1:
+    """Writes DescribeGroupsResponse v6; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeGroupsResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DescribeGroupsResponse_groups)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not DescribedGroup:
+            raise _Fallback()
+        _wnative_DescribedGroup_v6(b, item)
+    if _get(o, _OFF_DescribeGroupsResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -854,11 +1570,195 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_DescribeGroupsResponse_v0(b, o)
+    elif version == 1:
+        return _wnative_DescribeGroupsResponse_v1(b, o)
+    elif version == 2:
+        return _wnative_DescribeGroupsResponse_v1(b, o)
+    elif version == 3:
+        return _wnative_DescribeGroupsResponse_v3(b, o)
+    elif version == 4:
+        return _wnative_DescribeGroupsResponse_v4(b, o)
+    elif version == 5:
+        return _wnative_DescribeGroupsResponse_v5(b, o)
+    elif version == 6:
+        return _wnative_DescribeGroupsResponse_v6(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """DescribeGroupsResponse.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is DescribeGroupsResponse:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DescribeGroupsResponse:
+            try:
+                _wnative_DescribeGroupsResponse_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DescribeGroupsResponse_v0(out, o)
+
+
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DescribeGroupsResponse:
+            try:
+                _wnative_DescribeGroupsResponse_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DescribeGroupsResponse_v1(out, o)
+
+
+def write_v2(out, o):
+    """The compiled writer of v2 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DescribeGroupsResponse:
+            try:
+                _wnative_DescribeGroupsResponse_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DescribeGroupsResponse_v1(out, o)
+
+
+def write_v3(out, o):
+    """The compiled writer of v3 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DescribeGroupsResponse:
+            try:
+                _wnative_DescribeGroupsResponse_v3(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DescribeGroupsResponse_v3(out, o)
+
+
+def write_v4(out, o):
+    """The compiled writer of v4 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DescribeGroupsResponse:
+            try:
+                _wnative_DescribeGroupsResponse_v4(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DescribeGroupsResponse_v4(out, o)
+
+
+def write_v5(out, o):
+    """The compiled writer of v5 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DescribeGroupsResponse:
+            try:
+                _wnative_DescribeGroupsResponse_v5(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DescribeGroupsResponse_v5(out, o)
+
+
+def write_v6(out, o):
+    """The compiled writer of v6 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DescribeGroupsResponse:
+            try:
+                _wnative_DescribeGroupsResponse_v6(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DescribeGroupsResponse_v6(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, DescribeGroupsResponse, DescribedGroup, DescribedGroupMember, _py__DECODERS, _py__READERS, _py__read_DescribeGroupsResponse_v0, _py__read_DescribeGroupsResponse_v1, _py__read_DescribeGroupsResponse_v3, _py__read_DescribeGroupsResponse_v4, _py__read_DescribeGroupsResponse_v5, _py__read_DescribeGroupsResponse_v6, _py_decode_message, _OFF_DescribeGroupsResponse_throttle_time_ms, _OFF_DescribeGroupsResponse_groups, _OFF_DescribeGroupsResponse_unknown_tags, _OFF_DescribeGroupsResponse_wire_tags, _OFF_DescribedGroup_error_code, _OFF_DescribedGroup_error_message, _OFF_DescribedGroup_group_id, _OFF_DescribedGroup_group_state, _OFF_DescribedGroup_protocol_type, _OFF_DescribedGroup_protocol_data, _OFF_DescribedGroup_members, _OFF_DescribedGroup_authorized_operations, _OFF_DescribedGroup_unknown_tags, _OFF_DescribedGroup_wire_tags, _OFF_DescribedGroupMember_member_id, _OFF_DescribedGroupMember_group_instance_id, _OFF_DescribedGroupMember_client_id, _OFF_DescribedGroupMember_client_host, _OFF_DescribedGroupMember_member_metadata, _OFF_DescribedGroupMember_member_assignment, _OFF_DescribedGroupMember_unknown_tags, _OFF_DescribedGroupMember_wire_tags
+    global _BOUND, _py_encode, DescribeGroupsResponse, DescribedGroup, DescribedGroupMember, _py__DECODERS, _py__READERS, _py__read_DescribeGroupsResponse_v0, _py__read_DescribeGroupsResponse_v1, _py__read_DescribeGroupsResponse_v3, _py__read_DescribeGroupsResponse_v4, _py__read_DescribeGroupsResponse_v5, _py__read_DescribeGroupsResponse_v6, _py__write_DescribeGroupsResponse_v0, _py__write_DescribeGroupsResponse_v1, _py__write_DescribeGroupsResponse_v3, _py__write_DescribeGroupsResponse_v4, _py__write_DescribeGroupsResponse_v5, _py__write_DescribeGroupsResponse_v6, _py_decode_message, _OFF_DescribeGroupsResponse_throttle_time_ms, _OFF_DescribeGroupsResponse_groups, _OFF_DescribeGroupsResponse_unknown_tags, _OFF_DescribeGroupsResponse_wire_tags, _OFF_DescribedGroup_error_code, _OFF_DescribedGroup_error_message, _OFF_DescribedGroup_group_id, _OFF_DescribedGroup_group_state, _OFF_DescribedGroup_protocol_type, _OFF_DescribedGroup_protocol_data, _OFF_DescribedGroup_members, _OFF_DescribedGroup_authorized_operations, _OFF_DescribedGroup_unknown_tags, _OFF_DescribedGroup_wire_tags, _OFF_DescribedGroupMember_member_id, _OFF_DescribedGroupMember_group_instance_id, _OFF_DescribedGroupMember_client_id, _OFF_DescribedGroupMember_client_host, _OFF_DescribedGroupMember_member_metadata, _OFF_DescribedGroupMember_member_assignment, _OFF_DescribedGroupMember_unknown_tags, _OFF_DescribedGroupMember_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -873,6 +1773,12 @@ def install(ns):
     _py__read_DescribeGroupsResponse_v4 = ns["_read_DescribeGroupsResponse_v4"]
     _py__read_DescribeGroupsResponse_v5 = ns["_read_DescribeGroupsResponse_v5"]
     _py__read_DescribeGroupsResponse_v6 = ns["_read_DescribeGroupsResponse_v6"]
+    _py__write_DescribeGroupsResponse_v0 = ns["_write_DescribeGroupsResponse_v0"]
+    _py__write_DescribeGroupsResponse_v1 = ns["_write_DescribeGroupsResponse_v1"]
+    _py__write_DescribeGroupsResponse_v3 = ns["_write_DescribeGroupsResponse_v3"]
+    _py__write_DescribeGroupsResponse_v4 = ns["_write_DescribeGroupsResponse_v4"]
+    _py__write_DescribeGroupsResponse_v5 = ns["_write_DescribeGroupsResponse_v5"]
+    _py__write_DescribeGroupsResponse_v6 = ns["_write_DescribeGroupsResponse_v6"]
     _py_decode_message = ns["decode_message"]
     _OFF_DescribeGroupsResponse_throttle_time_ms = _offset(DescribeGroupsResponse, "throttle_time_ms")
     _OFF_DescribeGroupsResponse_groups = _offset(DescribeGroupsResponse, "groups")
@@ -896,6 +1802,7 @@ def install(ns):
     _OFF_DescribedGroupMember_member_assignment = _offset(DescribedGroupMember, "member_assignment")
     _OFF_DescribedGroupMember_unknown_tags = _offset(DescribedGroupMember, "unknown_tags")
     _OFF_DescribedGroupMember_wire_tags = _offset(DescribedGroupMember, "wire_tags")
+    _py_encode = ns["DescribeGroupsResponse"].__dict__["encode"]
     readers = {
         0: read_v0,
         1: read_v1,
@@ -905,4 +1812,13 @@ def install(ns):
         5: read_v5,
         6: read_v6,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+        1: write_v1,
+        2: write_v2,
+        3: write_v3,
+        4: write_v4,
+        5: write_v5,
+        6: write_v6,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,9 +47,10 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "455fde4be2ad0082"
+KEY = "4e47faa873d341fa"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object DescribeProducersResponse
 cdef object PartitionResponse
 cdef object ProducerState
@@ -39,6 +58,7 @@ cdef object TopicResponse
 cdef object _py__DECODERS
 cdef object _py__READERS
 cdef object _py__read_DescribeProducersResponse_v0
+cdef object _py__write_DescribeProducersResponse_v0
 cdef object _py_decode_message
 cdef Py_ssize_t _OFF_DescribeProducersResponse_throttle_time_ms
 cdef Py_ssize_t _OFF_DescribeProducersResponse_topics
@@ -182,6 +202,118 @@ cdef object _native_DescribeProducersResponse_v0(bytes data, const unsigned char
     return o
 
 
+cdef int _wnative_ProducerState_v0(_Buf* b, object o) except -1:
+    """Writes ProducerState v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ProducerState_producer_id)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_ProducerState_producer_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ProducerState_last_sequence)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ProducerState_last_timestamp)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_ProducerState_coordinator_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ProducerState_current_txn_start_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if _get(o, _OFF_ProducerState_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_PartitionResponse_v0(_Buf* b, object o) except -1:
+    """Writes PartitionResponse v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_PartitionResponse_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_PartitionResponse_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_PartitionResponse_error_message)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_PartitionResponse_active_producers)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not ProducerState:
+            raise _Fallback()
+        _wnative_ProducerState_v0(b, item)
+    if _get(o, _OFF_PartitionResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_TopicResponse_v0(_Buf* b, object o) except -1:
+    """Writes TopicResponse v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_TopicResponse_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_TopicResponse_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not PartitionResponse:
+            raise _Fallback()
+        _wnative_PartitionResponse_v0(b, item)
+    if _get(o, _OFF_TopicResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_DescribeProducersResponse_v0(_Buf* b, object o) except -1:
+    """Writes DescribeProducersResponse v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeProducersResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DescribeProducersResponse_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not TopicResponse:
+            raise _Fallback()
+        _wnative_TopicResponse_v0(b, item)
+    if _get(o, _OFF_DescribeProducersResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -230,11 +362,69 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_DescribeProducersResponse_v0(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """DescribeProducersResponse.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is DescribeProducersResponse:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DescribeProducersResponse:
+            try:
+                _wnative_DescribeProducersResponse_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DescribeProducersResponse_v0(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, DescribeProducersResponse, PartitionResponse, ProducerState, TopicResponse, _py__DECODERS, _py__READERS, _py__read_DescribeProducersResponse_v0, _py_decode_message, _OFF_DescribeProducersResponse_throttle_time_ms, _OFF_DescribeProducersResponse_topics, _OFF_DescribeProducersResponse_unknown_tags, _OFF_DescribeProducersResponse_wire_tags, _OFF_PartitionResponse_partition_index, _OFF_PartitionResponse_error_code, _OFF_PartitionResponse_error_message, _OFF_PartitionResponse_active_producers, _OFF_PartitionResponse_unknown_tags, _OFF_PartitionResponse_wire_tags, _OFF_ProducerState_producer_id, _OFF_ProducerState_producer_epoch, _OFF_ProducerState_last_sequence, _OFF_ProducerState_last_timestamp, _OFF_ProducerState_coordinator_epoch, _OFF_ProducerState_current_txn_start_offset, _OFF_ProducerState_unknown_tags, _OFF_ProducerState_wire_tags, _OFF_TopicResponse_name, _OFF_TopicResponse_partitions, _OFF_TopicResponse_unknown_tags, _OFF_TopicResponse_wire_tags
+    global _BOUND, _py_encode, DescribeProducersResponse, PartitionResponse, ProducerState, TopicResponse, _py__DECODERS, _py__READERS, _py__read_DescribeProducersResponse_v0, _py__write_DescribeProducersResponse_v0, _py_decode_message, _OFF_DescribeProducersResponse_throttle_time_ms, _OFF_DescribeProducersResponse_topics, _OFF_DescribeProducersResponse_unknown_tags, _OFF_DescribeProducersResponse_wire_tags, _OFF_PartitionResponse_partition_index, _OFF_PartitionResponse_error_code, _OFF_PartitionResponse_error_message, _OFF_PartitionResponse_active_producers, _OFF_PartitionResponse_unknown_tags, _OFF_PartitionResponse_wire_tags, _OFF_ProducerState_producer_id, _OFF_ProducerState_producer_epoch, _OFF_ProducerState_last_sequence, _OFF_ProducerState_last_timestamp, _OFF_ProducerState_coordinator_epoch, _OFF_ProducerState_current_txn_start_offset, _OFF_ProducerState_unknown_tags, _OFF_ProducerState_wire_tags, _OFF_TopicResponse_name, _OFF_TopicResponse_partitions, _OFF_TopicResponse_unknown_tags, _OFF_TopicResponse_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -245,6 +435,7 @@ def install(ns):
     _py__DECODERS = ns["_DECODERS"]
     _py__READERS = ns["_READERS"]
     _py__read_DescribeProducersResponse_v0 = ns["_read_DescribeProducersResponse_v0"]
+    _py__write_DescribeProducersResponse_v0 = ns["_write_DescribeProducersResponse_v0"]
     _py_decode_message = ns["decode_message"]
     _OFF_DescribeProducersResponse_throttle_time_ms = _offset(DescribeProducersResponse, "throttle_time_ms")
     _OFF_DescribeProducersResponse_topics = _offset(DescribeProducersResponse, "topics")
@@ -268,7 +459,11 @@ def install(ns):
     _OFF_TopicResponse_partitions = _offset(TopicResponse, "partitions")
     _OFF_TopicResponse_unknown_tags = _offset(TopicResponse, "unknown_tags")
     _OFF_TopicResponse_wire_tags = _offset(TopicResponse, "wire_tags")
+    _py_encode = ns["DescribeProducersResponse"].__dict__["encode"]
     readers = {
         0: read_v0,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,9 +47,10 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "55859b14ce5d47d4"
+KEY = "93b7ca325fb0958a"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object DescribeShareGroupOffsetsResponse
 cdef object DescribeShareGroupOffsetsResponseGroup
 cdef object DescribeShareGroupOffsetsResponsePartition
@@ -40,8 +59,11 @@ cdef object _py__DECODERS
 cdef object _py__READERS
 cdef object _py__read_DescribeShareGroupOffsetsResponse_v0
 cdef object _py__read_DescribeShareGroupOffsetsResponse_v1
+cdef object _py__write_DescribeShareGroupOffsetsResponse_v0
+cdef object _py__write_DescribeShareGroupOffsetsResponse_v1
 cdef object _py_decode_message
 cdef object _py_r_uuid
+cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_DescribeShareGroupOffsetsResponse_throttle_time_ms
 cdef Py_ssize_t _OFF_DescribeShareGroupOffsetsResponse_groups
 cdef Py_ssize_t _OFF_DescribeShareGroupOffsetsResponse_unknown_tags
@@ -339,6 +361,274 @@ cdef object _native_DescribeShareGroupOffsetsResponse_v1(bytes data, const unsig
     return o
 
 
+cdef int _wnative_DescribeShareGroupOffsetsResponsePartition_v0(_Buf* b, object o) except -1:
+    """Writes DescribeShareGroupOffsetsResponsePartition v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeShareGroupOffsetsResponsePartition_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DescribeShareGroupOffsetsResponsePartition_start_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_DescribeShareGroupOffsetsResponsePartition_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.lag != -1:
+        raise _Fallback()
+    v = _get(o, _OFF_DescribeShareGroupOffsetsResponsePartition_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_DescribeShareGroupOffsetsResponsePartition_error_message)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_DescribeShareGroupOffsetsResponsePartition_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_DescribeShareGroupOffsetsResponsePartition_v1(_Buf* b, object o) except -1:
+    """Writes DescribeShareGroupOffsetsResponsePartition v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeShareGroupOffsetsResponsePartition_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DescribeShareGroupOffsetsResponsePartition_start_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_DescribeShareGroupOffsetsResponsePartition_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DescribeShareGroupOffsetsResponsePartition_lag)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_DescribeShareGroupOffsetsResponsePartition_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_DescribeShareGroupOffsetsResponsePartition_error_message)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_DescribeShareGroupOffsetsResponsePartition_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_DescribeShareGroupOffsetsResponseTopic_v0(_Buf* b, object o) except -1:
+    """Writes DescribeShareGroupOffsetsResponseTopic v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeShareGroupOffsetsResponseTopic_topic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribeShareGroupOffsetsResponseTopic_topic_id)
+    tmp = bytearray()
+    _py_w_uuid(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_DescribeShareGroupOffsetsResponseTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not DescribeShareGroupOffsetsResponsePartition:
+            raise _Fallback()
+        _wnative_DescribeShareGroupOffsetsResponsePartition_v0(b, item)
+    if _get(o, _OFF_DescribeShareGroupOffsetsResponseTopic_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_DescribeShareGroupOffsetsResponseTopic_v1(_Buf* b, object o) except -1:
+    """Writes DescribeShareGroupOffsetsResponseTopic v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeShareGroupOffsetsResponseTopic_topic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribeShareGroupOffsetsResponseTopic_topic_id)
+    tmp = bytearray()
+    _py_w_uuid(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_DescribeShareGroupOffsetsResponseTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not DescribeShareGroupOffsetsResponsePartition:
+            raise _Fallback()
+        _wnative_DescribeShareGroupOffsetsResponsePartition_v1(b, item)
+    if _get(o, _OFF_DescribeShareGroupOffsetsResponseTopic_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_DescribeShareGroupOffsetsResponseGroup_v0(_Buf* b, object o) except -1:
+    """Writes DescribeShareGroupOffsetsResponseGroup v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeShareGroupOffsetsResponseGroup_group_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribeShareGroupOffsetsResponseGroup_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not DescribeShareGroupOffsetsResponseTopic:
+            raise _Fallback()
+        _wnative_DescribeShareGroupOffsetsResponseTopic_v0(b, item)
+    v = _get(o, _OFF_DescribeShareGroupOffsetsResponseGroup_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_DescribeShareGroupOffsetsResponseGroup_error_message)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_DescribeShareGroupOffsetsResponseGroup_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_DescribeShareGroupOffsetsResponseGroup_v1(_Buf* b, object o) except -1:
+    """Writes DescribeShareGroupOffsetsResponseGroup v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeShareGroupOffsetsResponseGroup_group_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribeShareGroupOffsetsResponseGroup_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not DescribeShareGroupOffsetsResponseTopic:
+            raise _Fallback()
+        _wnative_DescribeShareGroupOffsetsResponseTopic_v1(b, item)
+    v = _get(o, _OFF_DescribeShareGroupOffsetsResponseGroup_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_DescribeShareGroupOffsetsResponseGroup_error_message)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_DescribeShareGroupOffsetsResponseGroup_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_DescribeShareGroupOffsetsResponse_v0(_Buf* b, object o) except -1:
+    """Writes DescribeShareGroupOffsetsResponse v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeShareGroupOffsetsResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DescribeShareGroupOffsetsResponse_groups)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not DescribeShareGroupOffsetsResponseGroup:
+            raise _Fallback()
+        _wnative_DescribeShareGroupOffsetsResponseGroup_v0(b, item)
+    if _get(o, _OFF_DescribeShareGroupOffsetsResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_DescribeShareGroupOffsetsResponse_v1(_Buf* b, object o) except -1:
+    """Writes DescribeShareGroupOffsetsResponse v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeShareGroupOffsetsResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DescribeShareGroupOffsetsResponse_groups)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not DescribeShareGroupOffsetsResponseGroup:
+            raise _Fallback()
+        _wnative_DescribeShareGroupOffsetsResponseGroup_v1(b, item)
+    if _get(o, _OFF_DescribeShareGroupOffsetsResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -401,11 +691,90 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_DescribeShareGroupOffsetsResponse_v0(b, o)
+    elif version == 1:
+        return _wnative_DescribeShareGroupOffsetsResponse_v1(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """DescribeShareGroupOffsetsResponse.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is DescribeShareGroupOffsetsResponse:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DescribeShareGroupOffsetsResponse:
+            try:
+                _wnative_DescribeShareGroupOffsetsResponse_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DescribeShareGroupOffsetsResponse_v0(out, o)
+
+
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DescribeShareGroupOffsetsResponse:
+            try:
+                _wnative_DescribeShareGroupOffsetsResponse_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DescribeShareGroupOffsetsResponse_v1(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, DescribeShareGroupOffsetsResponse, DescribeShareGroupOffsetsResponseGroup, DescribeShareGroupOffsetsResponsePartition, DescribeShareGroupOffsetsResponseTopic, _py__DECODERS, _py__READERS, _py__read_DescribeShareGroupOffsetsResponse_v0, _py__read_DescribeShareGroupOffsetsResponse_v1, _py_decode_message, _py_r_uuid, _OFF_DescribeShareGroupOffsetsResponse_throttle_time_ms, _OFF_DescribeShareGroupOffsetsResponse_groups, _OFF_DescribeShareGroupOffsetsResponse_unknown_tags, _OFF_DescribeShareGroupOffsetsResponse_wire_tags, _OFF_DescribeShareGroupOffsetsResponseGroup_group_id, _OFF_DescribeShareGroupOffsetsResponseGroup_topics, _OFF_DescribeShareGroupOffsetsResponseGroup_error_code, _OFF_DescribeShareGroupOffsetsResponseGroup_error_message, _OFF_DescribeShareGroupOffsetsResponseGroup_unknown_tags, _OFF_DescribeShareGroupOffsetsResponseGroup_wire_tags, _OFF_DescribeShareGroupOffsetsResponsePartition_partition_index, _OFF_DescribeShareGroupOffsetsResponsePartition_start_offset, _OFF_DescribeShareGroupOffsetsResponsePartition_leader_epoch, _OFF_DescribeShareGroupOffsetsResponsePartition_lag, _OFF_DescribeShareGroupOffsetsResponsePartition_error_code, _OFF_DescribeShareGroupOffsetsResponsePartition_error_message, _OFF_DescribeShareGroupOffsetsResponsePartition_unknown_tags, _OFF_DescribeShareGroupOffsetsResponsePartition_wire_tags, _OFF_DescribeShareGroupOffsetsResponseTopic_topic_name, _OFF_DescribeShareGroupOffsetsResponseTopic_topic_id, _OFF_DescribeShareGroupOffsetsResponseTopic_partitions, _OFF_DescribeShareGroupOffsetsResponseTopic_unknown_tags, _OFF_DescribeShareGroupOffsetsResponseTopic_wire_tags
+    global _BOUND, _py_encode, DescribeShareGroupOffsetsResponse, DescribeShareGroupOffsetsResponseGroup, DescribeShareGroupOffsetsResponsePartition, DescribeShareGroupOffsetsResponseTopic, _py__DECODERS, _py__READERS, _py__read_DescribeShareGroupOffsetsResponse_v0, _py__read_DescribeShareGroupOffsetsResponse_v1, _py__write_DescribeShareGroupOffsetsResponse_v0, _py__write_DescribeShareGroupOffsetsResponse_v1, _py_decode_message, _py_r_uuid, _py_w_uuid, _OFF_DescribeShareGroupOffsetsResponse_throttle_time_ms, _OFF_DescribeShareGroupOffsetsResponse_groups, _OFF_DescribeShareGroupOffsetsResponse_unknown_tags, _OFF_DescribeShareGroupOffsetsResponse_wire_tags, _OFF_DescribeShareGroupOffsetsResponseGroup_group_id, _OFF_DescribeShareGroupOffsetsResponseGroup_topics, _OFF_DescribeShareGroupOffsetsResponseGroup_error_code, _OFF_DescribeShareGroupOffsetsResponseGroup_error_message, _OFF_DescribeShareGroupOffsetsResponseGroup_unknown_tags, _OFF_DescribeShareGroupOffsetsResponseGroup_wire_tags, _OFF_DescribeShareGroupOffsetsResponsePartition_partition_index, _OFF_DescribeShareGroupOffsetsResponsePartition_start_offset, _OFF_DescribeShareGroupOffsetsResponsePartition_leader_epoch, _OFF_DescribeShareGroupOffsetsResponsePartition_lag, _OFF_DescribeShareGroupOffsetsResponsePartition_error_code, _OFF_DescribeShareGroupOffsetsResponsePartition_error_message, _OFF_DescribeShareGroupOffsetsResponsePartition_unknown_tags, _OFF_DescribeShareGroupOffsetsResponsePartition_wire_tags, _OFF_DescribeShareGroupOffsetsResponseTopic_topic_name, _OFF_DescribeShareGroupOffsetsResponseTopic_topic_id, _OFF_DescribeShareGroupOffsetsResponseTopic_partitions, _OFF_DescribeShareGroupOffsetsResponseTopic_unknown_tags, _OFF_DescribeShareGroupOffsetsResponseTopic_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -417,8 +786,11 @@ def install(ns):
     _py__READERS = ns["_READERS"]
     _py__read_DescribeShareGroupOffsetsResponse_v0 = ns["_read_DescribeShareGroupOffsetsResponse_v0"]
     _py__read_DescribeShareGroupOffsetsResponse_v1 = ns["_read_DescribeShareGroupOffsetsResponse_v1"]
+    _py__write_DescribeShareGroupOffsetsResponse_v0 = ns["_write_DescribeShareGroupOffsetsResponse_v0"]
+    _py__write_DescribeShareGroupOffsetsResponse_v1 = ns["_write_DescribeShareGroupOffsetsResponse_v1"]
     _py_decode_message = ns["decode_message"]
     _py_r_uuid = ns["r_uuid"]
+    _py_w_uuid = ns["w_uuid"]
     _OFF_DescribeShareGroupOffsetsResponse_throttle_time_ms = _offset(DescribeShareGroupOffsetsResponse, "throttle_time_ms")
     _OFF_DescribeShareGroupOffsetsResponse_groups = _offset(DescribeShareGroupOffsetsResponse, "groups")
     _OFF_DescribeShareGroupOffsetsResponse_unknown_tags = _offset(DescribeShareGroupOffsetsResponse, "unknown_tags")
@@ -442,8 +814,13 @@ def install(ns):
     _OFF_DescribeShareGroupOffsetsResponseTopic_partitions = _offset(DescribeShareGroupOffsetsResponseTopic, "partitions")
     _OFF_DescribeShareGroupOffsetsResponseTopic_unknown_tags = _offset(DescribeShareGroupOffsetsResponseTopic, "unknown_tags")
     _OFF_DescribeShareGroupOffsetsResponseTopic_wire_tags = _offset(DescribeShareGroupOffsetsResponseTopic, "wire_tags")
+    _py_encode = ns["DescribeShareGroupOffsetsResponse"].__dict__["encode"]
     readers = {
         0: read_v0,
         1: read_v1,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+        1: write_v1,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,9 +47,10 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "11a1e235d7e3595a"
+KEY = "8a4427dbc98aea9c"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object Cursor
 cdef object DescribeTopicPartitionsResponse
 cdef object DescribeTopicPartitionsResponsePartition
@@ -40,11 +59,17 @@ cdef object _py__DECODERS
 cdef object _py__READERS
 cdef object _py__read_Cursor_v0
 cdef object _py__read_DescribeTopicPartitionsResponse_v0
+cdef object _py__write_Cursor_v0
+cdef object _py__write_DescribeTopicPartitionsResponse_v0
 cdef object _py_decode_message
 cdef object _py_r_compact_array
 cdef object _py_r_compact_nullable_array
 cdef object _py_r_nullable_struct
 cdef object _py_r_uuid
+cdef object _py_w_compact_array
+cdef object _py_w_compact_nullable_array
+cdef object _py_w_nullable_struct
+cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_Cursor_topic_name
 cdef Py_ssize_t _OFF_Cursor_partition_index
 cdef Py_ssize_t _OFF_Cursor_unknown_tags
@@ -211,6 +236,143 @@ cdef object _native_DescribeTopicPartitionsResponse_v0(bytes data, const unsigne
     return o
 
 
+cdef int _wnative_DescribeTopicPartitionsResponsePartition_v0(_Buf* b, object o) except -1:
+    """Writes DescribeTopicPartitionsResponsePartition v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeTopicPartitionsResponsePartition_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_DescribeTopicPartitionsResponsePartition_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DescribeTopicPartitionsResponsePartition_leader_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DescribeTopicPartitionsResponsePartition_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DescribeTopicPartitionsResponsePartition_replica_nodes)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_DescribeTopicPartitionsResponsePartition_isr_nodes)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_DescribeTopicPartitionsResponsePartition_eligible_leader_replicas)
+    tmp = bytearray()
+    _py_w_compact_nullable_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_DescribeTopicPartitionsResponsePartition_last_known_elr)
+    tmp = bytearray()
+    _py_w_compact_nullable_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_DescribeTopicPartitionsResponsePartition_offline_replicas)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_DescribeTopicPartitionsResponsePartition_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_DescribeTopicPartitionsResponseTopic_v0(_Buf* b, object o) except -1:
+    """Writes DescribeTopicPartitionsResponseTopic v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeTopicPartitionsResponseTopic_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_DescribeTopicPartitionsResponseTopic_name)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribeTopicPartitionsResponseTopic_topic_id)
+    tmp = bytearray()
+    _py_w_uuid(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_DescribeTopicPartitionsResponseTopic_is_internal)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_DescribeTopicPartitionsResponseTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not DescribeTopicPartitionsResponsePartition:
+            raise _Fallback()
+        _wnative_DescribeTopicPartitionsResponsePartition_v0(b, item)
+    v = _get(o, _OFF_DescribeTopicPartitionsResponseTopic_topic_authorized_operations)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_DescribeTopicPartitionsResponseTopic_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_Cursor_v0(_Buf* b, object o) except -1:
+    """Writes Cursor v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_Cursor_topic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_Cursor_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_Cursor_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_DescribeTopicPartitionsResponse_v0(_Buf* b, object o) except -1:
+    """Writes DescribeTopicPartitionsResponse v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeTopicPartitionsResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DescribeTopicPartitionsResponse_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not DescribeTopicPartitionsResponseTopic:
+            raise _Fallback()
+        _wnative_DescribeTopicPartitionsResponseTopic_v0(b, item)
+    v = _get(o, _OFF_DescribeTopicPartitionsResponse_next_cursor)
+    tmp = bytearray()
+    _py_w_nullable_struct(tmp, v, _py__write_Cursor_v0)
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_DescribeTopicPartitionsResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -259,11 +421,69 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_DescribeTopicPartitionsResponse_v0(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """DescribeTopicPartitionsResponse.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is DescribeTopicPartitionsResponse:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DescribeTopicPartitionsResponse:
+            try:
+                _wnative_DescribeTopicPartitionsResponse_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DescribeTopicPartitionsResponse_v0(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, Cursor, DescribeTopicPartitionsResponse, DescribeTopicPartitionsResponsePartition, DescribeTopicPartitionsResponseTopic, _py__DECODERS, _py__READERS, _py__read_Cursor_v0, _py__read_DescribeTopicPartitionsResponse_v0, _py_decode_message, _py_r_compact_array, _py_r_compact_nullable_array, _py_r_nullable_struct, _py_r_uuid, _OFF_Cursor_topic_name, _OFF_Cursor_partition_index, _OFF_Cursor_unknown_tags, _OFF_Cursor_wire_tags, _OFF_DescribeTopicPartitionsResponse_throttle_time_ms, _OFF_DescribeTopicPartitionsResponse_topics, _OFF_DescribeTopicPartitionsResponse_next_cursor, _OFF_DescribeTopicPartitionsResponse_unknown_tags, _OFF_DescribeTopicPartitionsResponse_wire_tags, _OFF_DescribeTopicPartitionsResponsePartition_error_code, _OFF_DescribeTopicPartitionsResponsePartition_partition_index, _OFF_DescribeTopicPartitionsResponsePartition_leader_id, _OFF_DescribeTopicPartitionsResponsePartition_leader_epoch, _OFF_DescribeTopicPartitionsResponsePartition_replica_nodes, _OFF_DescribeTopicPartitionsResponsePartition_isr_nodes, _OFF_DescribeTopicPartitionsResponsePartition_eligible_leader_replicas, _OFF_DescribeTopicPartitionsResponsePartition_last_known_elr, _OFF_DescribeTopicPartitionsResponsePartition_offline_replicas, _OFF_DescribeTopicPartitionsResponsePartition_unknown_tags, _OFF_DescribeTopicPartitionsResponsePartition_wire_tags, _OFF_DescribeTopicPartitionsResponseTopic_error_code, _OFF_DescribeTopicPartitionsResponseTopic_name, _OFF_DescribeTopicPartitionsResponseTopic_topic_id, _OFF_DescribeTopicPartitionsResponseTopic_is_internal, _OFF_DescribeTopicPartitionsResponseTopic_partitions, _OFF_DescribeTopicPartitionsResponseTopic_topic_authorized_operations, _OFF_DescribeTopicPartitionsResponseTopic_unknown_tags, _OFF_DescribeTopicPartitionsResponseTopic_wire_tags
+    global _BOUND, _py_encode, Cursor, DescribeTopicPartitionsResponse, DescribeTopicPartitionsResponsePartition, DescribeTopicPartitionsResponseTopic, _py__DECODERS, _py__READERS, _py__read_Cursor_v0, _py__read_DescribeTopicPartitionsResponse_v0, _py__write_Cursor_v0, _py__write_DescribeTopicPartitionsResponse_v0, _py_decode_message, _py_r_compact_array, _py_r_compact_nullable_array, _py_r_nullable_struct, _py_r_uuid, _py_w_compact_array, _py_w_compact_nullable_array, _py_w_nullable_struct, _py_w_uuid, _OFF_Cursor_topic_name, _OFF_Cursor_partition_index, _OFF_Cursor_unknown_tags, _OFF_Cursor_wire_tags, _OFF_DescribeTopicPartitionsResponse_throttle_time_ms, _OFF_DescribeTopicPartitionsResponse_topics, _OFF_DescribeTopicPartitionsResponse_next_cursor, _OFF_DescribeTopicPartitionsResponse_unknown_tags, _OFF_DescribeTopicPartitionsResponse_wire_tags, _OFF_DescribeTopicPartitionsResponsePartition_error_code, _OFF_DescribeTopicPartitionsResponsePartition_partition_index, _OFF_DescribeTopicPartitionsResponsePartition_leader_id, _OFF_DescribeTopicPartitionsResponsePartition_leader_epoch, _OFF_DescribeTopicPartitionsResponsePartition_replica_nodes, _OFF_DescribeTopicPartitionsResponsePartition_isr_nodes, _OFF_DescribeTopicPartitionsResponsePartition_eligible_leader_replicas, _OFF_DescribeTopicPartitionsResponsePartition_last_known_elr, _OFF_DescribeTopicPartitionsResponsePartition_offline_replicas, _OFF_DescribeTopicPartitionsResponsePartition_unknown_tags, _OFF_DescribeTopicPartitionsResponsePartition_wire_tags, _OFF_DescribeTopicPartitionsResponseTopic_error_code, _OFF_DescribeTopicPartitionsResponseTopic_name, _OFF_DescribeTopicPartitionsResponseTopic_topic_id, _OFF_DescribeTopicPartitionsResponseTopic_is_internal, _OFF_DescribeTopicPartitionsResponseTopic_partitions, _OFF_DescribeTopicPartitionsResponseTopic_topic_authorized_operations, _OFF_DescribeTopicPartitionsResponseTopic_unknown_tags, _OFF_DescribeTopicPartitionsResponseTopic_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -275,11 +495,17 @@ def install(ns):
     _py__READERS = ns["_READERS"]
     _py__read_Cursor_v0 = ns["_read_Cursor_v0"]
     _py__read_DescribeTopicPartitionsResponse_v0 = ns["_read_DescribeTopicPartitionsResponse_v0"]
+    _py__write_Cursor_v0 = ns["_write_Cursor_v0"]
+    _py__write_DescribeTopicPartitionsResponse_v0 = ns["_write_DescribeTopicPartitionsResponse_v0"]
     _py_decode_message = ns["decode_message"]
     _py_r_compact_array = ns["r_compact_array"]
     _py_r_compact_nullable_array = ns["r_compact_nullable_array"]
     _py_r_nullable_struct = ns["r_nullable_struct"]
     _py_r_uuid = ns["r_uuid"]
+    _py_w_compact_array = ns["w_compact_array"]
+    _py_w_compact_nullable_array = ns["w_compact_nullable_array"]
+    _py_w_nullable_struct = ns["w_nullable_struct"]
+    _py_w_uuid = ns["w_uuid"]
     _OFF_Cursor_topic_name = _offset(Cursor, "topic_name")
     _OFF_Cursor_partition_index = _offset(Cursor, "partition_index")
     _OFF_Cursor_unknown_tags = _offset(Cursor, "unknown_tags")
@@ -308,7 +534,11 @@ def install(ns):
     _OFF_DescribeTopicPartitionsResponseTopic_topic_authorized_operations = _offset(DescribeTopicPartitionsResponseTopic, "topic_authorized_operations")
     _OFF_DescribeTopicPartitionsResponseTopic_unknown_tags = _offset(DescribeTopicPartitionsResponseTopic, "unknown_tags")
     _OFF_DescribeTopicPartitionsResponseTopic_wire_tags = _offset(DescribeTopicPartitionsResponseTopic, "wire_tags")
+    _py_encode = ns["DescribeTopicPartitionsResponse"].__dict__["encode"]
     readers = {
         0: read_v0,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

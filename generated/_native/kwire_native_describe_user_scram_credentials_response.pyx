@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,15 +47,17 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "86296bac91c04b58"
+KEY = "e290f717dc99db5e"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object CredentialInfo
 cdef object DescribeUserScramCredentialsResponse
 cdef object DescribeUserScramCredentialsResult
 cdef object _py__DECODERS
 cdef object _py__READERS
 cdef object _py__read_DescribeUserScramCredentialsResponse_v0
+cdef object _py__write_DescribeUserScramCredentialsResponse_v0
 cdef object _py_decode_message
 cdef Py_ssize_t _OFF_CredentialInfo_mechanism
 cdef Py_ssize_t _OFF_CredentialInfo_iterations
@@ -156,6 +176,101 @@ cdef object _native_DescribeUserScramCredentialsResponse_v0(bytes data, const un
     return o
 
 
+cdef int _wnative_CredentialInfo_v0(_Buf* b, object o) except -1:
+    """Writes CredentialInfo v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_CredentialInfo_mechanism)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    v = _get(o, _OFF_CredentialInfo_iterations)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_CredentialInfo_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_DescribeUserScramCredentialsResult_v0(_Buf* b, object o) except -1:
+    """Writes DescribeUserScramCredentialsResult v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeUserScramCredentialsResult_user)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribeUserScramCredentialsResult_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_DescribeUserScramCredentialsResult_error_message)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribeUserScramCredentialsResult_credential_infos)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not CredentialInfo:
+            raise _Fallback()
+        _wnative_CredentialInfo_v0(b, item)
+    if _get(o, _OFF_DescribeUserScramCredentialsResult_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_DescribeUserScramCredentialsResponse_v0(_Buf* b, object o) except -1:
+    """Writes DescribeUserScramCredentialsResponse v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribeUserScramCredentialsResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DescribeUserScramCredentialsResponse_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_DescribeUserScramCredentialsResponse_error_message)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribeUserScramCredentialsResponse_results)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not DescribeUserScramCredentialsResult:
+            raise _Fallback()
+        _wnative_DescribeUserScramCredentialsResult_v0(b, item)
+    if _get(o, _OFF_DescribeUserScramCredentialsResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -204,11 +319,69 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_DescribeUserScramCredentialsResponse_v0(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """DescribeUserScramCredentialsResponse.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is DescribeUserScramCredentialsResponse:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DescribeUserScramCredentialsResponse:
+            try:
+                _wnative_DescribeUserScramCredentialsResponse_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DescribeUserScramCredentialsResponse_v0(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, CredentialInfo, DescribeUserScramCredentialsResponse, DescribeUserScramCredentialsResult, _py__DECODERS, _py__READERS, _py__read_DescribeUserScramCredentialsResponse_v0, _py_decode_message, _OFF_CredentialInfo_mechanism, _OFF_CredentialInfo_iterations, _OFF_CredentialInfo_unknown_tags, _OFF_CredentialInfo_wire_tags, _OFF_DescribeUserScramCredentialsResponse_throttle_time_ms, _OFF_DescribeUserScramCredentialsResponse_error_code, _OFF_DescribeUserScramCredentialsResponse_error_message, _OFF_DescribeUserScramCredentialsResponse_results, _OFF_DescribeUserScramCredentialsResponse_unknown_tags, _OFF_DescribeUserScramCredentialsResponse_wire_tags, _OFF_DescribeUserScramCredentialsResult_user, _OFF_DescribeUserScramCredentialsResult_error_code, _OFF_DescribeUserScramCredentialsResult_error_message, _OFF_DescribeUserScramCredentialsResult_credential_infos, _OFF_DescribeUserScramCredentialsResult_unknown_tags, _OFF_DescribeUserScramCredentialsResult_wire_tags
+    global _BOUND, _py_encode, CredentialInfo, DescribeUserScramCredentialsResponse, DescribeUserScramCredentialsResult, _py__DECODERS, _py__READERS, _py__read_DescribeUserScramCredentialsResponse_v0, _py__write_DescribeUserScramCredentialsResponse_v0, _py_decode_message, _OFF_CredentialInfo_mechanism, _OFF_CredentialInfo_iterations, _OFF_CredentialInfo_unknown_tags, _OFF_CredentialInfo_wire_tags, _OFF_DescribeUserScramCredentialsResponse_throttle_time_ms, _OFF_DescribeUserScramCredentialsResponse_error_code, _OFF_DescribeUserScramCredentialsResponse_error_message, _OFF_DescribeUserScramCredentialsResponse_results, _OFF_DescribeUserScramCredentialsResponse_unknown_tags, _OFF_DescribeUserScramCredentialsResponse_wire_tags, _OFF_DescribeUserScramCredentialsResult_user, _OFF_DescribeUserScramCredentialsResult_error_code, _OFF_DescribeUserScramCredentialsResult_error_message, _OFF_DescribeUserScramCredentialsResult_credential_infos, _OFF_DescribeUserScramCredentialsResult_unknown_tags, _OFF_DescribeUserScramCredentialsResult_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -218,6 +391,7 @@ def install(ns):
     _py__DECODERS = ns["_DECODERS"]
     _py__READERS = ns["_READERS"]
     _py__read_DescribeUserScramCredentialsResponse_v0 = ns["_read_DescribeUserScramCredentialsResponse_v0"]
+    _py__write_DescribeUserScramCredentialsResponse_v0 = ns["_write_DescribeUserScramCredentialsResponse_v0"]
     _py_decode_message = ns["decode_message"]
     _OFF_CredentialInfo_mechanism = _offset(CredentialInfo, "mechanism")
     _OFF_CredentialInfo_iterations = _offset(CredentialInfo, "iterations")
@@ -235,7 +409,11 @@ def install(ns):
     _OFF_DescribeUserScramCredentialsResult_credential_infos = _offset(DescribeUserScramCredentialsResult, "credential_infos")
     _OFF_DescribeUserScramCredentialsResult_unknown_tags = _offset(DescribeUserScramCredentialsResult, "unknown_tags")
     _OFF_DescribeUserScramCredentialsResult_wire_tags = _offset(DescribeUserScramCredentialsResult, "wire_tags")
+    _py_encode = ns["DescribeUserScramCredentialsResponse"].__dict__["encode"]
     readers = {
         0: read_v0,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

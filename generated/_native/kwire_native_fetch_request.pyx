@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,14 +47,16 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "1301eb7536e3761c"
+KEY = "f3a8003ce86b61cb"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object FetchPartition
 cdef object FetchRequest
 cdef object FetchTopic
 cdef object ForgottenTopic
 cdef object ReplicaState
+cdef object _py_ReplicaState
 cdef object _py_ZERO_UUID
 cdef object _py__DECODERS
 cdef object _py__READERS
@@ -52,10 +72,25 @@ cdef object _py__read_FetchRequest_v4
 cdef object _py__read_FetchRequest_v5
 cdef object _py__read_FetchRequest_v7
 cdef object _py__read_FetchRequest_v9
+cdef object _py__write_FetchRequest_v0
+cdef object _py__write_FetchRequest_v11
+cdef object _py__write_FetchRequest_v12
+cdef object _py__write_FetchRequest_v13
+cdef object _py__write_FetchRequest_v15
+cdef object _py__write_FetchRequest_v17
+cdef object _py__write_FetchRequest_v18
+cdef object _py__write_FetchRequest_v3
+cdef object _py__write_FetchRequest_v4
+cdef object _py__write_FetchRequest_v5
+cdef object _py__write_FetchRequest_v7
+cdef object _py__write_FetchRequest_v9
 cdef object _py_decode_message
 cdef object _py_r_array
 cdef object _py_r_compact_array
 cdef object _py_r_uuid
+cdef object _py_w_array
+cdef object _py_w_compact_array
+cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_FetchPartition_partition
 cdef Py_ssize_t _OFF_FetchPartition_current_leader_epoch
 cdef Py_ssize_t _OFF_FetchPartition_fetch_offset
@@ -1103,6 +1138,704 @@ cdef object _native_FetchRequest_v18(bytes data, const unsigned char* d, Py_ssiz
     return o
 
 
+cdef int _wnative_ReplicaState_v15(_Buf* b, object o) except -1:
+    """Writes ReplicaState v15-18; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ReplicaState_replica_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ReplicaState_replica_epoch)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if _get(o, _OFF_ReplicaState_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_FetchPartition_v0(_Buf* b, object o) except -1:
+    """Writes FetchPartition v0-4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchPartition_partition)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchPartition_fetch_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if o.last_fetched_epoch != -1:
+        raise _Fallback()
+    v = _get(o, _OFF_FetchPartition_partition_max_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_FetchPartition_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_FetchPartition_v5(_Buf* b, object o) except -1:
+    """Writes FetchPartition v5-8; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchPartition_partition)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchPartition_fetch_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if o.last_fetched_epoch != -1:
+        raise _Fallback()
+    v = _get(o, _OFF_FetchPartition_log_start_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_FetchPartition_partition_max_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_FetchPartition_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_FetchPartition_v9(_Buf* b, object o) except -1:
+    """Writes FetchPartition v9-11; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchPartition_partition)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchPartition_current_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchPartition_fetch_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if o.last_fetched_epoch != -1:
+        raise _Fallback()
+    v = _get(o, _OFF_FetchPartition_log_start_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_FetchPartition_partition_max_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_FetchPartition_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_FetchPartition_v12(_Buf* b, object o) except -1:
+    """Writes FetchPartition v12-16; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchPartition_partition)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchPartition_current_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchPartition_fetch_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_FetchPartition_last_fetched_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchPartition_log_start_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_FetchPartition_partition_max_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_FetchPartition_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_FetchPartition_v17(_Buf* b, object o) except -1:
+    """Writes FetchPartition v17; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+
+
+cdef int _wnative_FetchPartition_v18(_Buf* b, object o) except -1:
+    """Writes FetchPartition v18; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+
+
+cdef int _wnative_FetchTopic_v0(_Buf* b, object o) except -1:
+    """Writes FetchTopic v0-4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchTopic_topic)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_FetchTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not FetchPartition:
+            raise _Fallback()
+        _wnative_FetchPartition_v0(b, item)
+    if _get(o, _OFF_FetchTopic_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_FetchTopic_v5(_Buf* b, object o) except -1:
+    """Writes FetchTopic v5-8; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchTopic_topic)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_FetchTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not FetchPartition:
+            raise _Fallback()
+        _wnative_FetchPartition_v5(b, item)
+    if _get(o, _OFF_FetchTopic_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_FetchTopic_v9(_Buf* b, object o) except -1:
+    """Writes FetchTopic v9-11; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchTopic_topic)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_FetchTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not FetchPartition:
+            raise _Fallback()
+        _wnative_FetchPartition_v9(b, item)
+    if _get(o, _OFF_FetchTopic_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_FetchTopic_v12(_Buf* b, object o) except -1:
+    """Writes FetchTopic v12; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchTopic_topic)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_FetchTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not FetchPartition:
+            raise _Fallback()
+        _wnative_FetchPartition_v12(b, item)
+    if _get(o, _OFF_FetchTopic_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_FetchTopic_v13(_Buf* b, object o) except -1:
+    """Writes FetchTopic v13-16; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchTopic_topic_id)
+    tmp = bytearray()
+    _py_w_uuid(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_FetchTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not FetchPartition:
+            raise _Fallback()
+        _wnative_FetchPartition_v12(b, item)
+    if _get(o, _OFF_FetchTopic_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_FetchTopic_v17(_Buf* b, object o) except -1:
+    """Writes FetchTopic v17; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchTopic_topic_id)
+    tmp = bytearray()
+    _py_w_uuid(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_FetchTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not FetchPartition:
+            raise _Fallback()
+        _wnative_FetchPartition_v17(b, item)
+    if _get(o, _OFF_FetchTopic_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_FetchTopic_v18(_Buf* b, object o) except -1:
+    """Writes FetchTopic v18; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchTopic_topic_id)
+    tmp = bytearray()
+    _py_w_uuid(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_FetchTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not FetchPartition:
+            raise _Fallback()
+        _wnative_FetchPartition_v18(b, item)
+    if _get(o, _OFF_FetchTopic_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_ForgottenTopic_v7(_Buf* b, object o) except -1:
+    """Writes ForgottenTopic v7-11; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ForgottenTopic_topic)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_ForgottenTopic_partitions)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_ForgottenTopic_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_ForgottenTopic_v12(_Buf* b, object o) except -1:
+    """Writes ForgottenTopic v12; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ForgottenTopic_topic)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_ForgottenTopic_partitions)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_ForgottenTopic_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_ForgottenTopic_v13(_Buf* b, object o) except -1:
+    """Writes ForgottenTopic v13-18; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ForgottenTopic_topic_id)
+    tmp = bytearray()
+    _py_w_uuid(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_ForgottenTopic_partitions)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_ForgottenTopic_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_FetchRequest_v0(_Buf* b, object o) except -1:
+    """Writes FetchRequest v0-2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchRequest_replica_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.replica_state != _py_ReplicaState():
+        raise _Fallback()
+    v = _get(o, _OFF_FetchRequest_max_wait_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_min_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not FetchTopic:
+            raise _Fallback()
+        _wnative_FetchTopic_v0(b, item)
+    if len(o.forgotten_topics_data) != 0:
+        raise _Fallback()
+    if _get(o, _OFF_FetchRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_FetchRequest_v3(_Buf* b, object o) except -1:
+    """Writes FetchRequest v3; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchRequest_replica_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.replica_state != _py_ReplicaState():
+        raise _Fallback()
+    v = _get(o, _OFF_FetchRequest_max_wait_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_min_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_max_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not FetchTopic:
+            raise _Fallback()
+        _wnative_FetchTopic_v0(b, item)
+    if len(o.forgotten_topics_data) != 0:
+        raise _Fallback()
+    if _get(o, _OFF_FetchRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_FetchRequest_v4(_Buf* b, object o) except -1:
+    """Writes FetchRequest v4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchRequest_replica_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.replica_state != _py_ReplicaState():
+        raise _Fallback()
+    v = _get(o, _OFF_FetchRequest_max_wait_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_min_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_max_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_isolation_level)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    v = _get(o, _OFF_FetchRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not FetchTopic:
+            raise _Fallback()
+        _wnative_FetchTopic_v0(b, item)
+    if len(o.forgotten_topics_data) != 0:
+        raise _Fallback()
+    if _get(o, _OFF_FetchRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_FetchRequest_v5(_Buf* b, object o) except -1:
+    """Writes FetchRequest v5-6; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchRequest_replica_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.replica_state != _py_ReplicaState():
+        raise _Fallback()
+    v = _get(o, _OFF_FetchRequest_max_wait_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_min_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_max_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_isolation_level)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    v = _get(o, _OFF_FetchRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not FetchTopic:
+            raise _Fallback()
+        _wnative_FetchTopic_v5(b, item)
+    if len(o.forgotten_topics_data) != 0:
+        raise _Fallback()
+    if _get(o, _OFF_FetchRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_FetchRequest_v7(_Buf* b, object o) except -1:
+    """Writes FetchRequest v7-8; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchRequest_replica_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.replica_state != _py_ReplicaState():
+        raise _Fallback()
+    v = _get(o, _OFF_FetchRequest_max_wait_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_min_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_max_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_isolation_level)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    v = _get(o, _OFF_FetchRequest_session_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_session_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not FetchTopic:
+            raise _Fallback()
+        _wnative_FetchTopic_v5(b, item)
+    v = _get(o, _OFF_FetchRequest_forgotten_topics_data)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not ForgottenTopic:
+            raise _Fallback()
+        _wnative_ForgottenTopic_v7(b, item)
+    if _get(o, _OFF_FetchRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_FetchRequest_v9(_Buf* b, object o) except -1:
+    """Writes FetchRequest v9-10; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchRequest_replica_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.replica_state != _py_ReplicaState():
+        raise _Fallback()
+    v = _get(o, _OFF_FetchRequest_max_wait_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_min_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_max_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_isolation_level)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    v = _get(o, _OFF_FetchRequest_session_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_session_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not FetchTopic:
+            raise _Fallback()
+        _wnative_FetchTopic_v9(b, item)
+    v = _get(o, _OFF_FetchRequest_forgotten_topics_data)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not ForgottenTopic:
+            raise _Fallback()
+        _wnative_ForgottenTopic_v7(b, item)
+    if _get(o, _OFF_FetchRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_FetchRequest_v11(_Buf* b, object o) except -1:
+    """Writes FetchRequest v11; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchRequest_replica_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.replica_state != _py_ReplicaState():
+        raise _Fallback()
+    v = _get(o, _OFF_FetchRequest_max_wait_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_min_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_max_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_isolation_level)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    v = _get(o, _OFF_FetchRequest_session_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_session_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not FetchTopic:
+            raise _Fallback()
+        _wnative_FetchTopic_v9(b, item)
+    v = _get(o, _OFF_FetchRequest_forgotten_topics_data)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not ForgottenTopic:
+            raise _Fallback()
+        _wnative_ForgottenTopic_v7(b, item)
+    v = _get(o, _OFF_FetchRequest_rack_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_FetchRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_FetchRequest_v12(_Buf* b, object o) except -1:
+    """Writes FetchRequest v12; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+
+
+cdef int _wnative_FetchRequest_v13(_Buf* b, object o) except -1:
+    """Writes FetchRequest v13-14; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+
+
+cdef int _wnative_FetchRequest_v15(_Buf* b, object o) except -1:
+    """Writes FetchRequest v15-16; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+
+
+cdef int _wnative_FetchRequest_v17(_Buf* b, object o) except -1:
+    """Writes FetchRequest v17; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+
+
+cdef int _wnative_FetchRequest_v18(_Buf* b, object o) except -1:
+    """Writes FetchRequest v18; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -1403,11 +2136,447 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_FetchRequest_v0(b, o)
+    elif version == 1:
+        return _wnative_FetchRequest_v0(b, o)
+    elif version == 2:
+        return _wnative_FetchRequest_v0(b, o)
+    elif version == 3:
+        return _wnative_FetchRequest_v3(b, o)
+    elif version == 4:
+        return _wnative_FetchRequest_v4(b, o)
+    elif version == 5:
+        return _wnative_FetchRequest_v5(b, o)
+    elif version == 6:
+        return _wnative_FetchRequest_v5(b, o)
+    elif version == 7:
+        return _wnative_FetchRequest_v7(b, o)
+    elif version == 8:
+        return _wnative_FetchRequest_v7(b, o)
+    elif version == 9:
+        return _wnative_FetchRequest_v9(b, o)
+    elif version == 10:
+        return _wnative_FetchRequest_v9(b, o)
+    elif version == 11:
+        return _wnative_FetchRequest_v11(b, o)
+    elif version == 12:
+        return _wnative_FetchRequest_v12(b, o)
+    elif version == 13:
+        return _wnative_FetchRequest_v13(b, o)
+    elif version == 14:
+        return _wnative_FetchRequest_v13(b, o)
+    elif version == 15:
+        return _wnative_FetchRequest_v15(b, o)
+    elif version == 16:
+        return _wnative_FetchRequest_v15(b, o)
+    elif version == 17:
+        return _wnative_FetchRequest_v17(b, o)
+    elif version == 18:
+        return _wnative_FetchRequest_v18(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """FetchRequest.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is FetchRequest:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchRequest:
+            try:
+                _wnative_FetchRequest_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchRequest_v0(out, o)
+
+
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchRequest:
+            try:
+                _wnative_FetchRequest_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchRequest_v0(out, o)
+
+
+def write_v2(out, o):
+    """The compiled writer of v2 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchRequest:
+            try:
+                _wnative_FetchRequest_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchRequest_v0(out, o)
+
+
+def write_v3(out, o):
+    """The compiled writer of v3 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchRequest:
+            try:
+                _wnative_FetchRequest_v3(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchRequest_v3(out, o)
+
+
+def write_v4(out, o):
+    """The compiled writer of v4 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchRequest:
+            try:
+                _wnative_FetchRequest_v4(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchRequest_v4(out, o)
+
+
+def write_v5(out, o):
+    """The compiled writer of v5 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchRequest:
+            try:
+                _wnative_FetchRequest_v5(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchRequest_v5(out, o)
+
+
+def write_v6(out, o):
+    """The compiled writer of v6 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchRequest:
+            try:
+                _wnative_FetchRequest_v5(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchRequest_v5(out, o)
+
+
+def write_v7(out, o):
+    """The compiled writer of v7 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchRequest:
+            try:
+                _wnative_FetchRequest_v7(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchRequest_v7(out, o)
+
+
+def write_v8(out, o):
+    """The compiled writer of v8 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchRequest:
+            try:
+                _wnative_FetchRequest_v7(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchRequest_v7(out, o)
+
+
+def write_v9(out, o):
+    """The compiled writer of v9 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchRequest:
+            try:
+                _wnative_FetchRequest_v9(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchRequest_v9(out, o)
+
+
+def write_v10(out, o):
+    """The compiled writer of v10 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchRequest:
+            try:
+                _wnative_FetchRequest_v9(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchRequest_v9(out, o)
+
+
+def write_v11(out, o):
+    """The compiled writer of v11 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchRequest:
+            try:
+                _wnative_FetchRequest_v11(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchRequest_v11(out, o)
+
+
+def write_v12(out, o):
+    """The compiled writer of v12 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchRequest:
+            try:
+                _wnative_FetchRequest_v12(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchRequest_v12(out, o)
+
+
+def write_v13(out, o):
+    """The compiled writer of v13 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchRequest:
+            try:
+                _wnative_FetchRequest_v13(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchRequest_v13(out, o)
+
+
+def write_v14(out, o):
+    """The compiled writer of v14 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchRequest:
+            try:
+                _wnative_FetchRequest_v13(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchRequest_v13(out, o)
+
+
+def write_v15(out, o):
+    """The compiled writer of v15 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchRequest:
+            try:
+                _wnative_FetchRequest_v15(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchRequest_v15(out, o)
+
+
+def write_v16(out, o):
+    """The compiled writer of v16 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchRequest:
+            try:
+                _wnative_FetchRequest_v15(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchRequest_v15(out, o)
+
+
+def write_v17(out, o):
+    """The compiled writer of v17 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchRequest:
+            try:
+                _wnative_FetchRequest_v17(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchRequest_v17(out, o)
+
+
+def write_v18(out, o):
+    """The compiled writer of v18 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchRequest:
+            try:
+                _wnative_FetchRequest_v18(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchRequest_v18(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, FetchPartition, FetchRequest, FetchTopic, ForgottenTopic, ReplicaState, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_FetchRequest_v0, _py__read_FetchRequest_v11, _py__read_FetchRequest_v12, _py__read_FetchRequest_v13, _py__read_FetchRequest_v15, _py__read_FetchRequest_v17, _py__read_FetchRequest_v18, _py__read_FetchRequest_v3, _py__read_FetchRequest_v4, _py__read_FetchRequest_v5, _py__read_FetchRequest_v7, _py__read_FetchRequest_v9, _py_decode_message, _py_r_array, _py_r_compact_array, _py_r_uuid, _OFF_FetchPartition_partition, _OFF_FetchPartition_current_leader_epoch, _OFF_FetchPartition_fetch_offset, _OFF_FetchPartition_last_fetched_epoch, _OFF_FetchPartition_log_start_offset, _OFF_FetchPartition_partition_max_bytes, _OFF_FetchPartition_replica_directory_id, _OFF_FetchPartition_high_watermark, _OFF_FetchPartition_unknown_tags, _OFF_FetchPartition_wire_tags, _OFF_FetchRequest_cluster_id, _OFF_FetchRequest_replica_id, _OFF_FetchRequest_replica_state, _OFF_FetchRequest_max_wait_ms, _OFF_FetchRequest_min_bytes, _OFF_FetchRequest_max_bytes, _OFF_FetchRequest_isolation_level, _OFF_FetchRequest_session_id, _OFF_FetchRequest_session_epoch, _OFF_FetchRequest_topics, _OFF_FetchRequest_forgotten_topics_data, _OFF_FetchRequest_rack_id, _OFF_FetchRequest_unknown_tags, _OFF_FetchRequest_wire_tags, _OFF_FetchTopic_topic, _OFF_FetchTopic_topic_id, _OFF_FetchTopic_partitions, _OFF_FetchTopic_unknown_tags, _OFF_FetchTopic_wire_tags, _OFF_ForgottenTopic_topic, _OFF_ForgottenTopic_topic_id, _OFF_ForgottenTopic_partitions, _OFF_ForgottenTopic_unknown_tags, _OFF_ForgottenTopic_wire_tags, _OFF_ReplicaState_replica_id, _OFF_ReplicaState_replica_epoch, _OFF_ReplicaState_unknown_tags, _OFF_ReplicaState_wire_tags
+    global _BOUND, _py_encode, FetchPartition, FetchRequest, FetchTopic, ForgottenTopic, ReplicaState, _py_ReplicaState, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_FetchRequest_v0, _py__read_FetchRequest_v11, _py__read_FetchRequest_v12, _py__read_FetchRequest_v13, _py__read_FetchRequest_v15, _py__read_FetchRequest_v17, _py__read_FetchRequest_v18, _py__read_FetchRequest_v3, _py__read_FetchRequest_v4, _py__read_FetchRequest_v5, _py__read_FetchRequest_v7, _py__read_FetchRequest_v9, _py__write_FetchRequest_v0, _py__write_FetchRequest_v11, _py__write_FetchRequest_v12, _py__write_FetchRequest_v13, _py__write_FetchRequest_v15, _py__write_FetchRequest_v17, _py__write_FetchRequest_v18, _py__write_FetchRequest_v3, _py__write_FetchRequest_v4, _py__write_FetchRequest_v5, _py__write_FetchRequest_v7, _py__write_FetchRequest_v9, _py_decode_message, _py_r_array, _py_r_compact_array, _py_r_uuid, _py_w_array, _py_w_compact_array, _py_w_uuid, _OFF_FetchPartition_partition, _OFF_FetchPartition_current_leader_epoch, _OFF_FetchPartition_fetch_offset, _OFF_FetchPartition_last_fetched_epoch, _OFF_FetchPartition_log_start_offset, _OFF_FetchPartition_partition_max_bytes, _OFF_FetchPartition_replica_directory_id, _OFF_FetchPartition_high_watermark, _OFF_FetchPartition_unknown_tags, _OFF_FetchPartition_wire_tags, _OFF_FetchRequest_cluster_id, _OFF_FetchRequest_replica_id, _OFF_FetchRequest_replica_state, _OFF_FetchRequest_max_wait_ms, _OFF_FetchRequest_min_bytes, _OFF_FetchRequest_max_bytes, _OFF_FetchRequest_isolation_level, _OFF_FetchRequest_session_id, _OFF_FetchRequest_session_epoch, _OFF_FetchRequest_topics, _OFF_FetchRequest_forgotten_topics_data, _OFF_FetchRequest_rack_id, _OFF_FetchRequest_unknown_tags, _OFF_FetchRequest_wire_tags, _OFF_FetchTopic_topic, _OFF_FetchTopic_topic_id, _OFF_FetchTopic_partitions, _OFF_FetchTopic_unknown_tags, _OFF_FetchTopic_wire_tags, _OFF_ForgottenTopic_topic, _OFF_ForgottenTopic_topic_id, _OFF_ForgottenTopic_partitions, _OFF_ForgottenTopic_unknown_tags, _OFF_ForgottenTopic_wire_tags, _OFF_ReplicaState_replica_id, _OFF_ReplicaState_replica_epoch, _OFF_ReplicaState_unknown_tags, _OFF_ReplicaState_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -1416,6 +2585,7 @@ def install(ns):
     FetchTopic = ns["FetchTopic"]
     ForgottenTopic = ns["ForgottenTopic"]
     ReplicaState = ns["ReplicaState"]
+    _py_ReplicaState = ns["ReplicaState"]
     _py_ZERO_UUID = ns["ZERO_UUID"]
     _py__DECODERS = ns["_DECODERS"]
     _py__READERS = ns["_READERS"]
@@ -1431,10 +2601,25 @@ def install(ns):
     _py__read_FetchRequest_v5 = ns["_read_FetchRequest_v5"]
     _py__read_FetchRequest_v7 = ns["_read_FetchRequest_v7"]
     _py__read_FetchRequest_v9 = ns["_read_FetchRequest_v9"]
+    _py__write_FetchRequest_v0 = ns["_write_FetchRequest_v0"]
+    _py__write_FetchRequest_v11 = ns["_write_FetchRequest_v11"]
+    _py__write_FetchRequest_v12 = ns["_write_FetchRequest_v12"]
+    _py__write_FetchRequest_v13 = ns["_write_FetchRequest_v13"]
+    _py__write_FetchRequest_v15 = ns["_write_FetchRequest_v15"]
+    _py__write_FetchRequest_v17 = ns["_write_FetchRequest_v17"]
+    _py__write_FetchRequest_v18 = ns["_write_FetchRequest_v18"]
+    _py__write_FetchRequest_v3 = ns["_write_FetchRequest_v3"]
+    _py__write_FetchRequest_v4 = ns["_write_FetchRequest_v4"]
+    _py__write_FetchRequest_v5 = ns["_write_FetchRequest_v5"]
+    _py__write_FetchRequest_v7 = ns["_write_FetchRequest_v7"]
+    _py__write_FetchRequest_v9 = ns["_write_FetchRequest_v9"]
     _py_decode_message = ns["decode_message"]
     _py_r_array = ns["r_array"]
     _py_r_compact_array = ns["r_compact_array"]
     _py_r_uuid = ns["r_uuid"]
+    _py_w_array = ns["w_array"]
+    _py_w_compact_array = ns["w_compact_array"]
+    _py_w_uuid = ns["w_uuid"]
     _OFF_FetchPartition_partition = _offset(FetchPartition, "partition")
     _OFF_FetchPartition_current_leader_epoch = _offset(FetchPartition, "current_leader_epoch")
     _OFF_FetchPartition_fetch_offset = _offset(FetchPartition, "fetch_offset")
@@ -1473,6 +2658,7 @@ def install(ns):
     _OFF_ReplicaState_replica_epoch = _offset(ReplicaState, "replica_epoch")
     _OFF_ReplicaState_unknown_tags = _offset(ReplicaState, "unknown_tags")
     _OFF_ReplicaState_wire_tags = _offset(ReplicaState, "wire_tags")
+    _py_encode = ns["FetchRequest"].__dict__["encode"]
     readers = {
         0: read_v0,
         1: read_v1,
@@ -1494,4 +2680,25 @@ def install(ns):
         17: read_v17,
         18: read_v18,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+        1: write_v1,
+        2: write_v2,
+        3: write_v3,
+        4: write_v4,
+        5: write_v5,
+        6: write_v6,
+        7: write_v7,
+        8: write_v8,
+        9: write_v9,
+        10: write_v10,
+        11: write_v11,
+        12: write_v12,
+        13: write_v13,
+        14: write_v14,
+        15: write_v15,
+        16: write_v16,
+        17: write_v17,
+        18: write_v18,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

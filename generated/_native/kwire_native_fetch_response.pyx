@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,9 +47,10 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "2073435c98ebd7df"
+KEY = "5f2c96b5ff298b65"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object AbortedTransaction
 cdef object EpochEndOffset
 cdef object FetchResponse
@@ -40,6 +59,9 @@ cdef object LeaderIdAndEpoch
 cdef object NodeEndpoint
 cdef object PartitionData
 cdef object SnapshotId
+cdef object _py_EpochEndOffset
+cdef object _py_LeaderIdAndEpoch
+cdef object _py_SnapshotId
 cdef object _py_ZERO_UUID
 cdef object _py__DECODERS
 cdef object _py__READERS
@@ -54,12 +76,28 @@ cdef object _py__read_FetchResponse_v16
 cdef object _py__read_FetchResponse_v4
 cdef object _py__read_FetchResponse_v5
 cdef object _py__read_FetchResponse_v7
+cdef object _py__write_AbortedTransaction_v12
+cdef object _py__write_AbortedTransaction_v4
+cdef object _py__write_FetchResponse_v0
+cdef object _py__write_FetchResponse_v1
+cdef object _py__write_FetchResponse_v11
+cdef object _py__write_FetchResponse_v12
+cdef object _py__write_FetchResponse_v13
+cdef object _py__write_FetchResponse_v16
+cdef object _py__write_FetchResponse_v4
+cdef object _py__write_FetchResponse_v5
+cdef object _py__write_FetchResponse_v7
 cdef object _py_decode_message
 cdef object _py_r_compact_nullable_array
 cdef object _py_r_compact_nullable_bytes
 cdef object _py_r_nullable_array
 cdef object _py_r_nullable_bytes
 cdef object _py_r_uuid
+cdef object _py_w_compact_nullable_array
+cdef object _py_w_compact_nullable_bytes
+cdef object _py_w_nullable_array
+cdef object _py_w_nullable_bytes
+cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_AbortedTransaction_producer_id
 cdef Py_ssize_t _OFF_AbortedTransaction_first_offset
 cdef Py_ssize_t _OFF_AbortedTransaction_unknown_tags
@@ -827,6 +865,662 @@ cdef object _native_FetchResponse_v16(bytes data, const unsigned char* d, Py_ssi
     return o
 
 
+cdef int _wnative_EpochEndOffset_v12(_Buf* b, object o) except -1:
+    """Writes EpochEndOffset v12-18; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_EpochEndOffset_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_EpochEndOffset_end_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if _get(o, _OFF_EpochEndOffset_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_LeaderIdAndEpoch_v12(_Buf* b, object o) except -1:
+    """Writes LeaderIdAndEpoch v12-18; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_LeaderIdAndEpoch_leader_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderIdAndEpoch_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_LeaderIdAndEpoch_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_SnapshotId_v12(_Buf* b, object o) except -1:
+    """Writes SnapshotId v12-18; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_SnapshotId_end_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_SnapshotId_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_SnapshotId_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_AbortedTransaction_v4(_Buf* b, object o) except -1:
+    """Writes AbortedTransaction v4-11; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_AbortedTransaction_producer_id)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_AbortedTransaction_first_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if _get(o, _OFF_AbortedTransaction_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_AbortedTransaction_v12(_Buf* b, object o) except -1:
+    """Writes AbortedTransaction v12-18; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_AbortedTransaction_producer_id)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_AbortedTransaction_first_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if _get(o, _OFF_AbortedTransaction_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_PartitionData_v0(_Buf* b, object o) except -1:
+    """Writes PartitionData v0-3; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_PartitionData_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_PartitionData_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_PartitionData_high_watermark)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if o.diverging_epoch != _py_EpochEndOffset():
+        raise _Fallback()
+    if o.current_leader != _py_LeaderIdAndEpoch():
+        raise _Fallback()
+    if o.snapshot_id != _py_SnapshotId():
+        raise _Fallback()
+    if o.preferred_read_replica != -1:
+        raise _Fallback()
+    v = _get(o, _OFF_PartitionData_records)
+    tmp = bytearray()
+    _py_w_nullable_bytes(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_PartitionData_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_PartitionData_v4(_Buf* b, object o) except -1:
+    """Writes PartitionData v4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_PartitionData_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_PartitionData_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_PartitionData_high_watermark)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_PartitionData_last_stable_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if o.diverging_epoch != _py_EpochEndOffset():
+        raise _Fallback()
+    if o.current_leader != _py_LeaderIdAndEpoch():
+        raise _Fallback()
+    if o.snapshot_id != _py_SnapshotId():
+        raise _Fallback()
+    v = _get(o, _OFF_PartitionData_aborted_transactions)
+    tmp = bytearray()
+    _py_w_nullable_array(tmp, v, _py__write_AbortedTransaction_v4)
+    _w_raw(b, tmp, len(tmp))
+    if o.preferred_read_replica != -1:
+        raise _Fallback()
+    v = _get(o, _OFF_PartitionData_records)
+    tmp = bytearray()
+    _py_w_nullable_bytes(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_PartitionData_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_PartitionData_v5(_Buf* b, object o) except -1:
+    """Writes PartitionData v5-10; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_PartitionData_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_PartitionData_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_PartitionData_high_watermark)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_PartitionData_last_stable_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_PartitionData_log_start_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if o.diverging_epoch != _py_EpochEndOffset():
+        raise _Fallback()
+    if o.current_leader != _py_LeaderIdAndEpoch():
+        raise _Fallback()
+    if o.snapshot_id != _py_SnapshotId():
+        raise _Fallback()
+    v = _get(o, _OFF_PartitionData_aborted_transactions)
+    tmp = bytearray()
+    _py_w_nullable_array(tmp, v, _py__write_AbortedTransaction_v4)
+    _w_raw(b, tmp, len(tmp))
+    if o.preferred_read_replica != -1:
+        raise _Fallback()
+    v = _get(o, _OFF_PartitionData_records)
+    tmp = bytearray()
+    _py_w_nullable_bytes(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_PartitionData_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_PartitionData_v11(_Buf* b, object o) except -1:
+    """Writes PartitionData v11; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_PartitionData_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_PartitionData_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_PartitionData_high_watermark)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_PartitionData_last_stable_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_PartitionData_log_start_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if o.diverging_epoch != _py_EpochEndOffset():
+        raise _Fallback()
+    if o.current_leader != _py_LeaderIdAndEpoch():
+        raise _Fallback()
+    if o.snapshot_id != _py_SnapshotId():
+        raise _Fallback()
+    v = _get(o, _OFF_PartitionData_aborted_transactions)
+    tmp = bytearray()
+    _py_w_nullable_array(tmp, v, _py__write_AbortedTransaction_v4)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_PartitionData_preferred_read_replica)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_PartitionData_records)
+    tmp = bytearray()
+    _py_w_nullable_bytes(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_PartitionData_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_PartitionData_v12(_Buf* b, object o) except -1:
+    """Writes PartitionData v12-18; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+
+
+cdef int _wnative_FetchableTopicResponse_v0(_Buf* b, object o) except -1:
+    """Writes FetchableTopicResponse v0-3; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchableTopicResponse_topic)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_FetchableTopicResponse_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not PartitionData:
+            raise _Fallback()
+        _wnative_PartitionData_v0(b, item)
+    if _get(o, _OFF_FetchableTopicResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_FetchableTopicResponse_v4(_Buf* b, object o) except -1:
+    """Writes FetchableTopicResponse v4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchableTopicResponse_topic)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_FetchableTopicResponse_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not PartitionData:
+            raise _Fallback()
+        _wnative_PartitionData_v4(b, item)
+    if _get(o, _OFF_FetchableTopicResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_FetchableTopicResponse_v5(_Buf* b, object o) except -1:
+    """Writes FetchableTopicResponse v5-10; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchableTopicResponse_topic)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_FetchableTopicResponse_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not PartitionData:
+            raise _Fallback()
+        _wnative_PartitionData_v5(b, item)
+    if _get(o, _OFF_FetchableTopicResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_FetchableTopicResponse_v11(_Buf* b, object o) except -1:
+    """Writes FetchableTopicResponse v11; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchableTopicResponse_topic)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_FetchableTopicResponse_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not PartitionData:
+            raise _Fallback()
+        _wnative_PartitionData_v11(b, item)
+    if _get(o, _OFF_FetchableTopicResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_FetchableTopicResponse_v12(_Buf* b, object o) except -1:
+    """Writes FetchableTopicResponse v12; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchableTopicResponse_topic)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_FetchableTopicResponse_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not PartitionData:
+            raise _Fallback()
+        _wnative_PartitionData_v12(b, item)
+    if _get(o, _OFF_FetchableTopicResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_FetchableTopicResponse_v13(_Buf* b, object o) except -1:
+    """Writes FetchableTopicResponse v13-18; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchableTopicResponse_topic_id)
+    tmp = bytearray()
+    _py_w_uuid(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_FetchableTopicResponse_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not PartitionData:
+            raise _Fallback()
+        _wnative_PartitionData_v12(b, item)
+    if _get(o, _OFF_FetchableTopicResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_NodeEndpoint_v16(_Buf* b, object o) except -1:
+    """Writes NodeEndpoint v16-18; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_NodeEndpoint_node_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_NodeEndpoint_host)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_NodeEndpoint_port)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_NodeEndpoint_rack)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_NodeEndpoint_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_FetchResponse_v0(_Buf* b, object o) except -1:
+    """Writes FetchResponse v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    if o.session_id != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_FetchResponse_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not FetchableTopicResponse:
+            raise _Fallback()
+        _wnative_FetchableTopicResponse_v0(b, item)
+    if len(o.node_endpoints) != 0:
+        raise _Fallback()
+    if _get(o, _OFF_FetchResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_FetchResponse_v1(_Buf* b, object o) except -1:
+    """Writes FetchResponse v1-3; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.session_id != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_FetchResponse_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not FetchableTopicResponse:
+            raise _Fallback()
+        _wnative_FetchableTopicResponse_v0(b, item)
+    if len(o.node_endpoints) != 0:
+        raise _Fallback()
+    if _get(o, _OFF_FetchResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_FetchResponse_v4(_Buf* b, object o) except -1:
+    """Writes FetchResponse v4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.session_id != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_FetchResponse_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not FetchableTopicResponse:
+            raise _Fallback()
+        _wnative_FetchableTopicResponse_v4(b, item)
+    if len(o.node_endpoints) != 0:
+        raise _Fallback()
+    if _get(o, _OFF_FetchResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_FetchResponse_v5(_Buf* b, object o) except -1:
+    """Writes FetchResponse v5-6; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.session_id != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_FetchResponse_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not FetchableTopicResponse:
+            raise _Fallback()
+        _wnative_FetchableTopicResponse_v5(b, item)
+    if len(o.node_endpoints) != 0:
+        raise _Fallback()
+    if _get(o, _OFF_FetchResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_FetchResponse_v7(_Buf* b, object o) except -1:
+    """Writes FetchResponse v7-10; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchResponse_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_FetchResponse_session_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchResponse_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not FetchableTopicResponse:
+            raise _Fallback()
+        _wnative_FetchableTopicResponse_v5(b, item)
+    if len(o.node_endpoints) != 0:
+        raise _Fallback()
+    if _get(o, _OFF_FetchResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_FetchResponse_v11(_Buf* b, object o) except -1:
+    """Writes FetchResponse v11; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchResponse_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_FetchResponse_session_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchResponse_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not FetchableTopicResponse:
+            raise _Fallback()
+        _wnative_FetchableTopicResponse_v11(b, item)
+    if len(o.node_endpoints) != 0:
+        raise _Fallback()
+    if _get(o, _OFF_FetchResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_FetchResponse_v12(_Buf* b, object o) except -1:
+    """Writes FetchResponse v12; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchResponse_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_FetchResponse_session_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchResponse_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not FetchableTopicResponse:
+            raise _Fallback()
+        _wnative_FetchableTopicResponse_v12(b, item)
+    if len(o.node_endpoints) != 0:
+        raise _Fallback()
+    if _get(o, _OFF_FetchResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_FetchResponse_v13(_Buf* b, object o) except -1:
+    """Writes FetchResponse v13-15; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchResponse_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_FetchResponse_session_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchResponse_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not FetchableTopicResponse:
+            raise _Fallback()
+        _wnative_FetchableTopicResponse_v13(b, item)
+    if len(o.node_endpoints) != 0:
+        raise _Fallback()
+    if _get(o, _OFF_FetchResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_FetchResponse_v16(_Buf* b, object o) except -1:
+    """Writes FetchResponse v16-18; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -1127,11 +1821,447 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_FetchResponse_v0(b, o)
+    elif version == 1:
+        return _wnative_FetchResponse_v1(b, o)
+    elif version == 2:
+        return _wnative_FetchResponse_v1(b, o)
+    elif version == 3:
+        return _wnative_FetchResponse_v1(b, o)
+    elif version == 4:
+        return _wnative_FetchResponse_v4(b, o)
+    elif version == 5:
+        return _wnative_FetchResponse_v5(b, o)
+    elif version == 6:
+        return _wnative_FetchResponse_v5(b, o)
+    elif version == 7:
+        return _wnative_FetchResponse_v7(b, o)
+    elif version == 8:
+        return _wnative_FetchResponse_v7(b, o)
+    elif version == 9:
+        return _wnative_FetchResponse_v7(b, o)
+    elif version == 10:
+        return _wnative_FetchResponse_v7(b, o)
+    elif version == 11:
+        return _wnative_FetchResponse_v11(b, o)
+    elif version == 12:
+        return _wnative_FetchResponse_v12(b, o)
+    elif version == 13:
+        return _wnative_FetchResponse_v13(b, o)
+    elif version == 14:
+        return _wnative_FetchResponse_v13(b, o)
+    elif version == 15:
+        return _wnative_FetchResponse_v13(b, o)
+    elif version == 16:
+        return _wnative_FetchResponse_v16(b, o)
+    elif version == 17:
+        return _wnative_FetchResponse_v16(b, o)
+    elif version == 18:
+        return _wnative_FetchResponse_v16(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """FetchResponse.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is FetchResponse:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchResponse:
+            try:
+                _wnative_FetchResponse_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchResponse_v0(out, o)
+
+
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchResponse:
+            try:
+                _wnative_FetchResponse_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchResponse_v1(out, o)
+
+
+def write_v2(out, o):
+    """The compiled writer of v2 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchResponse:
+            try:
+                _wnative_FetchResponse_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchResponse_v1(out, o)
+
+
+def write_v3(out, o):
+    """The compiled writer of v3 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchResponse:
+            try:
+                _wnative_FetchResponse_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchResponse_v1(out, o)
+
+
+def write_v4(out, o):
+    """The compiled writer of v4 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchResponse:
+            try:
+                _wnative_FetchResponse_v4(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchResponse_v4(out, o)
+
+
+def write_v5(out, o):
+    """The compiled writer of v5 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchResponse:
+            try:
+                _wnative_FetchResponse_v5(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchResponse_v5(out, o)
+
+
+def write_v6(out, o):
+    """The compiled writer of v6 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchResponse:
+            try:
+                _wnative_FetchResponse_v5(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchResponse_v5(out, o)
+
+
+def write_v7(out, o):
+    """The compiled writer of v7 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchResponse:
+            try:
+                _wnative_FetchResponse_v7(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchResponse_v7(out, o)
+
+
+def write_v8(out, o):
+    """The compiled writer of v8 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchResponse:
+            try:
+                _wnative_FetchResponse_v7(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchResponse_v7(out, o)
+
+
+def write_v9(out, o):
+    """The compiled writer of v9 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchResponse:
+            try:
+                _wnative_FetchResponse_v7(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchResponse_v7(out, o)
+
+
+def write_v10(out, o):
+    """The compiled writer of v10 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchResponse:
+            try:
+                _wnative_FetchResponse_v7(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchResponse_v7(out, o)
+
+
+def write_v11(out, o):
+    """The compiled writer of v11 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchResponse:
+            try:
+                _wnative_FetchResponse_v11(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchResponse_v11(out, o)
+
+
+def write_v12(out, o):
+    """The compiled writer of v12 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchResponse:
+            try:
+                _wnative_FetchResponse_v12(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchResponse_v12(out, o)
+
+
+def write_v13(out, o):
+    """The compiled writer of v13 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchResponse:
+            try:
+                _wnative_FetchResponse_v13(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchResponse_v13(out, o)
+
+
+def write_v14(out, o):
+    """The compiled writer of v14 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchResponse:
+            try:
+                _wnative_FetchResponse_v13(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchResponse_v13(out, o)
+
+
+def write_v15(out, o):
+    """The compiled writer of v15 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchResponse:
+            try:
+                _wnative_FetchResponse_v13(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchResponse_v13(out, o)
+
+
+def write_v16(out, o):
+    """The compiled writer of v16 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchResponse:
+            try:
+                _wnative_FetchResponse_v16(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchResponse_v16(out, o)
+
+
+def write_v17(out, o):
+    """The compiled writer of v17 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchResponse:
+            try:
+                _wnative_FetchResponse_v16(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchResponse_v16(out, o)
+
+
+def write_v18(out, o):
+    """The compiled writer of v18 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is FetchResponse:
+            try:
+                _wnative_FetchResponse_v16(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_FetchResponse_v16(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, AbortedTransaction, EpochEndOffset, FetchResponse, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData, SnapshotId, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_AbortedTransaction_v12, _py__read_AbortedTransaction_v4, _py__read_FetchResponse_v0, _py__read_FetchResponse_v1, _py__read_FetchResponse_v11, _py__read_FetchResponse_v12, _py__read_FetchResponse_v13, _py__read_FetchResponse_v16, _py__read_FetchResponse_v4, _py__read_FetchResponse_v5, _py__read_FetchResponse_v7, _py_decode_message, _py_r_compact_nullable_array, _py_r_compact_nullable_bytes, _py_r_nullable_array, _py_r_nullable_bytes, _py_r_uuid, _OFF_AbortedTransaction_producer_id, _OFF_AbortedTransaction_first_offset, _OFF_AbortedTransaction_unknown_tags, _OFF_AbortedTransaction_wire_tags, _OFF_EpochEndOffset_epoch, _OFF_EpochEndOffset_end_offset, _OFF_EpochEndOffset_unknown_tags, _OFF_EpochEndOffset_wire_tags, _OFF_FetchResponse_throttle_time_ms, _OFF_FetchResponse_error_code, _OFF_FetchResponse_session_id, _OFF_FetchResponse_responses, _OFF_FetchResponse_node_endpoints, _OFF_FetchResponse_unknown_tags, _OFF_FetchResponse_wire_tags, _OFF_FetchableTopicResponse_topic, _OFF_FetchableTopicResponse_topic_id, _OFF_FetchableTopicResponse_partitions, _OFF_FetchableTopicResponse_unknown_tags, _OFF_FetchableTopicResponse_wire_tags, _OFF_LeaderIdAndEpoch_leader_id, _OFF_LeaderIdAndEpoch_leader_epoch, _OFF_LeaderIdAndEpoch_unknown_tags, _OFF_LeaderIdAndEpoch_wire_tags, _OFF_NodeEndpoint_node_id, _OFF_NodeEndpoint_host, _OFF_NodeEndpoint_port, _OFF_NodeEndpoint_rack, _OFF_NodeEndpoint_unknown_tags, _OFF_NodeEndpoint_wire_tags, _OFF_PartitionData_partition_index, _OFF_PartitionData_error_code, _OFF_PartitionData_high_watermark, _OFF_PartitionData_last_stable_offset, _OFF_PartitionData_log_start_offset, _OFF_PartitionData_diverging_epoch, _OFF_PartitionData_current_leader, _OFF_PartitionData_snapshot_id, _OFF_PartitionData_aborted_transactions, _OFF_PartitionData_preferred_read_replica, _OFF_PartitionData_records, _OFF_PartitionData_unknown_tags, _OFF_PartitionData_wire_tags, _OFF_SnapshotId_end_offset, _OFF_SnapshotId_epoch, _OFF_SnapshotId_unknown_tags, _OFF_SnapshotId_wire_tags
+    global _BOUND, _py_encode, AbortedTransaction, EpochEndOffset, FetchResponse, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData, SnapshotId, _py_EpochEndOffset, _py_LeaderIdAndEpoch, _py_SnapshotId, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_AbortedTransaction_v12, _py__read_AbortedTransaction_v4, _py__read_FetchResponse_v0, _py__read_FetchResponse_v1, _py__read_FetchResponse_v11, _py__read_FetchResponse_v12, _py__read_FetchResponse_v13, _py__read_FetchResponse_v16, _py__read_FetchResponse_v4, _py__read_FetchResponse_v5, _py__read_FetchResponse_v7, _py__write_AbortedTransaction_v12, _py__write_AbortedTransaction_v4, _py__write_FetchResponse_v0, _py__write_FetchResponse_v1, _py__write_FetchResponse_v11, _py__write_FetchResponse_v12, _py__write_FetchResponse_v13, _py__write_FetchResponse_v16, _py__write_FetchResponse_v4, _py__write_FetchResponse_v5, _py__write_FetchResponse_v7, _py_decode_message, _py_r_compact_nullable_array, _py_r_compact_nullable_bytes, _py_r_nullable_array, _py_r_nullable_bytes, _py_r_uuid, _py_w_compact_nullable_array, _py_w_compact_nullable_bytes, _py_w_nullable_array, _py_w_nullable_bytes, _py_w_uuid, _OFF_AbortedTransaction_producer_id, _OFF_AbortedTransaction_first_offset, _OFF_AbortedTransaction_unknown_tags, _OFF_AbortedTransaction_wire_tags, _OFF_EpochEndOffset_epoch, _OFF_EpochEndOffset_end_offset, _OFF_EpochEndOffset_unknown_tags, _OFF_EpochEndOffset_wire_tags, _OFF_FetchResponse_throttle_time_ms, _OFF_FetchResponse_error_code, _OFF_FetchResponse_session_id, _OFF_FetchResponse_responses, _OFF_FetchResponse_node_endpoints, _OFF_FetchResponse_unknown_tags, _OFF_FetchResponse_wire_tags, _OFF_FetchableTopicResponse_topic, _OFF_FetchableTopicResponse_topic_id, _OFF_FetchableTopicResponse_partitions, _OFF_FetchableTopicResponse_unknown_tags, _OFF_FetchableTopicResponse_wire_tags, _OFF_LeaderIdAndEpoch_leader_id, _OFF_LeaderIdAndEpoch_leader_epoch, _OFF_LeaderIdAndEpoch_unknown_tags, _OFF_LeaderIdAndEpoch_wire_tags, _OFF_NodeEndpoint_node_id, _OFF_NodeEndpoint_host, _OFF_NodeEndpoint_port, _OFF_NodeEndpoint_rack, _OFF_NodeEndpoint_unknown_tags, _OFF_NodeEndpoint_wire_tags, _OFF_PartitionData_partition_index, _OFF_PartitionData_error_code, _OFF_PartitionData_high_watermark, _OFF_PartitionData_last_stable_offset, _OFF_PartitionData_log_start_offset, _OFF_PartitionData_diverging_epoch, _OFF_PartitionData_current_leader, _OFF_PartitionData_snapshot_id, _OFF_PartitionData_aborted_transactions, _OFF_PartitionData_preferred_read_replica, _OFF_PartitionData_records, _OFF_PartitionData_unknown_tags, _OFF_PartitionData_wire_tags, _OFF_SnapshotId_end_offset, _OFF_SnapshotId_epoch, _OFF_SnapshotId_unknown_tags, _OFF_SnapshotId_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -1143,6 +2273,9 @@ def install(ns):
     NodeEndpoint = ns["NodeEndpoint"]
     PartitionData = ns["PartitionData"]
     SnapshotId = ns["SnapshotId"]
+    _py_EpochEndOffset = ns["EpochEndOffset"]
+    _py_LeaderIdAndEpoch = ns["LeaderIdAndEpoch"]
+    _py_SnapshotId = ns["SnapshotId"]
     _py_ZERO_UUID = ns["ZERO_UUID"]
     _py__DECODERS = ns["_DECODERS"]
     _py__READERS = ns["_READERS"]
@@ -1157,12 +2290,28 @@ def install(ns):
     _py__read_FetchResponse_v4 = ns["_read_FetchResponse_v4"]
     _py__read_FetchResponse_v5 = ns["_read_FetchResponse_v5"]
     _py__read_FetchResponse_v7 = ns["_read_FetchResponse_v7"]
+    _py__write_AbortedTransaction_v12 = ns["_write_AbortedTransaction_v12"]
+    _py__write_AbortedTransaction_v4 = ns["_write_AbortedTransaction_v4"]
+    _py__write_FetchResponse_v0 = ns["_write_FetchResponse_v0"]
+    _py__write_FetchResponse_v1 = ns["_write_FetchResponse_v1"]
+    _py__write_FetchResponse_v11 = ns["_write_FetchResponse_v11"]
+    _py__write_FetchResponse_v12 = ns["_write_FetchResponse_v12"]
+    _py__write_FetchResponse_v13 = ns["_write_FetchResponse_v13"]
+    _py__write_FetchResponse_v16 = ns["_write_FetchResponse_v16"]
+    _py__write_FetchResponse_v4 = ns["_write_FetchResponse_v4"]
+    _py__write_FetchResponse_v5 = ns["_write_FetchResponse_v5"]
+    _py__write_FetchResponse_v7 = ns["_write_FetchResponse_v7"]
     _py_decode_message = ns["decode_message"]
     _py_r_compact_nullable_array = ns["r_compact_nullable_array"]
     _py_r_compact_nullable_bytes = ns["r_compact_nullable_bytes"]
     _py_r_nullable_array = ns["r_nullable_array"]
     _py_r_nullable_bytes = ns["r_nullable_bytes"]
     _py_r_uuid = ns["r_uuid"]
+    _py_w_compact_nullable_array = ns["w_compact_nullable_array"]
+    _py_w_compact_nullable_bytes = ns["w_compact_nullable_bytes"]
+    _py_w_nullable_array = ns["w_nullable_array"]
+    _py_w_nullable_bytes = ns["w_nullable_bytes"]
+    _py_w_uuid = ns["w_uuid"]
     _OFF_AbortedTransaction_producer_id = _offset(AbortedTransaction, "producer_id")
     _OFF_AbortedTransaction_first_offset = _offset(AbortedTransaction, "first_offset")
     _OFF_AbortedTransaction_unknown_tags = _offset(AbortedTransaction, "unknown_tags")
@@ -1210,6 +2359,7 @@ def install(ns):
     _OFF_SnapshotId_epoch = _offset(SnapshotId, "epoch")
     _OFF_SnapshotId_unknown_tags = _offset(SnapshotId, "unknown_tags")
     _OFF_SnapshotId_wire_tags = _offset(SnapshotId, "wire_tags")
+    _py_encode = ns["FetchResponse"].__dict__["encode"]
     readers = {
         0: read_v0,
         1: read_v1,
@@ -1231,4 +2381,25 @@ def install(ns):
         17: read_v17,
         18: read_v18,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+        1: write_v1,
+        2: write_v2,
+        3: write_v3,
+        4: write_v4,
+        5: write_v5,
+        6: write_v6,
+        7: write_v7,
+        8: write_v8,
+        9: write_v9,
+        10: write_v10,
+        11: write_v11,
+        12: write_v12,
+        13: write_v13,
+        14: write_v14,
+        15: write_v15,
+        16: write_v16,
+        17: write_v17,
+        18: write_v18,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,17 +47,22 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "da834b389f5c195a"
+KEY = "632596ca3bf7666b"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object GetTelemetrySubscriptionsResponse
 cdef object _py__DECODERS
 cdef object _py__READERS
 cdef object _py__read_GetTelemetrySubscriptionsResponse_v0
+cdef object _py__write_GetTelemetrySubscriptionsResponse_v0
 cdef object _py_decode_message
 cdef object _py_r_compact_array
 cdef object _py_r_compact_string
 cdef object _py_r_uuid
+cdef object _py_w_compact_array
+cdef object _py_w_compact_string
+cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_GetTelemetrySubscriptionsResponse_throttle_time_ms
 cdef Py_ssize_t _OFF_GetTelemetrySubscriptionsResponse_error_code
 cdef Py_ssize_t _OFF_GetTelemetrySubscriptionsResponse_client_instance_id
@@ -87,6 +110,47 @@ cdef object _native_GetTelemetrySubscriptionsResponse_v0(bytes data, const unsig
     _put(o, _OFF_GetTelemetrySubscriptionsResponse_wire_tags, None)
     p[0] = pos
     return o
+
+
+cdef int _wnative_GetTelemetrySubscriptionsResponse_v0(_Buf* b, object o) except -1:
+    """Writes GetTelemetrySubscriptionsResponse v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_GetTelemetrySubscriptionsResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_GetTelemetrySubscriptionsResponse_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_GetTelemetrySubscriptionsResponse_client_instance_id)
+    tmp = bytearray()
+    _py_w_uuid(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_GetTelemetrySubscriptionsResponse_subscription_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_GetTelemetrySubscriptionsResponse_accepted_compression_types)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'b')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_GetTelemetrySubscriptionsResponse_push_interval_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_GetTelemetrySubscriptionsResponse_telemetry_max_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_GetTelemetrySubscriptionsResponse_delta_temporality)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_GetTelemetrySubscriptionsResponse_requested_metrics)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, _py_w_compact_string)
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_GetTelemetrySubscriptionsResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
 
 
 def read_v0(bytes data, Py_ssize_t pos):
@@ -137,11 +201,69 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_GetTelemetrySubscriptionsResponse_v0(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """GetTelemetrySubscriptionsResponse.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is GetTelemetrySubscriptionsResponse:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is GetTelemetrySubscriptionsResponse:
+            try:
+                _wnative_GetTelemetrySubscriptionsResponse_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_GetTelemetrySubscriptionsResponse_v0(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, GetTelemetrySubscriptionsResponse, _py__DECODERS, _py__READERS, _py__read_GetTelemetrySubscriptionsResponse_v0, _py_decode_message, _py_r_compact_array, _py_r_compact_string, _py_r_uuid, _OFF_GetTelemetrySubscriptionsResponse_throttle_time_ms, _OFF_GetTelemetrySubscriptionsResponse_error_code, _OFF_GetTelemetrySubscriptionsResponse_client_instance_id, _OFF_GetTelemetrySubscriptionsResponse_subscription_id, _OFF_GetTelemetrySubscriptionsResponse_accepted_compression_types, _OFF_GetTelemetrySubscriptionsResponse_push_interval_ms, _OFF_GetTelemetrySubscriptionsResponse_telemetry_max_bytes, _OFF_GetTelemetrySubscriptionsResponse_delta_temporality, _OFF_GetTelemetrySubscriptionsResponse_requested_metrics, _OFF_GetTelemetrySubscriptionsResponse_unknown_tags, _OFF_GetTelemetrySubscriptionsResponse_wire_tags
+    global _BOUND, _py_encode, GetTelemetrySubscriptionsResponse, _py__DECODERS, _py__READERS, _py__read_GetTelemetrySubscriptionsResponse_v0, _py__write_GetTelemetrySubscriptionsResponse_v0, _py_decode_message, _py_r_compact_array, _py_r_compact_string, _py_r_uuid, _py_w_compact_array, _py_w_compact_string, _py_w_uuid, _OFF_GetTelemetrySubscriptionsResponse_throttle_time_ms, _OFF_GetTelemetrySubscriptionsResponse_error_code, _OFF_GetTelemetrySubscriptionsResponse_client_instance_id, _OFF_GetTelemetrySubscriptionsResponse_subscription_id, _OFF_GetTelemetrySubscriptionsResponse_accepted_compression_types, _OFF_GetTelemetrySubscriptionsResponse_push_interval_ms, _OFF_GetTelemetrySubscriptionsResponse_telemetry_max_bytes, _OFF_GetTelemetrySubscriptionsResponse_delta_temporality, _OFF_GetTelemetrySubscriptionsResponse_requested_metrics, _OFF_GetTelemetrySubscriptionsResponse_unknown_tags, _OFF_GetTelemetrySubscriptionsResponse_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -149,10 +271,14 @@ def install(ns):
     _py__DECODERS = ns["_DECODERS"]
     _py__READERS = ns["_READERS"]
     _py__read_GetTelemetrySubscriptionsResponse_v0 = ns["_read_GetTelemetrySubscriptionsResponse_v0"]
+    _py__write_GetTelemetrySubscriptionsResponse_v0 = ns["_write_GetTelemetrySubscriptionsResponse_v0"]
     _py_decode_message = ns["decode_message"]
     _py_r_compact_array = ns["r_compact_array"]
     _py_r_compact_string = ns["r_compact_string"]
     _py_r_uuid = ns["r_uuid"]
+    _py_w_compact_array = ns["w_compact_array"]
+    _py_w_compact_string = ns["w_compact_string"]
+    _py_w_uuid = ns["w_uuid"]
     _OFF_GetTelemetrySubscriptionsResponse_throttle_time_ms = _offset(GetTelemetrySubscriptionsResponse, "throttle_time_ms")
     _OFF_GetTelemetrySubscriptionsResponse_error_code = _offset(GetTelemetrySubscriptionsResponse, "error_code")
     _OFF_GetTelemetrySubscriptionsResponse_client_instance_id = _offset(GetTelemetrySubscriptionsResponse, "client_instance_id")
@@ -164,7 +290,11 @@ def install(ns):
     _OFF_GetTelemetrySubscriptionsResponse_requested_metrics = _offset(GetTelemetrySubscriptionsResponse, "requested_metrics")
     _OFF_GetTelemetrySubscriptionsResponse_unknown_tags = _offset(GetTelemetrySubscriptionsResponse, "unknown_tags")
     _OFF_GetTelemetrySubscriptionsResponse_wire_tags = _offset(GetTelemetrySubscriptionsResponse, "wire_tags")
+    _py_encode = ns["GetTelemetrySubscriptionsResponse"].__dict__["encode"]
     readers = {
         0: read_v0,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

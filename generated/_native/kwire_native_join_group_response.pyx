@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,9 +47,10 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "f889eb74fb89f03a"
+KEY = "f00491c854f9dc71"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object JoinGroupResponse
 cdef object JoinGroupResponseMember
 cdef object _py__DECODERS
@@ -42,6 +61,12 @@ cdef object _py__read_JoinGroupResponse_v5
 cdef object _py__read_JoinGroupResponse_v6
 cdef object _py__read_JoinGroupResponse_v7
 cdef object _py__read_JoinGroupResponse_v9
+cdef object _py__write_JoinGroupResponse_v0
+cdef object _py__write_JoinGroupResponse_v2
+cdef object _py__write_JoinGroupResponse_v5
+cdef object _py__write_JoinGroupResponse_v6
+cdef object _py__write_JoinGroupResponse_v7
+cdef object _py__write_JoinGroupResponse_v9
 cdef object _py_decode_message
 cdef Py_ssize_t _OFF_JoinGroupResponse_throttle_time_ms
 cdef Py_ssize_t _OFF_JoinGroupResponse_error_code
@@ -515,6 +540,510 @@ cdef object _native_JoinGroupResponse_v9(bytes data, const unsigned char* d, Py_
     return o
 
 
+cdef int _wnative_JoinGroupResponseMember_v0(_Buf* b, object o) except -1:
+    """Writes JoinGroupResponseMember v0-4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_JoinGroupResponseMember_member_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_JoinGroupResponseMember_metadata)
+    if v is None:
+        raise _Fallback()
+    elif PyBytes_CheckExact(v):
+        ln = PyBytes_GET_SIZE(v)
+        _w_be(b, ln, 4)
+        _w_raw(b, PyBytes_AS_STRING(v), ln)
+    else:
+        raise _Fallback()
+    if _get(o, _OFF_JoinGroupResponseMember_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_JoinGroupResponseMember_v5(_Buf* b, object o) except -1:
+    """Writes JoinGroupResponseMember v5; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_JoinGroupResponseMember_member_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_JoinGroupResponseMember_group_instance_id)
+    if v is None:
+        _w_be(b, 0xFFFF, 2)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_JoinGroupResponseMember_metadata)
+    if v is None:
+        raise _Fallback()
+    elif PyBytes_CheckExact(v):
+        ln = PyBytes_GET_SIZE(v)
+        _w_be(b, ln, 4)
+        _w_raw(b, PyBytes_AS_STRING(v), ln)
+    else:
+        raise _Fallback()
+    if _get(o, _OFF_JoinGroupResponseMember_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_JoinGroupResponseMember_v6(_Buf* b, object o) except -1:
+    """Writes JoinGroupResponseMember v6-9; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_JoinGroupResponseMember_member_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_JoinGroupResponseMember_group_instance_id)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_JoinGroupResponseMember_metadata)
+    if v is None:
+        raise _Fallback()
+    elif PyBytes_CheckExact(v):
+        ln = PyBytes_GET_SIZE(v)
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, PyBytes_AS_STRING(v), ln)
+    else:
+        raise _Fallback()
+    if _get(o, _OFF_JoinGroupResponseMember_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_JoinGroupResponse_v0(_Buf* b, object o) except -1:
+    """Writes JoinGroupResponse v0-1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_JoinGroupResponse_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_JoinGroupResponse_generation_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_JoinGroupResponse_protocol_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_JoinGroupResponse_leader)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    if o.skip_assignment != False:
+        raise _Fallback()
+    v = _get(o, _OFF_JoinGroupResponse_member_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_JoinGroupResponse_members)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not JoinGroupResponseMember:
+            raise _Fallback()
+        _wnative_JoinGroupResponseMember_v0(b, item)
+    if _get(o, _OFF_JoinGroupResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_JoinGroupResponse_v2(_Buf* b, object o) except -1:
+    """Writes JoinGroupResponse v2-4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_JoinGroupResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_JoinGroupResponse_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_JoinGroupResponse_generation_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_JoinGroupResponse_protocol_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_JoinGroupResponse_leader)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    if o.skip_assignment != False:
+        raise _Fallback()
+    v = _get(o, _OFF_JoinGroupResponse_member_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_JoinGroupResponse_members)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not JoinGroupResponseMember:
+            raise _Fallback()
+        _wnative_JoinGroupResponseMember_v0(b, item)
+    if _get(o, _OFF_JoinGroupResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_JoinGroupResponse_v5(_Buf* b, object o) except -1:
+    """Writes JoinGroupResponse v5; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_JoinGroupResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_JoinGroupResponse_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_JoinGroupResponse_generation_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_JoinGroupResponse_protocol_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_JoinGroupResponse_leader)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    if o.skip_assignment != False:
+        raise _Fallback()
+    v = _get(o, _OFF_JoinGroupResponse_member_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_JoinGroupResponse_members)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not JoinGroupResponseMember:
+            raise _Fallback()
+        _wnative_JoinGroupResponseMember_v5(b, item)
+    if _get(o, _OFF_JoinGroupResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_JoinGroupResponse_v6(_Buf* b, object o) except -1:
+    """Writes JoinGroupResponse v6; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_JoinGroupResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_JoinGroupResponse_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_JoinGroupResponse_generation_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_JoinGroupResponse_protocol_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_JoinGroupResponse_leader)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if o.skip_assignment != False:
+        raise _Fallback()
+    v = _get(o, _OFF_JoinGroupResponse_member_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_JoinGroupResponse_members)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not JoinGroupResponseMember:
+            raise _Fallback()
+        _wnative_JoinGroupResponseMember_v6(b, item)
+    if _get(o, _OFF_JoinGroupResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_JoinGroupResponse_v7(_Buf* b, object o) except -1:
+    """Writes JoinGroupResponse v7-8; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_JoinGroupResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_JoinGroupResponse_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_JoinGroupResponse_generation_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_JoinGroupResponse_protocol_type)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_JoinGroupResponse_protocol_name)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_JoinGroupResponse_leader)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if o.skip_assignment != False:
+        raise _Fallback()
+    v = _get(o, _OFF_JoinGroupResponse_member_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_JoinGroupResponse_members)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not JoinGroupResponseMember:
+            raise _Fallback()
+        _wnative_JoinGroupResponseMember_v6(b, item)
+    if _get(o, _OFF_JoinGroupResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_JoinGroupResponse_v9(_Buf* b, object o) except -1:
+    """Writes JoinGroupResponse v9; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_JoinGroupResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_JoinGroupResponse_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_JoinGroupResponse_generation_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_JoinGroupResponse_protocol_type)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_JoinGroupResponse_protocol_name)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_JoinGroupResponse_leader)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_JoinGroupResponse_skip_assignment)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_JoinGroupResponse_member_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_JoinGroupResponse_members)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not JoinGroupResponseMember:
+            raise _Fallback()
+        _wnative_JoinGroupResponseMember_v6(b, item)
+    if _get(o, _OFF_JoinGroupResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -689,11 +1218,258 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_JoinGroupResponse_v0(b, o)
+    elif version == 1:
+        return _wnative_JoinGroupResponse_v0(b, o)
+    elif version == 2:
+        return _wnative_JoinGroupResponse_v2(b, o)
+    elif version == 3:
+        return _wnative_JoinGroupResponse_v2(b, o)
+    elif version == 4:
+        return _wnative_JoinGroupResponse_v2(b, o)
+    elif version == 5:
+        return _wnative_JoinGroupResponse_v5(b, o)
+    elif version == 6:
+        return _wnative_JoinGroupResponse_v6(b, o)
+    elif version == 7:
+        return _wnative_JoinGroupResponse_v7(b, o)
+    elif version == 8:
+        return _wnative_JoinGroupResponse_v7(b, o)
+    elif version == 9:
+        return _wnative_JoinGroupResponse_v9(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """JoinGroupResponse.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is JoinGroupResponse:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is JoinGroupResponse:
+            try:
+                _wnative_JoinGroupResponse_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_JoinGroupResponse_v0(out, o)
+
+
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is JoinGroupResponse:
+            try:
+                _wnative_JoinGroupResponse_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_JoinGroupResponse_v0(out, o)
+
+
+def write_v2(out, o):
+    """The compiled writer of v2 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is JoinGroupResponse:
+            try:
+                _wnative_JoinGroupResponse_v2(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_JoinGroupResponse_v2(out, o)
+
+
+def write_v3(out, o):
+    """The compiled writer of v3 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is JoinGroupResponse:
+            try:
+                _wnative_JoinGroupResponse_v2(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_JoinGroupResponse_v2(out, o)
+
+
+def write_v4(out, o):
+    """The compiled writer of v4 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is JoinGroupResponse:
+            try:
+                _wnative_JoinGroupResponse_v2(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_JoinGroupResponse_v2(out, o)
+
+
+def write_v5(out, o):
+    """The compiled writer of v5 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is JoinGroupResponse:
+            try:
+                _wnative_JoinGroupResponse_v5(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_JoinGroupResponse_v5(out, o)
+
+
+def write_v6(out, o):
+    """The compiled writer of v6 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is JoinGroupResponse:
+            try:
+                _wnative_JoinGroupResponse_v6(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_JoinGroupResponse_v6(out, o)
+
+
+def write_v7(out, o):
+    """The compiled writer of v7 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is JoinGroupResponse:
+            try:
+                _wnative_JoinGroupResponse_v7(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_JoinGroupResponse_v7(out, o)
+
+
+def write_v8(out, o):
+    """The compiled writer of v8 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is JoinGroupResponse:
+            try:
+                _wnative_JoinGroupResponse_v7(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_JoinGroupResponse_v7(out, o)
+
+
+def write_v9(out, o):
+    """The compiled writer of v9 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is JoinGroupResponse:
+            try:
+                _wnative_JoinGroupResponse_v9(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_JoinGroupResponse_v9(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, JoinGroupResponse, JoinGroupResponseMember, _py__DECODERS, _py__READERS, _py__read_JoinGroupResponse_v0, _py__read_JoinGroupResponse_v2, _py__read_JoinGroupResponse_v5, _py__read_JoinGroupResponse_v6, _py__read_JoinGroupResponse_v7, _py__read_JoinGroupResponse_v9, _py_decode_message, _OFF_JoinGroupResponse_throttle_time_ms, _OFF_JoinGroupResponse_error_code, _OFF_JoinGroupResponse_generation_id, _OFF_JoinGroupResponse_protocol_type, _OFF_JoinGroupResponse_protocol_name, _OFF_JoinGroupResponse_leader, _OFF_JoinGroupResponse_skip_assignment, _OFF_JoinGroupResponse_member_id, _OFF_JoinGroupResponse_members, _OFF_JoinGroupResponse_unknown_tags, _OFF_JoinGroupResponse_wire_tags, _OFF_JoinGroupResponseMember_member_id, _OFF_JoinGroupResponseMember_group_instance_id, _OFF_JoinGroupResponseMember_metadata, _OFF_JoinGroupResponseMember_unknown_tags, _OFF_JoinGroupResponseMember_wire_tags
+    global _BOUND, _py_encode, JoinGroupResponse, JoinGroupResponseMember, _py__DECODERS, _py__READERS, _py__read_JoinGroupResponse_v0, _py__read_JoinGroupResponse_v2, _py__read_JoinGroupResponse_v5, _py__read_JoinGroupResponse_v6, _py__read_JoinGroupResponse_v7, _py__read_JoinGroupResponse_v9, _py__write_JoinGroupResponse_v0, _py__write_JoinGroupResponse_v2, _py__write_JoinGroupResponse_v5, _py__write_JoinGroupResponse_v6, _py__write_JoinGroupResponse_v7, _py__write_JoinGroupResponse_v9, _py_decode_message, _OFF_JoinGroupResponse_throttle_time_ms, _OFF_JoinGroupResponse_error_code, _OFF_JoinGroupResponse_generation_id, _OFF_JoinGroupResponse_protocol_type, _OFF_JoinGroupResponse_protocol_name, _OFF_JoinGroupResponse_leader, _OFF_JoinGroupResponse_skip_assignment, _OFF_JoinGroupResponse_member_id, _OFF_JoinGroupResponse_members, _OFF_JoinGroupResponse_unknown_tags, _OFF_JoinGroupResponse_wire_tags, _OFF_JoinGroupResponseMember_member_id, _OFF_JoinGroupResponseMember_group_instance_id, _OFF_JoinGroupResponseMember_metadata, _OFF_JoinGroupResponseMember_unknown_tags, _OFF_JoinGroupResponseMember_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -707,6 +1483,12 @@ def install(ns):
     _py__read_JoinGroupResponse_v6 = ns["_read_JoinGroupResponse_v6"]
     _py__read_JoinGroupResponse_v7 = ns["_read_JoinGroupResponse_v7"]
     _py__read_JoinGroupResponse_v9 = ns["_read_JoinGroupResponse_v9"]
+    _py__write_JoinGroupResponse_v0 = ns["_write_JoinGroupResponse_v0"]
+    _py__write_JoinGroupResponse_v2 = ns["_write_JoinGroupResponse_v2"]
+    _py__write_JoinGroupResponse_v5 = ns["_write_JoinGroupResponse_v5"]
+    _py__write_JoinGroupResponse_v6 = ns["_write_JoinGroupResponse_v6"]
+    _py__write_JoinGroupResponse_v7 = ns["_write_JoinGroupResponse_v7"]
+    _py__write_JoinGroupResponse_v9 = ns["_write_JoinGroupResponse_v9"]
     _py_decode_message = ns["decode_message"]
     _OFF_JoinGroupResponse_throttle_time_ms = _offset(JoinGroupResponse, "throttle_time_ms")
     _OFF_JoinGroupResponse_error_code = _offset(JoinGroupResponse, "error_code")
@@ -724,6 +1506,7 @@ def install(ns):
     _OFF_JoinGroupResponseMember_metadata = _offset(JoinGroupResponseMember, "metadata")
     _OFF_JoinGroupResponseMember_unknown_tags = _offset(JoinGroupResponseMember, "unknown_tags")
     _OFF_JoinGroupResponseMember_wire_tags = _offset(JoinGroupResponseMember, "wire_tags")
+    _py_encode = ns["JoinGroupResponse"].__dict__["encode"]
     readers = {
         0: read_v0,
         1: read_v1,
@@ -736,4 +1519,16 @@ def install(ns):
         8: read_v8,
         9: read_v9,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+        1: write_v1,
+        2: write_v2,
+        3: write_v3,
+        4: write_v4,
+        5: write_v5,
+        6: write_v6,
+        7: write_v7,
+        8: write_v8,
+        9: write_v9,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,9 +47,10 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "39f7305ea219945a"
+KEY = "901ab2feb014c396"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object LeaderAndIsrLiveLeader
 cdef object LeaderAndIsrPartitionState
 cdef object LeaderAndIsrRequest
@@ -47,10 +66,21 @@ cdef object _py__read_LeaderAndIsrRequest_v4
 cdef object _py__read_LeaderAndIsrRequest_v5
 cdef object _py__read_LeaderAndIsrRequest_v6
 cdef object _py__read_LeaderAndIsrRequest_v7
+cdef object _py__write_LeaderAndIsrRequest_v0
+cdef object _py__write_LeaderAndIsrRequest_v1
+cdef object _py__write_LeaderAndIsrRequest_v2
+cdef object _py__write_LeaderAndIsrRequest_v3
+cdef object _py__write_LeaderAndIsrRequest_v4
+cdef object _py__write_LeaderAndIsrRequest_v5
+cdef object _py__write_LeaderAndIsrRequest_v6
+cdef object _py__write_LeaderAndIsrRequest_v7
 cdef object _py_decode_message
 cdef object _py_r_array
 cdef object _py_r_compact_array
 cdef object _py_r_uuid
+cdef object _py_w_array
+cdef object _py_w_compact_array
+cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_LeaderAndIsrLiveLeader_broker_id
 cdef Py_ssize_t _OFF_LeaderAndIsrLiveLeader_host_name
 cdef Py_ssize_t _OFF_LeaderAndIsrLiveLeader_port
@@ -879,6 +909,806 @@ cdef object _native_LeaderAndIsrRequest_v7(bytes data, const unsigned char* d, P
     return o
 
 
+cdef int _wnative_LeaderAndIsrPartitionState_v0(_Buf* b, object o) except -1:
+    """Writes LeaderAndIsrPartitionState v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_topic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_leader)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_isr)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_partition_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_replicas)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    if o.leader_recovery_state != 0:
+        raise _Fallback()
+    if _get(o, _OFF_LeaderAndIsrPartitionState_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_LeaderAndIsrPartitionState_v1(_Buf* b, object o) except -1:
+    """Writes LeaderAndIsrPartitionState v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_topic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_leader)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_isr)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_partition_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_replicas)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_is_new)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    if o.leader_recovery_state != 0:
+        raise _Fallback()
+    if _get(o, _OFF_LeaderAndIsrPartitionState_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_LeaderAndIsrPartitionState_v2(_Buf* b, object o) except -1:
+    """Writes LeaderAndIsrPartitionState v2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_leader)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_isr)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_partition_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_replicas)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_is_new)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    if o.leader_recovery_state != 0:
+        raise _Fallback()
+    if _get(o, _OFF_LeaderAndIsrPartitionState_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_LeaderAndIsrPartitionState_v3(_Buf* b, object o) except -1:
+    """Writes LeaderAndIsrPartitionState v3; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_leader)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_isr)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_partition_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_replicas)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_adding_replicas)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_removing_replicas)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_is_new)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    if o.leader_recovery_state != 0:
+        raise _Fallback()
+    if _get(o, _OFF_LeaderAndIsrPartitionState_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_LeaderAndIsrPartitionState_v4(_Buf* b, object o) except -1:
+    """Writes LeaderAndIsrPartitionState v4-5; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_leader)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_isr)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_partition_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_replicas)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_adding_replicas)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_removing_replicas)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_is_new)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    if o.leader_recovery_state != 0:
+        raise _Fallback()
+    if _get(o, _OFF_LeaderAndIsrPartitionState_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_LeaderAndIsrPartitionState_v6(_Buf* b, object o) except -1:
+    """Writes LeaderAndIsrPartitionState v6-7; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_leader)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_isr)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_partition_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_replicas)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_adding_replicas)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_removing_replicas)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_is_new)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_LeaderAndIsrPartitionState_leader_recovery_state)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    if _get(o, _OFF_LeaderAndIsrPartitionState_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_LeaderAndIsrTopicState_v2(_Buf* b, object o) except -1:
+    """Writes LeaderAndIsrTopicState v2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_LeaderAndIsrTopicState_topic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_LeaderAndIsrTopicState_partition_states)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not LeaderAndIsrPartitionState:
+            raise _Fallback()
+        _wnative_LeaderAndIsrPartitionState_v2(b, item)
+    if _get(o, _OFF_LeaderAndIsrTopicState_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_LeaderAndIsrTopicState_v3(_Buf* b, object o) except -1:
+    """Writes LeaderAndIsrTopicState v3; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_LeaderAndIsrTopicState_topic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_LeaderAndIsrTopicState_partition_states)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not LeaderAndIsrPartitionState:
+            raise _Fallback()
+        _wnative_LeaderAndIsrPartitionState_v3(b, item)
+    if _get(o, _OFF_LeaderAndIsrTopicState_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_LeaderAndIsrTopicState_v4(_Buf* b, object o) except -1:
+    """Writes LeaderAndIsrTopicState v4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_LeaderAndIsrTopicState_topic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_LeaderAndIsrTopicState_partition_states)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not LeaderAndIsrPartitionState:
+            raise _Fallback()
+        _wnative_LeaderAndIsrPartitionState_v4(b, item)
+    if _get(o, _OFF_LeaderAndIsrTopicState_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_LeaderAndIsrTopicState_v5(_Buf* b, object o) except -1:
+    """Writes LeaderAndIsrTopicState v5; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_LeaderAndIsrTopicState_topic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_LeaderAndIsrTopicState_topic_id)
+    tmp = bytearray()
+    _py_w_uuid(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_LeaderAndIsrTopicState_partition_states)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not LeaderAndIsrPartitionState:
+            raise _Fallback()
+        _wnative_LeaderAndIsrPartitionState_v4(b, item)
+    if _get(o, _OFF_LeaderAndIsrTopicState_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_LeaderAndIsrTopicState_v6(_Buf* b, object o) except -1:
+    """Writes LeaderAndIsrTopicState v6-7; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_LeaderAndIsrTopicState_topic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_LeaderAndIsrTopicState_topic_id)
+    tmp = bytearray()
+    _py_w_uuid(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_LeaderAndIsrTopicState_partition_states)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not LeaderAndIsrPartitionState:
+            raise _Fallback()
+        _wnative_LeaderAndIsrPartitionState_v6(b, item)
+    if _get(o, _OFF_LeaderAndIsrTopicState_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_LeaderAndIsrLiveLeader_v0(_Buf* b, object o) except -1:
+    """Writes LeaderAndIsrLiveLeader v0-3; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_LeaderAndIsrLiveLeader_broker_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrLiveLeader_host_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_LeaderAndIsrLiveLeader_port)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_LeaderAndIsrLiveLeader_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_LeaderAndIsrLiveLeader_v4(_Buf* b, object o) except -1:
+    """Writes LeaderAndIsrLiveLeader v4-7; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_LeaderAndIsrLiveLeader_broker_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrLiveLeader_host_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_LeaderAndIsrLiveLeader_port)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_LeaderAndIsrLiveLeader_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_LeaderAndIsrRequest_v0(_Buf* b, object o) except -1:
+    """Writes LeaderAndIsrRequest v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_LeaderAndIsrRequest_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.is_k_raft_controller != False:
+        raise _Fallback()
+    v = _get(o, _OFF_LeaderAndIsrRequest_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.type != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_LeaderAndIsrRequest_ungrouped_partition_states)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not LeaderAndIsrPartitionState:
+            raise _Fallback()
+        _wnative_LeaderAndIsrPartitionState_v0(b, item)
+    if len(o.topic_states) != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_LeaderAndIsrRequest_live_leaders)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not LeaderAndIsrLiveLeader:
+            raise _Fallback()
+        _wnative_LeaderAndIsrLiveLeader_v0(b, item)
+    if _get(o, _OFF_LeaderAndIsrRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_LeaderAndIsrRequest_v1(_Buf* b, object o) except -1:
+    """Writes LeaderAndIsrRequest v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_LeaderAndIsrRequest_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.is_k_raft_controller != False:
+        raise _Fallback()
+    v = _get(o, _OFF_LeaderAndIsrRequest_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.type != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_LeaderAndIsrRequest_ungrouped_partition_states)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not LeaderAndIsrPartitionState:
+            raise _Fallback()
+        _wnative_LeaderAndIsrPartitionState_v1(b, item)
+    if len(o.topic_states) != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_LeaderAndIsrRequest_live_leaders)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not LeaderAndIsrLiveLeader:
+            raise _Fallback()
+        _wnative_LeaderAndIsrLiveLeader_v0(b, item)
+    if _get(o, _OFF_LeaderAndIsrRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_LeaderAndIsrRequest_v2(_Buf* b, object o) except -1:
+    """Writes LeaderAndIsrRequest v2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_LeaderAndIsrRequest_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.is_k_raft_controller != False:
+        raise _Fallback()
+    v = _get(o, _OFF_LeaderAndIsrRequest_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrRequest_broker_epoch)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if o.type != 0:
+        raise _Fallback()
+    if len(o.ungrouped_partition_states) != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_LeaderAndIsrRequest_topic_states)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not LeaderAndIsrTopicState:
+            raise _Fallback()
+        _wnative_LeaderAndIsrTopicState_v2(b, item)
+    v = _get(o, _OFF_LeaderAndIsrRequest_live_leaders)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not LeaderAndIsrLiveLeader:
+            raise _Fallback()
+        _wnative_LeaderAndIsrLiveLeader_v0(b, item)
+    if _get(o, _OFF_LeaderAndIsrRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_LeaderAndIsrRequest_v3(_Buf* b, object o) except -1:
+    """Writes LeaderAndIsrRequest v3; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_LeaderAndIsrRequest_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.is_k_raft_controller != False:
+        raise _Fallback()
+    v = _get(o, _OFF_LeaderAndIsrRequest_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrRequest_broker_epoch)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if o.type != 0:
+        raise _Fallback()
+    if len(o.ungrouped_partition_states) != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_LeaderAndIsrRequest_topic_states)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not LeaderAndIsrTopicState:
+            raise _Fallback()
+        _wnative_LeaderAndIsrTopicState_v3(b, item)
+    v = _get(o, _OFF_LeaderAndIsrRequest_live_leaders)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not LeaderAndIsrLiveLeader:
+            raise _Fallback()
+        _wnative_LeaderAndIsrLiveLeader_v0(b, item)
+    if _get(o, _OFF_LeaderAndIsrRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_LeaderAndIsrRequest_v4(_Buf* b, object o) except -1:
+    """Writes LeaderAndIsrRequest v4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_LeaderAndIsrRequest_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.is_k_raft_controller != False:
+        raise _Fallback()
+    v = _get(o, _OFF_LeaderAndIsrRequest_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrRequest_broker_epoch)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if o.type != 0:
+        raise _Fallback()
+    if len(o.ungrouped_partition_states) != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_LeaderAndIsrRequest_topic_states)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not LeaderAndIsrTopicState:
+            raise _Fallback()
+        _wnative_LeaderAndIsrTopicState_v4(b, item)
+    v = _get(o, _OFF_LeaderAndIsrRequest_live_leaders)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not LeaderAndIsrLiveLeader:
+            raise _Fallback()
+        _wnative_LeaderAndIsrLiveLeader_v4(b, item)
+    if _get(o, _OFF_LeaderAndIsrRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_LeaderAndIsrRequest_v5(_Buf* b, object o) except -1:
+    """Writes LeaderAndIsrRequest v5; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_LeaderAndIsrRequest_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.is_k_raft_controller != False:
+        raise _Fallback()
+    v = _get(o, _OFF_LeaderAndIsrRequest_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrRequest_broker_epoch)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_LeaderAndIsrRequest_type)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    if len(o.ungrouped_partition_states) != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_LeaderAndIsrRequest_topic_states)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not LeaderAndIsrTopicState:
+            raise _Fallback()
+        _wnative_LeaderAndIsrTopicState_v5(b, item)
+    v = _get(o, _OFF_LeaderAndIsrRequest_live_leaders)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not LeaderAndIsrLiveLeader:
+            raise _Fallback()
+        _wnative_LeaderAndIsrLiveLeader_v4(b, item)
+    if _get(o, _OFF_LeaderAndIsrRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_LeaderAndIsrRequest_v6(_Buf* b, object o) except -1:
+    """Writes LeaderAndIsrRequest v6; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_LeaderAndIsrRequest_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.is_k_raft_controller != False:
+        raise _Fallback()
+    v = _get(o, _OFF_LeaderAndIsrRequest_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrRequest_broker_epoch)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_LeaderAndIsrRequest_type)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    if len(o.ungrouped_partition_states) != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_LeaderAndIsrRequest_topic_states)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not LeaderAndIsrTopicState:
+            raise _Fallback()
+        _wnative_LeaderAndIsrTopicState_v6(b, item)
+    v = _get(o, _OFF_LeaderAndIsrRequest_live_leaders)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not LeaderAndIsrLiveLeader:
+            raise _Fallback()
+        _wnative_LeaderAndIsrLiveLeader_v4(b, item)
+    if _get(o, _OFF_LeaderAndIsrRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_LeaderAndIsrRequest_v7(_Buf* b, object o) except -1:
+    """Writes LeaderAndIsrRequest v7; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_LeaderAndIsrRequest_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrRequest_is_k_raft_controller)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_LeaderAndIsrRequest_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderAndIsrRequest_broker_epoch)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_LeaderAndIsrRequest_type)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    if len(o.ungrouped_partition_states) != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_LeaderAndIsrRequest_topic_states)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not LeaderAndIsrTopicState:
+            raise _Fallback()
+        _wnative_LeaderAndIsrTopicState_v6(b, item)
+    v = _get(o, _OFF_LeaderAndIsrRequest_live_leaders)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not LeaderAndIsrLiveLeader:
+            raise _Fallback()
+        _wnative_LeaderAndIsrLiveLeader_v4(b, item)
+    if _get(o, _OFF_LeaderAndIsrRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -1025,11 +1855,216 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_LeaderAndIsrRequest_v0(b, o)
+    elif version == 1:
+        return _wnative_LeaderAndIsrRequest_v1(b, o)
+    elif version == 2:
+        return _wnative_LeaderAndIsrRequest_v2(b, o)
+    elif version == 3:
+        return _wnative_LeaderAndIsrRequest_v3(b, o)
+    elif version == 4:
+        return _wnative_LeaderAndIsrRequest_v4(b, o)
+    elif version == 5:
+        return _wnative_LeaderAndIsrRequest_v5(b, o)
+    elif version == 6:
+        return _wnative_LeaderAndIsrRequest_v6(b, o)
+    elif version == 7:
+        return _wnative_LeaderAndIsrRequest_v7(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """LeaderAndIsrRequest.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is LeaderAndIsrRequest:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is LeaderAndIsrRequest:
+            try:
+                _wnative_LeaderAndIsrRequest_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_LeaderAndIsrRequest_v0(out, o)
+
+
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is LeaderAndIsrRequest:
+            try:
+                _wnative_LeaderAndIsrRequest_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_LeaderAndIsrRequest_v1(out, o)
+
+
+def write_v2(out, o):
+    """The compiled writer of v2 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is LeaderAndIsrRequest:
+            try:
+                _wnative_LeaderAndIsrRequest_v2(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_LeaderAndIsrRequest_v2(out, o)
+
+
+def write_v3(out, o):
+    """The compiled writer of v3 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is LeaderAndIsrRequest:
+            try:
+                _wnative_LeaderAndIsrRequest_v3(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_LeaderAndIsrRequest_v3(out, o)
+
+
+def write_v4(out, o):
+    """The compiled writer of v4 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is LeaderAndIsrRequest:
+            try:
+                _wnative_LeaderAndIsrRequest_v4(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_LeaderAndIsrRequest_v4(out, o)
+
+
+def write_v5(out, o):
+    """The compiled writer of v5 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is LeaderAndIsrRequest:
+            try:
+                _wnative_LeaderAndIsrRequest_v5(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_LeaderAndIsrRequest_v5(out, o)
+
+
+def write_v6(out, o):
+    """The compiled writer of v6 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is LeaderAndIsrRequest:
+            try:
+                _wnative_LeaderAndIsrRequest_v6(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_LeaderAndIsrRequest_v6(out, o)
+
+
+def write_v7(out, o):
+    """The compiled writer of v7 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is LeaderAndIsrRequest:
+            try:
+                _wnative_LeaderAndIsrRequest_v7(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_LeaderAndIsrRequest_v7(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, LeaderAndIsrLiveLeader, LeaderAndIsrPartitionState, LeaderAndIsrRequest, LeaderAndIsrTopicState, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_LeaderAndIsrRequest_v0, _py__read_LeaderAndIsrRequest_v1, _py__read_LeaderAndIsrRequest_v2, _py__read_LeaderAndIsrRequest_v3, _py__read_LeaderAndIsrRequest_v4, _py__read_LeaderAndIsrRequest_v5, _py__read_LeaderAndIsrRequest_v6, _py__read_LeaderAndIsrRequest_v7, _py_decode_message, _py_r_array, _py_r_compact_array, _py_r_uuid, _OFF_LeaderAndIsrLiveLeader_broker_id, _OFF_LeaderAndIsrLiveLeader_host_name, _OFF_LeaderAndIsrLiveLeader_port, _OFF_LeaderAndIsrLiveLeader_unknown_tags, _OFF_LeaderAndIsrLiveLeader_wire_tags, _OFF_LeaderAndIsrPartitionState_topic_name, _OFF_LeaderAndIsrPartitionState_partition_index, _OFF_LeaderAndIsrPartitionState_controller_epoch, _OFF_LeaderAndIsrPartitionState_leader, _OFF_LeaderAndIsrPartitionState_leader_epoch, _OFF_LeaderAndIsrPartitionState_isr, _OFF_LeaderAndIsrPartitionState_partition_epoch, _OFF_LeaderAndIsrPartitionState_replicas, _OFF_LeaderAndIsrPartitionState_adding_replicas, _OFF_LeaderAndIsrPartitionState_removing_replicas, _OFF_LeaderAndIsrPartitionState_is_new, _OFF_LeaderAndIsrPartitionState_leader_recovery_state, _OFF_LeaderAndIsrPartitionState_unknown_tags, _OFF_LeaderAndIsrPartitionState_wire_tags, _OFF_LeaderAndIsrRequest_controller_id, _OFF_LeaderAndIsrRequest_is_k_raft_controller, _OFF_LeaderAndIsrRequest_controller_epoch, _OFF_LeaderAndIsrRequest_broker_epoch, _OFF_LeaderAndIsrRequest_type, _OFF_LeaderAndIsrRequest_ungrouped_partition_states, _OFF_LeaderAndIsrRequest_topic_states, _OFF_LeaderAndIsrRequest_live_leaders, _OFF_LeaderAndIsrRequest_unknown_tags, _OFF_LeaderAndIsrRequest_wire_tags, _OFF_LeaderAndIsrTopicState_topic_name, _OFF_LeaderAndIsrTopicState_topic_id, _OFF_LeaderAndIsrTopicState_partition_states, _OFF_LeaderAndIsrTopicState_unknown_tags, _OFF_LeaderAndIsrTopicState_wire_tags
+    global _BOUND, _py_encode, LeaderAndIsrLiveLeader, LeaderAndIsrPartitionState, LeaderAndIsrRequest, LeaderAndIsrTopicState, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_LeaderAndIsrRequest_v0, _py__read_LeaderAndIsrRequest_v1, _py__read_LeaderAndIsrRequest_v2, _py__read_LeaderAndIsrRequest_v3, _py__read_LeaderAndIsrRequest_v4, _py__read_LeaderAndIsrRequest_v5, _py__read_LeaderAndIsrRequest_v6, _py__read_LeaderAndIsrRequest_v7, _py__write_LeaderAndIsrRequest_v0, _py__write_LeaderAndIsrRequest_v1, _py__write_LeaderAndIsrRequest_v2, _py__write_LeaderAndIsrRequest_v3, _py__write_LeaderAndIsrRequest_v4, _py__write_LeaderAndIsrRequest_v5, _py__write_LeaderAndIsrRequest_v6, _py__write_LeaderAndIsrRequest_v7, _py_decode_message, _py_r_array, _py_r_compact_array, _py_r_uuid, _py_w_array, _py_w_compact_array, _py_w_uuid, _OFF_LeaderAndIsrLiveLeader_broker_id, _OFF_LeaderAndIsrLiveLeader_host_name, _OFF_LeaderAndIsrLiveLeader_port, _OFF_LeaderAndIsrLiveLeader_unknown_tags, _OFF_LeaderAndIsrLiveLeader_wire_tags, _OFF_LeaderAndIsrPartitionState_topic_name, _OFF_LeaderAndIsrPartitionState_partition_index, _OFF_LeaderAndIsrPartitionState_controller_epoch, _OFF_LeaderAndIsrPartitionState_leader, _OFF_LeaderAndIsrPartitionState_leader_epoch, _OFF_LeaderAndIsrPartitionState_isr, _OFF_LeaderAndIsrPartitionState_partition_epoch, _OFF_LeaderAndIsrPartitionState_replicas, _OFF_LeaderAndIsrPartitionState_adding_replicas, _OFF_LeaderAndIsrPartitionState_removing_replicas, _OFF_LeaderAndIsrPartitionState_is_new, _OFF_LeaderAndIsrPartitionState_leader_recovery_state, _OFF_LeaderAndIsrPartitionState_unknown_tags, _OFF_LeaderAndIsrPartitionState_wire_tags, _OFF_LeaderAndIsrRequest_controller_id, _OFF_LeaderAndIsrRequest_is_k_raft_controller, _OFF_LeaderAndIsrRequest_controller_epoch, _OFF_LeaderAndIsrRequest_broker_epoch, _OFF_LeaderAndIsrRequest_type, _OFF_LeaderAndIsrRequest_ungrouped_partition_states, _OFF_LeaderAndIsrRequest_topic_states, _OFF_LeaderAndIsrRequest_live_leaders, _OFF_LeaderAndIsrRequest_unknown_tags, _OFF_LeaderAndIsrRequest_wire_tags, _OFF_LeaderAndIsrTopicState_topic_name, _OFF_LeaderAndIsrTopicState_topic_id, _OFF_LeaderAndIsrTopicState_partition_states, _OFF_LeaderAndIsrTopicState_unknown_tags, _OFF_LeaderAndIsrTopicState_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -1048,10 +2083,21 @@ def install(ns):
     _py__read_LeaderAndIsrRequest_v5 = ns["_read_LeaderAndIsrRequest_v5"]
     _py__read_LeaderAndIsrRequest_v6 = ns["_read_LeaderAndIsrRequest_v6"]
     _py__read_LeaderAndIsrRequest_v7 = ns["_read_LeaderAndIsrRequest_v7"]
+    _py__write_LeaderAndIsrRequest_v0 = ns["_write_LeaderAndIsrRequest_v0"]
+    _py__write_LeaderAndIsrRequest_v1 = ns["_write_LeaderAndIsrRequest_v1"]
+    _py__write_LeaderAndIsrRequest_v2 = ns["_write_LeaderAndIsrRequest_v2"]
+    _py__write_LeaderAndIsrRequest_v3 = ns["_write_LeaderAndIsrRequest_v3"]
+    _py__write_LeaderAndIsrRequest_v4 = ns["_write_LeaderAndIsrRequest_v4"]
+    _py__write_LeaderAndIsrRequest_v5 = ns["_write_LeaderAndIsrRequest_v5"]
+    _py__write_LeaderAndIsrRequest_v6 = ns["_write_LeaderAndIsrRequest_v6"]
+    _py__write_LeaderAndIsrRequest_v7 = ns["_write_LeaderAndIsrRequest_v7"]
     _py_decode_message = ns["decode_message"]
     _py_r_array = ns["r_array"]
     _py_r_compact_array = ns["r_compact_array"]
     _py_r_uuid = ns["r_uuid"]
+    _py_w_array = ns["w_array"]
+    _py_w_compact_array = ns["w_compact_array"]
+    _py_w_uuid = ns["w_uuid"]
     _OFF_LeaderAndIsrLiveLeader_broker_id = _offset(LeaderAndIsrLiveLeader, "broker_id")
     _OFF_LeaderAndIsrLiveLeader_host_name = _offset(LeaderAndIsrLiveLeader, "host_name")
     _OFF_LeaderAndIsrLiveLeader_port = _offset(LeaderAndIsrLiveLeader, "port")
@@ -1086,6 +2132,7 @@ def install(ns):
     _OFF_LeaderAndIsrTopicState_partition_states = _offset(LeaderAndIsrTopicState, "partition_states")
     _OFF_LeaderAndIsrTopicState_unknown_tags = _offset(LeaderAndIsrTopicState, "unknown_tags")
     _OFF_LeaderAndIsrTopicState_wire_tags = _offset(LeaderAndIsrTopicState, "wire_tags")
+    _py_encode = ns["LeaderAndIsrRequest"].__dict__["encode"]
     readers = {
         0: read_v0,
         1: read_v1,
@@ -1096,4 +2143,14 @@ def install(ns):
         6: read_v6,
         7: read_v7,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+        1: write_v1,
+        2: write_v2,
+        3: write_v3,
+        4: write_v4,
+        5: write_v5,
+        6: write_v6,
+        7: write_v7,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,9 +47,10 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "9419754196b52b98"
+KEY = "09b6651be83fb82c"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object ListOffsetsPartition
 cdef object ListOffsetsRequest
 cdef object ListOffsetsTopic
@@ -43,6 +62,12 @@ cdef object _py__read_ListOffsetsRequest_v10
 cdef object _py__read_ListOffsetsRequest_v2
 cdef object _py__read_ListOffsetsRequest_v4
 cdef object _py__read_ListOffsetsRequest_v6
+cdef object _py__write_ListOffsetsRequest_v0
+cdef object _py__write_ListOffsetsRequest_v1
+cdef object _py__write_ListOffsetsRequest_v10
+cdef object _py__write_ListOffsetsRequest_v2
+cdef object _py__write_ListOffsetsRequest_v4
+cdef object _py__write_ListOffsetsRequest_v6
 cdef object _py_decode_message
 cdef Py_ssize_t _OFF_ListOffsetsPartition_partition_index
 cdef Py_ssize_t _OFF_ListOffsetsPartition_current_leader_epoch
@@ -430,6 +455,342 @@ cdef object _native_ListOffsetsRequest_v10(bytes data, const unsigned char* d, P
     return o
 
 
+cdef int _wnative_ListOffsetsPartition_v0(_Buf* b, object o) except -1:
+    """Writes ListOffsetsPartition v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ListOffsetsPartition_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ListOffsetsPartition_timestamp)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_ListOffsetsPartition_max_num_offsets)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_ListOffsetsPartition_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_ListOffsetsPartition_v1(_Buf* b, object o) except -1:
+    """Writes ListOffsetsPartition v1-3; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ListOffsetsPartition_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ListOffsetsPartition_timestamp)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if o.max_num_offsets != 1:
+        raise _Fallback()
+    if _get(o, _OFF_ListOffsetsPartition_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_ListOffsetsPartition_v4(_Buf* b, object o) except -1:
+    """Writes ListOffsetsPartition v4-5; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ListOffsetsPartition_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ListOffsetsPartition_current_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ListOffsetsPartition_timestamp)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if o.max_num_offsets != 1:
+        raise _Fallback()
+    if _get(o, _OFF_ListOffsetsPartition_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_ListOffsetsPartition_v6(_Buf* b, object o) except -1:
+    """Writes ListOffsetsPartition v6-11; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ListOffsetsPartition_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ListOffsetsPartition_current_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ListOffsetsPartition_timestamp)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if o.max_num_offsets != 1:
+        raise _Fallback()
+    if _get(o, _OFF_ListOffsetsPartition_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_ListOffsetsTopic_v0(_Buf* b, object o) except -1:
+    """Writes ListOffsetsTopic v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ListOffsetsTopic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_ListOffsetsTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not ListOffsetsPartition:
+            raise _Fallback()
+        _wnative_ListOffsetsPartition_v0(b, item)
+    if _get(o, _OFF_ListOffsetsTopic_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_ListOffsetsTopic_v1(_Buf* b, object o) except -1:
+    """Writes ListOffsetsTopic v1-3; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ListOffsetsTopic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_ListOffsetsTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not ListOffsetsPartition:
+            raise _Fallback()
+        _wnative_ListOffsetsPartition_v1(b, item)
+    if _get(o, _OFF_ListOffsetsTopic_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_ListOffsetsTopic_v4(_Buf* b, object o) except -1:
+    """Writes ListOffsetsTopic v4-5; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ListOffsetsTopic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_ListOffsetsTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not ListOffsetsPartition:
+            raise _Fallback()
+        _wnative_ListOffsetsPartition_v4(b, item)
+    if _get(o, _OFF_ListOffsetsTopic_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_ListOffsetsTopic_v6(_Buf* b, object o) except -1:
+    """Writes ListOffsetsTopic v6-11; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ListOffsetsTopic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_ListOffsetsTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not ListOffsetsPartition:
+            raise _Fallback()
+        _wnative_ListOffsetsPartition_v6(b, item)
+    if _get(o, _OFF_ListOffsetsTopic_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_ListOffsetsRequest_v0(_Buf* b, object o) except -1:
+    """Writes ListOffsetsRequest v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ListOffsetsRequest_replica_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.isolation_level != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_ListOffsetsRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not ListOffsetsTopic:
+            raise _Fallback()
+        _wnative_ListOffsetsTopic_v0(b, item)
+    if _get(o, _OFF_ListOffsetsRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_ListOffsetsRequest_v1(_Buf* b, object o) except -1:
+    """Writes ListOffsetsRequest v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ListOffsetsRequest_replica_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.isolation_level != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_ListOffsetsRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not ListOffsetsTopic:
+            raise _Fallback()
+        _wnative_ListOffsetsTopic_v1(b, item)
+    if _get(o, _OFF_ListOffsetsRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_ListOffsetsRequest_v2(_Buf* b, object o) except -1:
+    """Writes ListOffsetsRequest v2-3; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ListOffsetsRequest_replica_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ListOffsetsRequest_isolation_level)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    v = _get(o, _OFF_ListOffsetsRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not ListOffsetsTopic:
+            raise _Fallback()
+        _wnative_ListOffsetsTopic_v1(b, item)
+    if _get(o, _OFF_ListOffsetsRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_ListOffsetsRequest_v4(_Buf* b, object o) except -1:
+    """Writes ListOffsetsRequest v4-5; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ListOffsetsRequest_replica_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ListOffsetsRequest_isolation_level)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    v = _get(o, _OFF_ListOffsetsRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not ListOffsetsTopic:
+            raise _Fallback()
+        _wnative_ListOffsetsTopic_v4(b, item)
+    if _get(o, _OFF_ListOffsetsRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_ListOffsetsRequest_v6(_Buf* b, object o) except -1:
+    """Writes ListOffsetsRequest v6-9; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ListOffsetsRequest_replica_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ListOffsetsRequest_isolation_level)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    v = _get(o, _OFF_ListOffsetsRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not ListOffsetsTopic:
+            raise _Fallback()
+        _wnative_ListOffsetsTopic_v6(b, item)
+    if _get(o, _OFF_ListOffsetsRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_ListOffsetsRequest_v10(_Buf* b, object o) except -1:
+    """Writes ListOffsetsRequest v10-11; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ListOffsetsRequest_replica_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ListOffsetsRequest_isolation_level)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    v = _get(o, _OFF_ListOffsetsRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not ListOffsetsTopic:
+            raise _Fallback()
+        _wnative_ListOffsetsTopic_v6(b, item)
+    v = _get(o, _OFF_ListOffsetsRequest_timeout_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_ListOffsetsRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -632,11 +993,300 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_ListOffsetsRequest_v0(b, o)
+    elif version == 1:
+        return _wnative_ListOffsetsRequest_v1(b, o)
+    elif version == 2:
+        return _wnative_ListOffsetsRequest_v2(b, o)
+    elif version == 3:
+        return _wnative_ListOffsetsRequest_v2(b, o)
+    elif version == 4:
+        return _wnative_ListOffsetsRequest_v4(b, o)
+    elif version == 5:
+        return _wnative_ListOffsetsRequest_v4(b, o)
+    elif version == 6:
+        return _wnative_ListOffsetsRequest_v6(b, o)
+    elif version == 7:
+        return _wnative_ListOffsetsRequest_v6(b, o)
+    elif version == 8:
+        return _wnative_ListOffsetsRequest_v6(b, o)
+    elif version == 9:
+        return _wnative_ListOffsetsRequest_v6(b, o)
+    elif version == 10:
+        return _wnative_ListOffsetsRequest_v10(b, o)
+    elif version == 11:
+        return _wnative_ListOffsetsRequest_v10(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """ListOffsetsRequest.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is ListOffsetsRequest:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ListOffsetsRequest:
+            try:
+                _wnative_ListOffsetsRequest_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ListOffsetsRequest_v0(out, o)
+
+
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ListOffsetsRequest:
+            try:
+                _wnative_ListOffsetsRequest_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ListOffsetsRequest_v1(out, o)
+
+
+def write_v2(out, o):
+    """The compiled writer of v2 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ListOffsetsRequest:
+            try:
+                _wnative_ListOffsetsRequest_v2(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ListOffsetsRequest_v2(out, o)
+
+
+def write_v3(out, o):
+    """The compiled writer of v3 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ListOffsetsRequest:
+            try:
+                _wnative_ListOffsetsRequest_v2(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ListOffsetsRequest_v2(out, o)
+
+
+def write_v4(out, o):
+    """The compiled writer of v4 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ListOffsetsRequest:
+            try:
+                _wnative_ListOffsetsRequest_v4(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ListOffsetsRequest_v4(out, o)
+
+
+def write_v5(out, o):
+    """The compiled writer of v5 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ListOffsetsRequest:
+            try:
+                _wnative_ListOffsetsRequest_v4(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ListOffsetsRequest_v4(out, o)
+
+
+def write_v6(out, o):
+    """The compiled writer of v6 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ListOffsetsRequest:
+            try:
+                _wnative_ListOffsetsRequest_v6(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ListOffsetsRequest_v6(out, o)
+
+
+def write_v7(out, o):
+    """The compiled writer of v7 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ListOffsetsRequest:
+            try:
+                _wnative_ListOffsetsRequest_v6(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ListOffsetsRequest_v6(out, o)
+
+
+def write_v8(out, o):
+    """The compiled writer of v8 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ListOffsetsRequest:
+            try:
+                _wnative_ListOffsetsRequest_v6(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ListOffsetsRequest_v6(out, o)
+
+
+def write_v9(out, o):
+    """The compiled writer of v9 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ListOffsetsRequest:
+            try:
+                _wnative_ListOffsetsRequest_v6(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ListOffsetsRequest_v6(out, o)
+
+
+def write_v10(out, o):
+    """The compiled writer of v10 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ListOffsetsRequest:
+            try:
+                _wnative_ListOffsetsRequest_v10(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ListOffsetsRequest_v10(out, o)
+
+
+def write_v11(out, o):
+    """The compiled writer of v11 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ListOffsetsRequest:
+            try:
+                _wnative_ListOffsetsRequest_v10(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ListOffsetsRequest_v10(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic, _py__DECODERS, _py__READERS, _py__read_ListOffsetsRequest_v0, _py__read_ListOffsetsRequest_v1, _py__read_ListOffsetsRequest_v10, _py__read_ListOffsetsRequest_v2, _py__read_ListOffsetsRequest_v4, _py__read_ListOffsetsRequest_v6, _py_decode_message, _OFF_ListOffsetsPartition_partition_index, _OFF_ListOffsetsPartition_current_leader_epoch, _OFF_ListOffsetsPartition_timestamp, _OFF_ListOffsetsPartition_max_num_offsets, _OFF_ListOffsetsPartition_unknown_tags, _OFF_ListOffsetsPartition_wire_tags, _OFF_ListOffsetsRequest_replica_id, _OFF_ListOffsetsRequest_isolation_level, _OFF_ListOffsetsRequest_topics, _OFF_ListOffsetsRequest_timeout_ms, _OFF_ListOffsetsRequest_unknown_tags, _OFF_ListOffsetsRequest_wire_tags, _OFF_ListOffsetsTopic_name, _OFF_ListOffsetsTopic_partitions, _OFF_ListOffsetsTopic_unknown_tags, _OFF_ListOffsetsTopic_wire_tags
+    global _BOUND, _py_encode, ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic, _py__DECODERS, _py__READERS, _py__read_ListOffsetsRequest_v0, _py__read_ListOffsetsRequest_v1, _py__read_ListOffsetsRequest_v10, _py__read_ListOffsetsRequest_v2, _py__read_ListOffsetsRequest_v4, _py__read_ListOffsetsRequest_v6, _py__write_ListOffsetsRequest_v0, _py__write_ListOffsetsRequest_v1, _py__write_ListOffsetsRequest_v10, _py__write_ListOffsetsRequest_v2, _py__write_ListOffsetsRequest_v4, _py__write_ListOffsetsRequest_v6, _py_decode_message, _OFF_ListOffsetsPartition_partition_index, _OFF_ListOffsetsPartition_current_leader_epoch, _OFF_ListOffsetsPartition_timestamp, _OFF_ListOffsetsPartition_max_num_offsets, _OFF_ListOffsetsPartition_unknown_tags, _OFF_ListOffsetsPartition_wire_tags, _OFF_ListOffsetsRequest_replica_id, _OFF_ListOffsetsRequest_isolation_level, _OFF_ListOffsetsRequest_topics, _OFF_ListOffsetsRequest_timeout_ms, _OFF_ListOffsetsRequest_unknown_tags, _OFF_ListOffsetsRequest_wire_tags, _OFF_ListOffsetsTopic_name, _OFF_ListOffsetsTopic_partitions, _OFF_ListOffsetsTopic_unknown_tags, _OFF_ListOffsetsTopic_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -651,6 +1301,12 @@ def install(ns):
     _py__read_ListOffsetsRequest_v2 = ns["_read_ListOffsetsRequest_v2"]
     _py__read_ListOffsetsRequest_v4 = ns["_read_ListOffsetsRequest_v4"]
     _py__read_ListOffsetsRequest_v6 = ns["_read_ListOffsetsRequest_v6"]
+    _py__write_ListOffsetsRequest_v0 = ns["_write_ListOffsetsRequest_v0"]
+    _py__write_ListOffsetsRequest_v1 = ns["_write_ListOffsetsRequest_v1"]
+    _py__write_ListOffsetsRequest_v10 = ns["_write_ListOffsetsRequest_v10"]
+    _py__write_ListOffsetsRequest_v2 = ns["_write_ListOffsetsRequest_v2"]
+    _py__write_ListOffsetsRequest_v4 = ns["_write_ListOffsetsRequest_v4"]
+    _py__write_ListOffsetsRequest_v6 = ns["_write_ListOffsetsRequest_v6"]
     _py_decode_message = ns["decode_message"]
     _OFF_ListOffsetsPartition_partition_index = _offset(ListOffsetsPartition, "partition_index")
     _OFF_ListOffsetsPartition_current_leader_epoch = _offset(ListOffsetsPartition, "current_leader_epoch")
@@ -668,6 +1324,7 @@ def install(ns):
     _OFF_ListOffsetsTopic_partitions = _offset(ListOffsetsTopic, "partitions")
     _OFF_ListOffsetsTopic_unknown_tags = _offset(ListOffsetsTopic, "unknown_tags")
     _OFF_ListOffsetsTopic_wire_tags = _offset(ListOffsetsTopic, "wire_tags")
+    _py_encode = ns["ListOffsetsRequest"].__dict__["encode"]
     readers = {
         0: read_v0,
         1: read_v1,
@@ -682,4 +1339,18 @@ def install(ns):
         10: read_v10,
         11: read_v11,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+        1: write_v1,
+        2: write_v2,
+        3: write_v3,
+        4: write_v4,
+        5: write_v5,
+        6: write_v6,
+        7: write_v7,
+        8: write_v8,
+        9: write_v9,
+        10: write_v10,
+        11: write_v11,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,9 +47,10 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "832ef8a017b5521e"
+KEY = "eb3caff1a6f58eae"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object MetadataResponse
 cdef object MetadataResponseBroker
 cdef object MetadataResponsePartition
@@ -51,10 +70,25 @@ cdef object _py__read_MetadataResponse_v5
 cdef object _py__read_MetadataResponse_v7
 cdef object _py__read_MetadataResponse_v8
 cdef object _py__read_MetadataResponse_v9
+cdef object _py__write_MetadataResponse_v0
+cdef object _py__write_MetadataResponse_v1
+cdef object _py__write_MetadataResponse_v10
+cdef object _py__write_MetadataResponse_v11
+cdef object _py__write_MetadataResponse_v12
+cdef object _py__write_MetadataResponse_v13
+cdef object _py__write_MetadataResponse_v2
+cdef object _py__write_MetadataResponse_v3
+cdef object _py__write_MetadataResponse_v5
+cdef object _py__write_MetadataResponse_v7
+cdef object _py__write_MetadataResponse_v8
+cdef object _py__write_MetadataResponse_v9
 cdef object _py_decode_message
 cdef object _py_r_array
 cdef object _py_r_compact_array
 cdef object _py_r_uuid
+cdef object _py_w_array
+cdef object _py_w_compact_array
+cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_MetadataResponse_throttle_time_ms
 cdef Py_ssize_t _OFF_MetadataResponse_brokers
 cdef Py_ssize_t _OFF_MetadataResponse_cluster_id
@@ -1214,6 +1248,1061 @@ cdef object _native_MetadataResponse_v13(bytes data, const unsigned char* d, Py_
     return o
 
 
+cdef int _wnative_MetadataResponseBroker_v0(_Buf* b, object o) except -1:
+    """Writes MetadataResponseBroker v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_MetadataResponseBroker_node_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponseBroker_host)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_MetadataResponseBroker_port)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_MetadataResponseBroker_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_MetadataResponseBroker_v1(_Buf* b, object o) except -1:
+    """Writes MetadataResponseBroker v1-8; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_MetadataResponseBroker_node_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponseBroker_host)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_MetadataResponseBroker_port)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponseBroker_rack)
+    if v is None:
+        _w_be(b, 0xFFFF, 2)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_MetadataResponseBroker_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_MetadataResponseBroker_v9(_Buf* b, object o) except -1:
+    """Writes MetadataResponseBroker v9-13; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_MetadataResponseBroker_node_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponseBroker_host)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_MetadataResponseBroker_port)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponseBroker_rack)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_MetadataResponseBroker_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_MetadataResponsePartition_v0(_Buf* b, object o) except -1:
+    """Writes MetadataResponsePartition v0-4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_MetadataResponsePartition_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_MetadataResponsePartition_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponsePartition_leader_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponsePartition_replica_nodes)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_MetadataResponsePartition_isr_nodes)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_MetadataResponsePartition_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_MetadataResponsePartition_v5(_Buf* b, object o) except -1:
+    """Writes MetadataResponsePartition v5-6; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_MetadataResponsePartition_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_MetadataResponsePartition_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponsePartition_leader_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponsePartition_replica_nodes)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_MetadataResponsePartition_isr_nodes)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_MetadataResponsePartition_offline_replicas)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_MetadataResponsePartition_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_MetadataResponsePartition_v7(_Buf* b, object o) except -1:
+    """Writes MetadataResponsePartition v7-8; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_MetadataResponsePartition_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_MetadataResponsePartition_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponsePartition_leader_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponsePartition_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponsePartition_replica_nodes)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_MetadataResponsePartition_isr_nodes)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_MetadataResponsePartition_offline_replicas)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_MetadataResponsePartition_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_MetadataResponsePartition_v9(_Buf* b, object o) except -1:
+    """Writes MetadataResponsePartition v9-13; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_MetadataResponsePartition_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_MetadataResponsePartition_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponsePartition_leader_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponsePartition_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponsePartition_replica_nodes)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_MetadataResponsePartition_isr_nodes)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_MetadataResponsePartition_offline_replicas)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_MetadataResponsePartition_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_MetadataResponseTopic_v0(_Buf* b, object o) except -1:
+    """Writes MetadataResponseTopic v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_MetadataResponseTopic_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_MetadataResponseTopic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_MetadataResponseTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not MetadataResponsePartition:
+            raise _Fallback()
+        _wnative_MetadataResponsePartition_v0(b, item)
+    if o.topic_authorized_operations != -2147483648:
+        raise _Fallback()
+    if _get(o, _OFF_MetadataResponseTopic_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_MetadataResponseTopic_v1(_Buf* b, object o) except -1:
+    """Writes MetadataResponseTopic v1-4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_MetadataResponseTopic_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_MetadataResponseTopic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_MetadataResponseTopic_is_internal)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_MetadataResponseTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not MetadataResponsePartition:
+            raise _Fallback()
+        _wnative_MetadataResponsePartition_v0(b, item)
+    if o.topic_authorized_operations != -2147483648:
+        raise _Fallback()
+    if _get(o, _OFF_MetadataResponseTopic_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_MetadataResponseTopic_v5(_Buf* b, object o) except -1:
+    """Writes MetadataResponseTopic v5-6; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_MetadataResponseTopic_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_MetadataResponseTopic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_MetadataResponseTopic_is_internal)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_MetadataResponseTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not MetadataResponsePartition:
+            raise _Fallback()
+        _wnative_MetadataResponsePartition_v5(b, item)
+    if o.topic_authorized_operations != -2147483648:
+        raise _Fallback()
+    if _get(o, _OFF_MetadataResponseTopic_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_MetadataResponseTopic_v7(_Buf* b, object o) except -1:
+    """Writes MetadataResponseTopic v7; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_MetadataResponseTopic_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_MetadataResponseTopic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_MetadataResponseTopic_is_internal)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_MetadataResponseTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not MetadataResponsePartition:
+            raise _Fallback()
+        _wnative_MetadataResponsePartition_v7(b, item)
+    if o.topic_authorized_operations != -2147483648:
+        raise _Fallback()
+    if _get(o, _OFF_MetadataResponseTopic_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_MetadataResponseTopic_v8(_Buf* b, object o) except -1:
+    """Writes MetadataResponseTopic v8; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_MetadataResponseTopic_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_MetadataResponseTopic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_MetadataResponseTopic_is_internal)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_MetadataResponseTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not MetadataResponsePartition:
+            raise _Fallback()
+        _wnative_MetadataResponsePartition_v7(b, item)
+    v = _get(o, _OFF_MetadataResponseTopic_topic_authorized_operations)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_MetadataResponseTopic_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_MetadataResponseTopic_v9(_Buf* b, object o) except -1:
+    """Writes MetadataResponseTopic v9; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_MetadataResponseTopic_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_MetadataResponseTopic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_MetadataResponseTopic_is_internal)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_MetadataResponseTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not MetadataResponsePartition:
+            raise _Fallback()
+        _wnative_MetadataResponsePartition_v9(b, item)
+    v = _get(o, _OFF_MetadataResponseTopic_topic_authorized_operations)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_MetadataResponseTopic_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_MetadataResponseTopic_v10(_Buf* b, object o) except -1:
+    """Writes MetadataResponseTopic v10-11; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_MetadataResponseTopic_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_MetadataResponseTopic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_MetadataResponseTopic_topic_id)
+    tmp = bytearray()
+    _py_w_uuid(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_MetadataResponseTopic_is_internal)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_MetadataResponseTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not MetadataResponsePartition:
+            raise _Fallback()
+        _wnative_MetadataResponsePartition_v9(b, item)
+    v = _get(o, _OFF_MetadataResponseTopic_topic_authorized_operations)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_MetadataResponseTopic_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_MetadataResponseTopic_v12(_Buf* b, object o) except -1:
+    """Writes MetadataResponseTopic v12-13; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_MetadataResponseTopic_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_MetadataResponseTopic_name)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_MetadataResponseTopic_topic_id)
+    tmp = bytearray()
+    _py_w_uuid(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_MetadataResponseTopic_is_internal)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_MetadataResponseTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not MetadataResponsePartition:
+            raise _Fallback()
+        _wnative_MetadataResponsePartition_v9(b, item)
+    v = _get(o, _OFF_MetadataResponseTopic_topic_authorized_operations)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_MetadataResponseTopic_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_MetadataResponse_v0(_Buf* b, object o) except -1:
+    """Writes MetadataResponse v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_MetadataResponse_brokers)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not MetadataResponseBroker:
+            raise _Fallback()
+        _wnative_MetadataResponseBroker_v0(b, item)
+    v = _get(o, _OFF_MetadataResponse_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not MetadataResponseTopic:
+            raise _Fallback()
+        _wnative_MetadataResponseTopic_v0(b, item)
+    if o.cluster_authorized_operations != -2147483648:
+        raise _Fallback()
+    if _get(o, _OFF_MetadataResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_MetadataResponse_v1(_Buf* b, object o) except -1:
+    """Writes MetadataResponse v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_MetadataResponse_brokers)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not MetadataResponseBroker:
+            raise _Fallback()
+        _wnative_MetadataResponseBroker_v1(b, item)
+    v = _get(o, _OFF_MetadataResponse_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponse_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not MetadataResponseTopic:
+            raise _Fallback()
+        _wnative_MetadataResponseTopic_v1(b, item)
+    if o.cluster_authorized_operations != -2147483648:
+        raise _Fallback()
+    if _get(o, _OFF_MetadataResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_MetadataResponse_v2(_Buf* b, object o) except -1:
+    """Writes MetadataResponse v2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_MetadataResponse_brokers)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not MetadataResponseBroker:
+            raise _Fallback()
+        _wnative_MetadataResponseBroker_v1(b, item)
+    v = _get(o, _OFF_MetadataResponse_cluster_id)
+    if v is None:
+        _w_be(b, 0xFFFF, 2)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_MetadataResponse_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponse_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not MetadataResponseTopic:
+            raise _Fallback()
+        _wnative_MetadataResponseTopic_v1(b, item)
+    if o.cluster_authorized_operations != -2147483648:
+        raise _Fallback()
+    if _get(o, _OFF_MetadataResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_MetadataResponse_v3(_Buf* b, object o) except -1:
+    """Writes MetadataResponse v3-4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_MetadataResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponse_brokers)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not MetadataResponseBroker:
+            raise _Fallback()
+        _wnative_MetadataResponseBroker_v1(b, item)
+    v = _get(o, _OFF_MetadataResponse_cluster_id)
+    if v is None:
+        _w_be(b, 0xFFFF, 2)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_MetadataResponse_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponse_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not MetadataResponseTopic:
+            raise _Fallback()
+        _wnative_MetadataResponseTopic_v1(b, item)
+    if o.cluster_authorized_operations != -2147483648:
+        raise _Fallback()
+    if _get(o, _OFF_MetadataResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_MetadataResponse_v5(_Buf* b, object o) except -1:
+    """Writes MetadataResponse v5-6; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_MetadataResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponse_brokers)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not MetadataResponseBroker:
+            raise _Fallback()
+        _wnative_MetadataResponseBroker_v1(b, item)
+    v = _get(o, _OFF_MetadataResponse_cluster_id)
+    if v is None:
+        _w_be(b, 0xFFFF, 2)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_MetadataResponse_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponse_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not MetadataResponseTopic:
+            raise _Fallback()
+        _wnative_MetadataResponseTopic_v5(b, item)
+    if o.cluster_authorized_operations != -2147483648:
+        raise _Fallback()
+    if _get(o, _OFF_MetadataResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_MetadataResponse_v7(_Buf* b, object o) except -1:
+    """Writes MetadataResponse v7; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_MetadataResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponse_brokers)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not MetadataResponseBroker:
+            raise _Fallback()
+        _wnative_MetadataResponseBroker_v1(b, item)
+    v = _get(o, _OFF_MetadataResponse_cluster_id)
+    if v is None:
+        _w_be(b, 0xFFFF, 2)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_MetadataResponse_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponse_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not MetadataResponseTopic:
+            raise _Fallback()
+        _wnative_MetadataResponseTopic_v7(b, item)
+    if o.cluster_authorized_operations != -2147483648:
+        raise _Fallback()
+    if _get(o, _OFF_MetadataResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_MetadataResponse_v8(_Buf* b, object o) except -1:
+    """Writes MetadataResponse v8; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_MetadataResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponse_brokers)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not MetadataResponseBroker:
+            raise _Fallback()
+        _wnative_MetadataResponseBroker_v1(b, item)
+    v = _get(o, _OFF_MetadataResponse_cluster_id)
+    if v is None:
+        _w_be(b, 0xFFFF, 2)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_MetadataResponse_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponse_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not MetadataResponseTopic:
+            raise _Fallback()
+        _wnative_MetadataResponseTopic_v8(b, item)
+    v = _get(o, _OFF_MetadataResponse_cluster_authorized_operations)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_MetadataResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_MetadataResponse_v9(_Buf* b, object o) except -1:
+    """Writes MetadataResponse v9; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_MetadataResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponse_brokers)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not MetadataResponseBroker:
+            raise _Fallback()
+        _wnative_MetadataResponseBroker_v9(b, item)
+    v = _get(o, _OFF_MetadataResponse_cluster_id)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_MetadataResponse_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponse_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not MetadataResponseTopic:
+            raise _Fallback()
+        _wnative_MetadataResponseTopic_v9(b, item)
+    v = _get(o, _OFF_MetadataResponse_cluster_authorized_operations)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_MetadataResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_MetadataResponse_v10(_Buf* b, object o) except -1:
+    """Writes MetadataResponse v10; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_MetadataResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponse_brokers)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not MetadataResponseBroker:
+            raise _Fallback()
+        _wnative_MetadataResponseBroker_v9(b, item)
+    v = _get(o, _OFF_MetadataResponse_cluster_id)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_MetadataResponse_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponse_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not MetadataResponseTopic:
+            raise _Fallback()
+        _wnative_MetadataResponseTopic_v10(b, item)
+    v = _get(o, _OFF_MetadataResponse_cluster_authorized_operations)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_MetadataResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_MetadataResponse_v11(_Buf* b, object o) except -1:
+    """Writes MetadataResponse v11; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_MetadataResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponse_brokers)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not MetadataResponseBroker:
+            raise _Fallback()
+        _wnative_MetadataResponseBroker_v9(b, item)
+    v = _get(o, _OFF_MetadataResponse_cluster_id)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_MetadataResponse_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponse_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not MetadataResponseTopic:
+            raise _Fallback()
+        _wnative_MetadataResponseTopic_v10(b, item)
+    if o.cluster_authorized_operations != -2147483648:
+        raise _Fallback()
+    if _get(o, _OFF_MetadataResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_MetadataResponse_v12(_Buf* b, object o) except -1:
+    """Writes MetadataResponse v12; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_MetadataResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponse_brokers)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not MetadataResponseBroker:
+            raise _Fallback()
+        _wnative_MetadataResponseBroker_v9(b, item)
+    v = _get(o, _OFF_MetadataResponse_cluster_id)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_MetadataResponse_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponse_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not MetadataResponseTopic:
+            raise _Fallback()
+        _wnative_MetadataResponseTopic_v12(b, item)
+    if o.cluster_authorized_operations != -2147483648:
+        raise _Fallback()
+    if _get(o, _OFF_MetadataResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_MetadataResponse_v13(_Buf* b, object o) except -1:
+    """Writes MetadataResponse v13; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_MetadataResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponse_brokers)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not MetadataResponseBroker:
+            raise _Fallback()
+        _wnative_MetadataResponseBroker_v9(b, item)
+    v = _get(o, _OFF_MetadataResponse_cluster_id)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_MetadataResponse_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_MetadataResponse_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not MetadataResponseTopic:
+            raise _Fallback()
+        _wnative_MetadataResponseTopic_v12(b, item)
+    if o.cluster_authorized_operations != -2147483648:
+        raise _Fallback()
+    v = _get(o, _OFF_MetadataResponse_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    if _get(o, _OFF_MetadataResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -1444,11 +2533,342 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_MetadataResponse_v0(b, o)
+    elif version == 1:
+        return _wnative_MetadataResponse_v1(b, o)
+    elif version == 2:
+        return _wnative_MetadataResponse_v2(b, o)
+    elif version == 3:
+        return _wnative_MetadataResponse_v3(b, o)
+    elif version == 4:
+        return _wnative_MetadataResponse_v3(b, o)
+    elif version == 5:
+        return _wnative_MetadataResponse_v5(b, o)
+    elif version == 6:
+        return _wnative_MetadataResponse_v5(b, o)
+    elif version == 7:
+        return _wnative_MetadataResponse_v7(b, o)
+    elif version == 8:
+        return _wnative_MetadataResponse_v8(b, o)
+    elif version == 9:
+        return _wnative_MetadataResponse_v9(b, o)
+    elif version == 10:
+        return _wnative_MetadataResponse_v10(b, o)
+    elif version == 11:
+        return _wnative_MetadataResponse_v11(b, o)
+    elif version == 12:
+        return _wnative_MetadataResponse_v12(b, o)
+    elif version == 13:
+        return _wnative_MetadataResponse_v13(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """MetadataResponse.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is MetadataResponse:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is MetadataResponse:
+            try:
+                _wnative_MetadataResponse_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_MetadataResponse_v0(out, o)
+
+
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is MetadataResponse:
+            try:
+                _wnative_MetadataResponse_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_MetadataResponse_v1(out, o)
+
+
+def write_v2(out, o):
+    """The compiled writer of v2 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is MetadataResponse:
+            try:
+                _wnative_MetadataResponse_v2(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_MetadataResponse_v2(out, o)
+
+
+def write_v3(out, o):
+    """The compiled writer of v3 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is MetadataResponse:
+            try:
+                _wnative_MetadataResponse_v3(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_MetadataResponse_v3(out, o)
+
+
+def write_v4(out, o):
+    """The compiled writer of v4 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is MetadataResponse:
+            try:
+                _wnative_MetadataResponse_v3(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_MetadataResponse_v3(out, o)
+
+
+def write_v5(out, o):
+    """The compiled writer of v5 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is MetadataResponse:
+            try:
+                _wnative_MetadataResponse_v5(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_MetadataResponse_v5(out, o)
+
+
+def write_v6(out, o):
+    """The compiled writer of v6 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is MetadataResponse:
+            try:
+                _wnative_MetadataResponse_v5(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_MetadataResponse_v5(out, o)
+
+
+def write_v7(out, o):
+    """The compiled writer of v7 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is MetadataResponse:
+            try:
+                _wnative_MetadataResponse_v7(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_MetadataResponse_v7(out, o)
+
+
+def write_v8(out, o):
+    """The compiled writer of v8 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is MetadataResponse:
+            try:
+                _wnative_MetadataResponse_v8(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_MetadataResponse_v8(out, o)
+
+
+def write_v9(out, o):
+    """The compiled writer of v9 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is MetadataResponse:
+            try:
+                _wnative_MetadataResponse_v9(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_MetadataResponse_v9(out, o)
+
+
+def write_v10(out, o):
+    """The compiled writer of v10 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is MetadataResponse:
+            try:
+                _wnative_MetadataResponse_v10(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_MetadataResponse_v10(out, o)
+
+
+def write_v11(out, o):
+    """The compiled writer of v11 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is MetadataResponse:
+            try:
+                _wnative_MetadataResponse_v11(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_MetadataResponse_v11(out, o)
+
+
+def write_v12(out, o):
+    """The compiled writer of v12 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is MetadataResponse:
+            try:
+                _wnative_MetadataResponse_v12(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_MetadataResponse_v12(out, o)
+
+
+def write_v13(out, o):
+    """The compiled writer of v13 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is MetadataResponse:
+            try:
+                _wnative_MetadataResponse_v13(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_MetadataResponse_v13(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_MetadataResponse_v0, _py__read_MetadataResponse_v1, _py__read_MetadataResponse_v10, _py__read_MetadataResponse_v11, _py__read_MetadataResponse_v12, _py__read_MetadataResponse_v13, _py__read_MetadataResponse_v2, _py__read_MetadataResponse_v3, _py__read_MetadataResponse_v5, _py__read_MetadataResponse_v7, _py__read_MetadataResponse_v8, _py__read_MetadataResponse_v9, _py_decode_message, _py_r_array, _py_r_compact_array, _py_r_uuid, _OFF_MetadataResponse_throttle_time_ms, _OFF_MetadataResponse_brokers, _OFF_MetadataResponse_cluster_id, _OFF_MetadataResponse_controller_id, _OFF_MetadataResponse_topics, _OFF_MetadataResponse_cluster_authorized_operations, _OFF_MetadataResponse_error_code, _OFF_MetadataResponse_unknown_tags, _OFF_MetadataResponse_wire_tags, _OFF_MetadataResponseBroker_node_id, _OFF_MetadataResponseBroker_host, _OFF_MetadataResponseBroker_port, _OFF_MetadataResponseBroker_rack, _OFF_MetadataResponseBroker_unknown_tags, _OFF_MetadataResponseBroker_wire_tags, _OFF_MetadataResponsePartition_error_code, _OFF_MetadataResponsePartition_partition_index, _OFF_MetadataResponsePartition_leader_id, _OFF_MetadataResponsePartition_leader_epoch, _OFF_MetadataResponsePartition_replica_nodes, _OFF_MetadataResponsePartition_isr_nodes, _OFF_MetadataResponsePartition_offline_replicas, _OFF_MetadataResponsePartition_unknown_tags, _OFF_MetadataResponsePartition_wire_tags, _OFF_MetadataResponseTopic_error_code, _OFF_MetadataResponseTopic_name, _OFF_MetadataResponseTopic_topic_id, _OFF_MetadataResponseTopic_is_internal, _OFF_MetadataResponseTopic_partitions, _OFF_MetadataResponseTopic_topic_authorized_operations, _OFF_MetadataResponseTopic_unknown_tags, _OFF_MetadataResponseTopic_wire_tags
+    global _BOUND, _py_encode, MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_MetadataResponse_v0, _py__read_MetadataResponse_v1, _py__read_MetadataResponse_v10, _py__read_MetadataResponse_v11, _py__read_MetadataResponse_v12, _py__read_MetadataResponse_v13, _py__read_MetadataResponse_v2, _py__read_MetadataResponse_v3, _py__read_MetadataResponse_v5, _py__read_MetadataResponse_v7, _py__read_MetadataResponse_v8, _py__read_MetadataResponse_v9, _py__write_MetadataResponse_v0, _py__write_MetadataResponse_v1, _py__write_MetadataResponse_v10, _py__write_MetadataResponse_v11, _py__write_MetadataResponse_v12, _py__write_MetadataResponse_v13, _py__write_MetadataResponse_v2, _py__write_MetadataResponse_v3, _py__write_MetadataResponse_v5, _py__write_MetadataResponse_v7, _py__write_MetadataResponse_v8, _py__write_MetadataResponse_v9, _py_decode_message, _py_r_array, _py_r_compact_array, _py_r_uuid, _py_w_array, _py_w_compact_array, _py_w_uuid, _OFF_MetadataResponse_throttle_time_ms, _OFF_MetadataResponse_brokers, _OFF_MetadataResponse_cluster_id, _OFF_MetadataResponse_controller_id, _OFF_MetadataResponse_topics, _OFF_MetadataResponse_cluster_authorized_operations, _OFF_MetadataResponse_error_code, _OFF_MetadataResponse_unknown_tags, _OFF_MetadataResponse_wire_tags, _OFF_MetadataResponseBroker_node_id, _OFF_MetadataResponseBroker_host, _OFF_MetadataResponseBroker_port, _OFF_MetadataResponseBroker_rack, _OFF_MetadataResponseBroker_unknown_tags, _OFF_MetadataResponseBroker_wire_tags, _OFF_MetadataResponsePartition_error_code, _OFF_MetadataResponsePartition_partition_index, _OFF_MetadataResponsePartition_leader_id, _OFF_MetadataResponsePartition_leader_epoch, _OFF_MetadataResponsePartition_replica_nodes, _OFF_MetadataResponsePartition_isr_nodes, _OFF_MetadataResponsePartition_offline_replicas, _OFF_MetadataResponsePartition_unknown_tags, _OFF_MetadataResponsePartition_wire_tags, _OFF_MetadataResponseTopic_error_code, _OFF_MetadataResponseTopic_name, _OFF_MetadataResponseTopic_topic_id, _OFF_MetadataResponseTopic_is_internal, _OFF_MetadataResponseTopic_partitions, _OFF_MetadataResponseTopic_topic_authorized_operations, _OFF_MetadataResponseTopic_unknown_tags, _OFF_MetadataResponseTopic_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -1471,10 +2891,25 @@ def install(ns):
     _py__read_MetadataResponse_v7 = ns["_read_MetadataResponse_v7"]
     _py__read_MetadataResponse_v8 = ns["_read_MetadataResponse_v8"]
     _py__read_MetadataResponse_v9 = ns["_read_MetadataResponse_v9"]
+    _py__write_MetadataResponse_v0 = ns["_write_MetadataResponse_v0"]
+    _py__write_MetadataResponse_v1 = ns["_write_MetadataResponse_v1"]
+    _py__write_MetadataResponse_v10 = ns["_write_MetadataResponse_v10"]
+    _py__write_MetadataResponse_v11 = ns["_write_MetadataResponse_v11"]
+    _py__write_MetadataResponse_v12 = ns["_write_MetadataResponse_v12"]
+    _py__write_MetadataResponse_v13 = ns["_write_MetadataResponse_v13"]
+    _py__write_MetadataResponse_v2 = ns["_write_MetadataResponse_v2"]
+    _py__write_MetadataResponse_v3 = ns["_write_MetadataResponse_v3"]
+    _py__write_MetadataResponse_v5 = ns["_write_MetadataResponse_v5"]
+    _py__write_MetadataResponse_v7 = ns["_write_MetadataResponse_v7"]
+    _py__write_MetadataResponse_v8 = ns["_write_MetadataResponse_v8"]
+    _py__write_MetadataResponse_v9 = ns["_write_MetadataResponse_v9"]
     _py_decode_message = ns["decode_message"]
     _py_r_array = ns["r_array"]
     _py_r_compact_array = ns["r_compact_array"]
     _py_r_uuid = ns["r_uuid"]
+    _py_w_array = ns["w_array"]
+    _py_w_compact_array = ns["w_compact_array"]
+    _py_w_uuid = ns["w_uuid"]
     _OFF_MetadataResponse_throttle_time_ms = _offset(MetadataResponse, "throttle_time_ms")
     _OFF_MetadataResponse_brokers = _offset(MetadataResponse, "brokers")
     _OFF_MetadataResponse_cluster_id = _offset(MetadataResponse, "cluster_id")
@@ -1507,6 +2942,7 @@ def install(ns):
     _OFF_MetadataResponseTopic_topic_authorized_operations = _offset(MetadataResponseTopic, "topic_authorized_operations")
     _OFF_MetadataResponseTopic_unknown_tags = _offset(MetadataResponseTopic, "unknown_tags")
     _OFF_MetadataResponseTopic_wire_tags = _offset(MetadataResponseTopic, "wire_tags")
+    _py_encode = ns["MetadataResponse"].__dict__["encode"]
     readers = {
         0: read_v0,
         1: read_v1,
@@ -1523,4 +2959,20 @@ def install(ns):
         12: read_v12,
         13: read_v13,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+        1: write_v1,
+        2: write_v2,
+        3: write_v3,
+        4: write_v4,
+        5: write_v5,
+        6: write_v6,
+        7: write_v7,
+        8: write_v8,
+        9: write_v9,
+        10: write_v10,
+        11: write_v11,
+        12: write_v12,
+        13: write_v13,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

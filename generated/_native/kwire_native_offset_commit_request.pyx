@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,9 +47,10 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "72ae34cafc65694d"
+KEY = "9afb7a07c278c540"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object OffsetCommitRequest
 cdef object OffsetCommitRequestPartition
 cdef object OffsetCommitRequestTopic
@@ -46,8 +65,17 @@ cdef object _py__read_OffsetCommitRequest_v5
 cdef object _py__read_OffsetCommitRequest_v6
 cdef object _py__read_OffsetCommitRequest_v7
 cdef object _py__read_OffsetCommitRequest_v8
+cdef object _py__write_OffsetCommitRequest_v0
+cdef object _py__write_OffsetCommitRequest_v1
+cdef object _py__write_OffsetCommitRequest_v10
+cdef object _py__write_OffsetCommitRequest_v2
+cdef object _py__write_OffsetCommitRequest_v5
+cdef object _py__write_OffsetCommitRequest_v6
+cdef object _py__write_OffsetCommitRequest_v7
+cdef object _py__write_OffsetCommitRequest_v8
 cdef object _py_decode_message
 cdef object _py_r_uuid
+cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_OffsetCommitRequest_group_id
 cdef Py_ssize_t _OFF_OffsetCommitRequest_generation_id_or_member_epoch
 cdef Py_ssize_t _OFF_OffsetCommitRequest_member_id
@@ -716,6 +744,646 @@ cdef object _native_OffsetCommitRequest_v10(bytes data, const unsigned char* d, 
     return o
 
 
+cdef int _wnative_OffsetCommitRequestPartition_v0(_Buf* b, object o) except -1:
+    """Writes OffsetCommitRequestPartition v0, v2-5; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_OffsetCommitRequestPartition_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_OffsetCommitRequestPartition_committed_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if o.commit_timestamp != -1:
+        raise _Fallback()
+    v = _get(o, _OFF_OffsetCommitRequestPartition_committed_metadata)
+    if v is None:
+        _w_be(b, 0xFFFF, 2)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_OffsetCommitRequestPartition_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_OffsetCommitRequestPartition_v1(_Buf* b, object o) except -1:
+    """Writes OffsetCommitRequestPartition v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_OffsetCommitRequestPartition_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_OffsetCommitRequestPartition_committed_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_OffsetCommitRequestPartition_commit_timestamp)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_OffsetCommitRequestPartition_committed_metadata)
+    if v is None:
+        _w_be(b, 0xFFFF, 2)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_OffsetCommitRequestPartition_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_OffsetCommitRequestPartition_v6(_Buf* b, object o) except -1:
+    """Writes OffsetCommitRequestPartition v6-7; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_OffsetCommitRequestPartition_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_OffsetCommitRequestPartition_committed_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_OffsetCommitRequestPartition_committed_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.commit_timestamp != -1:
+        raise _Fallback()
+    v = _get(o, _OFF_OffsetCommitRequestPartition_committed_metadata)
+    if v is None:
+        _w_be(b, 0xFFFF, 2)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_OffsetCommitRequestPartition_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_OffsetCommitRequestPartition_v8(_Buf* b, object o) except -1:
+    """Writes OffsetCommitRequestPartition v8-10; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_OffsetCommitRequestPartition_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_OffsetCommitRequestPartition_committed_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_OffsetCommitRequestPartition_committed_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.commit_timestamp != -1:
+        raise _Fallback()
+    v = _get(o, _OFF_OffsetCommitRequestPartition_committed_metadata)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_OffsetCommitRequestPartition_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_OffsetCommitRequestTopic_v0(_Buf* b, object o) except -1:
+    """Writes OffsetCommitRequestTopic v0, v2-5; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_OffsetCommitRequestTopic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_OffsetCommitRequestTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not OffsetCommitRequestPartition:
+            raise _Fallback()
+        _wnative_OffsetCommitRequestPartition_v0(b, item)
+    if _get(o, _OFF_OffsetCommitRequestTopic_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_OffsetCommitRequestTopic_v1(_Buf* b, object o) except -1:
+    """Writes OffsetCommitRequestTopic v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_OffsetCommitRequestTopic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_OffsetCommitRequestTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not OffsetCommitRequestPartition:
+            raise _Fallback()
+        _wnative_OffsetCommitRequestPartition_v1(b, item)
+    if _get(o, _OFF_OffsetCommitRequestTopic_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_OffsetCommitRequestTopic_v6(_Buf* b, object o) except -1:
+    """Writes OffsetCommitRequestTopic v6-7; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_OffsetCommitRequestTopic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_OffsetCommitRequestTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not OffsetCommitRequestPartition:
+            raise _Fallback()
+        _wnative_OffsetCommitRequestPartition_v6(b, item)
+    if _get(o, _OFF_OffsetCommitRequestTopic_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_OffsetCommitRequestTopic_v8(_Buf* b, object o) except -1:
+    """Writes OffsetCommitRequestTopic v8-9; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_OffsetCommitRequestTopic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_OffsetCommitRequestTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not OffsetCommitRequestPartition:
+            raise _Fallback()
+        _wnative_OffsetCommitRequestPartition_v8(b, item)
+    if _get(o, _OFF_OffsetCommitRequestTopic_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_OffsetCommitRequestTopic_v10(_Buf* b, object o) except -1:
+    """Writes OffsetCommitRequestTopic v10; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_OffsetCommitRequestTopic_topic_id)
+    tmp = bytearray()
+    _py_w_uuid(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_OffsetCommitRequestTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not OffsetCommitRequestPartition:
+            raise _Fallback()
+        _wnative_OffsetCommitRequestPartition_v8(b, item)
+    if _get(o, _OFF_OffsetCommitRequestTopic_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_OffsetCommitRequest_v0(_Buf* b, object o) except -1:
+    """Writes OffsetCommitRequest v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_OffsetCommitRequest_group_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    if o.group_instance_id is not None:
+        raise _Fallback()
+    v = _get(o, _OFF_OffsetCommitRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not OffsetCommitRequestTopic:
+            raise _Fallback()
+        _wnative_OffsetCommitRequestTopic_v0(b, item)
+    if _get(o, _OFF_OffsetCommitRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_OffsetCommitRequest_v1(_Buf* b, object o) except -1:
+    """Writes OffsetCommitRequest v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_OffsetCommitRequest_group_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_OffsetCommitRequest_generation_id_or_member_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_OffsetCommitRequest_member_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    if o.group_instance_id is not None:
+        raise _Fallback()
+    v = _get(o, _OFF_OffsetCommitRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not OffsetCommitRequestTopic:
+            raise _Fallback()
+        _wnative_OffsetCommitRequestTopic_v1(b, item)
+    if _get(o, _OFF_OffsetCommitRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_OffsetCommitRequest_v2(_Buf* b, object o) except -1:
+    """Writes OffsetCommitRequest v2-4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_OffsetCommitRequest_group_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_OffsetCommitRequest_generation_id_or_member_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_OffsetCommitRequest_member_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    if o.group_instance_id is not None:
+        raise _Fallback()
+    v = _get(o, _OFF_OffsetCommitRequest_retention_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_OffsetCommitRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not OffsetCommitRequestTopic:
+            raise _Fallback()
+        _wnative_OffsetCommitRequestTopic_v0(b, item)
+    if _get(o, _OFF_OffsetCommitRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_OffsetCommitRequest_v5(_Buf* b, object o) except -1:
+    """Writes OffsetCommitRequest v5; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_OffsetCommitRequest_group_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_OffsetCommitRequest_generation_id_or_member_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_OffsetCommitRequest_member_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    if o.group_instance_id is not None:
+        raise _Fallback()
+    v = _get(o, _OFF_OffsetCommitRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not OffsetCommitRequestTopic:
+            raise _Fallback()
+        _wnative_OffsetCommitRequestTopic_v0(b, item)
+    if _get(o, _OFF_OffsetCommitRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_OffsetCommitRequest_v6(_Buf* b, object o) except -1:
+    """Writes OffsetCommitRequest v6; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_OffsetCommitRequest_group_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_OffsetCommitRequest_generation_id_or_member_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_OffsetCommitRequest_member_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    if o.group_instance_id is not None:
+        raise _Fallback()
+    v = _get(o, _OFF_OffsetCommitRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not OffsetCommitRequestTopic:
+            raise _Fallback()
+        _wnative_OffsetCommitRequestTopic_v6(b, item)
+    if _get(o, _OFF_OffsetCommitRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_OffsetCommitRequest_v7(_Buf* b, object o) except -1:
+    """Writes OffsetCommitRequest v7; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_OffsetCommitRequest_group_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_OffsetCommitRequest_generation_id_or_member_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_OffsetCommitRequest_member_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_OffsetCommitRequest_group_instance_id)
+    if v is None:
+        _w_be(b, 0xFFFF, 2)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_OffsetCommitRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not OffsetCommitRequestTopic:
+            raise _Fallback()
+        _wnative_OffsetCommitRequestTopic_v6(b, item)
+    if _get(o, _OFF_OffsetCommitRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_OffsetCommitRequest_v8(_Buf* b, object o) except -1:
+    """Writes OffsetCommitRequest v8-9; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_OffsetCommitRequest_group_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_OffsetCommitRequest_generation_id_or_member_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_OffsetCommitRequest_member_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_OffsetCommitRequest_group_instance_id)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_OffsetCommitRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not OffsetCommitRequestTopic:
+            raise _Fallback()
+        _wnative_OffsetCommitRequestTopic_v8(b, item)
+    if _get(o, _OFF_OffsetCommitRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_OffsetCommitRequest_v10(_Buf* b, object o) except -1:
+    """Writes OffsetCommitRequest v10; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_OffsetCommitRequest_group_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_OffsetCommitRequest_generation_id_or_member_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_OffsetCommitRequest_member_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_OffsetCommitRequest_group_instance_id)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_OffsetCommitRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not OffsetCommitRequestTopic:
+            raise _Fallback()
+        _wnative_OffsetCommitRequestTopic_v10(b, item)
+    if _get(o, _OFF_OffsetCommitRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -904,11 +1572,279 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_OffsetCommitRequest_v0(b, o)
+    elif version == 1:
+        return _wnative_OffsetCommitRequest_v1(b, o)
+    elif version == 2:
+        return _wnative_OffsetCommitRequest_v2(b, o)
+    elif version == 3:
+        return _wnative_OffsetCommitRequest_v2(b, o)
+    elif version == 4:
+        return _wnative_OffsetCommitRequest_v2(b, o)
+    elif version == 5:
+        return _wnative_OffsetCommitRequest_v5(b, o)
+    elif version == 6:
+        return _wnative_OffsetCommitRequest_v6(b, o)
+    elif version == 7:
+        return _wnative_OffsetCommitRequest_v7(b, o)
+    elif version == 8:
+        return _wnative_OffsetCommitRequest_v8(b, o)
+    elif version == 9:
+        return _wnative_OffsetCommitRequest_v8(b, o)
+    elif version == 10:
+        return _wnative_OffsetCommitRequest_v10(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """OffsetCommitRequest.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is OffsetCommitRequest:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is OffsetCommitRequest:
+            try:
+                _wnative_OffsetCommitRequest_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_OffsetCommitRequest_v0(out, o)
+
+
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is OffsetCommitRequest:
+            try:
+                _wnative_OffsetCommitRequest_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_OffsetCommitRequest_v1(out, o)
+
+
+def write_v2(out, o):
+    """The compiled writer of v2 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is OffsetCommitRequest:
+            try:
+                _wnative_OffsetCommitRequest_v2(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_OffsetCommitRequest_v2(out, o)
+
+
+def write_v3(out, o):
+    """The compiled writer of v3 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is OffsetCommitRequest:
+            try:
+                _wnative_OffsetCommitRequest_v2(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_OffsetCommitRequest_v2(out, o)
+
+
+def write_v4(out, o):
+    """The compiled writer of v4 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is OffsetCommitRequest:
+            try:
+                _wnative_OffsetCommitRequest_v2(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_OffsetCommitRequest_v2(out, o)
+
+
+def write_v5(out, o):
+    """The compiled writer of v5 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is OffsetCommitRequest:
+            try:
+                _wnative_OffsetCommitRequest_v5(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_OffsetCommitRequest_v5(out, o)
+
+
+def write_v6(out, o):
+    """The compiled writer of v6 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is OffsetCommitRequest:
+            try:
+                _wnative_OffsetCommitRequest_v6(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_OffsetCommitRequest_v6(out, o)
+
+
+def write_v7(out, o):
+    """The compiled writer of v7 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is OffsetCommitRequest:
+            try:
+                _wnative_OffsetCommitRequest_v7(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_OffsetCommitRequest_v7(out, o)
+
+
+def write_v8(out, o):
+    """The compiled writer of v8 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is OffsetCommitRequest:
+            try:
+                _wnative_OffsetCommitRequest_v8(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_OffsetCommitRequest_v8(out, o)
+
+
+def write_v9(out, o):
+    """The compiled writer of v9 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is OffsetCommitRequest:
+            try:
+                _wnative_OffsetCommitRequest_v8(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_OffsetCommitRequest_v8(out, o)
+
+
+def write_v10(out, o):
+    """The compiled writer of v10 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is OffsetCommitRequest:
+            try:
+                _wnative_OffsetCommitRequest_v10(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_OffsetCommitRequest_v10(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_OffsetCommitRequest_v0, _py__read_OffsetCommitRequest_v1, _py__read_OffsetCommitRequest_v10, _py__read_OffsetCommitRequest_v2, _py__read_OffsetCommitRequest_v5, _py__read_OffsetCommitRequest_v6, _py__read_OffsetCommitRequest_v7, _py__read_OffsetCommitRequest_v8, _py_decode_message, _py_r_uuid, _OFF_OffsetCommitRequest_group_id, _OFF_OffsetCommitRequest_generation_id_or_member_epoch, _OFF_OffsetCommitRequest_member_id, _OFF_OffsetCommitRequest_group_instance_id, _OFF_OffsetCommitRequest_retention_time_ms, _OFF_OffsetCommitRequest_topics, _OFF_OffsetCommitRequest_unknown_tags, _OFF_OffsetCommitRequest_wire_tags, _OFF_OffsetCommitRequestPartition_partition_index, _OFF_OffsetCommitRequestPartition_committed_offset, _OFF_OffsetCommitRequestPartition_committed_leader_epoch, _OFF_OffsetCommitRequestPartition_commit_timestamp, _OFF_OffsetCommitRequestPartition_committed_metadata, _OFF_OffsetCommitRequestPartition_unknown_tags, _OFF_OffsetCommitRequestPartition_wire_tags, _OFF_OffsetCommitRequestTopic_name, _OFF_OffsetCommitRequestTopic_topic_id, _OFF_OffsetCommitRequestTopic_partitions, _OFF_OffsetCommitRequestTopic_unknown_tags, _OFF_OffsetCommitRequestTopic_wire_tags
+    global _BOUND, _py_encode, OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_OffsetCommitRequest_v0, _py__read_OffsetCommitRequest_v1, _py__read_OffsetCommitRequest_v10, _py__read_OffsetCommitRequest_v2, _py__read_OffsetCommitRequest_v5, _py__read_OffsetCommitRequest_v6, _py__read_OffsetCommitRequest_v7, _py__read_OffsetCommitRequest_v8, _py__write_OffsetCommitRequest_v0, _py__write_OffsetCommitRequest_v1, _py__write_OffsetCommitRequest_v10, _py__write_OffsetCommitRequest_v2, _py__write_OffsetCommitRequest_v5, _py__write_OffsetCommitRequest_v6, _py__write_OffsetCommitRequest_v7, _py__write_OffsetCommitRequest_v8, _py_decode_message, _py_r_uuid, _py_w_uuid, _OFF_OffsetCommitRequest_group_id, _OFF_OffsetCommitRequest_generation_id_or_member_epoch, _OFF_OffsetCommitRequest_member_id, _OFF_OffsetCommitRequest_group_instance_id, _OFF_OffsetCommitRequest_retention_time_ms, _OFF_OffsetCommitRequest_topics, _OFF_OffsetCommitRequest_unknown_tags, _OFF_OffsetCommitRequest_wire_tags, _OFF_OffsetCommitRequestPartition_partition_index, _OFF_OffsetCommitRequestPartition_committed_offset, _OFF_OffsetCommitRequestPartition_committed_leader_epoch, _OFF_OffsetCommitRequestPartition_commit_timestamp, _OFF_OffsetCommitRequestPartition_committed_metadata, _OFF_OffsetCommitRequestPartition_unknown_tags, _OFF_OffsetCommitRequestPartition_wire_tags, _OFF_OffsetCommitRequestTopic_name, _OFF_OffsetCommitRequestTopic_topic_id, _OFF_OffsetCommitRequestTopic_partitions, _OFF_OffsetCommitRequestTopic_unknown_tags, _OFF_OffsetCommitRequestTopic_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -926,8 +1862,17 @@ def install(ns):
     _py__read_OffsetCommitRequest_v6 = ns["_read_OffsetCommitRequest_v6"]
     _py__read_OffsetCommitRequest_v7 = ns["_read_OffsetCommitRequest_v7"]
     _py__read_OffsetCommitRequest_v8 = ns["_read_OffsetCommitRequest_v8"]
+    _py__write_OffsetCommitRequest_v0 = ns["_write_OffsetCommitRequest_v0"]
+    _py__write_OffsetCommitRequest_v1 = ns["_write_OffsetCommitRequest_v1"]
+    _py__write_OffsetCommitRequest_v10 = ns["_write_OffsetCommitRequest_v10"]
+    _py__write_OffsetCommitRequest_v2 = ns["_write_OffsetCommitRequest_v2"]
+    _py__write_OffsetCommitRequest_v5 = ns["_write_OffsetCommitRequest_v5"]
+    _py__write_OffsetCommitRequest_v6 = ns["_write_OffsetCommitRequest_v6"]
+    _py__write_OffsetCommitRequest_v7 = ns["_write_OffsetCommitRequest_v7"]
+    _py__write_OffsetCommitRequest_v8 = ns["_write_OffsetCommitRequest_v8"]
     _py_decode_message = ns["decode_message"]
     _py_r_uuid = ns["r_uuid"]
+    _py_w_uuid = ns["w_uuid"]
     _OFF_OffsetCommitRequest_group_id = _offset(OffsetCommitRequest, "group_id")
     _OFF_OffsetCommitRequest_generation_id_or_member_epoch = _offset(OffsetCommitRequest, "generation_id_or_member_epoch")
     _OFF_OffsetCommitRequest_member_id = _offset(OffsetCommitRequest, "member_id")
@@ -948,6 +1893,7 @@ def install(ns):
     _OFF_OffsetCommitRequestTopic_partitions = _offset(OffsetCommitRequestTopic, "partitions")
     _OFF_OffsetCommitRequestTopic_unknown_tags = _offset(OffsetCommitRequestTopic, "unknown_tags")
     _OFF_OffsetCommitRequestTopic_wire_tags = _offset(OffsetCommitRequestTopic, "wire_tags")
+    _py_encode = ns["OffsetCommitRequest"].__dict__["encode"]
     readers = {
         0: read_v0,
         1: read_v1,
@@ -961,4 +1907,17 @@ def install(ns):
         9: read_v9,
         10: read_v10,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+        1: write_v1,
+        2: write_v2,
+        3: write_v3,
+        4: write_v4,
+        5: write_v5,
+        6: write_v6,
+        7: write_v7,
+        8: write_v8,
+        9: write_v9,
+        10: write_v10,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

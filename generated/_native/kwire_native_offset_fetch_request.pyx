@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,9 +47,10 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "53b44aa430d352cd"
+KEY = "502af596edef8b14"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object OffsetFetchRequest
 cdef object OffsetFetchRequestGroup
 cdef object OffsetFetchRequestTopic
@@ -50,12 +69,28 @@ cdef object _py__read_OffsetFetchRequest_v6
 cdef object _py__read_OffsetFetchRequest_v7
 cdef object _py__read_OffsetFetchRequest_v8
 cdef object _py__read_OffsetFetchRequest_v9
+cdef object _py__write_OffsetFetchRequestTopic_v0
+cdef object _py__write_OffsetFetchRequestTopic_v6
+cdef object _py__write_OffsetFetchRequestTopics_v10
+cdef object _py__write_OffsetFetchRequestTopics_v8
+cdef object _py__write_OffsetFetchRequest_v0
+cdef object _py__write_OffsetFetchRequest_v10
+cdef object _py__write_OffsetFetchRequest_v2
+cdef object _py__write_OffsetFetchRequest_v6
+cdef object _py__write_OffsetFetchRequest_v7
+cdef object _py__write_OffsetFetchRequest_v8
+cdef object _py__write_OffsetFetchRequest_v9
 cdef object _py_decode_message
 cdef object _py_r_array
 cdef object _py_r_compact_array
 cdef object _py_r_compact_nullable_array
 cdef object _py_r_nullable_array
 cdef object _py_r_uuid
+cdef object _py_w_array
+cdef object _py_w_compact_array
+cdef object _py_w_compact_nullable_array
+cdef object _py_w_nullable_array
+cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_OffsetFetchRequest_group_id
 cdef Py_ssize_t _OFF_OffsetFetchRequest_topics
 cdef Py_ssize_t _OFF_OffsetFetchRequest_groups
@@ -477,6 +512,437 @@ cdef object _native_OffsetFetchRequest_v10(bytes data, const unsigned char* d, P
     return o
 
 
+cdef int _wnative_OffsetFetchRequestTopic_v0(_Buf* b, object o) except -1:
+    """Writes OffsetFetchRequestTopic v0-5; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_OffsetFetchRequestTopic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_OffsetFetchRequestTopic_partition_indexes)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_OffsetFetchRequestTopic_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_OffsetFetchRequestTopic_v6(_Buf* b, object o) except -1:
+    """Writes OffsetFetchRequestTopic v6-7; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_OffsetFetchRequestTopic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_OffsetFetchRequestTopic_partition_indexes)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_OffsetFetchRequestTopic_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_OffsetFetchRequestTopics_v8(_Buf* b, object o) except -1:
+    """Writes OffsetFetchRequestTopics v8-9; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_OffsetFetchRequestTopics_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_OffsetFetchRequestTopics_partition_indexes)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_OffsetFetchRequestTopics_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_OffsetFetchRequestTopics_v10(_Buf* b, object o) except -1:
+    """Writes OffsetFetchRequestTopics v10; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_OffsetFetchRequestTopics_topic_id)
+    tmp = bytearray()
+    _py_w_uuid(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_OffsetFetchRequestTopics_partition_indexes)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_OffsetFetchRequestTopics_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_OffsetFetchRequestGroup_v8(_Buf* b, object o) except -1:
+    """Writes OffsetFetchRequestGroup v8; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_OffsetFetchRequestGroup_group_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_OffsetFetchRequestGroup_topics)
+    tmp = bytearray()
+    _py_w_compact_nullable_array(tmp, v, _py__write_OffsetFetchRequestTopics_v8)
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_OffsetFetchRequestGroup_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_OffsetFetchRequestGroup_v9(_Buf* b, object o) except -1:
+    """Writes OffsetFetchRequestGroup v9; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_OffsetFetchRequestGroup_group_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_OffsetFetchRequestGroup_member_id)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_OffsetFetchRequestGroup_member_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_OffsetFetchRequestGroup_topics)
+    tmp = bytearray()
+    _py_w_compact_nullable_array(tmp, v, _py__write_OffsetFetchRequestTopics_v8)
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_OffsetFetchRequestGroup_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_OffsetFetchRequestGroup_v10(_Buf* b, object o) except -1:
+    """Writes OffsetFetchRequestGroup v10; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_OffsetFetchRequestGroup_group_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_OffsetFetchRequestGroup_member_id)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_OffsetFetchRequestGroup_member_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_OffsetFetchRequestGroup_topics)
+    tmp = bytearray()
+    _py_w_compact_nullable_array(tmp, v, _py__write_OffsetFetchRequestTopics_v10)
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_OffsetFetchRequestGroup_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_OffsetFetchRequest_v0(_Buf* b, object o) except -1:
+    """Writes OffsetFetchRequest v0-1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_OffsetFetchRequest_group_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_OffsetFetchRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not OffsetFetchRequestTopic:
+            raise _Fallback()
+        _wnative_OffsetFetchRequestTopic_v0(b, item)
+    if len(o.groups) != 0:
+        raise _Fallback()
+    if o.require_stable != False:
+        raise _Fallback()
+    if _get(o, _OFF_OffsetFetchRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_OffsetFetchRequest_v2(_Buf* b, object o) except -1:
+    """Writes OffsetFetchRequest v2-5; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_OffsetFetchRequest_group_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_OffsetFetchRequest_topics)
+    tmp = bytearray()
+    _py_w_nullable_array(tmp, v, _py__write_OffsetFetchRequestTopic_v0)
+    _w_raw(b, tmp, len(tmp))
+    if len(o.groups) != 0:
+        raise _Fallback()
+    if o.require_stable != False:
+        raise _Fallback()
+    if _get(o, _OFF_OffsetFetchRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_OffsetFetchRequest_v6(_Buf* b, object o) except -1:
+    """Writes OffsetFetchRequest v6; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_OffsetFetchRequest_group_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_OffsetFetchRequest_topics)
+    tmp = bytearray()
+    _py_w_compact_nullable_array(tmp, v, _py__write_OffsetFetchRequestTopic_v6)
+    _w_raw(b, tmp, len(tmp))
+    if len(o.groups) != 0:
+        raise _Fallback()
+    if o.require_stable != False:
+        raise _Fallback()
+    if _get(o, _OFF_OffsetFetchRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_OffsetFetchRequest_v7(_Buf* b, object o) except -1:
+    """Writes OffsetFetchRequest v7; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_OffsetFetchRequest_group_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_OffsetFetchRequest_topics)
+    tmp = bytearray()
+    _py_w_compact_nullable_array(tmp, v, _py__write_OffsetFetchRequestTopic_v6)
+    _w_raw(b, tmp, len(tmp))
+    if len(o.groups) != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_OffsetFetchRequest_require_stable)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    if _get(o, _OFF_OffsetFetchRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_OffsetFetchRequest_v8(_Buf* b, object o) except -1:
+    """Writes OffsetFetchRequest v8; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    if o.group_id != '':
+        raise _Fallback()
+    if (o.topics is None or len(o.topics) != 0):
+        raise _Fallback()
+    v = _get(o, _OFF_OffsetFetchRequest_groups)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not OffsetFetchRequestGroup:
+            raise _Fallback()
+        _wnative_OffsetFetchRequestGroup_v8(b, item)
+    v = _get(o, _OFF_OffsetFetchRequest_require_stable)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    if _get(o, _OFF_OffsetFetchRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_OffsetFetchRequest_v9(_Buf* b, object o) except -1:
+    """Writes OffsetFetchRequest v9; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    if o.group_id != '':
+        raise _Fallback()
+    if (o.topics is None or len(o.topics) != 0):
+        raise _Fallback()
+    v = _get(o, _OFF_OffsetFetchRequest_groups)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not OffsetFetchRequestGroup:
+            raise _Fallback()
+        _wnative_OffsetFetchRequestGroup_v9(b, item)
+    v = _get(o, _OFF_OffsetFetchRequest_require_stable)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    if _get(o, _OFF_OffsetFetchRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_OffsetFetchRequest_v10(_Buf* b, object o) except -1:
+    """Writes OffsetFetchRequest v10; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    if o.group_id != '':
+        raise _Fallback()
+    if (o.topics is None or len(o.topics) != 0):
+        raise _Fallback()
+    v = _get(o, _OFF_OffsetFetchRequest_groups)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not OffsetFetchRequestGroup:
+            raise _Fallback()
+        _wnative_OffsetFetchRequestGroup_v10(b, item)
+    v = _get(o, _OFF_OffsetFetchRequest_require_stable)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    if _get(o, _OFF_OffsetFetchRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -665,11 +1131,279 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_OffsetFetchRequest_v0(b, o)
+    elif version == 1:
+        return _wnative_OffsetFetchRequest_v0(b, o)
+    elif version == 2:
+        return _wnative_OffsetFetchRequest_v2(b, o)
+    elif version == 3:
+        return _wnative_OffsetFetchRequest_v2(b, o)
+    elif version == 4:
+        return _wnative_OffsetFetchRequest_v2(b, o)
+    elif version == 5:
+        return _wnative_OffsetFetchRequest_v2(b, o)
+    elif version == 6:
+        return _wnative_OffsetFetchRequest_v6(b, o)
+    elif version == 7:
+        return _wnative_OffsetFetchRequest_v7(b, o)
+    elif version == 8:
+        return _wnative_OffsetFetchRequest_v8(b, o)
+    elif version == 9:
+        return _wnative_OffsetFetchRequest_v9(b, o)
+    elif version == 10:
+        return _wnative_OffsetFetchRequest_v10(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """OffsetFetchRequest.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is OffsetFetchRequest:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is OffsetFetchRequest:
+            try:
+                _wnative_OffsetFetchRequest_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_OffsetFetchRequest_v0(out, o)
+
+
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is OffsetFetchRequest:
+            try:
+                _wnative_OffsetFetchRequest_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_OffsetFetchRequest_v0(out, o)
+
+
+def write_v2(out, o):
+    """The compiled writer of v2 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is OffsetFetchRequest:
+            try:
+                _wnative_OffsetFetchRequest_v2(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_OffsetFetchRequest_v2(out, o)
+
+
+def write_v3(out, o):
+    """The compiled writer of v3 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is OffsetFetchRequest:
+            try:
+                _wnative_OffsetFetchRequest_v2(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_OffsetFetchRequest_v2(out, o)
+
+
+def write_v4(out, o):
+    """The compiled writer of v4 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is OffsetFetchRequest:
+            try:
+                _wnative_OffsetFetchRequest_v2(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_OffsetFetchRequest_v2(out, o)
+
+
+def write_v5(out, o):
+    """The compiled writer of v5 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is OffsetFetchRequest:
+            try:
+                _wnative_OffsetFetchRequest_v2(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_OffsetFetchRequest_v2(out, o)
+
+
+def write_v6(out, o):
+    """The compiled writer of v6 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is OffsetFetchRequest:
+            try:
+                _wnative_OffsetFetchRequest_v6(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_OffsetFetchRequest_v6(out, o)
+
+
+def write_v7(out, o):
+    """The compiled writer of v7 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is OffsetFetchRequest:
+            try:
+                _wnative_OffsetFetchRequest_v7(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_OffsetFetchRequest_v7(out, o)
+
+
+def write_v8(out, o):
+    """The compiled writer of v8 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is OffsetFetchRequest:
+            try:
+                _wnative_OffsetFetchRequest_v8(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_OffsetFetchRequest_v8(out, o)
+
+
+def write_v9(out, o):
+    """The compiled writer of v9 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is OffsetFetchRequest:
+            try:
+                _wnative_OffsetFetchRequest_v9(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_OffsetFetchRequest_v9(out, o)
+
+
+def write_v10(out, o):
+    """The compiled writer of v10 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is OffsetFetchRequest:
+            try:
+                _wnative_OffsetFetchRequest_v10(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_OffsetFetchRequest_v10(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_OffsetFetchRequestTopic_v0, _py__read_OffsetFetchRequestTopic_v6, _py__read_OffsetFetchRequestTopics_v10, _py__read_OffsetFetchRequestTopics_v8, _py__read_OffsetFetchRequest_v0, _py__read_OffsetFetchRequest_v10, _py__read_OffsetFetchRequest_v2, _py__read_OffsetFetchRequest_v6, _py__read_OffsetFetchRequest_v7, _py__read_OffsetFetchRequest_v8, _py__read_OffsetFetchRequest_v9, _py_decode_message, _py_r_array, _py_r_compact_array, _py_r_compact_nullable_array, _py_r_nullable_array, _py_r_uuid, _OFF_OffsetFetchRequest_group_id, _OFF_OffsetFetchRequest_topics, _OFF_OffsetFetchRequest_groups, _OFF_OffsetFetchRequest_require_stable, _OFF_OffsetFetchRequest_unknown_tags, _OFF_OffsetFetchRequest_wire_tags, _OFF_OffsetFetchRequestGroup_group_id, _OFF_OffsetFetchRequestGroup_member_id, _OFF_OffsetFetchRequestGroup_member_epoch, _OFF_OffsetFetchRequestGroup_topics, _OFF_OffsetFetchRequestGroup_unknown_tags, _OFF_OffsetFetchRequestGroup_wire_tags, _OFF_OffsetFetchRequestTopic_name, _OFF_OffsetFetchRequestTopic_partition_indexes, _OFF_OffsetFetchRequestTopic_unknown_tags, _OFF_OffsetFetchRequestTopic_wire_tags, _OFF_OffsetFetchRequestTopics_name, _OFF_OffsetFetchRequestTopics_topic_id, _OFF_OffsetFetchRequestTopics_partition_indexes, _OFF_OffsetFetchRequestTopics_unknown_tags, _OFF_OffsetFetchRequestTopics_wire_tags
+    global _BOUND, _py_encode, OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_OffsetFetchRequestTopic_v0, _py__read_OffsetFetchRequestTopic_v6, _py__read_OffsetFetchRequestTopics_v10, _py__read_OffsetFetchRequestTopics_v8, _py__read_OffsetFetchRequest_v0, _py__read_OffsetFetchRequest_v10, _py__read_OffsetFetchRequest_v2, _py__read_OffsetFetchRequest_v6, _py__read_OffsetFetchRequest_v7, _py__read_OffsetFetchRequest_v8, _py__read_OffsetFetchRequest_v9, _py__write_OffsetFetchRequestTopic_v0, _py__write_OffsetFetchRequestTopic_v6, _py__write_OffsetFetchRequestTopics_v10, _py__write_OffsetFetchRequestTopics_v8, _py__write_OffsetFetchRequest_v0, _py__write_OffsetFetchRequest_v10, _py__write_OffsetFetchRequest_v2, _py__write_OffsetFetchRequest_v6, _py__write_OffsetFetchRequest_v7, _py__write_OffsetFetchRequest_v8, _py__write_OffsetFetchRequest_v9, _py_decode_message, _py_r_array, _py_r_compact_array, _py_r_compact_nullable_array, _py_r_nullable_array, _py_r_uuid, _py_w_array, _py_w_compact_array, _py_w_compact_nullable_array, _py_w_nullable_array, _py_w_uuid, _OFF_OffsetFetchRequest_group_id, _OFF_OffsetFetchRequest_topics, _OFF_OffsetFetchRequest_groups, _OFF_OffsetFetchRequest_require_stable, _OFF_OffsetFetchRequest_unknown_tags, _OFF_OffsetFetchRequest_wire_tags, _OFF_OffsetFetchRequestGroup_group_id, _OFF_OffsetFetchRequestGroup_member_id, _OFF_OffsetFetchRequestGroup_member_epoch, _OFF_OffsetFetchRequestGroup_topics, _OFF_OffsetFetchRequestGroup_unknown_tags, _OFF_OffsetFetchRequestGroup_wire_tags, _OFF_OffsetFetchRequestTopic_name, _OFF_OffsetFetchRequestTopic_partition_indexes, _OFF_OffsetFetchRequestTopic_unknown_tags, _OFF_OffsetFetchRequestTopic_wire_tags, _OFF_OffsetFetchRequestTopics_name, _OFF_OffsetFetchRequestTopics_topic_id, _OFF_OffsetFetchRequestTopics_partition_indexes, _OFF_OffsetFetchRequestTopics_unknown_tags, _OFF_OffsetFetchRequestTopics_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -691,12 +1425,28 @@ def install(ns):
     _py__read_OffsetFetchRequest_v7 = ns["_read_OffsetFetchRequest_v7"]
     _py__read_OffsetFetchRequest_v8 = ns["_read_OffsetFetchRequest_v8"]
     _py__read_OffsetFetchRequest_v9 = ns["_read_OffsetFetchRequest_v9"]
+    _py__write_OffsetFetchRequestTopic_v0 = ns["_write_OffsetFetchRequestTopic_v0"]
+    _py__write_OffsetFetchRequestTopic_v6 = ns["_write_OffsetFetchRequestTopic_v6"]
+    _py__write_OffsetFetchRequestTopics_v10 = ns["_write_OffsetFetchRequestTopics_v10"]
+    _py__write_OffsetFetchRequestTopics_v8 = ns["_write_OffsetFetchRequestTopics_v8"]
+    _py__write_OffsetFetchRequest_v0 = ns["_write_OffsetFetchRequest_v0"]
+    _py__write_OffsetFetchRequest_v10 = ns["_write_OffsetFetchRequest_v10"]
+    _py__write_OffsetFetchRequest_v2 = ns["_write_OffsetFetchRequest_v2"]
+    _py__write_OffsetFetchRequest_v6 = ns["_write_OffsetFetchRequest_v6"]
+    _py__write_OffsetFetchRequest_v7 = ns["_write_OffsetFetchRequest_v7"]
+    _py__write_OffsetFetchRequest_v8 = ns["_write_OffsetFetchRequest_v8"]
+    _py__write_OffsetFetchRequest_v9 = ns["_write_OffsetFetchRequest_v9"]
     _py_decode_message = ns["decode_message"]
     _py_r_array = ns["r_array"]
     _py_r_compact_array = ns["r_compact_array"]
     _py_r_compact_nullable_array = ns["r_compact_nullable_array"]
     _py_r_nullable_array = ns["r_nullable_array"]
     _py_r_uuid = ns["r_uuid"]
+    _py_w_array = ns["w_array"]
+    _py_w_compact_array = ns["w_compact_array"]
+    _py_w_compact_nullable_array = ns["w_compact_nullable_array"]
+    _py_w_nullable_array = ns["w_nullable_array"]
+    _py_w_uuid = ns["w_uuid"]
     _OFF_OffsetFetchRequest_group_id = _offset(OffsetFetchRequest, "group_id")
     _OFF_OffsetFetchRequest_topics = _offset(OffsetFetchRequest, "topics")
     _OFF_OffsetFetchRequest_groups = _offset(OffsetFetchRequest, "groups")
@@ -718,6 +1468,7 @@ def install(ns):
     _OFF_OffsetFetchRequestTopics_partition_indexes = _offset(OffsetFetchRequestTopics, "partition_indexes")
     _OFF_OffsetFetchRequestTopics_unknown_tags = _offset(OffsetFetchRequestTopics, "unknown_tags")
     _OFF_OffsetFetchRequestTopics_wire_tags = _offset(OffsetFetchRequestTopics, "wire_tags")
+    _py_encode = ns["OffsetFetchRequest"].__dict__["encode"]
     readers = {
         0: read_v0,
         1: read_v1,
@@ -731,4 +1482,17 @@ def install(ns):
         9: read_v9,
         10: read_v10,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+        1: write_v1,
+        2: write_v2,
+        3: write_v3,
+        4: write_v4,
+        5: write_v5,
+        6: write_v6,
+        7: write_v7,
+        8: write_v8,
+        9: write_v9,
+        10: write_v10,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,15 +47,17 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "35afa2b4c5c38835"
+KEY = "c66c3c357081be3f"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object BatchIndexAndErrorMessage
 cdef object LeaderIdAndEpoch
 cdef object NodeEndpoint
 cdef object PartitionProduceResponse
 cdef object ProduceResponse
 cdef object TopicProduceResponse
+cdef object _py_LeaderIdAndEpoch
 cdef object _py_ZERO_UUID
 cdef object _py__DECODERS
 cdef object _py__READERS
@@ -49,8 +69,17 @@ cdef object _py__read_ProduceResponse_v2
 cdef object _py__read_ProduceResponse_v5
 cdef object _py__read_ProduceResponse_v8
 cdef object _py__read_ProduceResponse_v9
+cdef object _py__write_ProduceResponse_v0
+cdef object _py__write_ProduceResponse_v1
+cdef object _py__write_ProduceResponse_v10
+cdef object _py__write_ProduceResponse_v13
+cdef object _py__write_ProduceResponse_v2
+cdef object _py__write_ProduceResponse_v5
+cdef object _py__write_ProduceResponse_v8
+cdef object _py__write_ProduceResponse_v9
 cdef object _py_decode_message
 cdef object _py_r_uuid
+cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_BatchIndexAndErrorMessage_batch_index
 cdef Py_ssize_t _OFF_BatchIndexAndErrorMessage_batch_index_error_message
 cdef Py_ssize_t _OFF_BatchIndexAndErrorMessage_unknown_tags
@@ -813,6 +842,627 @@ cdef object _native_ProduceResponse_v13(bytes data, const unsigned char* d, Py_s
     return o
 
 
+cdef int _wnative_BatchIndexAndErrorMessage_v8(_Buf* b, object o) except -1:
+    """Writes BatchIndexAndErrorMessage v8; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_BatchIndexAndErrorMessage_batch_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_BatchIndexAndErrorMessage_batch_index_error_message)
+    if v is None:
+        _w_be(b, 0xFFFF, 2)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_BatchIndexAndErrorMessage_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_BatchIndexAndErrorMessage_v9(_Buf* b, object o) except -1:
+    """Writes BatchIndexAndErrorMessage v9-13; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_BatchIndexAndErrorMessage_batch_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_BatchIndexAndErrorMessage_batch_index_error_message)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_BatchIndexAndErrorMessage_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_LeaderIdAndEpoch_v10(_Buf* b, object o) except -1:
+    """Writes LeaderIdAndEpoch v10-13; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_LeaderIdAndEpoch_leader_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderIdAndEpoch_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_LeaderIdAndEpoch_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_PartitionProduceResponse_v0(_Buf* b, object o) except -1:
+    """Writes PartitionProduceResponse v0-1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_PartitionProduceResponse_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_PartitionProduceResponse_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_PartitionProduceResponse_base_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if o.current_leader != _py_LeaderIdAndEpoch():
+        raise _Fallback()
+    if _get(o, _OFF_PartitionProduceResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_PartitionProduceResponse_v2(_Buf* b, object o) except -1:
+    """Writes PartitionProduceResponse v2-4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_PartitionProduceResponse_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_PartitionProduceResponse_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_PartitionProduceResponse_base_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_PartitionProduceResponse_log_append_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if o.current_leader != _py_LeaderIdAndEpoch():
+        raise _Fallback()
+    if _get(o, _OFF_PartitionProduceResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_PartitionProduceResponse_v5(_Buf* b, object o) except -1:
+    """Writes PartitionProduceResponse v5-7; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_PartitionProduceResponse_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_PartitionProduceResponse_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_PartitionProduceResponse_base_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_PartitionProduceResponse_log_append_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_PartitionProduceResponse_log_start_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if o.current_leader != _py_LeaderIdAndEpoch():
+        raise _Fallback()
+    if _get(o, _OFF_PartitionProduceResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_PartitionProduceResponse_v8(_Buf* b, object o) except -1:
+    """Writes PartitionProduceResponse v8; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_PartitionProduceResponse_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_PartitionProduceResponse_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_PartitionProduceResponse_base_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_PartitionProduceResponse_log_append_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_PartitionProduceResponse_log_start_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_PartitionProduceResponse_record_errors)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not BatchIndexAndErrorMessage:
+            raise _Fallback()
+        _wnative_BatchIndexAndErrorMessage_v8(b, item)
+    v = _get(o, _OFF_PartitionProduceResponse_error_message)
+    if v is None:
+        _w_be(b, 0xFFFF, 2)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    if o.current_leader != _py_LeaderIdAndEpoch():
+        raise _Fallback()
+    if _get(o, _OFF_PartitionProduceResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_PartitionProduceResponse_v9(_Buf* b, object o) except -1:
+    """Writes PartitionProduceResponse v9; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_PartitionProduceResponse_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_PartitionProduceResponse_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_PartitionProduceResponse_base_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_PartitionProduceResponse_log_append_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_PartitionProduceResponse_log_start_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_PartitionProduceResponse_record_errors)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not BatchIndexAndErrorMessage:
+            raise _Fallback()
+        _wnative_BatchIndexAndErrorMessage_v9(b, item)
+    v = _get(o, _OFF_PartitionProduceResponse_error_message)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if o.current_leader != _py_LeaderIdAndEpoch():
+        raise _Fallback()
+    if _get(o, _OFF_PartitionProduceResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_PartitionProduceResponse_v10(_Buf* b, object o) except -1:
+    """Writes PartitionProduceResponse v10-13; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+
+
+cdef int _wnative_TopicProduceResponse_v0(_Buf* b, object o) except -1:
+    """Writes TopicProduceResponse v0-1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_TopicProduceResponse_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_TopicProduceResponse_partition_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not PartitionProduceResponse:
+            raise _Fallback()
+        _wnative_PartitionProduceResponse_v0(b, item)
+    if _get(o, _OFF_TopicProduceResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_TopicProduceResponse_v2(_Buf* b, object o) except -1:
+    """Writes TopicProduceResponse v2-4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_TopicProduceResponse_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_TopicProduceResponse_partition_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not PartitionProduceResponse:
+            raise _Fallback()
+        _wnative_PartitionProduceResponse_v2(b, item)
+    if _get(o, _OFF_TopicProduceResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_TopicProduceResponse_v5(_Buf* b, object o) except -1:
+    """Writes TopicProduceResponse v5-7; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_TopicProduceResponse_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_TopicProduceResponse_partition_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not PartitionProduceResponse:
+            raise _Fallback()
+        _wnative_PartitionProduceResponse_v5(b, item)
+    if _get(o, _OFF_TopicProduceResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_TopicProduceResponse_v8(_Buf* b, object o) except -1:
+    """Writes TopicProduceResponse v8; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_TopicProduceResponse_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_TopicProduceResponse_partition_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not PartitionProduceResponse:
+            raise _Fallback()
+        _wnative_PartitionProduceResponse_v8(b, item)
+    if _get(o, _OFF_TopicProduceResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_TopicProduceResponse_v9(_Buf* b, object o) except -1:
+    """Writes TopicProduceResponse v9; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_TopicProduceResponse_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_TopicProduceResponse_partition_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not PartitionProduceResponse:
+            raise _Fallback()
+        _wnative_PartitionProduceResponse_v9(b, item)
+    if _get(o, _OFF_TopicProduceResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_TopicProduceResponse_v10(_Buf* b, object o) except -1:
+    """Writes TopicProduceResponse v10-12; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_TopicProduceResponse_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_TopicProduceResponse_partition_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not PartitionProduceResponse:
+            raise _Fallback()
+        _wnative_PartitionProduceResponse_v10(b, item)
+    if _get(o, _OFF_TopicProduceResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_TopicProduceResponse_v13(_Buf* b, object o) except -1:
+    """Writes TopicProduceResponse v13; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_TopicProduceResponse_topic_id)
+    tmp = bytearray()
+    _py_w_uuid(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_TopicProduceResponse_partition_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not PartitionProduceResponse:
+            raise _Fallback()
+        _wnative_PartitionProduceResponse_v10(b, item)
+    if _get(o, _OFF_TopicProduceResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_NodeEndpoint_v10(_Buf* b, object o) except -1:
+    """Writes NodeEndpoint v10-13; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_NodeEndpoint_node_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_NodeEndpoint_host)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_NodeEndpoint_port)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_NodeEndpoint_rack)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_NodeEndpoint_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_ProduceResponse_v0(_Buf* b, object o) except -1:
+    """Writes ProduceResponse v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ProduceResponse_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not TopicProduceResponse:
+            raise _Fallback()
+        _wnative_TopicProduceResponse_v0(b, item)
+    if len(o.node_endpoints) != 0:
+        raise _Fallback()
+    if _get(o, _OFF_ProduceResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_ProduceResponse_v1(_Buf* b, object o) except -1:
+    """Writes ProduceResponse v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ProduceResponse_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not TopicProduceResponse:
+            raise _Fallback()
+        _wnative_TopicProduceResponse_v0(b, item)
+    v = _get(o, _OFF_ProduceResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if len(o.node_endpoints) != 0:
+        raise _Fallback()
+    if _get(o, _OFF_ProduceResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_ProduceResponse_v2(_Buf* b, object o) except -1:
+    """Writes ProduceResponse v2-4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ProduceResponse_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not TopicProduceResponse:
+            raise _Fallback()
+        _wnative_TopicProduceResponse_v2(b, item)
+    v = _get(o, _OFF_ProduceResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if len(o.node_endpoints) != 0:
+        raise _Fallback()
+    if _get(o, _OFF_ProduceResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_ProduceResponse_v5(_Buf* b, object o) except -1:
+    """Writes ProduceResponse v5-7; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ProduceResponse_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not TopicProduceResponse:
+            raise _Fallback()
+        _wnative_TopicProduceResponse_v5(b, item)
+    v = _get(o, _OFF_ProduceResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if len(o.node_endpoints) != 0:
+        raise _Fallback()
+    if _get(o, _OFF_ProduceResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_ProduceResponse_v8(_Buf* b, object o) except -1:
+    """Writes ProduceResponse v8; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ProduceResponse_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not TopicProduceResponse:
+            raise _Fallback()
+        _wnative_TopicProduceResponse_v8(b, item)
+    v = _get(o, _OFF_ProduceResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if len(o.node_endpoints) != 0:
+        raise _Fallback()
+    if _get(o, _OFF_ProduceResponse_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_ProduceResponse_v9(_Buf* b, object o) except -1:
+    """Writes ProduceResponse v9; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ProduceResponse_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not TopicProduceResponse:
+            raise _Fallback()
+        _wnative_TopicProduceResponse_v9(b, item)
+    v = _get(o, _OFF_ProduceResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if len(o.node_endpoints) != 0:
+        raise _Fallback()
+    if _get(o, _OFF_ProduceResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_ProduceResponse_v10(_Buf* b, object o) except -1:
+    """Writes ProduceResponse v10-12; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+
+
+cdef int _wnative_ProduceResponse_v13(_Buf* b, object o) except -1:
+    """Writes ProduceResponse v13; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -1043,11 +1693,342 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_ProduceResponse_v0(b, o)
+    elif version == 1:
+        return _wnative_ProduceResponse_v1(b, o)
+    elif version == 2:
+        return _wnative_ProduceResponse_v2(b, o)
+    elif version == 3:
+        return _wnative_ProduceResponse_v2(b, o)
+    elif version == 4:
+        return _wnative_ProduceResponse_v2(b, o)
+    elif version == 5:
+        return _wnative_ProduceResponse_v5(b, o)
+    elif version == 6:
+        return _wnative_ProduceResponse_v5(b, o)
+    elif version == 7:
+        return _wnative_ProduceResponse_v5(b, o)
+    elif version == 8:
+        return _wnative_ProduceResponse_v8(b, o)
+    elif version == 9:
+        return _wnative_ProduceResponse_v9(b, o)
+    elif version == 10:
+        return _wnative_ProduceResponse_v10(b, o)
+    elif version == 11:
+        return _wnative_ProduceResponse_v10(b, o)
+    elif version == 12:
+        return _wnative_ProduceResponse_v10(b, o)
+    elif version == 13:
+        return _wnative_ProduceResponse_v13(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """ProduceResponse.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is ProduceResponse:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ProduceResponse:
+            try:
+                _wnative_ProduceResponse_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ProduceResponse_v0(out, o)
+
+
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ProduceResponse:
+            try:
+                _wnative_ProduceResponse_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ProduceResponse_v1(out, o)
+
+
+def write_v2(out, o):
+    """The compiled writer of v2 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ProduceResponse:
+            try:
+                _wnative_ProduceResponse_v2(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ProduceResponse_v2(out, o)
+
+
+def write_v3(out, o):
+    """The compiled writer of v3 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ProduceResponse:
+            try:
+                _wnative_ProduceResponse_v2(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ProduceResponse_v2(out, o)
+
+
+def write_v4(out, o):
+    """The compiled writer of v4 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ProduceResponse:
+            try:
+                _wnative_ProduceResponse_v2(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ProduceResponse_v2(out, o)
+
+
+def write_v5(out, o):
+    """The compiled writer of v5 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ProduceResponse:
+            try:
+                _wnative_ProduceResponse_v5(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ProduceResponse_v5(out, o)
+
+
+def write_v6(out, o):
+    """The compiled writer of v6 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ProduceResponse:
+            try:
+                _wnative_ProduceResponse_v5(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ProduceResponse_v5(out, o)
+
+
+def write_v7(out, o):
+    """The compiled writer of v7 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ProduceResponse:
+            try:
+                _wnative_ProduceResponse_v5(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ProduceResponse_v5(out, o)
+
+
+def write_v8(out, o):
+    """The compiled writer of v8 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ProduceResponse:
+            try:
+                _wnative_ProduceResponse_v8(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ProduceResponse_v8(out, o)
+
+
+def write_v9(out, o):
+    """The compiled writer of v9 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ProduceResponse:
+            try:
+                _wnative_ProduceResponse_v9(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ProduceResponse_v9(out, o)
+
+
+def write_v10(out, o):
+    """The compiled writer of v10 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ProduceResponse:
+            try:
+                _wnative_ProduceResponse_v10(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ProduceResponse_v10(out, o)
+
+
+def write_v11(out, o):
+    """The compiled writer of v11 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ProduceResponse:
+            try:
+                _wnative_ProduceResponse_v10(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ProduceResponse_v10(out, o)
+
+
+def write_v12(out, o):
+    """The compiled writer of v12 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ProduceResponse:
+            try:
+                _wnative_ProduceResponse_v10(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ProduceResponse_v10(out, o)
+
+
+def write_v13(out, o):
+    """The compiled writer of v13 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ProduceResponse:
+            try:
+                _wnative_ProduceResponse_v13(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ProduceResponse_v13(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, ProduceResponse, TopicProduceResponse, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_ProduceResponse_v0, _py__read_ProduceResponse_v1, _py__read_ProduceResponse_v10, _py__read_ProduceResponse_v13, _py__read_ProduceResponse_v2, _py__read_ProduceResponse_v5, _py__read_ProduceResponse_v8, _py__read_ProduceResponse_v9, _py_decode_message, _py_r_uuid, _OFF_BatchIndexAndErrorMessage_batch_index, _OFF_BatchIndexAndErrorMessage_batch_index_error_message, _OFF_BatchIndexAndErrorMessage_unknown_tags, _OFF_BatchIndexAndErrorMessage_wire_tags, _OFF_LeaderIdAndEpoch_leader_id, _OFF_LeaderIdAndEpoch_leader_epoch, _OFF_LeaderIdAndEpoch_unknown_tags, _OFF_LeaderIdAndEpoch_wire_tags, _OFF_NodeEndpoint_node_id, _OFF_NodeEndpoint_host, _OFF_NodeEndpoint_port, _OFF_NodeEndpoint_rack, _OFF_NodeEndpoint_unknown_tags, _OFF_NodeEndpoint_wire_tags, _OFF_PartitionProduceResponse_index, _OFF_PartitionProduceResponse_error_code, _OFF_PartitionProduceResponse_base_offset, _OFF_PartitionProduceResponse_log_append_time_ms, _OFF_PartitionProduceResponse_log_start_offset, _OFF_PartitionProduceResponse_record_errors, _OFF_PartitionProduceResponse_error_message, _OFF_PartitionProduceResponse_current_leader, _OFF_PartitionProduceResponse_unknown_tags, _OFF_PartitionProduceResponse_wire_tags, _OFF_ProduceResponse_responses, _OFF_ProduceResponse_throttle_time_ms, _OFF_ProduceResponse_node_endpoints, _OFF_ProduceResponse_unknown_tags, _OFF_ProduceResponse_wire_tags, _OFF_TopicProduceResponse_name, _OFF_TopicProduceResponse_topic_id, _OFF_TopicProduceResponse_partition_responses, _OFF_TopicProduceResponse_unknown_tags, _OFF_TopicProduceResponse_wire_tags
+    global _BOUND, _py_encode, BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, ProduceResponse, TopicProduceResponse, _py_LeaderIdAndEpoch, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_ProduceResponse_v0, _py__read_ProduceResponse_v1, _py__read_ProduceResponse_v10, _py__read_ProduceResponse_v13, _py__read_ProduceResponse_v2, _py__read_ProduceResponse_v5, _py__read_ProduceResponse_v8, _py__read_ProduceResponse_v9, _py__write_ProduceResponse_v0, _py__write_ProduceResponse_v1, _py__write_ProduceResponse_v10, _py__write_ProduceResponse_v13, _py__write_ProduceResponse_v2, _py__write_ProduceResponse_v5, _py__write_ProduceResponse_v8, _py__write_ProduceResponse_v9, _py_decode_message, _py_r_uuid, _py_w_uuid, _OFF_BatchIndexAndErrorMessage_batch_index, _OFF_BatchIndexAndErrorMessage_batch_index_error_message, _OFF_BatchIndexAndErrorMessage_unknown_tags, _OFF_BatchIndexAndErrorMessage_wire_tags, _OFF_LeaderIdAndEpoch_leader_id, _OFF_LeaderIdAndEpoch_leader_epoch, _OFF_LeaderIdAndEpoch_unknown_tags, _OFF_LeaderIdAndEpoch_wire_tags, _OFF_NodeEndpoint_node_id, _OFF_NodeEndpoint_host, _OFF_NodeEndpoint_port, _OFF_NodeEndpoint_rack, _OFF_NodeEndpoint_unknown_tags, _OFF_NodeEndpoint_wire_tags, _OFF_PartitionProduceResponse_index, _OFF_PartitionProduceResponse_error_code, _OFF_PartitionProduceResponse_base_offset, _OFF_PartitionProduceResponse_log_append_time_ms, _OFF_PartitionProduceResponse_log_start_offset, _OFF_PartitionProduceResponse_record_errors, _OFF_PartitionProduceResponse_error_message, _OFF_PartitionProduceResponse_current_leader, _OFF_PartitionProduceResponse_unknown_tags, _OFF_PartitionProduceResponse_wire_tags, _OFF_ProduceResponse_responses, _OFF_ProduceResponse_throttle_time_ms, _OFF_ProduceResponse_node_endpoints, _OFF_ProduceResponse_unknown_tags, _OFF_ProduceResponse_wire_tags, _OFF_TopicProduceResponse_name, _OFF_TopicProduceResponse_topic_id, _OFF_TopicProduceResponse_partition_responses, _OFF_TopicProduceResponse_unknown_tags, _OFF_TopicProduceResponse_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -1057,6 +2038,7 @@ def install(ns):
     PartitionProduceResponse = ns["PartitionProduceResponse"]
     ProduceResponse = ns["ProduceResponse"]
     TopicProduceResponse = ns["TopicProduceResponse"]
+    _py_LeaderIdAndEpoch = ns["LeaderIdAndEpoch"]
     _py_ZERO_UUID = ns["ZERO_UUID"]
     _py__DECODERS = ns["_DECODERS"]
     _py__READERS = ns["_READERS"]
@@ -1068,8 +2050,17 @@ def install(ns):
     _py__read_ProduceResponse_v5 = ns["_read_ProduceResponse_v5"]
     _py__read_ProduceResponse_v8 = ns["_read_ProduceResponse_v8"]
     _py__read_ProduceResponse_v9 = ns["_read_ProduceResponse_v9"]
+    _py__write_ProduceResponse_v0 = ns["_write_ProduceResponse_v0"]
+    _py__write_ProduceResponse_v1 = ns["_write_ProduceResponse_v1"]
+    _py__write_ProduceResponse_v10 = ns["_write_ProduceResponse_v10"]
+    _py__write_ProduceResponse_v13 = ns["_write_ProduceResponse_v13"]
+    _py__write_ProduceResponse_v2 = ns["_write_ProduceResponse_v2"]
+    _py__write_ProduceResponse_v5 = ns["_write_ProduceResponse_v5"]
+    _py__write_ProduceResponse_v8 = ns["_write_ProduceResponse_v8"]
+    _py__write_ProduceResponse_v9 = ns["_write_ProduceResponse_v9"]
     _py_decode_message = ns["decode_message"]
     _py_r_uuid = ns["r_uuid"]
+    _py_w_uuid = ns["w_uuid"]
     _OFF_BatchIndexAndErrorMessage_batch_index = _offset(BatchIndexAndErrorMessage, "batch_index")
     _OFF_BatchIndexAndErrorMessage_batch_index_error_message = _offset(BatchIndexAndErrorMessage, "batch_index_error_message")
     _OFF_BatchIndexAndErrorMessage_unknown_tags = _offset(BatchIndexAndErrorMessage, "unknown_tags")
@@ -1104,6 +2095,7 @@ def install(ns):
     _OFF_TopicProduceResponse_partition_responses = _offset(TopicProduceResponse, "partition_responses")
     _OFF_TopicProduceResponse_unknown_tags = _offset(TopicProduceResponse, "unknown_tags")
     _OFF_TopicProduceResponse_wire_tags = _offset(TopicProduceResponse, "wire_tags")
+    _py_encode = ns["ProduceResponse"].__dict__["encode"]
     readers = {
         0: read_v0,
         1: read_v1,
@@ -1120,4 +2112,20 @@ def install(ns):
         12: read_v12,
         13: read_v13,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+        1: write_v1,
+        2: write_v2,
+        3: write_v3,
+        4: write_v4,
+        5: write_v5,
+        6: write_v6,
+        7: write_v7,
+        8: write_v8,
+        9: write_v9,
+        10: write_v10,
+        11: write_v11,
+        12: write_v12,
+        13: write_v13,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,17 +47,20 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "2929f2c621f287e0"
+KEY = "a877e7793fcd8816"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object PartitionData
 cdef object ReadShareGroupStateRequest
 cdef object ReadStateData
 cdef object _py__DECODERS
 cdef object _py__READERS
 cdef object _py__read_ReadShareGroupStateRequest_v0
+cdef object _py__write_ReadShareGroupStateRequest_v0
 cdef object _py_decode_message
 cdef object _py_r_uuid
+cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_PartitionData_partition
 cdef Py_ssize_t _OFF_PartitionData_leader_epoch
 cdef Py_ssize_t _OFF_PartitionData_unknown_tags
@@ -131,6 +152,77 @@ cdef object _native_ReadShareGroupStateRequest_v0(bytes data, const unsigned cha
     return o
 
 
+cdef int _wnative_PartitionData_v0(_Buf* b, object o) except -1:
+    """Writes PartitionData v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_PartitionData_partition)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_PartitionData_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_PartitionData_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_ReadStateData_v0(_Buf* b, object o) except -1:
+    """Writes ReadStateData v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ReadStateData_topic_id)
+    tmp = bytearray()
+    _py_w_uuid(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_ReadStateData_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not PartitionData:
+            raise _Fallback()
+        _wnative_PartitionData_v0(b, item)
+    if _get(o, _OFF_ReadStateData_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_ReadShareGroupStateRequest_v0(_Buf* b, object o) except -1:
+    """Writes ReadShareGroupStateRequest v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ReadShareGroupStateRequest_group_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_ReadShareGroupStateRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not ReadStateData:
+            raise _Fallback()
+        _wnative_ReadStateData_v0(b, item)
+    if _get(o, _OFF_ReadShareGroupStateRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -179,11 +271,69 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_ReadShareGroupStateRequest_v0(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """ReadShareGroupStateRequest.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is ReadShareGroupStateRequest:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ReadShareGroupStateRequest:
+            try:
+                _wnative_ReadShareGroupStateRequest_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ReadShareGroupStateRequest_v0(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, PartitionData, ReadShareGroupStateRequest, ReadStateData, _py__DECODERS, _py__READERS, _py__read_ReadShareGroupStateRequest_v0, _py_decode_message, _py_r_uuid, _OFF_PartitionData_partition, _OFF_PartitionData_leader_epoch, _OFF_PartitionData_unknown_tags, _OFF_PartitionData_wire_tags, _OFF_ReadShareGroupStateRequest_group_id, _OFF_ReadShareGroupStateRequest_topics, _OFF_ReadShareGroupStateRequest_unknown_tags, _OFF_ReadShareGroupStateRequest_wire_tags, _OFF_ReadStateData_topic_id, _OFF_ReadStateData_partitions, _OFF_ReadStateData_unknown_tags, _OFF_ReadStateData_wire_tags
+    global _BOUND, _py_encode, PartitionData, ReadShareGroupStateRequest, ReadStateData, _py__DECODERS, _py__READERS, _py__read_ReadShareGroupStateRequest_v0, _py__write_ReadShareGroupStateRequest_v0, _py_decode_message, _py_r_uuid, _py_w_uuid, _OFF_PartitionData_partition, _OFF_PartitionData_leader_epoch, _OFF_PartitionData_unknown_tags, _OFF_PartitionData_wire_tags, _OFF_ReadShareGroupStateRequest_group_id, _OFF_ReadShareGroupStateRequest_topics, _OFF_ReadShareGroupStateRequest_unknown_tags, _OFF_ReadShareGroupStateRequest_wire_tags, _OFF_ReadStateData_topic_id, _OFF_ReadStateData_partitions, _OFF_ReadStateData_unknown_tags, _OFF_ReadStateData_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -193,8 +343,10 @@ def install(ns):
     _py__DECODERS = ns["_DECODERS"]
     _py__READERS = ns["_READERS"]
     _py__read_ReadShareGroupStateRequest_v0 = ns["_read_ReadShareGroupStateRequest_v0"]
+    _py__write_ReadShareGroupStateRequest_v0 = ns["_write_ReadShareGroupStateRequest_v0"]
     _py_decode_message = ns["decode_message"]
     _py_r_uuid = ns["r_uuid"]
+    _py_w_uuid = ns["w_uuid"]
     _OFF_PartitionData_partition = _offset(PartitionData, "partition")
     _OFF_PartitionData_leader_epoch = _offset(PartitionData, "leader_epoch")
     _OFF_PartitionData_unknown_tags = _offset(PartitionData, "unknown_tags")
@@ -207,7 +359,11 @@ def install(ns):
     _OFF_ReadStateData_partitions = _offset(ReadStateData, "partitions")
     _OFF_ReadStateData_unknown_tags = _offset(ReadStateData, "unknown_tags")
     _OFF_ReadStateData_wire_tags = _offset(ReadStateData, "wire_tags")
+    _py_encode = ns["ReadShareGroupStateRequest"].__dict__["encode"]
     readers = {
         0: read_v0,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

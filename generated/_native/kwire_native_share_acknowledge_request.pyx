@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,9 +47,10 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "776f06c4ee961c4b"
+KEY = "dd92d750d812a602"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object AcknowledgePartition
 cdef object AcknowledgeTopic
 cdef object AcknowledgementBatch
@@ -40,9 +59,13 @@ cdef object _py__DECODERS
 cdef object _py__READERS
 cdef object _py__read_ShareAcknowledgeRequest_v0
 cdef object _py__read_ShareAcknowledgeRequest_v2
+cdef object _py__write_ShareAcknowledgeRequest_v0
+cdef object _py__write_ShareAcknowledgeRequest_v2
 cdef object _py_decode_message
 cdef object _py_r_compact_array
 cdef object _py_r_uuid
+cdef object _py_w_compact_array
+cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_AcknowledgePartition_partition_index
 cdef Py_ssize_t _OFF_AcknowledgePartition_acknowledgement_batches
 cdef Py_ssize_t _OFF_AcknowledgePartition_unknown_tags
@@ -233,6 +256,169 @@ cdef object _native_ShareAcknowledgeRequest_v2(bytes data, const unsigned char* 
     return o
 
 
+cdef int _wnative_AcknowledgementBatch_v0(_Buf* b, object o) except -1:
+    """Writes AcknowledgementBatch v0-2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_AcknowledgementBatch_first_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_AcknowledgementBatch_last_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_AcknowledgementBatch_acknowledge_types)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'b')
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_AcknowledgementBatch_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_AcknowledgePartition_v0(_Buf* b, object o) except -1:
+    """Writes AcknowledgePartition v0-2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_AcknowledgePartition_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_AcknowledgePartition_acknowledgement_batches)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not AcknowledgementBatch:
+            raise _Fallback()
+        _wnative_AcknowledgementBatch_v0(b, item)
+    if _get(o, _OFF_AcknowledgePartition_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_AcknowledgeTopic_v0(_Buf* b, object o) except -1:
+    """Writes AcknowledgeTopic v0-2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_AcknowledgeTopic_topic_id)
+    tmp = bytearray()
+    _py_w_uuid(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_AcknowledgeTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not AcknowledgePartition:
+            raise _Fallback()
+        _wnative_AcknowledgePartition_v0(b, item)
+    if _get(o, _OFF_AcknowledgeTopic_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_ShareAcknowledgeRequest_v0(_Buf* b, object o) except -1:
+    """Writes ShareAcknowledgeRequest v0-1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ShareAcknowledgeRequest_group_id)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_ShareAcknowledgeRequest_member_id)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_ShareAcknowledgeRequest_share_session_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.is_renew_ack != False:
+        raise _Fallback()
+    v = _get(o, _OFF_ShareAcknowledgeRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not AcknowledgeTopic:
+            raise _Fallback()
+        _wnative_AcknowledgeTopic_v0(b, item)
+    if _get(o, _OFF_ShareAcknowledgeRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_ShareAcknowledgeRequest_v2(_Buf* b, object o) except -1:
+    """Writes ShareAcknowledgeRequest v2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ShareAcknowledgeRequest_group_id)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_ShareAcknowledgeRequest_member_id)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_ShareAcknowledgeRequest_share_session_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ShareAcknowledgeRequest_is_renew_ack)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_ShareAcknowledgeRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not AcknowledgeTopic:
+            raise _Fallback()
+        _wnative_AcknowledgeTopic_v0(b, item)
+    if _get(o, _OFF_ShareAcknowledgeRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -309,11 +495,111 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_ShareAcknowledgeRequest_v0(b, o)
+    elif version == 1:
+        return _wnative_ShareAcknowledgeRequest_v0(b, o)
+    elif version == 2:
+        return _wnative_ShareAcknowledgeRequest_v2(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """ShareAcknowledgeRequest.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is ShareAcknowledgeRequest:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ShareAcknowledgeRequest:
+            try:
+                _wnative_ShareAcknowledgeRequest_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ShareAcknowledgeRequest_v0(out, o)
+
+
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ShareAcknowledgeRequest:
+            try:
+                _wnative_ShareAcknowledgeRequest_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ShareAcknowledgeRequest_v0(out, o)
+
+
+def write_v2(out, o):
+    """The compiled writer of v2 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ShareAcknowledgeRequest:
+            try:
+                _wnative_ShareAcknowledgeRequest_v2(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ShareAcknowledgeRequest_v2(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch, ShareAcknowledgeRequest, _py__DECODERS, _py__READERS, _py__read_ShareAcknowledgeRequest_v0, _py__read_ShareAcknowledgeRequest_v2, _py_decode_message, _py_r_compact_array, _py_r_uuid, _OFF_AcknowledgePartition_partition_index, _OFF_AcknowledgePartition_acknowledgement_batches, _OFF_AcknowledgePartition_unknown_tags, _OFF_AcknowledgePartition_wire_tags, _OFF_AcknowledgeTopic_topic_id, _OFF_AcknowledgeTopic_partitions, _OFF_AcknowledgeTopic_unknown_tags, _OFF_AcknowledgeTopic_wire_tags, _OFF_AcknowledgementBatch_first_offset, _OFF_AcknowledgementBatch_last_offset, _OFF_AcknowledgementBatch_acknowledge_types, _OFF_AcknowledgementBatch_unknown_tags, _OFF_AcknowledgementBatch_wire_tags, _OFF_ShareAcknowledgeRequest_group_id, _OFF_ShareAcknowledgeRequest_member_id, _OFF_ShareAcknowledgeRequest_share_session_epoch, _OFF_ShareAcknowledgeRequest_is_renew_ack, _OFF_ShareAcknowledgeRequest_topics, _OFF_ShareAcknowledgeRequest_unknown_tags, _OFF_ShareAcknowledgeRequest_wire_tags
+    global _BOUND, _py_encode, AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch, ShareAcknowledgeRequest, _py__DECODERS, _py__READERS, _py__read_ShareAcknowledgeRequest_v0, _py__read_ShareAcknowledgeRequest_v2, _py__write_ShareAcknowledgeRequest_v0, _py__write_ShareAcknowledgeRequest_v2, _py_decode_message, _py_r_compact_array, _py_r_uuid, _py_w_compact_array, _py_w_uuid, _OFF_AcknowledgePartition_partition_index, _OFF_AcknowledgePartition_acknowledgement_batches, _OFF_AcknowledgePartition_unknown_tags, _OFF_AcknowledgePartition_wire_tags, _OFF_AcknowledgeTopic_topic_id, _OFF_AcknowledgeTopic_partitions, _OFF_AcknowledgeTopic_unknown_tags, _OFF_AcknowledgeTopic_wire_tags, _OFF_AcknowledgementBatch_first_offset, _OFF_AcknowledgementBatch_last_offset, _OFF_AcknowledgementBatch_acknowledge_types, _OFF_AcknowledgementBatch_unknown_tags, _OFF_AcknowledgementBatch_wire_tags, _OFF_ShareAcknowledgeRequest_group_id, _OFF_ShareAcknowledgeRequest_member_id, _OFF_ShareAcknowledgeRequest_share_session_epoch, _OFF_ShareAcknowledgeRequest_is_renew_ack, _OFF_ShareAcknowledgeRequest_topics, _OFF_ShareAcknowledgeRequest_unknown_tags, _OFF_ShareAcknowledgeRequest_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -325,9 +611,13 @@ def install(ns):
     _py__READERS = ns["_READERS"]
     _py__read_ShareAcknowledgeRequest_v0 = ns["_read_ShareAcknowledgeRequest_v0"]
     _py__read_ShareAcknowledgeRequest_v2 = ns["_read_ShareAcknowledgeRequest_v2"]
+    _py__write_ShareAcknowledgeRequest_v0 = ns["_write_ShareAcknowledgeRequest_v0"]
+    _py__write_ShareAcknowledgeRequest_v2 = ns["_write_ShareAcknowledgeRequest_v2"]
     _py_decode_message = ns["decode_message"]
     _py_r_compact_array = ns["r_compact_array"]
     _py_r_uuid = ns["r_uuid"]
+    _py_w_compact_array = ns["w_compact_array"]
+    _py_w_uuid = ns["w_uuid"]
     _OFF_AcknowledgePartition_partition_index = _offset(AcknowledgePartition, "partition_index")
     _OFF_AcknowledgePartition_acknowledgement_batches = _offset(AcknowledgePartition, "acknowledgement_batches")
     _OFF_AcknowledgePartition_unknown_tags = _offset(AcknowledgePartition, "unknown_tags")
@@ -348,9 +638,15 @@ def install(ns):
     _OFF_ShareAcknowledgeRequest_topics = _offset(ShareAcknowledgeRequest, "topics")
     _OFF_ShareAcknowledgeRequest_unknown_tags = _offset(ShareAcknowledgeRequest, "unknown_tags")
     _OFF_ShareAcknowledgeRequest_wire_tags = _offset(ShareAcknowledgeRequest, "wire_tags")
+    _py_encode = ns["ShareAcknowledgeRequest"].__dict__["encode"]
     readers = {
         0: read_v0,
         1: read_v1,
         2: read_v2,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+        1: write_v1,
+        2: write_v2,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,9 +47,10 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "69a2dafc6a1755ae"
+KEY = "6bddf3672b72a6e7"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object AcknowledgementBatch
 cdef object FetchPartition
 cdef object FetchTopic
@@ -42,9 +61,14 @@ cdef object _py__READERS
 cdef object _py__read_ShareFetchRequest_v0
 cdef object _py__read_ShareFetchRequest_v1
 cdef object _py__read_ShareFetchRequest_v2
+cdef object _py__write_ShareFetchRequest_v0
+cdef object _py__write_ShareFetchRequest_v1
+cdef object _py__write_ShareFetchRequest_v2
 cdef object _py_decode_message
 cdef object _py_r_compact_array
 cdef object _py_r_uuid
+cdef object _py_w_compact_array
+cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_AcknowledgementBatch_first_offset
 cdef Py_ssize_t _OFF_AcknowledgementBatch_last_offset
 cdef Py_ssize_t _OFF_AcknowledgementBatch_acknowledge_types
@@ -415,6 +439,345 @@ cdef object _native_ShareFetchRequest_v2(bytes data, const unsigned char* d, Py_
     return o
 
 
+cdef int _wnative_AcknowledgementBatch_v0(_Buf* b, object o) except -1:
+    """Writes AcknowledgementBatch v0-2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_AcknowledgementBatch_first_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_AcknowledgementBatch_last_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_AcknowledgementBatch_acknowledge_types)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'b')
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_AcknowledgementBatch_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_FetchPartition_v0(_Buf* b, object o) except -1:
+    """Writes FetchPartition v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchPartition_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchPartition_partition_max_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchPartition_acknowledgement_batches)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not AcknowledgementBatch:
+            raise _Fallback()
+        _wnative_AcknowledgementBatch_v0(b, item)
+    if _get(o, _OFF_FetchPartition_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_FetchPartition_v1(_Buf* b, object o) except -1:
+    """Writes FetchPartition v1-2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchPartition_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.partition_max_bytes != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_FetchPartition_acknowledgement_batches)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not AcknowledgementBatch:
+            raise _Fallback()
+        _wnative_AcknowledgementBatch_v0(b, item)
+    if _get(o, _OFF_FetchPartition_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_FetchTopic_v0(_Buf* b, object o) except -1:
+    """Writes FetchTopic v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchTopic_topic_id)
+    tmp = bytearray()
+    _py_w_uuid(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_FetchTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not FetchPartition:
+            raise _Fallback()
+        _wnative_FetchPartition_v0(b, item)
+    if _get(o, _OFF_FetchTopic_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_FetchTopic_v1(_Buf* b, object o) except -1:
+    """Writes FetchTopic v1-2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_FetchTopic_topic_id)
+    tmp = bytearray()
+    _py_w_uuid(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_FetchTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not FetchPartition:
+            raise _Fallback()
+        _wnative_FetchPartition_v1(b, item)
+    if _get(o, _OFF_FetchTopic_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_ForgottenTopic_v0(_Buf* b, object o) except -1:
+    """Writes ForgottenTopic v0-2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ForgottenTopic_topic_id)
+    tmp = bytearray()
+    _py_w_uuid(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_ForgottenTopic_partitions)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_ForgottenTopic_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_ShareFetchRequest_v0(_Buf* b, object o) except -1:
+    """Writes ShareFetchRequest v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ShareFetchRequest_group_id)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_ShareFetchRequest_member_id)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_ShareFetchRequest_share_session_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ShareFetchRequest_max_wait_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ShareFetchRequest_min_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ShareFetchRequest_max_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.max_records != 0:
+        raise _Fallback()
+    if o.batch_size != 0:
+        raise _Fallback()
+    if o.share_acquire_mode != 0:
+        raise _Fallback()
+    if o.is_renew_ack != False:
+        raise _Fallback()
+    v = _get(o, _OFF_ShareFetchRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not FetchTopic:
+            raise _Fallback()
+        _wnative_FetchTopic_v0(b, item)
+    v = _get(o, _OFF_ShareFetchRequest_forgotten_topics_data)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not ForgottenTopic:
+            raise _Fallback()
+        _wnative_ForgottenTopic_v0(b, item)
+    if _get(o, _OFF_ShareFetchRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_ShareFetchRequest_v1(_Buf* b, object o) except -1:
+    """Writes ShareFetchRequest v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ShareFetchRequest_group_id)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_ShareFetchRequest_member_id)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_ShareFetchRequest_share_session_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ShareFetchRequest_max_wait_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ShareFetchRequest_min_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ShareFetchRequest_max_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ShareFetchRequest_max_records)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ShareFetchRequest_batch_size)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.share_acquire_mode != 0:
+        raise _Fallback()
+    if o.is_renew_ack != False:
+        raise _Fallback()
+    v = _get(o, _OFF_ShareFetchRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not FetchTopic:
+            raise _Fallback()
+        _wnative_FetchTopic_v1(b, item)
+    v = _get(o, _OFF_ShareFetchRequest_forgotten_topics_data)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not ForgottenTopic:
+            raise _Fallback()
+        _wnative_ForgottenTopic_v0(b, item)
+    if _get(o, _OFF_ShareFetchRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_ShareFetchRequest_v2(_Buf* b, object o) except -1:
+    """Writes ShareFetchRequest v2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ShareFetchRequest_group_id)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_ShareFetchRequest_member_id)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_ShareFetchRequest_share_session_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ShareFetchRequest_max_wait_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ShareFetchRequest_min_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ShareFetchRequest_max_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ShareFetchRequest_max_records)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ShareFetchRequest_batch_size)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ShareFetchRequest_share_acquire_mode)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    v = _get(o, _OFF_ShareFetchRequest_is_renew_ack)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_ShareFetchRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not FetchTopic:
+            raise _Fallback()
+        _wnative_FetchTopic_v1(b, item)
+    v = _get(o, _OFF_ShareFetchRequest_forgotten_topics_data)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not ForgottenTopic:
+            raise _Fallback()
+        _wnative_ForgottenTopic_v0(b, item)
+    if _get(o, _OFF_ShareFetchRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -491,11 +854,111 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_ShareFetchRequest_v0(b, o)
+    elif version == 1:
+        return _wnative_ShareFetchRequest_v1(b, o)
+    elif version == 2:
+        return _wnative_ShareFetchRequest_v2(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """ShareFetchRequest.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is ShareFetchRequest:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ShareFetchRequest:
+            try:
+                _wnative_ShareFetchRequest_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ShareFetchRequest_v0(out, o)
+
+
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ShareFetchRequest:
+            try:
+                _wnative_ShareFetchRequest_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ShareFetchRequest_v1(out, o)
+
+
+def write_v2(out, o):
+    """The compiled writer of v2 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ShareFetchRequest:
+            try:
+                _wnative_ShareFetchRequest_v2(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ShareFetchRequest_v2(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, AcknowledgementBatch, FetchPartition, FetchTopic, ForgottenTopic, ShareFetchRequest, _py__DECODERS, _py__READERS, _py__read_ShareFetchRequest_v0, _py__read_ShareFetchRequest_v1, _py__read_ShareFetchRequest_v2, _py_decode_message, _py_r_compact_array, _py_r_uuid, _OFF_AcknowledgementBatch_first_offset, _OFF_AcknowledgementBatch_last_offset, _OFF_AcknowledgementBatch_acknowledge_types, _OFF_AcknowledgementBatch_unknown_tags, _OFF_AcknowledgementBatch_wire_tags, _OFF_FetchPartition_partition_index, _OFF_FetchPartition_partition_max_bytes, _OFF_FetchPartition_acknowledgement_batches, _OFF_FetchPartition_unknown_tags, _OFF_FetchPartition_wire_tags, _OFF_FetchTopic_topic_id, _OFF_FetchTopic_partitions, _OFF_FetchTopic_unknown_tags, _OFF_FetchTopic_wire_tags, _OFF_ForgottenTopic_topic_id, _OFF_ForgottenTopic_partitions, _OFF_ForgottenTopic_unknown_tags, _OFF_ForgottenTopic_wire_tags, _OFF_ShareFetchRequest_group_id, _OFF_ShareFetchRequest_member_id, _OFF_ShareFetchRequest_share_session_epoch, _OFF_ShareFetchRequest_max_wait_ms, _OFF_ShareFetchRequest_min_bytes, _OFF_ShareFetchRequest_max_bytes, _OFF_ShareFetchRequest_max_records, _OFF_ShareFetchRequest_batch_size, _OFF_ShareFetchRequest_share_acquire_mode, _OFF_ShareFetchRequest_is_renew_ack, _OFF_ShareFetchRequest_topics, _OFF_ShareFetchRequest_forgotten_topics_data, _OFF_ShareFetchRequest_unknown_tags, _OFF_ShareFetchRequest_wire_tags
+    global _BOUND, _py_encode, AcknowledgementBatch, FetchPartition, FetchTopic, ForgottenTopic, ShareFetchRequest, _py__DECODERS, _py__READERS, _py__read_ShareFetchRequest_v0, _py__read_ShareFetchRequest_v1, _py__read_ShareFetchRequest_v2, _py__write_ShareFetchRequest_v0, _py__write_ShareFetchRequest_v1, _py__write_ShareFetchRequest_v2, _py_decode_message, _py_r_compact_array, _py_r_uuid, _py_w_compact_array, _py_w_uuid, _OFF_AcknowledgementBatch_first_offset, _OFF_AcknowledgementBatch_last_offset, _OFF_AcknowledgementBatch_acknowledge_types, _OFF_AcknowledgementBatch_unknown_tags, _OFF_AcknowledgementBatch_wire_tags, _OFF_FetchPartition_partition_index, _OFF_FetchPartition_partition_max_bytes, _OFF_FetchPartition_acknowledgement_batches, _OFF_FetchPartition_unknown_tags, _OFF_FetchPartition_wire_tags, _OFF_FetchTopic_topic_id, _OFF_FetchTopic_partitions, _OFF_FetchTopic_unknown_tags, _OFF_FetchTopic_wire_tags, _OFF_ForgottenTopic_topic_id, _OFF_ForgottenTopic_partitions, _OFF_ForgottenTopic_unknown_tags, _OFF_ForgottenTopic_wire_tags, _OFF_ShareFetchRequest_group_id, _OFF_ShareFetchRequest_member_id, _OFF_ShareFetchRequest_share_session_epoch, _OFF_ShareFetchRequest_max_wait_ms, _OFF_ShareFetchRequest_min_bytes, _OFF_ShareFetchRequest_max_bytes, _OFF_ShareFetchRequest_max_records, _OFF_ShareFetchRequest_batch_size, _OFF_ShareFetchRequest_share_acquire_mode, _OFF_ShareFetchRequest_is_renew_ack, _OFF_ShareFetchRequest_topics, _OFF_ShareFetchRequest_forgotten_topics_data, _OFF_ShareFetchRequest_unknown_tags, _OFF_ShareFetchRequest_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -509,9 +972,14 @@ def install(ns):
     _py__read_ShareFetchRequest_v0 = ns["_read_ShareFetchRequest_v0"]
     _py__read_ShareFetchRequest_v1 = ns["_read_ShareFetchRequest_v1"]
     _py__read_ShareFetchRequest_v2 = ns["_read_ShareFetchRequest_v2"]
+    _py__write_ShareFetchRequest_v0 = ns["_write_ShareFetchRequest_v0"]
+    _py__write_ShareFetchRequest_v1 = ns["_write_ShareFetchRequest_v1"]
+    _py__write_ShareFetchRequest_v2 = ns["_write_ShareFetchRequest_v2"]
     _py_decode_message = ns["decode_message"]
     _py_r_compact_array = ns["r_compact_array"]
     _py_r_uuid = ns["r_uuid"]
+    _py_w_compact_array = ns["w_compact_array"]
+    _py_w_uuid = ns["w_uuid"]
     _OFF_AcknowledgementBatch_first_offset = _offset(AcknowledgementBatch, "first_offset")
     _OFF_AcknowledgementBatch_last_offset = _offset(AcknowledgementBatch, "last_offset")
     _OFF_AcknowledgementBatch_acknowledge_types = _offset(AcknowledgementBatch, "acknowledge_types")
@@ -544,9 +1012,15 @@ def install(ns):
     _OFF_ShareFetchRequest_forgotten_topics_data = _offset(ShareFetchRequest, "forgotten_topics_data")
     _OFF_ShareFetchRequest_unknown_tags = _offset(ShareFetchRequest, "unknown_tags")
     _OFF_ShareFetchRequest_wire_tags = _offset(ShareFetchRequest, "wire_tags")
+    _py_encode = ns["ShareFetchRequest"].__dict__["encode"]
     readers = {
         0: read_v0,
         1: read_v1,
         2: read_v2,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+        1: write_v1,
+        2: write_v2,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

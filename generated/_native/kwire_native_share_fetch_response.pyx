@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,9 +47,10 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "e5dd968a06f462a6"
+KEY = "41b357463a642b20"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object AcquiredRecords
 cdef object LeaderIdAndEpoch
 cdef object NodeEndpoint
@@ -42,10 +61,15 @@ cdef object _py__DECODERS
 cdef object _py__READERS
 cdef object _py__read_ShareFetchResponse_v0
 cdef object _py__read_ShareFetchResponse_v1
+cdef object _py__write_ShareFetchResponse_v0
+cdef object _py__write_ShareFetchResponse_v1
 cdef object _py_decode_message
 cdef object _py_r_compact_bytes
 cdef object _py_r_compact_nullable_bytes
 cdef object _py_r_uuid
+cdef object _py_w_compact_bytes
+cdef object _py_w_compact_nullable_bytes
+cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_AcquiredRecords_first_offset
 cdef Py_ssize_t _OFF_AcquiredRecords_last_offset
 cdef Py_ssize_t _OFF_AcquiredRecords_delivery_count
@@ -417,6 +441,328 @@ cdef object _native_ShareFetchResponse_v1(bytes data, const unsigned char* d, Py
     return o
 
 
+cdef int _wnative_LeaderIdAndEpoch_v0(_Buf* b, object o) except -1:
+    """Writes LeaderIdAndEpoch v0-2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_LeaderIdAndEpoch_leader_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_LeaderIdAndEpoch_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_LeaderIdAndEpoch_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_AcquiredRecords_v0(_Buf* b, object o) except -1:
+    """Writes AcquiredRecords v0-2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_AcquiredRecords_first_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_AcquiredRecords_last_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_AcquiredRecords_delivery_count)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    if _get(o, _OFF_AcquiredRecords_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_PartitionData_v0(_Buf* b, object o) except -1:
+    """Writes PartitionData v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_PartitionData_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_PartitionData_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_PartitionData_error_message)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_PartitionData_acknowledge_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_PartitionData_acknowledge_error_message)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_PartitionData_current_leader)
+    if type(v) is not LeaderIdAndEpoch:
+        raise _Fallback()
+    _wnative_LeaderIdAndEpoch_v0(b, v)
+    v = _get(o, _OFF_PartitionData_records)
+    tmp = bytearray()
+    _py_w_compact_nullable_bytes(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_PartitionData_acquired_records)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not AcquiredRecords:
+            raise _Fallback()
+        _wnative_AcquiredRecords_v0(b, item)
+    if _get(o, _OFF_PartitionData_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_PartitionData_v1(_Buf* b, object o) except -1:
+    """Writes PartitionData v1-2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_PartitionData_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_PartitionData_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_PartitionData_error_message)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_PartitionData_acknowledge_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_PartitionData_acknowledge_error_message)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_PartitionData_current_leader)
+    if type(v) is not LeaderIdAndEpoch:
+        raise _Fallback()
+    _wnative_LeaderIdAndEpoch_v0(b, v)
+    v = _get(o, _OFF_PartitionData_records)
+    tmp = bytearray()
+    _py_w_compact_bytes(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_PartitionData_acquired_records)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not AcquiredRecords:
+            raise _Fallback()
+        _wnative_AcquiredRecords_v0(b, item)
+    if _get(o, _OFF_PartitionData_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_ShareFetchableTopicResponse_v0(_Buf* b, object o) except -1:
+    """Writes ShareFetchableTopicResponse v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ShareFetchableTopicResponse_topic_id)
+    tmp = bytearray()
+    _py_w_uuid(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_ShareFetchableTopicResponse_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not PartitionData:
+            raise _Fallback()
+        _wnative_PartitionData_v0(b, item)
+    if _get(o, _OFF_ShareFetchableTopicResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_ShareFetchableTopicResponse_v1(_Buf* b, object o) except -1:
+    """Writes ShareFetchableTopicResponse v1-2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ShareFetchableTopicResponse_topic_id)
+    tmp = bytearray()
+    _py_w_uuid(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_ShareFetchableTopicResponse_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not PartitionData:
+            raise _Fallback()
+        _wnative_PartitionData_v1(b, item)
+    if _get(o, _OFF_ShareFetchableTopicResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_NodeEndpoint_v0(_Buf* b, object o) except -1:
+    """Writes NodeEndpoint v0-2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_NodeEndpoint_node_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_NodeEndpoint_host)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_NodeEndpoint_port)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_NodeEndpoint_rack)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_NodeEndpoint_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_ShareFetchResponse_v0(_Buf* b, object o) except -1:
+    """Writes ShareFetchResponse v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ShareFetchResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ShareFetchResponse_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_ShareFetchResponse_error_message)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if o.acquisition_lock_timeout_ms != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_ShareFetchResponse_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not ShareFetchableTopicResponse:
+            raise _Fallback()
+        _wnative_ShareFetchableTopicResponse_v0(b, item)
+    v = _get(o, _OFF_ShareFetchResponse_node_endpoints)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not NodeEndpoint:
+            raise _Fallback()
+        _wnative_NodeEndpoint_v0(b, item)
+    if _get(o, _OFF_ShareFetchResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_ShareFetchResponse_v1(_Buf* b, object o) except -1:
+    """Writes ShareFetchResponse v1-2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ShareFetchResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ShareFetchResponse_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_ShareFetchResponse_error_message)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_ShareFetchResponse_acquisition_lock_timeout_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_ShareFetchResponse_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not ShareFetchableTopicResponse:
+            raise _Fallback()
+        _wnative_ShareFetchableTopicResponse_v1(b, item)
+    v = _get(o, _OFF_ShareFetchResponse_node_endpoints)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not NodeEndpoint:
+            raise _Fallback()
+        _wnative_NodeEndpoint_v0(b, item)
+    if _get(o, _OFF_ShareFetchResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -493,11 +839,111 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_ShareFetchResponse_v0(b, o)
+    elif version == 1:
+        return _wnative_ShareFetchResponse_v1(b, o)
+    elif version == 2:
+        return _wnative_ShareFetchResponse_v1(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """ShareFetchResponse.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is ShareFetchResponse:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ShareFetchResponse:
+            try:
+                _wnative_ShareFetchResponse_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ShareFetchResponse_v0(out, o)
+
+
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ShareFetchResponse:
+            try:
+                _wnative_ShareFetchResponse_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ShareFetchResponse_v1(out, o)
+
+
+def write_v2(out, o):
+    """The compiled writer of v2 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ShareFetchResponse:
+            try:
+                _wnative_ShareFetchResponse_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ShareFetchResponse_v1(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, AcquiredRecords, LeaderIdAndEpoch, NodeEndpoint, PartitionData, ShareFetchResponse, ShareFetchableTopicResponse, _py__DECODERS, _py__READERS, _py__read_ShareFetchResponse_v0, _py__read_ShareFetchResponse_v1, _py_decode_message, _py_r_compact_bytes, _py_r_compact_nullable_bytes, _py_r_uuid, _OFF_AcquiredRecords_first_offset, _OFF_AcquiredRecords_last_offset, _OFF_AcquiredRecords_delivery_count, _OFF_AcquiredRecords_unknown_tags, _OFF_AcquiredRecords_wire_tags, _OFF_LeaderIdAndEpoch_leader_id, _OFF_LeaderIdAndEpoch_leader_epoch, _OFF_LeaderIdAndEpoch_unknown_tags, _OFF_LeaderIdAndEpoch_wire_tags, _OFF_NodeEndpoint_node_id, _OFF_NodeEndpoint_host, _OFF_NodeEndpoint_port, _OFF_NodeEndpoint_rack, _OFF_NodeEndpoint_unknown_tags, _OFF_NodeEndpoint_wire_tags, _OFF_PartitionData_partition_index, _OFF_PartitionData_error_code, _OFF_PartitionData_error_message, _OFF_PartitionData_acknowledge_error_code, _OFF_PartitionData_acknowledge_error_message, _OFF_PartitionData_current_leader, _OFF_PartitionData_records, _OFF_PartitionData_acquired_records, _OFF_PartitionData_unknown_tags, _OFF_PartitionData_wire_tags, _OFF_ShareFetchResponse_throttle_time_ms, _OFF_ShareFetchResponse_error_code, _OFF_ShareFetchResponse_error_message, _OFF_ShareFetchResponse_acquisition_lock_timeout_ms, _OFF_ShareFetchResponse_responses, _OFF_ShareFetchResponse_node_endpoints, _OFF_ShareFetchResponse_unknown_tags, _OFF_ShareFetchResponse_wire_tags, _OFF_ShareFetchableTopicResponse_topic_id, _OFF_ShareFetchableTopicResponse_partitions, _OFF_ShareFetchableTopicResponse_unknown_tags, _OFF_ShareFetchableTopicResponse_wire_tags
+    global _BOUND, _py_encode, AcquiredRecords, LeaderIdAndEpoch, NodeEndpoint, PartitionData, ShareFetchResponse, ShareFetchableTopicResponse, _py__DECODERS, _py__READERS, _py__read_ShareFetchResponse_v0, _py__read_ShareFetchResponse_v1, _py__write_ShareFetchResponse_v0, _py__write_ShareFetchResponse_v1, _py_decode_message, _py_r_compact_bytes, _py_r_compact_nullable_bytes, _py_r_uuid, _py_w_compact_bytes, _py_w_compact_nullable_bytes, _py_w_uuid, _OFF_AcquiredRecords_first_offset, _OFF_AcquiredRecords_last_offset, _OFF_AcquiredRecords_delivery_count, _OFF_AcquiredRecords_unknown_tags, _OFF_AcquiredRecords_wire_tags, _OFF_LeaderIdAndEpoch_leader_id, _OFF_LeaderIdAndEpoch_leader_epoch, _OFF_LeaderIdAndEpoch_unknown_tags, _OFF_LeaderIdAndEpoch_wire_tags, _OFF_NodeEndpoint_node_id, _OFF_NodeEndpoint_host, _OFF_NodeEndpoint_port, _OFF_NodeEndpoint_rack, _OFF_NodeEndpoint_unknown_tags, _OFF_NodeEndpoint_wire_tags, _OFF_PartitionData_partition_index, _OFF_PartitionData_error_code, _OFF_PartitionData_error_message, _OFF_PartitionData_acknowledge_error_code, _OFF_PartitionData_acknowledge_error_message, _OFF_PartitionData_current_leader, _OFF_PartitionData_records, _OFF_PartitionData_acquired_records, _OFF_PartitionData_unknown_tags, _OFF_PartitionData_wire_tags, _OFF_ShareFetchResponse_throttle_time_ms, _OFF_ShareFetchResponse_error_code, _OFF_ShareFetchResponse_error_message, _OFF_ShareFetchResponse_acquisition_lock_timeout_ms, _OFF_ShareFetchResponse_responses, _OFF_ShareFetchResponse_node_endpoints, _OFF_ShareFetchResponse_unknown_tags, _OFF_ShareFetchResponse_wire_tags, _OFF_ShareFetchableTopicResponse_topic_id, _OFF_ShareFetchableTopicResponse_partitions, _OFF_ShareFetchableTopicResponse_unknown_tags, _OFF_ShareFetchableTopicResponse_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -511,10 +957,15 @@ def install(ns):
     _py__READERS = ns["_READERS"]
     _py__read_ShareFetchResponse_v0 = ns["_read_ShareFetchResponse_v0"]
     _py__read_ShareFetchResponse_v1 = ns["_read_ShareFetchResponse_v1"]
+    _py__write_ShareFetchResponse_v0 = ns["_write_ShareFetchResponse_v0"]
+    _py__write_ShareFetchResponse_v1 = ns["_write_ShareFetchResponse_v1"]
     _py_decode_message = ns["decode_message"]
     _py_r_compact_bytes = ns["r_compact_bytes"]
     _py_r_compact_nullable_bytes = ns["r_compact_nullable_bytes"]
     _py_r_uuid = ns["r_uuid"]
+    _py_w_compact_bytes = ns["w_compact_bytes"]
+    _py_w_compact_nullable_bytes = ns["w_compact_nullable_bytes"]
+    _py_w_uuid = ns["w_uuid"]
     _OFF_AcquiredRecords_first_offset = _offset(AcquiredRecords, "first_offset")
     _OFF_AcquiredRecords_last_offset = _offset(AcquiredRecords, "last_offset")
     _OFF_AcquiredRecords_delivery_count = _offset(AcquiredRecords, "delivery_count")
@@ -552,9 +1003,15 @@ def install(ns):
     _OFF_ShareFetchableTopicResponse_partitions = _offset(ShareFetchableTopicResponse, "partitions")
     _OFF_ShareFetchableTopicResponse_unknown_tags = _offset(ShareFetchableTopicResponse, "unknown_tags")
     _OFF_ShareFetchableTopicResponse_wire_tags = _offset(ShareFetchableTopicResponse, "wire_tags")
+    _py_encode = ns["ShareFetchResponse"].__dict__["encode"]
     readers = {
         0: read_v0,
         1: read_v1,
         2: read_v2,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+        1: write_v1,
+        2: write_v2,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

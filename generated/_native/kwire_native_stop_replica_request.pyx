@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,9 +47,10 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "e22b5988a0b54d96"
+KEY = "6330653df7803b65"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object StopReplicaPartitionState
 cdef object StopReplicaPartitionV0
 cdef object StopReplicaRequest
@@ -44,9 +63,16 @@ cdef object _py__read_StopReplicaRequest_v1
 cdef object _py__read_StopReplicaRequest_v2
 cdef object _py__read_StopReplicaRequest_v3
 cdef object _py__read_StopReplicaRequest_v4
+cdef object _py__write_StopReplicaRequest_v0
+cdef object _py__write_StopReplicaRequest_v1
+cdef object _py__write_StopReplicaRequest_v2
+cdef object _py__write_StopReplicaRequest_v3
+cdef object _py__write_StopReplicaRequest_v4
 cdef object _py_decode_message
 cdef object _py_r_array
 cdef object _py_r_compact_array
+cdef object _py_w_array
+cdef object _py_w_compact_array
 cdef Py_ssize_t _OFF_StopReplicaPartitionState_partition_index
 cdef Py_ssize_t _OFF_StopReplicaPartitionState_leader_epoch
 cdef Py_ssize_t _OFF_StopReplicaPartitionState_delete_partition
@@ -369,6 +395,323 @@ cdef object _native_StopReplicaRequest_v4(bytes data, const unsigned char* d, Py
     return o
 
 
+cdef int _wnative_StopReplicaPartitionV0_v0(_Buf* b, object o) except -1:
+    """Writes StopReplicaPartitionV0 v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_StopReplicaPartitionV0_topic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_StopReplicaPartitionV0_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_StopReplicaPartitionV0_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_StopReplicaTopicV1_v1(_Buf* b, object o) except -1:
+    """Writes StopReplicaTopicV1 v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_StopReplicaTopicV1_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_StopReplicaTopicV1_partition_indexes)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_StopReplicaTopicV1_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_StopReplicaTopicV1_v2(_Buf* b, object o) except -1:
+    """Writes StopReplicaTopicV1 v2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_StopReplicaTopicV1_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_StopReplicaTopicV1_partition_indexes)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_StopReplicaTopicV1_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_StopReplicaPartitionState_v3(_Buf* b, object o) except -1:
+    """Writes StopReplicaPartitionState v3-4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_StopReplicaPartitionState_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_StopReplicaPartitionState_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_StopReplicaPartitionState_delete_partition)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    if _get(o, _OFF_StopReplicaPartitionState_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_StopReplicaTopicState_v3(_Buf* b, object o) except -1:
+    """Writes StopReplicaTopicState v3-4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_StopReplicaTopicState_topic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_StopReplicaTopicState_partition_states)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not StopReplicaPartitionState:
+            raise _Fallback()
+        _wnative_StopReplicaPartitionState_v3(b, item)
+    if _get(o, _OFF_StopReplicaTopicState_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_StopReplicaRequest_v0(_Buf* b, object o) except -1:
+    """Writes StopReplicaRequest v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_StopReplicaRequest_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.is_k_raft_controller != False:
+        raise _Fallback()
+    v = _get(o, _OFF_StopReplicaRequest_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_StopReplicaRequest_delete_partitions)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_StopReplicaRequest_ungrouped_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not StopReplicaPartitionV0:
+            raise _Fallback()
+        _wnative_StopReplicaPartitionV0_v0(b, item)
+    if len(o.topics) != 0:
+        raise _Fallback()
+    if len(o.topic_states) != 0:
+        raise _Fallback()
+    if _get(o, _OFF_StopReplicaRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_StopReplicaRequest_v1(_Buf* b, object o) except -1:
+    """Writes StopReplicaRequest v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_StopReplicaRequest_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.is_k_raft_controller != False:
+        raise _Fallback()
+    v = _get(o, _OFF_StopReplicaRequest_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_StopReplicaRequest_broker_epoch)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_StopReplicaRequest_delete_partitions)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    if len(o.ungrouped_partitions) != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_StopReplicaRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not StopReplicaTopicV1:
+            raise _Fallback()
+        _wnative_StopReplicaTopicV1_v1(b, item)
+    if len(o.topic_states) != 0:
+        raise _Fallback()
+    if _get(o, _OFF_StopReplicaRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_StopReplicaRequest_v2(_Buf* b, object o) except -1:
+    """Writes StopReplicaRequest v2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_StopReplicaRequest_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.is_k_raft_controller != False:
+        raise _Fallback()
+    v = _get(o, _OFF_StopReplicaRequest_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_StopReplicaRequest_broker_epoch)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_StopReplicaRequest_delete_partitions)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    if len(o.ungrouped_partitions) != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_StopReplicaRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not StopReplicaTopicV1:
+            raise _Fallback()
+        _wnative_StopReplicaTopicV1_v2(b, item)
+    if len(o.topic_states) != 0:
+        raise _Fallback()
+    if _get(o, _OFF_StopReplicaRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_StopReplicaRequest_v3(_Buf* b, object o) except -1:
+    """Writes StopReplicaRequest v3; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_StopReplicaRequest_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.is_k_raft_controller != False:
+        raise _Fallback()
+    v = _get(o, _OFF_StopReplicaRequest_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_StopReplicaRequest_broker_epoch)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if o.delete_partitions != False:
+        raise _Fallback()
+    if len(o.ungrouped_partitions) != 0:
+        raise _Fallback()
+    if len(o.topics) != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_StopReplicaRequest_topic_states)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not StopReplicaTopicState:
+            raise _Fallback()
+        _wnative_StopReplicaTopicState_v3(b, item)
+    if _get(o, _OFF_StopReplicaRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_StopReplicaRequest_v4(_Buf* b, object o) except -1:
+    """Writes StopReplicaRequest v4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_StopReplicaRequest_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_StopReplicaRequest_is_k_raft_controller)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_StopReplicaRequest_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_StopReplicaRequest_broker_epoch)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if o.delete_partitions != False:
+        raise _Fallback()
+    if len(o.ungrouped_partitions) != 0:
+        raise _Fallback()
+    if len(o.topics) != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_StopReplicaRequest_topic_states)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not StopReplicaTopicState:
+            raise _Fallback()
+        _wnative_StopReplicaTopicState_v3(b, item)
+    if _get(o, _OFF_StopReplicaRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -473,11 +816,153 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_StopReplicaRequest_v0(b, o)
+    elif version == 1:
+        return _wnative_StopReplicaRequest_v1(b, o)
+    elif version == 2:
+        return _wnative_StopReplicaRequest_v2(b, o)
+    elif version == 3:
+        return _wnative_StopReplicaRequest_v3(b, o)
+    elif version == 4:
+        return _wnative_StopReplicaRequest_v4(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """StopReplicaRequest.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is StopReplicaRequest:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is StopReplicaRequest:
+            try:
+                _wnative_StopReplicaRequest_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_StopReplicaRequest_v0(out, o)
+
+
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is StopReplicaRequest:
+            try:
+                _wnative_StopReplicaRequest_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_StopReplicaRequest_v1(out, o)
+
+
+def write_v2(out, o):
+    """The compiled writer of v2 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is StopReplicaRequest:
+            try:
+                _wnative_StopReplicaRequest_v2(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_StopReplicaRequest_v2(out, o)
+
+
+def write_v3(out, o):
+    """The compiled writer of v3 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is StopReplicaRequest:
+            try:
+                _wnative_StopReplicaRequest_v3(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_StopReplicaRequest_v3(out, o)
+
+
+def write_v4(out, o):
+    """The compiled writer of v4 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is StopReplicaRequest:
+            try:
+                _wnative_StopReplicaRequest_v4(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_StopReplicaRequest_v4(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, StopReplicaPartitionState, StopReplicaPartitionV0, StopReplicaRequest, StopReplicaTopicState, StopReplicaTopicV1, _py__DECODERS, _py__READERS, _py__read_StopReplicaRequest_v0, _py__read_StopReplicaRequest_v1, _py__read_StopReplicaRequest_v2, _py__read_StopReplicaRequest_v3, _py__read_StopReplicaRequest_v4, _py_decode_message, _py_r_array, _py_r_compact_array, _OFF_StopReplicaPartitionState_partition_index, _OFF_StopReplicaPartitionState_leader_epoch, _OFF_StopReplicaPartitionState_delete_partition, _OFF_StopReplicaPartitionState_unknown_tags, _OFF_StopReplicaPartitionState_wire_tags, _OFF_StopReplicaPartitionV0_topic_name, _OFF_StopReplicaPartitionV0_partition_index, _OFF_StopReplicaPartitionV0_unknown_tags, _OFF_StopReplicaPartitionV0_wire_tags, _OFF_StopReplicaRequest_controller_id, _OFF_StopReplicaRequest_is_k_raft_controller, _OFF_StopReplicaRequest_controller_epoch, _OFF_StopReplicaRequest_broker_epoch, _OFF_StopReplicaRequest_delete_partitions, _OFF_StopReplicaRequest_ungrouped_partitions, _OFF_StopReplicaRequest_topics, _OFF_StopReplicaRequest_topic_states, _OFF_StopReplicaRequest_unknown_tags, _OFF_StopReplicaRequest_wire_tags, _OFF_StopReplicaTopicState_topic_name, _OFF_StopReplicaTopicState_partition_states, _OFF_StopReplicaTopicState_unknown_tags, _OFF_StopReplicaTopicState_wire_tags, _OFF_StopReplicaTopicV1_name, _OFF_StopReplicaTopicV1_partition_indexes, _OFF_StopReplicaTopicV1_unknown_tags, _OFF_StopReplicaTopicV1_wire_tags
+    global _BOUND, _py_encode, StopReplicaPartitionState, StopReplicaPartitionV0, StopReplicaRequest, StopReplicaTopicState, StopReplicaTopicV1, _py__DECODERS, _py__READERS, _py__read_StopReplicaRequest_v0, _py__read_StopReplicaRequest_v1, _py__read_StopReplicaRequest_v2, _py__read_StopReplicaRequest_v3, _py__read_StopReplicaRequest_v4, _py__write_StopReplicaRequest_v0, _py__write_StopReplicaRequest_v1, _py__write_StopReplicaRequest_v2, _py__write_StopReplicaRequest_v3, _py__write_StopReplicaRequest_v4, _py_decode_message, _py_r_array, _py_r_compact_array, _py_w_array, _py_w_compact_array, _OFF_StopReplicaPartitionState_partition_index, _OFF_StopReplicaPartitionState_leader_epoch, _OFF_StopReplicaPartitionState_delete_partition, _OFF_StopReplicaPartitionState_unknown_tags, _OFF_StopReplicaPartitionState_wire_tags, _OFF_StopReplicaPartitionV0_topic_name, _OFF_StopReplicaPartitionV0_partition_index, _OFF_StopReplicaPartitionV0_unknown_tags, _OFF_StopReplicaPartitionV0_wire_tags, _OFF_StopReplicaRequest_controller_id, _OFF_StopReplicaRequest_is_k_raft_controller, _OFF_StopReplicaRequest_controller_epoch, _OFF_StopReplicaRequest_broker_epoch, _OFF_StopReplicaRequest_delete_partitions, _OFF_StopReplicaRequest_ungrouped_partitions, _OFF_StopReplicaRequest_topics, _OFF_StopReplicaRequest_topic_states, _OFF_StopReplicaRequest_unknown_tags, _OFF_StopReplicaRequest_wire_tags, _OFF_StopReplicaTopicState_topic_name, _OFF_StopReplicaTopicState_partition_states, _OFF_StopReplicaTopicState_unknown_tags, _OFF_StopReplicaTopicState_wire_tags, _OFF_StopReplicaTopicV1_name, _OFF_StopReplicaTopicV1_partition_indexes, _OFF_StopReplicaTopicV1_unknown_tags, _OFF_StopReplicaTopicV1_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -493,9 +978,16 @@ def install(ns):
     _py__read_StopReplicaRequest_v2 = ns["_read_StopReplicaRequest_v2"]
     _py__read_StopReplicaRequest_v3 = ns["_read_StopReplicaRequest_v3"]
     _py__read_StopReplicaRequest_v4 = ns["_read_StopReplicaRequest_v4"]
+    _py__write_StopReplicaRequest_v0 = ns["_write_StopReplicaRequest_v0"]
+    _py__write_StopReplicaRequest_v1 = ns["_write_StopReplicaRequest_v1"]
+    _py__write_StopReplicaRequest_v2 = ns["_write_StopReplicaRequest_v2"]
+    _py__write_StopReplicaRequest_v3 = ns["_write_StopReplicaRequest_v3"]
+    _py__write_StopReplicaRequest_v4 = ns["_write_StopReplicaRequest_v4"]
     _py_decode_message = ns["decode_message"]
     _py_r_array = ns["r_array"]
     _py_r_compact_array = ns["r_compact_array"]
+    _py_w_array = ns["w_array"]
+    _py_w_compact_array = ns["w_compact_array"]
     _OFF_StopReplicaPartitionState_partition_index = _offset(StopReplicaPartitionState, "partition_index")
     _OFF_StopReplicaPartitionState_leader_epoch = _offset(StopReplicaPartitionState, "leader_epoch")
     _OFF_StopReplicaPartitionState_delete_partition = _offset(StopReplicaPartitionState, "delete_partition")
@@ -523,6 +1015,7 @@ def install(ns):
     _OFF_StopReplicaTopicV1_partition_indexes = _offset(StopReplicaTopicV1, "partition_indexes")
     _OFF_StopReplicaTopicV1_unknown_tags = _offset(StopReplicaTopicV1, "unknown_tags")
     _OFF_StopReplicaTopicV1_wire_tags = _offset(StopReplicaTopicV1, "wire_tags")
+    _py_encode = ns["StopReplicaRequest"].__dict__["encode"]
     readers = {
         0: read_v0,
         1: read_v1,
@@ -530,4 +1023,11 @@ def install(ns):
         3: read_v3,
         4: read_v4,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+        1: write_v1,
+        2: write_v2,
+        3: write_v3,
+        4: write_v4,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,9 +47,10 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "d45d5288527ffda8"
+KEY = "30241e249e6045d9"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object Assignment
 cdef object DescribedGroup
 cdef object Endpoint
@@ -49,11 +68,19 @@ cdef object _py__read_Endpoint_v0
 cdef object _py__read_StreamsGroupDescribeResponse_v0
 cdef object _py__read_Subtopology_v0
 cdef object _py__read_Topology_v0
+cdef object _py__write_Endpoint_v0
+cdef object _py__write_StreamsGroupDescribeResponse_v0
+cdef object _py__write_Subtopology_v0
+cdef object _py__write_Topology_v0
 cdef object _py_decode_message
 cdef object _py_r_compact_array
 cdef object _py_r_compact_nullable_array
 cdef object _py_r_compact_string
 cdef object _py_r_nullable_struct
+cdef object _py_w_compact_array
+cdef object _py_w_compact_nullable_array
+cdef object _py_w_compact_string
+cdef object _py_w_nullable_struct
 cdef Py_ssize_t _OFF_Assignment_active_tasks
 cdef Py_ssize_t _OFF_Assignment_standby_tasks
 cdef Py_ssize_t _OFF_Assignment_warmup_tasks
@@ -565,6 +592,467 @@ cdef object _native_StreamsGroupDescribeResponse_v0(bytes data, const unsigned c
     return o
 
 
+cdef int _wnative_KeyValue_v0(_Buf* b, object o) except -1:
+    """Writes KeyValue v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_KeyValue_key)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_KeyValue_value)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_KeyValue_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_TopicInfo_v0(_Buf* b, object o) except -1:
+    """Writes TopicInfo v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_TopicInfo_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_TopicInfo_partitions)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_TopicInfo_replication_factor)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_TopicInfo_topic_configs)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not KeyValue:
+            raise _Fallback()
+        _wnative_KeyValue_v0(b, item)
+    if _get(o, _OFF_TopicInfo_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_TaskOffset_v0(_Buf* b, object o) except -1:
+    """Writes TaskOffset v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_TaskOffset_subtopology_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_TaskOffset_partition)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_TaskOffset_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if _get(o, _OFF_TaskOffset_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_TaskIds_v0(_Buf* b, object o) except -1:
+    """Writes TaskIds v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_TaskIds_subtopology_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_TaskIds_partitions)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_TaskIds_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_Assignment_v0(_Buf* b, object o) except -1:
+    """Writes Assignment v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_Assignment_active_tasks)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not TaskIds:
+            raise _Fallback()
+        _wnative_TaskIds_v0(b, item)
+    v = _get(o, _OFF_Assignment_standby_tasks)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not TaskIds:
+            raise _Fallback()
+        _wnative_TaskIds_v0(b, item)
+    v = _get(o, _OFF_Assignment_warmup_tasks)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not TaskIds:
+            raise _Fallback()
+        _wnative_TaskIds_v0(b, item)
+    if _get(o, _OFF_Assignment_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_Subtopology_v0(_Buf* b, object o) except -1:
+    """Writes Subtopology v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_Subtopology_subtopology_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_Subtopology_source_topics)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, _py_w_compact_string)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_Subtopology_repartition_sink_topics)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, _py_w_compact_string)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_Subtopology_state_changelog_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not TopicInfo:
+            raise _Fallback()
+        _wnative_TopicInfo_v0(b, item)
+    v = _get(o, _OFF_Subtopology_repartition_source_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not TopicInfo:
+            raise _Fallback()
+        _wnative_TopicInfo_v0(b, item)
+    if _get(o, _OFF_Subtopology_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_Topology_v0(_Buf* b, object o) except -1:
+    """Writes Topology v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_Topology_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_Topology_subtopologies)
+    tmp = bytearray()
+    _py_w_compact_nullable_array(tmp, v, _py__write_Subtopology_v0)
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_Topology_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_Endpoint_v0(_Buf* b, object o) except -1:
+    """Writes Endpoint v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_Endpoint_host)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_Endpoint_port)
+    _w_be(b, <uint64_t>_int_in(v, 0, 65535), 2)
+    if _get(o, _OFF_Endpoint_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_Member_v0(_Buf* b, object o) except -1:
+    """Writes Member v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_Member_member_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_Member_member_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_Member_instance_id)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_Member_rack_id)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_Member_client_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_Member_client_host)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_Member_topology_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_Member_process_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_Member_user_endpoint)
+    tmp = bytearray()
+    _py_w_nullable_struct(tmp, v, _py__write_Endpoint_v0)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_Member_client_tags)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not KeyValue:
+            raise _Fallback()
+        _wnative_KeyValue_v0(b, item)
+    v = _get(o, _OFF_Member_task_offsets)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not TaskOffset:
+            raise _Fallback()
+        _wnative_TaskOffset_v0(b, item)
+    v = _get(o, _OFF_Member_task_end_offsets)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not TaskOffset:
+            raise _Fallback()
+        _wnative_TaskOffset_v0(b, item)
+    v = _get(o, _OFF_Member_assignment)
+    if type(v) is not Assignment:
+        raise _Fallback()
+    _wnative_Assignment_v0(b, v)
+    v = _get(o, _OFF_Member_target_assignment)
+    if type(v) is not Assignment:
+        raise _Fallback()
+    _wnative_Assignment_v0(b, v)
+    v = _get(o, _OFF_Member_is_classic)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    if _get(o, _OFF_Member_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_DescribedGroup_v0(_Buf* b, object o) except -1:
+    """Writes DescribedGroup v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribedGroup_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_DescribedGroup_error_message)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroup_group_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroup_group_state)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroup_group_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DescribedGroup_assignment_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DescribedGroup_topology)
+    tmp = bytearray()
+    _py_w_nullable_struct(tmp, v, _py__write_Topology_v0)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_DescribedGroup_members)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not Member:
+            raise _Fallback()
+        _wnative_Member_v0(b, item)
+    v = _get(o, _OFF_DescribedGroup_authorized_operations)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_DescribedGroup_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_StreamsGroupDescribeResponse_v0(_Buf* b, object o) except -1:
+    """Writes StreamsGroupDescribeResponse v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_StreamsGroupDescribeResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_StreamsGroupDescribeResponse_groups)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not DescribedGroup:
+            raise _Fallback()
+        _wnative_DescribedGroup_v0(b, item)
+    if _get(o, _OFF_StreamsGroupDescribeResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -613,11 +1101,69 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_StreamsGroupDescribeResponse_v0(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """StreamsGroupDescribeResponse.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is StreamsGroupDescribeResponse:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is StreamsGroupDescribeResponse:
+            try:
+                _wnative_StreamsGroupDescribeResponse_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_StreamsGroupDescribeResponse_v0(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, Assignment, DescribedGroup, Endpoint, KeyValue, Member, StreamsGroupDescribeResponse, Subtopology, TaskIds, TaskOffset, TopicInfo, Topology, _py__DECODERS, _py__READERS, _py__read_Endpoint_v0, _py__read_StreamsGroupDescribeResponse_v0, _py__read_Subtopology_v0, _py__read_Topology_v0, _py_decode_message, _py_r_compact_array, _py_r_compact_nullable_array, _py_r_compact_string, _py_r_nullable_struct, _OFF_Assignment_active_tasks, _OFF_Assignment_standby_tasks, _OFF_Assignment_warmup_tasks, _OFF_Assignment_unknown_tags, _OFF_Assignment_wire_tags, _OFF_DescribedGroup_error_code, _OFF_DescribedGroup_error_message, _OFF_DescribedGroup_group_id, _OFF_DescribedGroup_group_state, _OFF_DescribedGroup_group_epoch, _OFF_DescribedGroup_assignment_epoch, _OFF_DescribedGroup_topology, _OFF_DescribedGroup_members, _OFF_DescribedGroup_authorized_operations, _OFF_DescribedGroup_unknown_tags, _OFF_DescribedGroup_wire_tags, _OFF_Endpoint_host, _OFF_Endpoint_port, _OFF_Endpoint_unknown_tags, _OFF_Endpoint_wire_tags, _OFF_KeyValue_key, _OFF_KeyValue_value, _OFF_KeyValue_unknown_tags, _OFF_KeyValue_wire_tags, _OFF_Member_member_id, _OFF_Member_member_epoch, _OFF_Member_instance_id, _OFF_Member_rack_id, _OFF_Member_client_id, _OFF_Member_client_host, _OFF_Member_topology_epoch, _OFF_Member_process_id, _OFF_Member_user_endpoint, _OFF_Member_client_tags, _OFF_Member_task_offsets, _OFF_Member_task_end_offsets, _OFF_Member_assignment, _OFF_Member_target_assignment, _OFF_Member_is_classic, _OFF_Member_unknown_tags, _OFF_Member_wire_tags, _OFF_StreamsGroupDescribeResponse_throttle_time_ms, _OFF_StreamsGroupDescribeResponse_groups, _OFF_StreamsGroupDescribeResponse_unknown_tags, _OFF_StreamsGroupDescribeResponse_wire_tags, _OFF_Subtopology_subtopology_id, _OFF_Subtopology_source_topics, _OFF_Subtopology_repartition_sink_topics, _OFF_Subtopology_state_changelog_topics, _OFF_Subtopology_repartition_source_topics, _OFF_Subtopology_unknown_tags, _OFF_Subtopology_wire_tags, _OFF_TaskIds_subtopology_id, _OFF_TaskIds_partitions, _OFF_TaskIds_unknown_tags, _OFF_TaskIds_wire_tags, _OFF_TaskOffset_subtopology_id, _OFF_TaskOffset_partition, _OFF_TaskOffset_offset, _OFF_TaskOffset_unknown_tags, _OFF_TaskOffset_wire_tags, _OFF_TopicInfo_name, _OFF_TopicInfo_partitions, _OFF_TopicInfo_replication_factor, _OFF_TopicInfo_topic_configs, _OFF_TopicInfo_unknown_tags, _OFF_TopicInfo_wire_tags, _OFF_Topology_epoch, _OFF_Topology_subtopologies, _OFF_Topology_unknown_tags, _OFF_Topology_wire_tags
+    global _BOUND, _py_encode, Assignment, DescribedGroup, Endpoint, KeyValue, Member, StreamsGroupDescribeResponse, Subtopology, TaskIds, TaskOffset, TopicInfo, Topology, _py__DECODERS, _py__READERS, _py__read_Endpoint_v0, _py__read_StreamsGroupDescribeResponse_v0, _py__read_Subtopology_v0, _py__read_Topology_v0, _py__write_Endpoint_v0, _py__write_StreamsGroupDescribeResponse_v0, _py__write_Subtopology_v0, _py__write_Topology_v0, _py_decode_message, _py_r_compact_array, _py_r_compact_nullable_array, _py_r_compact_string, _py_r_nullable_struct, _py_w_compact_array, _py_w_compact_nullable_array, _py_w_compact_string, _py_w_nullable_struct, _OFF_Assignment_active_tasks, _OFF_Assignment_standby_tasks, _OFF_Assignment_warmup_tasks, _OFF_Assignment_unknown_tags, _OFF_Assignment_wire_tags, _OFF_DescribedGroup_error_code, _OFF_DescribedGroup_error_message, _OFF_DescribedGroup_group_id, _OFF_DescribedGroup_group_state, _OFF_DescribedGroup_group_epoch, _OFF_DescribedGroup_assignment_epoch, _OFF_DescribedGroup_topology, _OFF_DescribedGroup_members, _OFF_DescribedGroup_authorized_operations, _OFF_DescribedGroup_unknown_tags, _OFF_DescribedGroup_wire_tags, _OFF_Endpoint_host, _OFF_Endpoint_port, _OFF_Endpoint_unknown_tags, _OFF_Endpoint_wire_tags, _OFF_KeyValue_key, _OFF_KeyValue_value, _OFF_KeyValue_unknown_tags, _OFF_KeyValue_wire_tags, _OFF_Member_member_id, _OFF_Member_member_epoch, _OFF_Member_instance_id, _OFF_Member_rack_id, _OFF_Member_client_id, _OFF_Member_client_host, _OFF_Member_topology_epoch, _OFF_Member_process_id, _OFF_Member_user_endpoint, _OFF_Member_client_tags, _OFF_Member_task_offsets, _OFF_Member_task_end_offsets, _OFF_Member_assignment, _OFF_Member_target_assignment, _OFF_Member_is_classic, _OFF_Member_unknown_tags, _OFF_Member_wire_tags, _OFF_StreamsGroupDescribeResponse_throttle_time_ms, _OFF_StreamsGroupDescribeResponse_groups, _OFF_StreamsGroupDescribeResponse_unknown_tags, _OFF_StreamsGroupDescribeResponse_wire_tags, _OFF_Subtopology_subtopology_id, _OFF_Subtopology_source_topics, _OFF_Subtopology_repartition_sink_topics, _OFF_Subtopology_state_changelog_topics, _OFF_Subtopology_repartition_source_topics, _OFF_Subtopology_unknown_tags, _OFF_Subtopology_wire_tags, _OFF_TaskIds_subtopology_id, _OFF_TaskIds_partitions, _OFF_TaskIds_unknown_tags, _OFF_TaskIds_wire_tags, _OFF_TaskOffset_subtopology_id, _OFF_TaskOffset_partition, _OFF_TaskOffset_offset, _OFF_TaskOffset_unknown_tags, _OFF_TaskOffset_wire_tags, _OFF_TopicInfo_name, _OFF_TopicInfo_partitions, _OFF_TopicInfo_replication_factor, _OFF_TopicInfo_topic_configs, _OFF_TopicInfo_unknown_tags, _OFF_TopicInfo_wire_tags, _OFF_Topology_epoch, _OFF_Topology_subtopologies, _OFF_Topology_unknown_tags, _OFF_Topology_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -638,11 +1184,19 @@ def install(ns):
     _py__read_StreamsGroupDescribeResponse_v0 = ns["_read_StreamsGroupDescribeResponse_v0"]
     _py__read_Subtopology_v0 = ns["_read_Subtopology_v0"]
     _py__read_Topology_v0 = ns["_read_Topology_v0"]
+    _py__write_Endpoint_v0 = ns["_write_Endpoint_v0"]
+    _py__write_StreamsGroupDescribeResponse_v0 = ns["_write_StreamsGroupDescribeResponse_v0"]
+    _py__write_Subtopology_v0 = ns["_write_Subtopology_v0"]
+    _py__write_Topology_v0 = ns["_write_Topology_v0"]
     _py_decode_message = ns["decode_message"]
     _py_r_compact_array = ns["r_compact_array"]
     _py_r_compact_nullable_array = ns["r_compact_nullable_array"]
     _py_r_compact_string = ns["r_compact_string"]
     _py_r_nullable_struct = ns["r_nullable_struct"]
+    _py_w_compact_array = ns["w_compact_array"]
+    _py_w_compact_nullable_array = ns["w_compact_nullable_array"]
+    _py_w_compact_string = ns["w_compact_string"]
+    _py_w_nullable_struct = ns["w_nullable_struct"]
     _OFF_Assignment_active_tasks = _offset(Assignment, "active_tasks")
     _OFF_Assignment_standby_tasks = _offset(Assignment, "standby_tasks")
     _OFF_Assignment_warmup_tasks = _offset(Assignment, "warmup_tasks")
@@ -714,7 +1268,11 @@ def install(ns):
     _OFF_Topology_subtopologies = _offset(Topology, "subtopologies")
     _OFF_Topology_unknown_tags = _offset(Topology, "unknown_tags")
     _OFF_Topology_wire_tags = _offset(Topology, "wire_tags")
+    _py_encode = ns["StreamsGroupDescribeResponse"].__dict__["encode"]
     readers = {
         0: read_v0,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

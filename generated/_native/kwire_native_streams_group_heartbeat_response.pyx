@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,9 +47,10 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "f703655b4a292517"
+KEY = "9d296ad2a00fdaa7"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object Endpoint
 cdef object EndpointToPartitions
 cdef object Status
@@ -44,9 +63,15 @@ cdef object _py__read_EndpointToPartitions_v0
 cdef object _py__read_Status_v0
 cdef object _py__read_StreamsGroupHeartbeatResponse_v0
 cdef object _py__read_TaskIds_v0
+cdef object _py__write_EndpointToPartitions_v0
+cdef object _py__write_Status_v0
+cdef object _py__write_StreamsGroupHeartbeatResponse_v0
+cdef object _py__write_TaskIds_v0
 cdef object _py_decode_message
 cdef object _py_r_compact_array
 cdef object _py_r_compact_nullable_array
+cdef object _py_w_compact_array
+cdef object _py_w_compact_nullable_array
 cdef Py_ssize_t _OFF_Endpoint_host
 cdef Py_ssize_t _OFF_Endpoint_port
 cdef Py_ssize_t _OFF_Endpoint_unknown_tags
@@ -279,6 +304,210 @@ cdef object _native_StreamsGroupHeartbeatResponse_v0(bytes data, const unsigned 
     return o
 
 
+cdef int _wnative_TaskIds_v0(_Buf* b, object o) except -1:
+    """Writes TaskIds v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_TaskIds_subtopology_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_TaskIds_partitions)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_TaskIds_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_TopicPartition_v0(_Buf* b, object o) except -1:
+    """Writes TopicPartition v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_TopicPartition_topic)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_TopicPartition_partitions)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_TopicPartition_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_Status_v0(_Buf* b, object o) except -1:
+    """Writes Status v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_Status_status_code)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    v = _get(o, _OFF_Status_status_detail)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_Status_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_Endpoint_v0(_Buf* b, object o) except -1:
+    """Writes Endpoint v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_Endpoint_host)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_Endpoint_port)
+    _w_be(b, <uint64_t>_int_in(v, 0, 65535), 2)
+    if _get(o, _OFF_Endpoint_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_EndpointToPartitions_v0(_Buf* b, object o) except -1:
+    """Writes EndpointToPartitions v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_EndpointToPartitions_user_endpoint)
+    if type(v) is not Endpoint:
+        raise _Fallback()
+    _wnative_Endpoint_v0(b, v)
+    v = _get(o, _OFF_EndpointToPartitions_active_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not TopicPartition:
+            raise _Fallback()
+        _wnative_TopicPartition_v0(b, item)
+    v = _get(o, _OFF_EndpointToPartitions_standby_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not TopicPartition:
+            raise _Fallback()
+        _wnative_TopicPartition_v0(b, item)
+    if _get(o, _OFF_EndpointToPartitions_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_StreamsGroupHeartbeatResponse_v0(_Buf* b, object o) except -1:
+    """Writes StreamsGroupHeartbeatResponse v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_error_message)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_member_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_member_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_heartbeat_interval_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_acceptable_recovery_lag)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_task_offset_interval_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_status)
+    tmp = bytearray()
+    _py_w_compact_nullable_array(tmp, v, _py__write_Status_v0)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_active_tasks)
+    tmp = bytearray()
+    _py_w_compact_nullable_array(tmp, v, _py__write_TaskIds_v0)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_standby_tasks)
+    tmp = bytearray()
+    _py_w_compact_nullable_array(tmp, v, _py__write_TaskIds_v0)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_warmup_tasks)
+    tmp = bytearray()
+    _py_w_compact_nullable_array(tmp, v, _py__write_TaskIds_v0)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_endpoint_information_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_partitions_by_user_endpoint)
+    tmp = bytearray()
+    _py_w_compact_nullable_array(tmp, v, _py__write_EndpointToPartitions_v0)
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_StreamsGroupHeartbeatResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -327,11 +556,69 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_StreamsGroupHeartbeatResponse_v0(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """StreamsGroupHeartbeatResponse.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is StreamsGroupHeartbeatResponse:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is StreamsGroupHeartbeatResponse:
+            try:
+                _wnative_StreamsGroupHeartbeatResponse_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_StreamsGroupHeartbeatResponse_v0(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, Endpoint, EndpointToPartitions, Status, StreamsGroupHeartbeatResponse, TaskIds, TopicPartition, _py__DECODERS, _py__READERS, _py__read_EndpointToPartitions_v0, _py__read_Status_v0, _py__read_StreamsGroupHeartbeatResponse_v0, _py__read_TaskIds_v0, _py_decode_message, _py_r_compact_array, _py_r_compact_nullable_array, _OFF_Endpoint_host, _OFF_Endpoint_port, _OFF_Endpoint_unknown_tags, _OFF_Endpoint_wire_tags, _OFF_EndpointToPartitions_user_endpoint, _OFF_EndpointToPartitions_active_partitions, _OFF_EndpointToPartitions_standby_partitions, _OFF_EndpointToPartitions_unknown_tags, _OFF_EndpointToPartitions_wire_tags, _OFF_Status_status_code, _OFF_Status_status_detail, _OFF_Status_unknown_tags, _OFF_Status_wire_tags, _OFF_StreamsGroupHeartbeatResponse_throttle_time_ms, _OFF_StreamsGroupHeartbeatResponse_error_code, _OFF_StreamsGroupHeartbeatResponse_error_message, _OFF_StreamsGroupHeartbeatResponse_member_id, _OFF_StreamsGroupHeartbeatResponse_member_epoch, _OFF_StreamsGroupHeartbeatResponse_heartbeat_interval_ms, _OFF_StreamsGroupHeartbeatResponse_acceptable_recovery_lag, _OFF_StreamsGroupHeartbeatResponse_task_offset_interval_ms, _OFF_StreamsGroupHeartbeatResponse_status, _OFF_StreamsGroupHeartbeatResponse_active_tasks, _OFF_StreamsGroupHeartbeatResponse_standby_tasks, _OFF_StreamsGroupHeartbeatResponse_warmup_tasks, _OFF_StreamsGroupHeartbeatResponse_endpoint_information_epoch, _OFF_StreamsGroupHeartbeatResponse_partitions_by_user_endpoint, _OFF_StreamsGroupHeartbeatResponse_unknown_tags, _OFF_StreamsGroupHeartbeatResponse_wire_tags, _OFF_TaskIds_subtopology_id, _OFF_TaskIds_partitions, _OFF_TaskIds_unknown_tags, _OFF_TaskIds_wire_tags, _OFF_TopicPartition_topic, _OFF_TopicPartition_partitions, _OFF_TopicPartition_unknown_tags, _OFF_TopicPartition_wire_tags
+    global _BOUND, _py_encode, Endpoint, EndpointToPartitions, Status, StreamsGroupHeartbeatResponse, TaskIds, TopicPartition, _py__DECODERS, _py__READERS, _py__read_EndpointToPartitions_v0, _py__read_Status_v0, _py__read_StreamsGroupHeartbeatResponse_v0, _py__read_TaskIds_v0, _py__write_EndpointToPartitions_v0, _py__write_Status_v0, _py__write_StreamsGroupHeartbeatResponse_v0, _py__write_TaskIds_v0, _py_decode_message, _py_r_compact_array, _py_r_compact_nullable_array, _py_w_compact_array, _py_w_compact_nullable_array, _OFF_Endpoint_host, _OFF_Endpoint_port, _OFF_Endpoint_unknown_tags, _OFF_Endpoint_wire_tags, _OFF_EndpointToPartitions_user_endpoint, _OFF_EndpointToPartitions_active_partitions, _OFF_EndpointToPartitions_standby_partitions, _OFF_EndpointToPartitions_unknown_tags, _OFF_EndpointToPartitions_wire_tags, _OFF_Status_status_code, _OFF_Status_status_detail, _OFF_Status_unknown_tags, _OFF_Status_wire_tags, _OFF_StreamsGroupHeartbeatResponse_throttle_time_ms, _OFF_StreamsGroupHeartbeatResponse_error_code, _OFF_StreamsGroupHeartbeatResponse_error_message, _OFF_StreamsGroupHeartbeatResponse_member_id, _OFF_StreamsGroupHeartbeatResponse_member_epoch, _OFF_StreamsGroupHeartbeatResponse_heartbeat_interval_ms, _OFF_StreamsGroupHeartbeatResponse_acceptable_recovery_lag, _OFF_StreamsGroupHeartbeatResponse_task_offset_interval_ms, _OFF_StreamsGroupHeartbeatResponse_status, _OFF_StreamsGroupHeartbeatResponse_active_tasks, _OFF_StreamsGroupHeartbeatResponse_standby_tasks, _OFF_StreamsGroupHeartbeatResponse_warmup_tasks, _OFF_StreamsGroupHeartbeatResponse_endpoint_information_epoch, _OFF_StreamsGroupHeartbeatResponse_partitions_by_user_endpoint, _OFF_StreamsGroupHeartbeatResponse_unknown_tags, _OFF_StreamsGroupHeartbeatResponse_wire_tags, _OFF_TaskIds_subtopology_id, _OFF_TaskIds_partitions, _OFF_TaskIds_unknown_tags, _OFF_TaskIds_wire_tags, _OFF_TopicPartition_topic, _OFF_TopicPartition_partitions, _OFF_TopicPartition_unknown_tags, _OFF_TopicPartition_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -347,9 +634,15 @@ def install(ns):
     _py__read_Status_v0 = ns["_read_Status_v0"]
     _py__read_StreamsGroupHeartbeatResponse_v0 = ns["_read_StreamsGroupHeartbeatResponse_v0"]
     _py__read_TaskIds_v0 = ns["_read_TaskIds_v0"]
+    _py__write_EndpointToPartitions_v0 = ns["_write_EndpointToPartitions_v0"]
+    _py__write_Status_v0 = ns["_write_Status_v0"]
+    _py__write_StreamsGroupHeartbeatResponse_v0 = ns["_write_StreamsGroupHeartbeatResponse_v0"]
+    _py__write_TaskIds_v0 = ns["_write_TaskIds_v0"]
     _py_decode_message = ns["decode_message"]
     _py_r_compact_array = ns["r_compact_array"]
     _py_r_compact_nullable_array = ns["r_compact_nullable_array"]
+    _py_w_compact_array = ns["w_compact_array"]
+    _py_w_compact_nullable_array = ns["w_compact_nullable_array"]
     _OFF_Endpoint_host = _offset(Endpoint, "host")
     _OFF_Endpoint_port = _offset(Endpoint, "port")
     _OFF_Endpoint_unknown_tags = _offset(Endpoint, "unknown_tags")
@@ -387,7 +680,11 @@ def install(ns):
     _OFF_TopicPartition_partitions = _offset(TopicPartition, "partitions")
     _OFF_TopicPartition_unknown_tags = _offset(TopicPartition, "unknown_tags")
     _OFF_TopicPartition_wire_tags = _offset(TopicPartition, "wire_tags")
+    _py_encode = ns["StreamsGroupHeartbeatResponse"].__dict__["encode"]
     readers = {
         0: read_v0,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,9 +47,10 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "03440246800dcb3b"
+KEY = "9a5a0574118bac6a"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object TxnOffsetCommitRequest
 cdef object TxnOffsetCommitRequestPartition
 cdef object TxnOffsetCommitRequestTopic
@@ -40,6 +59,9 @@ cdef object _py__READERS
 cdef object _py__read_TxnOffsetCommitRequest_v0
 cdef object _py__read_TxnOffsetCommitRequest_v2
 cdef object _py__read_TxnOffsetCommitRequest_v3
+cdef object _py__write_TxnOffsetCommitRequest_v0
+cdef object _py__write_TxnOffsetCommitRequest_v2
+cdef object _py__write_TxnOffsetCommitRequest_v3
 cdef object _py_decode_message
 cdef Py_ssize_t _OFF_TxnOffsetCommitRequest_transactional_id
 cdef Py_ssize_t _OFF_TxnOffsetCommitRequest_group_id
@@ -392,6 +414,352 @@ cdef object _native_TxnOffsetCommitRequest_v3(bytes data, const unsigned char* d
     return o
 
 
+cdef int _wnative_TxnOffsetCommitRequestPartition_v0(_Buf* b, object o) except -1:
+    """Writes TxnOffsetCommitRequestPartition v0-1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_TxnOffsetCommitRequestPartition_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_TxnOffsetCommitRequestPartition_committed_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_TxnOffsetCommitRequestPartition_committed_metadata)
+    if v is None:
+        _w_be(b, 0xFFFF, 2)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_TxnOffsetCommitRequestPartition_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_TxnOffsetCommitRequestPartition_v2(_Buf* b, object o) except -1:
+    """Writes TxnOffsetCommitRequestPartition v2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_TxnOffsetCommitRequestPartition_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_TxnOffsetCommitRequestPartition_committed_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_TxnOffsetCommitRequestPartition_committed_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_TxnOffsetCommitRequestPartition_committed_metadata)
+    if v is None:
+        _w_be(b, 0xFFFF, 2)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_TxnOffsetCommitRequestPartition_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_TxnOffsetCommitRequestPartition_v3(_Buf* b, object o) except -1:
+    """Writes TxnOffsetCommitRequestPartition v3-5; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_TxnOffsetCommitRequestPartition_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_TxnOffsetCommitRequestPartition_committed_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_TxnOffsetCommitRequestPartition_committed_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_TxnOffsetCommitRequestPartition_committed_metadata)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_TxnOffsetCommitRequestPartition_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_TxnOffsetCommitRequestTopic_v0(_Buf* b, object o) except -1:
+    """Writes TxnOffsetCommitRequestTopic v0-1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_TxnOffsetCommitRequestTopic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_TxnOffsetCommitRequestTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not TxnOffsetCommitRequestPartition:
+            raise _Fallback()
+        _wnative_TxnOffsetCommitRequestPartition_v0(b, item)
+    if _get(o, _OFF_TxnOffsetCommitRequestTopic_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_TxnOffsetCommitRequestTopic_v2(_Buf* b, object o) except -1:
+    """Writes TxnOffsetCommitRequestTopic v2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_TxnOffsetCommitRequestTopic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_TxnOffsetCommitRequestTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not TxnOffsetCommitRequestPartition:
+            raise _Fallback()
+        _wnative_TxnOffsetCommitRequestPartition_v2(b, item)
+    if _get(o, _OFF_TxnOffsetCommitRequestTopic_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_TxnOffsetCommitRequestTopic_v3(_Buf* b, object o) except -1:
+    """Writes TxnOffsetCommitRequestTopic v3-5; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_TxnOffsetCommitRequestTopic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_TxnOffsetCommitRequestTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not TxnOffsetCommitRequestPartition:
+            raise _Fallback()
+        _wnative_TxnOffsetCommitRequestPartition_v3(b, item)
+    if _get(o, _OFF_TxnOffsetCommitRequestTopic_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_TxnOffsetCommitRequest_v0(_Buf* b, object o) except -1:
+    """Writes TxnOffsetCommitRequest v0-1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_TxnOffsetCommitRequest_transactional_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_TxnOffsetCommitRequest_group_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_TxnOffsetCommitRequest_producer_id)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_TxnOffsetCommitRequest_producer_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    if o.generation_id != -1:
+        raise _Fallback()
+    if o.member_id != '':
+        raise _Fallback()
+    if o.group_instance_id is not None:
+        raise _Fallback()
+    v = _get(o, _OFF_TxnOffsetCommitRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not TxnOffsetCommitRequestTopic:
+            raise _Fallback()
+        _wnative_TxnOffsetCommitRequestTopic_v0(b, item)
+    if _get(o, _OFF_TxnOffsetCommitRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_TxnOffsetCommitRequest_v2(_Buf* b, object o) except -1:
+    """Writes TxnOffsetCommitRequest v2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_TxnOffsetCommitRequest_transactional_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_TxnOffsetCommitRequest_group_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_TxnOffsetCommitRequest_producer_id)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_TxnOffsetCommitRequest_producer_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    if o.generation_id != -1:
+        raise _Fallback()
+    if o.member_id != '':
+        raise _Fallback()
+    if o.group_instance_id is not None:
+        raise _Fallback()
+    v = _get(o, _OFF_TxnOffsetCommitRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not TxnOffsetCommitRequestTopic:
+            raise _Fallback()
+        _wnative_TxnOffsetCommitRequestTopic_v2(b, item)
+    if _get(o, _OFF_TxnOffsetCommitRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_TxnOffsetCommitRequest_v3(_Buf* b, object o) except -1:
+    """Writes TxnOffsetCommitRequest v3-5; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_TxnOffsetCommitRequest_transactional_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_TxnOffsetCommitRequest_group_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_TxnOffsetCommitRequest_producer_id)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_TxnOffsetCommitRequest_producer_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_TxnOffsetCommitRequest_generation_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_TxnOffsetCommitRequest_member_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_TxnOffsetCommitRequest_group_instance_id)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_TxnOffsetCommitRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not TxnOffsetCommitRequestTopic:
+            raise _Fallback()
+        _wnative_TxnOffsetCommitRequestTopic_v3(b, item)
+    if _get(o, _OFF_TxnOffsetCommitRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -510,11 +878,174 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_TxnOffsetCommitRequest_v0(b, o)
+    elif version == 1:
+        return _wnative_TxnOffsetCommitRequest_v0(b, o)
+    elif version == 2:
+        return _wnative_TxnOffsetCommitRequest_v2(b, o)
+    elif version == 3:
+        return _wnative_TxnOffsetCommitRequest_v3(b, o)
+    elif version == 4:
+        return _wnative_TxnOffsetCommitRequest_v3(b, o)
+    elif version == 5:
+        return _wnative_TxnOffsetCommitRequest_v3(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """TxnOffsetCommitRequest.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is TxnOffsetCommitRequest:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is TxnOffsetCommitRequest:
+            try:
+                _wnative_TxnOffsetCommitRequest_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_TxnOffsetCommitRequest_v0(out, o)
+
+
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is TxnOffsetCommitRequest:
+            try:
+                _wnative_TxnOffsetCommitRequest_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_TxnOffsetCommitRequest_v0(out, o)
+
+
+def write_v2(out, o):
+    """The compiled writer of v2 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is TxnOffsetCommitRequest:
+            try:
+                _wnative_TxnOffsetCommitRequest_v2(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_TxnOffsetCommitRequest_v2(out, o)
+
+
+def write_v3(out, o):
+    """The compiled writer of v3 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is TxnOffsetCommitRequest:
+            try:
+                _wnative_TxnOffsetCommitRequest_v3(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_TxnOffsetCommitRequest_v3(out, o)
+
+
+def write_v4(out, o):
+    """The compiled writer of v4 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is TxnOffsetCommitRequest:
+            try:
+                _wnative_TxnOffsetCommitRequest_v3(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_TxnOffsetCommitRequest_v3(out, o)
+
+
+def write_v5(out, o):
+    """The compiled writer of v5 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is TxnOffsetCommitRequest:
+            try:
+                _wnative_TxnOffsetCommitRequest_v3(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_TxnOffsetCommitRequest_v3(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, TxnOffsetCommitRequest, TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic, _py__DECODERS, _py__READERS, _py__read_TxnOffsetCommitRequest_v0, _py__read_TxnOffsetCommitRequest_v2, _py__read_TxnOffsetCommitRequest_v3, _py_decode_message, _OFF_TxnOffsetCommitRequest_transactional_id, _OFF_TxnOffsetCommitRequest_group_id, _OFF_TxnOffsetCommitRequest_producer_id, _OFF_TxnOffsetCommitRequest_producer_epoch, _OFF_TxnOffsetCommitRequest_generation_id, _OFF_TxnOffsetCommitRequest_member_id, _OFF_TxnOffsetCommitRequest_group_instance_id, _OFF_TxnOffsetCommitRequest_topics, _OFF_TxnOffsetCommitRequest_unknown_tags, _OFF_TxnOffsetCommitRequest_wire_tags, _OFF_TxnOffsetCommitRequestPartition_partition_index, _OFF_TxnOffsetCommitRequestPartition_committed_offset, _OFF_TxnOffsetCommitRequestPartition_committed_leader_epoch, _OFF_TxnOffsetCommitRequestPartition_committed_metadata, _OFF_TxnOffsetCommitRequestPartition_unknown_tags, _OFF_TxnOffsetCommitRequestPartition_wire_tags, _OFF_TxnOffsetCommitRequestTopic_name, _OFF_TxnOffsetCommitRequestTopic_partitions, _OFF_TxnOffsetCommitRequestTopic_unknown_tags, _OFF_TxnOffsetCommitRequestTopic_wire_tags
+    global _BOUND, _py_encode, TxnOffsetCommitRequest, TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic, _py__DECODERS, _py__READERS, _py__read_TxnOffsetCommitRequest_v0, _py__read_TxnOffsetCommitRequest_v2, _py__read_TxnOffsetCommitRequest_v3, _py__write_TxnOffsetCommitRequest_v0, _py__write_TxnOffsetCommitRequest_v2, _py__write_TxnOffsetCommitRequest_v3, _py_decode_message, _OFF_TxnOffsetCommitRequest_transactional_id, _OFF_TxnOffsetCommitRequest_group_id, _OFF_TxnOffsetCommitRequest_producer_id, _OFF_TxnOffsetCommitRequest_producer_epoch, _OFF_TxnOffsetCommitRequest_generation_id, _OFF_TxnOffsetCommitRequest_member_id, _OFF_TxnOffsetCommitRequest_group_instance_id, _OFF_TxnOffsetCommitRequest_topics, _OFF_TxnOffsetCommitRequest_unknown_tags, _OFF_TxnOffsetCommitRequest_wire_tags, _OFF_TxnOffsetCommitRequestPartition_partition_index, _OFF_TxnOffsetCommitRequestPartition_committed_offset, _OFF_TxnOffsetCommitRequestPartition_committed_leader_epoch, _OFF_TxnOffsetCommitRequestPartition_committed_metadata, _OFF_TxnOffsetCommitRequestPartition_unknown_tags, _OFF_TxnOffsetCommitRequestPartition_wire_tags, _OFF_TxnOffsetCommitRequestTopic_name, _OFF_TxnOffsetCommitRequestTopic_partitions, _OFF_TxnOffsetCommitRequestTopic_unknown_tags, _OFF_TxnOffsetCommitRequestTopic_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -526,6 +1057,9 @@ def install(ns):
     _py__read_TxnOffsetCommitRequest_v0 = ns["_read_TxnOffsetCommitRequest_v0"]
     _py__read_TxnOffsetCommitRequest_v2 = ns["_read_TxnOffsetCommitRequest_v2"]
     _py__read_TxnOffsetCommitRequest_v3 = ns["_read_TxnOffsetCommitRequest_v3"]
+    _py__write_TxnOffsetCommitRequest_v0 = ns["_write_TxnOffsetCommitRequest_v0"]
+    _py__write_TxnOffsetCommitRequest_v2 = ns["_write_TxnOffsetCommitRequest_v2"]
+    _py__write_TxnOffsetCommitRequest_v3 = ns["_write_TxnOffsetCommitRequest_v3"]
     _py_decode_message = ns["decode_message"]
     _OFF_TxnOffsetCommitRequest_transactional_id = _offset(TxnOffsetCommitRequest, "transactional_id")
     _OFF_TxnOffsetCommitRequest_group_id = _offset(TxnOffsetCommitRequest, "group_id")
@@ -547,6 +1081,7 @@ def install(ns):
     _OFF_TxnOffsetCommitRequestTopic_partitions = _offset(TxnOffsetCommitRequestTopic, "partitions")
     _OFF_TxnOffsetCommitRequestTopic_unknown_tags = _offset(TxnOffsetCommitRequestTopic, "unknown_tags")
     _OFF_TxnOffsetCommitRequestTopic_wire_tags = _offset(TxnOffsetCommitRequestTopic, "wire_tags")
+    _py_encode = ns["TxnOffsetCommitRequest"].__dict__["encode"]
     readers = {
         0: read_v0,
         1: read_v1,
@@ -555,4 +1090,12 @@ def install(ns):
         4: read_v4,
         5: read_v5,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+        1: write_v1,
+        2: write_v2,
+        3: write_v3,
+        4: write_v4,
+        5: write_v5,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

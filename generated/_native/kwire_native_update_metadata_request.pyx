@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,9 +47,10 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "7df9c7a3155fe1f5"
+KEY = "ccfa46444eda9475"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object UpdateMetadataBroker
 cdef object UpdateMetadataEndpoint
 cdef object UpdateMetadataPartitionState
@@ -49,10 +68,22 @@ cdef object _py__read_UpdateMetadataRequest_v5
 cdef object _py__read_UpdateMetadataRequest_v6
 cdef object _py__read_UpdateMetadataRequest_v7
 cdef object _py__read_UpdateMetadataRequest_v8
+cdef object _py__write_UpdateMetadataRequest_v0
+cdef object _py__write_UpdateMetadataRequest_v1
+cdef object _py__write_UpdateMetadataRequest_v2
+cdef object _py__write_UpdateMetadataRequest_v3
+cdef object _py__write_UpdateMetadataRequest_v4
+cdef object _py__write_UpdateMetadataRequest_v5
+cdef object _py__write_UpdateMetadataRequest_v6
+cdef object _py__write_UpdateMetadataRequest_v7
+cdef object _py__write_UpdateMetadataRequest_v8
 cdef object _py_decode_message
 cdef object _py_r_array
 cdef object _py_r_compact_array
 cdef object _py_r_uuid
+cdef object _py_w_array
+cdef object _py_w_compact_array
+cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_UpdateMetadataBroker_id
 cdef Py_ssize_t _OFF_UpdateMetadataBroker_v0_host
 cdef Py_ssize_t _OFF_UpdateMetadataBroker_v0_port
@@ -982,6 +1013,811 @@ cdef object _native_UpdateMetadataRequest_v8(bytes data, const unsigned char* d,
     return o
 
 
+cdef int _wnative_UpdateMetadataPartitionState_v0(_Buf* b, object o) except -1:
+    """Writes UpdateMetadataPartitionState v0-3; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_UpdateMetadataPartitionState_topic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_UpdateMetadataPartitionState_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataPartitionState_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataPartitionState_leader)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataPartitionState_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataPartitionState_isr)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_UpdateMetadataPartitionState_zk_version)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataPartitionState_replicas)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_UpdateMetadataPartitionState_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_UpdateMetadataPartitionState_v4(_Buf* b, object o) except -1:
+    """Writes UpdateMetadataPartitionState v4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_UpdateMetadataPartitionState_topic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_UpdateMetadataPartitionState_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataPartitionState_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataPartitionState_leader)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataPartitionState_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataPartitionState_isr)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_UpdateMetadataPartitionState_zk_version)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataPartitionState_replicas)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_UpdateMetadataPartitionState_offline_replicas)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_UpdateMetadataPartitionState_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_UpdateMetadataPartitionState_v5(_Buf* b, object o) except -1:
+    """Writes UpdateMetadataPartitionState v5; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_UpdateMetadataPartitionState_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataPartitionState_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataPartitionState_leader)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataPartitionState_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataPartitionState_isr)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_UpdateMetadataPartitionState_zk_version)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataPartitionState_replicas)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_UpdateMetadataPartitionState_offline_replicas)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_UpdateMetadataPartitionState_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_UpdateMetadataPartitionState_v6(_Buf* b, object o) except -1:
+    """Writes UpdateMetadataPartitionState v6-8; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_UpdateMetadataPartitionState_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataPartitionState_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataPartitionState_leader)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataPartitionState_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataPartitionState_isr)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_UpdateMetadataPartitionState_zk_version)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataPartitionState_replicas)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_UpdateMetadataPartitionState_offline_replicas)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_UpdateMetadataPartitionState_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_UpdateMetadataTopicState_v5(_Buf* b, object o) except -1:
+    """Writes UpdateMetadataTopicState v5; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_UpdateMetadataTopicState_topic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_UpdateMetadataTopicState_partition_states)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not UpdateMetadataPartitionState:
+            raise _Fallback()
+        _wnative_UpdateMetadataPartitionState_v5(b, item)
+    if _get(o, _OFF_UpdateMetadataTopicState_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_UpdateMetadataTopicState_v6(_Buf* b, object o) except -1:
+    """Writes UpdateMetadataTopicState v6; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_UpdateMetadataTopicState_topic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_UpdateMetadataTopicState_partition_states)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not UpdateMetadataPartitionState:
+            raise _Fallback()
+        _wnative_UpdateMetadataPartitionState_v6(b, item)
+    if _get(o, _OFF_UpdateMetadataTopicState_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_UpdateMetadataTopicState_v7(_Buf* b, object o) except -1:
+    """Writes UpdateMetadataTopicState v7-8; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_UpdateMetadataTopicState_topic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_UpdateMetadataTopicState_topic_id)
+    tmp = bytearray()
+    _py_w_uuid(tmp, v)
+    _w_raw(b, tmp, len(tmp))
+    v = _get(o, _OFF_UpdateMetadataTopicState_partition_states)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not UpdateMetadataPartitionState:
+            raise _Fallback()
+        _wnative_UpdateMetadataPartitionState_v6(b, item)
+    if _get(o, _OFF_UpdateMetadataTopicState_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_UpdateMetadataEndpoint_v1(_Buf* b, object o) except -1:
+    """Writes UpdateMetadataEndpoint v1-2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_UpdateMetadataEndpoint_port)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataEndpoint_host)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_UpdateMetadataEndpoint_security_protocol)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    if _get(o, _OFF_UpdateMetadataEndpoint_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_UpdateMetadataEndpoint_v3(_Buf* b, object o) except -1:
+    """Writes UpdateMetadataEndpoint v3-5; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_UpdateMetadataEndpoint_port)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataEndpoint_host)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_UpdateMetadataEndpoint_listener)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_UpdateMetadataEndpoint_security_protocol)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    if _get(o, _OFF_UpdateMetadataEndpoint_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_UpdateMetadataEndpoint_v6(_Buf* b, object o) except -1:
+    """Writes UpdateMetadataEndpoint v6-8; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_UpdateMetadataEndpoint_port)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataEndpoint_host)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_UpdateMetadataEndpoint_listener)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_UpdateMetadataEndpoint_security_protocol)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    if _get(o, _OFF_UpdateMetadataEndpoint_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_UpdateMetadataBroker_v0(_Buf* b, object o) except -1:
+    """Writes UpdateMetadataBroker v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_UpdateMetadataBroker_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataBroker_v0_host)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_UpdateMetadataBroker_v0_port)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_UpdateMetadataBroker_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_UpdateMetadataBroker_v1(_Buf* b, object o) except -1:
+    """Writes UpdateMetadataBroker v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_UpdateMetadataBroker_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataBroker_endpoints)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not UpdateMetadataEndpoint:
+            raise _Fallback()
+        _wnative_UpdateMetadataEndpoint_v1(b, item)
+    if _get(o, _OFF_UpdateMetadataBroker_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_UpdateMetadataBroker_v2(_Buf* b, object o) except -1:
+    """Writes UpdateMetadataBroker v2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_UpdateMetadataBroker_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataBroker_endpoints)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not UpdateMetadataEndpoint:
+            raise _Fallback()
+        _wnative_UpdateMetadataEndpoint_v1(b, item)
+    v = _get(o, _OFF_UpdateMetadataBroker_rack)
+    if v is None:
+        _w_be(b, 0xFFFF, 2)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_UpdateMetadataBroker_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_UpdateMetadataBroker_v3(_Buf* b, object o) except -1:
+    """Writes UpdateMetadataBroker v3-5; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_UpdateMetadataBroker_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataBroker_endpoints)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not UpdateMetadataEndpoint:
+            raise _Fallback()
+        _wnative_UpdateMetadataEndpoint_v3(b, item)
+    v = _get(o, _OFF_UpdateMetadataBroker_rack)
+    if v is None:
+        _w_be(b, 0xFFFF, 2)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_UpdateMetadataBroker_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_UpdateMetadataBroker_v6(_Buf* b, object o) except -1:
+    """Writes UpdateMetadataBroker v6-8; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_UpdateMetadataBroker_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataBroker_endpoints)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not UpdateMetadataEndpoint:
+            raise _Fallback()
+        _wnative_UpdateMetadataEndpoint_v6(b, item)
+    v = _get(o, _OFF_UpdateMetadataBroker_rack)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_UpdateMetadataBroker_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_UpdateMetadataRequest_v0(_Buf* b, object o) except -1:
+    """Writes UpdateMetadataRequest v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_UpdateMetadataRequest_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.is_k_raft_controller != False:
+        raise _Fallback()
+    if o.type != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_UpdateMetadataRequest_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataRequest_ungrouped_partition_states)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not UpdateMetadataPartitionState:
+            raise _Fallback()
+        _wnative_UpdateMetadataPartitionState_v0(b, item)
+    if len(o.topic_states) != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_UpdateMetadataRequest_live_brokers)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not UpdateMetadataBroker:
+            raise _Fallback()
+        _wnative_UpdateMetadataBroker_v0(b, item)
+    if _get(o, _OFF_UpdateMetadataRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_UpdateMetadataRequest_v1(_Buf* b, object o) except -1:
+    """Writes UpdateMetadataRequest v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_UpdateMetadataRequest_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.is_k_raft_controller != False:
+        raise _Fallback()
+    if o.type != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_UpdateMetadataRequest_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataRequest_ungrouped_partition_states)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not UpdateMetadataPartitionState:
+            raise _Fallback()
+        _wnative_UpdateMetadataPartitionState_v0(b, item)
+    if len(o.topic_states) != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_UpdateMetadataRequest_live_brokers)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not UpdateMetadataBroker:
+            raise _Fallback()
+        _wnative_UpdateMetadataBroker_v1(b, item)
+    if _get(o, _OFF_UpdateMetadataRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_UpdateMetadataRequest_v2(_Buf* b, object o) except -1:
+    """Writes UpdateMetadataRequest v2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_UpdateMetadataRequest_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.is_k_raft_controller != False:
+        raise _Fallback()
+    if o.type != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_UpdateMetadataRequest_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataRequest_ungrouped_partition_states)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not UpdateMetadataPartitionState:
+            raise _Fallback()
+        _wnative_UpdateMetadataPartitionState_v0(b, item)
+    if len(o.topic_states) != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_UpdateMetadataRequest_live_brokers)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not UpdateMetadataBroker:
+            raise _Fallback()
+        _wnative_UpdateMetadataBroker_v2(b, item)
+    if _get(o, _OFF_UpdateMetadataRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_UpdateMetadataRequest_v3(_Buf* b, object o) except -1:
+    """Writes UpdateMetadataRequest v3; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_UpdateMetadataRequest_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.is_k_raft_controller != False:
+        raise _Fallback()
+    if o.type != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_UpdateMetadataRequest_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataRequest_ungrouped_partition_states)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not UpdateMetadataPartitionState:
+            raise _Fallback()
+        _wnative_UpdateMetadataPartitionState_v0(b, item)
+    if len(o.topic_states) != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_UpdateMetadataRequest_live_brokers)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not UpdateMetadataBroker:
+            raise _Fallback()
+        _wnative_UpdateMetadataBroker_v3(b, item)
+    if _get(o, _OFF_UpdateMetadataRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_UpdateMetadataRequest_v4(_Buf* b, object o) except -1:
+    """Writes UpdateMetadataRequest v4; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_UpdateMetadataRequest_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.is_k_raft_controller != False:
+        raise _Fallback()
+    if o.type != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_UpdateMetadataRequest_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataRequest_ungrouped_partition_states)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not UpdateMetadataPartitionState:
+            raise _Fallback()
+        _wnative_UpdateMetadataPartitionState_v4(b, item)
+    if len(o.topic_states) != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_UpdateMetadataRequest_live_brokers)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not UpdateMetadataBroker:
+            raise _Fallback()
+        _wnative_UpdateMetadataBroker_v3(b, item)
+    if _get(o, _OFF_UpdateMetadataRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_UpdateMetadataRequest_v5(_Buf* b, object o) except -1:
+    """Writes UpdateMetadataRequest v5; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_UpdateMetadataRequest_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.is_k_raft_controller != False:
+        raise _Fallback()
+    if o.type != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_UpdateMetadataRequest_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataRequest_broker_epoch)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if len(o.ungrouped_partition_states) != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_UpdateMetadataRequest_topic_states)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not UpdateMetadataTopicState:
+            raise _Fallback()
+        _wnative_UpdateMetadataTopicState_v5(b, item)
+    v = _get(o, _OFF_UpdateMetadataRequest_live_brokers)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not UpdateMetadataBroker:
+            raise _Fallback()
+        _wnative_UpdateMetadataBroker_v3(b, item)
+    if _get(o, _OFF_UpdateMetadataRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_UpdateMetadataRequest_v6(_Buf* b, object o) except -1:
+    """Writes UpdateMetadataRequest v6; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_UpdateMetadataRequest_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.is_k_raft_controller != False:
+        raise _Fallback()
+    if o.type != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_UpdateMetadataRequest_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataRequest_broker_epoch)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if len(o.ungrouped_partition_states) != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_UpdateMetadataRequest_topic_states)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not UpdateMetadataTopicState:
+            raise _Fallback()
+        _wnative_UpdateMetadataTopicState_v6(b, item)
+    v = _get(o, _OFF_UpdateMetadataRequest_live_brokers)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not UpdateMetadataBroker:
+            raise _Fallback()
+        _wnative_UpdateMetadataBroker_v6(b, item)
+    if _get(o, _OFF_UpdateMetadataRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_UpdateMetadataRequest_v7(_Buf* b, object o) except -1:
+    """Writes UpdateMetadataRequest v7; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_UpdateMetadataRequest_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.is_k_raft_controller != False:
+        raise _Fallback()
+    if o.type != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_UpdateMetadataRequest_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataRequest_broker_epoch)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if len(o.ungrouped_partition_states) != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_UpdateMetadataRequest_topic_states)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not UpdateMetadataTopicState:
+            raise _Fallback()
+        _wnative_UpdateMetadataTopicState_v7(b, item)
+    v = _get(o, _OFF_UpdateMetadataRequest_live_brokers)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not UpdateMetadataBroker:
+            raise _Fallback()
+        _wnative_UpdateMetadataBroker_v6(b, item)
+    if _get(o, _OFF_UpdateMetadataRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_UpdateMetadataRequest_v8(_Buf* b, object o) except -1:
+    """Writes UpdateMetadataRequest v8; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -1142,11 +1978,237 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_UpdateMetadataRequest_v0(b, o)
+    elif version == 1:
+        return _wnative_UpdateMetadataRequest_v1(b, o)
+    elif version == 2:
+        return _wnative_UpdateMetadataRequest_v2(b, o)
+    elif version == 3:
+        return _wnative_UpdateMetadataRequest_v3(b, o)
+    elif version == 4:
+        return _wnative_UpdateMetadataRequest_v4(b, o)
+    elif version == 5:
+        return _wnative_UpdateMetadataRequest_v5(b, o)
+    elif version == 6:
+        return _wnative_UpdateMetadataRequest_v6(b, o)
+    elif version == 7:
+        return _wnative_UpdateMetadataRequest_v7(b, o)
+    elif version == 8:
+        return _wnative_UpdateMetadataRequest_v8(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """UpdateMetadataRequest.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is UpdateMetadataRequest:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is UpdateMetadataRequest:
+            try:
+                _wnative_UpdateMetadataRequest_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_UpdateMetadataRequest_v0(out, o)
+
+
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is UpdateMetadataRequest:
+            try:
+                _wnative_UpdateMetadataRequest_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_UpdateMetadataRequest_v1(out, o)
+
+
+def write_v2(out, o):
+    """The compiled writer of v2 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is UpdateMetadataRequest:
+            try:
+                _wnative_UpdateMetadataRequest_v2(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_UpdateMetadataRequest_v2(out, o)
+
+
+def write_v3(out, o):
+    """The compiled writer of v3 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is UpdateMetadataRequest:
+            try:
+                _wnative_UpdateMetadataRequest_v3(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_UpdateMetadataRequest_v3(out, o)
+
+
+def write_v4(out, o):
+    """The compiled writer of v4 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is UpdateMetadataRequest:
+            try:
+                _wnative_UpdateMetadataRequest_v4(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_UpdateMetadataRequest_v4(out, o)
+
+
+def write_v5(out, o):
+    """The compiled writer of v5 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is UpdateMetadataRequest:
+            try:
+                _wnative_UpdateMetadataRequest_v5(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_UpdateMetadataRequest_v5(out, o)
+
+
+def write_v6(out, o):
+    """The compiled writer of v6 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is UpdateMetadataRequest:
+            try:
+                _wnative_UpdateMetadataRequest_v6(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_UpdateMetadataRequest_v6(out, o)
+
+
+def write_v7(out, o):
+    """The compiled writer of v7 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is UpdateMetadataRequest:
+            try:
+                _wnative_UpdateMetadataRequest_v7(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_UpdateMetadataRequest_v7(out, o)
+
+
+def write_v8(out, o):
+    """The compiled writer of v8 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is UpdateMetadataRequest:
+            try:
+                _wnative_UpdateMetadataRequest_v8(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_UpdateMetadataRequest_v8(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, UpdateMetadataBroker, UpdateMetadataEndpoint, UpdateMetadataPartitionState, UpdateMetadataRequest, UpdateMetadataTopicState, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_UpdateMetadataRequest_v0, _py__read_UpdateMetadataRequest_v1, _py__read_UpdateMetadataRequest_v2, _py__read_UpdateMetadataRequest_v3, _py__read_UpdateMetadataRequest_v4, _py__read_UpdateMetadataRequest_v5, _py__read_UpdateMetadataRequest_v6, _py__read_UpdateMetadataRequest_v7, _py__read_UpdateMetadataRequest_v8, _py_decode_message, _py_r_array, _py_r_compact_array, _py_r_uuid, _OFF_UpdateMetadataBroker_id, _OFF_UpdateMetadataBroker_v0_host, _OFF_UpdateMetadataBroker_v0_port, _OFF_UpdateMetadataBroker_endpoints, _OFF_UpdateMetadataBroker_rack, _OFF_UpdateMetadataBroker_unknown_tags, _OFF_UpdateMetadataBroker_wire_tags, _OFF_UpdateMetadataEndpoint_port, _OFF_UpdateMetadataEndpoint_host, _OFF_UpdateMetadataEndpoint_listener, _OFF_UpdateMetadataEndpoint_security_protocol, _OFF_UpdateMetadataEndpoint_unknown_tags, _OFF_UpdateMetadataEndpoint_wire_tags, _OFF_UpdateMetadataPartitionState_topic_name, _OFF_UpdateMetadataPartitionState_partition_index, _OFF_UpdateMetadataPartitionState_controller_epoch, _OFF_UpdateMetadataPartitionState_leader, _OFF_UpdateMetadataPartitionState_leader_epoch, _OFF_UpdateMetadataPartitionState_isr, _OFF_UpdateMetadataPartitionState_zk_version, _OFF_UpdateMetadataPartitionState_replicas, _OFF_UpdateMetadataPartitionState_offline_replicas, _OFF_UpdateMetadataPartitionState_unknown_tags, _OFF_UpdateMetadataPartitionState_wire_tags, _OFF_UpdateMetadataRequest_controller_id, _OFF_UpdateMetadataRequest_is_k_raft_controller, _OFF_UpdateMetadataRequest_type, _OFF_UpdateMetadataRequest_controller_epoch, _OFF_UpdateMetadataRequest_broker_epoch, _OFF_UpdateMetadataRequest_ungrouped_partition_states, _OFF_UpdateMetadataRequest_topic_states, _OFF_UpdateMetadataRequest_live_brokers, _OFF_UpdateMetadataRequest_unknown_tags, _OFF_UpdateMetadataRequest_wire_tags, _OFF_UpdateMetadataTopicState_topic_name, _OFF_UpdateMetadataTopicState_topic_id, _OFF_UpdateMetadataTopicState_partition_states, _OFF_UpdateMetadataTopicState_unknown_tags, _OFF_UpdateMetadataTopicState_wire_tags
+    global _BOUND, _py_encode, UpdateMetadataBroker, UpdateMetadataEndpoint, UpdateMetadataPartitionState, UpdateMetadataRequest, UpdateMetadataTopicState, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_UpdateMetadataRequest_v0, _py__read_UpdateMetadataRequest_v1, _py__read_UpdateMetadataRequest_v2, _py__read_UpdateMetadataRequest_v3, _py__read_UpdateMetadataRequest_v4, _py__read_UpdateMetadataRequest_v5, _py__read_UpdateMetadataRequest_v6, _py__read_UpdateMetadataRequest_v7, _py__read_UpdateMetadataRequest_v8, _py__write_UpdateMetadataRequest_v0, _py__write_UpdateMetadataRequest_v1, _py__write_UpdateMetadataRequest_v2, _py__write_UpdateMetadataRequest_v3, _py__write_UpdateMetadataRequest_v4, _py__write_UpdateMetadataRequest_v5, _py__write_UpdateMetadataRequest_v6, _py__write_UpdateMetadataRequest_v7, _py__write_UpdateMetadataRequest_v8, _py_decode_message, _py_r_array, _py_r_compact_array, _py_r_uuid, _py_w_array, _py_w_compact_array, _py_w_uuid, _OFF_UpdateMetadataBroker_id, _OFF_UpdateMetadataBroker_v0_host, _OFF_UpdateMetadataBroker_v0_port, _OFF_UpdateMetadataBroker_endpoints, _OFF_UpdateMetadataBroker_rack, _OFF_UpdateMetadataBroker_unknown_tags, _OFF_UpdateMetadataBroker_wire_tags, _OFF_UpdateMetadataEndpoint_port, _OFF_UpdateMetadataEndpoint_host, _OFF_UpdateMetadataEndpoint_listener, _OFF_UpdateMetadataEndpoint_security_protocol, _OFF_UpdateMetadataEndpoint_unknown_tags, _OFF_UpdateMetadataEndpoint_wire_tags, _OFF_UpdateMetadataPartitionState_topic_name, _OFF_UpdateMetadataPartitionState_partition_index, _OFF_UpdateMetadataPartitionState_controller_epoch, _OFF_UpdateMetadataPartitionState_leader, _OFF_UpdateMetadataPartitionState_leader_epoch, _OFF_UpdateMetadataPartitionState_isr, _OFF_UpdateMetadataPartitionState_zk_version, _OFF_UpdateMetadataPartitionState_replicas, _OFF_UpdateMetadataPartitionState_offline_replicas, _OFF_UpdateMetadataPartitionState_unknown_tags, _OFF_UpdateMetadataPartitionState_wire_tags, _OFF_UpdateMetadataRequest_controller_id, _OFF_UpdateMetadataRequest_is_k_raft_controller, _OFF_UpdateMetadataRequest_type, _OFF_UpdateMetadataRequest_controller_epoch, _OFF_UpdateMetadataRequest_broker_epoch, _OFF_UpdateMetadataRequest_ungrouped_partition_states, _OFF_UpdateMetadataRequest_topic_states, _OFF_UpdateMetadataRequest_live_brokers, _OFF_UpdateMetadataRequest_unknown_tags, _OFF_UpdateMetadataRequest_wire_tags, _OFF_UpdateMetadataTopicState_topic_name, _OFF_UpdateMetadataTopicState_topic_id, _OFF_UpdateMetadataTopicState_partition_states, _OFF_UpdateMetadataTopicState_unknown_tags, _OFF_UpdateMetadataTopicState_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -1167,10 +2229,22 @@ def install(ns):
     _py__read_UpdateMetadataRequest_v6 = ns["_read_UpdateMetadataRequest_v6"]
     _py__read_UpdateMetadataRequest_v7 = ns["_read_UpdateMetadataRequest_v7"]
     _py__read_UpdateMetadataRequest_v8 = ns["_read_UpdateMetadataRequest_v8"]
+    _py__write_UpdateMetadataRequest_v0 = ns["_write_UpdateMetadataRequest_v0"]
+    _py__write_UpdateMetadataRequest_v1 = ns["_write_UpdateMetadataRequest_v1"]
+    _py__write_UpdateMetadataRequest_v2 = ns["_write_UpdateMetadataRequest_v2"]
+    _py__write_UpdateMetadataRequest_v3 = ns["_write_UpdateMetadataRequest_v3"]
+    _py__write_UpdateMetadataRequest_v4 = ns["_write_UpdateMetadataRequest_v4"]
+    _py__write_UpdateMetadataRequest_v5 = ns["_write_UpdateMetadataRequest_v5"]
+    _py__write_UpdateMetadataRequest_v6 = ns["_write_UpdateMetadataRequest_v6"]
+    _py__write_UpdateMetadataRequest_v7 = ns["_write_UpdateMetadataRequest_v7"]
+    _py__write_UpdateMetadataRequest_v8 = ns["_write_UpdateMetadataRequest_v8"]
     _py_decode_message = ns["decode_message"]
     _py_r_array = ns["r_array"]
     _py_r_compact_array = ns["r_compact_array"]
     _py_r_uuid = ns["r_uuid"]
+    _py_w_array = ns["w_array"]
+    _py_w_compact_array = ns["w_compact_array"]
+    _py_w_uuid = ns["w_uuid"]
     _OFF_UpdateMetadataBroker_id = _offset(UpdateMetadataBroker, "id")
     _OFF_UpdateMetadataBroker_v0_host = _offset(UpdateMetadataBroker, "v0_host")
     _OFF_UpdateMetadataBroker_v0_port = _offset(UpdateMetadataBroker, "v0_port")
@@ -1210,6 +2284,7 @@ def install(ns):
     _OFF_UpdateMetadataTopicState_partition_states = _offset(UpdateMetadataTopicState, "partition_states")
     _OFF_UpdateMetadataTopicState_unknown_tags = _offset(UpdateMetadataTopicState, "unknown_tags")
     _OFF_UpdateMetadataTopicState_wire_tags = _offset(UpdateMetadataTopicState, "wire_tags")
+    _py_encode = ns["UpdateMetadataRequest"].__dict__["encode"]
     readers = {
         0: read_v0,
         1: read_v1,
@@ -1221,4 +2296,15 @@ def install(ns):
         7: read_v7,
         8: read_v8,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+        1: write_v1,
+        2: write_v2,
+        3: write_v3,
+        4: write_v4,
+        5: write_v5,
+        6: write_v6,
+        7: write_v7,
+        8: write_v8,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

@@ -9,11 +9,29 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 """
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
+from libc.stdint cimport INT64_MIN, uint64_t
+from libc.string cimport memcpy
 
 from kwire_native_common import _Fallback, _Recheck
 
 from kwire_native_common cimport (
+    PyBytes_AS_STRING,
+    PyBytes_CheckExact,
+    PyBytes_GET_SIZE,
+    PyFloat_AS_DOUBLE,
+    PyFloat_CheckExact,
+    PyList_CheckExact,
+    PyUnicode_AsUTF8AndSize,
+    PyUnicode_CheckExact,
+    _Buf,
+    _get,
+    _int_in,
+    _w_be,
+    _w_raw,
+    _w_u8,
+    _w_uvarint,
     _alloc,
     _bytes,
     _f64,
@@ -29,9 +47,10 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "5b1bb6b410d440dd"
+KEY = "4cae57bff9cf1792"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
+cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object WritableTxnMarker
 cdef object WritableTxnMarkerTopic
 cdef object WriteTxnMarkersRequest
@@ -40,9 +59,14 @@ cdef object _py__READERS
 cdef object _py__read_WriteTxnMarkersRequest_v0
 cdef object _py__read_WriteTxnMarkersRequest_v1
 cdef object _py__read_WriteTxnMarkersRequest_v2
+cdef object _py__write_WriteTxnMarkersRequest_v0
+cdef object _py__write_WriteTxnMarkersRequest_v1
+cdef object _py__write_WriteTxnMarkersRequest_v2
 cdef object _py_decode_message
 cdef object _py_r_array
 cdef object _py_r_compact_array
+cdef object _py_w_array
+cdef object _py_w_compact_array
 cdef Py_ssize_t _OFF_WritableTxnMarker_producer_id
 cdef Py_ssize_t _OFF_WritableTxnMarker_producer_epoch
 cdef Py_ssize_t _OFF_WritableTxnMarker_transaction_result
@@ -275,6 +299,218 @@ cdef object _native_WriteTxnMarkersRequest_v2(bytes data, const unsigned char* d
     return o
 
 
+cdef int _wnative_WritableTxnMarkerTopic_v0(_Buf* b, object o) except -1:
+    """Writes WritableTxnMarkerTopic v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_WritableTxnMarkerTopic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_be(b, ln, 2)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_WritableTxnMarkerTopic_partition_indexes)
+    tmp = bytearray()
+    _py_w_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_WritableTxnMarkerTopic_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_WritableTxnMarkerTopic_v1(_Buf* b, object o) except -1:
+    """Writes WritableTxnMarkerTopic v1-2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_WritableTxnMarkerTopic_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_WritableTxnMarkerTopic_partition_indexes)
+    tmp = bytearray()
+    _py_w_compact_array(tmp, v, 'i')
+    _w_raw(b, tmp, len(tmp))
+    if _get(o, _OFF_WritableTxnMarkerTopic_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_WritableTxnMarker_v0(_Buf* b, object o) except -1:
+    """Writes WritableTxnMarker v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_WritableTxnMarker_producer_id)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_WritableTxnMarker_producer_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_WritableTxnMarker_transaction_result)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_WritableTxnMarker_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not WritableTxnMarkerTopic:
+            raise _Fallback()
+        _wnative_WritableTxnMarkerTopic_v0(b, item)
+    v = _get(o, _OFF_WritableTxnMarker_coordinator_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_WritableTxnMarker_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_WritableTxnMarker_v1(_Buf* b, object o) except -1:
+    """Writes WritableTxnMarker v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_WritableTxnMarker_producer_id)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_WritableTxnMarker_producer_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_WritableTxnMarker_transaction_result)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_WritableTxnMarker_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not WritableTxnMarkerTopic:
+            raise _Fallback()
+        _wnative_WritableTxnMarkerTopic_v1(b, item)
+    v = _get(o, _OFF_WritableTxnMarker_coordinator_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_WritableTxnMarker_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_WritableTxnMarker_v2(_Buf* b, object o) except -1:
+    """Writes WritableTxnMarker v2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_WritableTxnMarker_producer_id)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_WritableTxnMarker_producer_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_WritableTxnMarker_transaction_result)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_WritableTxnMarker_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not WritableTxnMarkerTopic:
+            raise _Fallback()
+        _wnative_WritableTxnMarkerTopic_v1(b, item)
+    v = _get(o, _OFF_WritableTxnMarker_coordinator_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_WritableTxnMarker_transaction_version)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    if _get(o, _OFF_WritableTxnMarker_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_WriteTxnMarkersRequest_v0(_Buf* b, object o) except -1:
+    """Writes WriteTxnMarkersRequest v0; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_WriteTxnMarkersRequest_markers)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_be(b, len(v), 4)
+    for item in v:
+        if type(item) is not WritableTxnMarker:
+            raise _Fallback()
+        _wnative_WritableTxnMarker_v0(b, item)
+    if _get(o, _OFF_WriteTxnMarkersRequest_unknown_tags):
+        raise _Fallback()
+    return 0
+
+
+cdef int _wnative_WriteTxnMarkersRequest_v1(_Buf* b, object o) except -1:
+    """Writes WriteTxnMarkersRequest v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_WriteTxnMarkersRequest_markers)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not WritableTxnMarker:
+            raise _Fallback()
+        _wnative_WritableTxnMarker_v1(b, item)
+    if _get(o, _OFF_WriteTxnMarkersRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_WriteTxnMarkersRequest_v2(_Buf* b, object o) except -1:
+    """Writes WriteTxnMarkersRequest v2; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_WriteTxnMarkersRequest_markers)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not WritableTxnMarker:
+            raise _Fallback()
+        _wnative_WritableTxnMarker_v2(b, item)
+    if _get(o, _OFF_WriteTxnMarkersRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -351,11 +587,111 @@ def decode(cls, data, int version):
     return _py_decode_message(cls, _py__DECODERS, b, version)
 
 
+cdef int _write(_Buf* b, object o, int version) except -1:
+    if version == 0:
+        return _wnative_WriteTxnMarkersRequest_v0(b, o)
+    elif version == 1:
+        return _wnative_WriteTxnMarkersRequest_v1(b, o)
+    elif version == 2:
+        return _wnative_WriteTxnMarkersRequest_v2(b, o)
+    raise _Fallback()
+
+
+def encode_direct(o, int version):
+    """The compiled writer alone (no Python fallback): the bytes, or the exception that would
+    send the write to Python. For the tests that hold the two builds to each other."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        _write(&b, o, version)
+        return _bytes(<const unsigned char*>b.p, b.n)
+    finally:
+        PyMem_Free(b.p)
+
+
+def encode(self, int version):
+    """WriteTxnMarkersRequest.encode, compiled: the same bytes; anything unusual (a value of
+    another type, out of range, tagged fields to write) is written by the Python encoder, which
+    also raises its errors."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    if type(self) is WriteTxnMarkersRequest:
+        try:
+            _write(&b, self, version)
+            return _bytes(<const unsigned char*>b.p, b.n)
+        except Exception:
+            pass
+        finally:
+            PyMem_Free(b.p)
+    return _py_encode(self, version)
+
+
+def write_v0(out, o):
+    """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is WriteTxnMarkersRequest:
+            try:
+                _wnative_WriteTxnMarkersRequest_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_WriteTxnMarkersRequest_v0(out, o)
+
+
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is WriteTxnMarkersRequest:
+            try:
+                _wnative_WriteTxnMarkersRequest_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_WriteTxnMarkersRequest_v1(out, o)
+
+
+def write_v2(out, o):
+    """The compiled writer of v2 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is WriteTxnMarkersRequest:
+            try:
+                _wnative_WriteTxnMarkersRequest_v2(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_WriteTxnMarkersRequest_v2(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest, _py__DECODERS, _py__READERS, _py__read_WriteTxnMarkersRequest_v0, _py__read_WriteTxnMarkersRequest_v1, _py__read_WriteTxnMarkersRequest_v2, _py_decode_message, _py_r_array, _py_r_compact_array, _OFF_WritableTxnMarker_producer_id, _OFF_WritableTxnMarker_producer_epoch, _OFF_WritableTxnMarker_transaction_result, _OFF_WritableTxnMarker_topics, _OFF_WritableTxnMarker_coordinator_epoch, _OFF_WritableTxnMarker_transaction_version, _OFF_WritableTxnMarker_unknown_tags, _OFF_WritableTxnMarker_wire_tags, _OFF_WritableTxnMarkerTopic_name, _OFF_WritableTxnMarkerTopic_partition_indexes, _OFF_WritableTxnMarkerTopic_unknown_tags, _OFF_WritableTxnMarkerTopic_wire_tags, _OFF_WriteTxnMarkersRequest_markers, _OFF_WriteTxnMarkersRequest_unknown_tags, _OFF_WriteTxnMarkersRequest_wire_tags
+    global _BOUND, _py_encode, WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest, _py__DECODERS, _py__READERS, _py__read_WriteTxnMarkersRequest_v0, _py__read_WriteTxnMarkersRequest_v1, _py__read_WriteTxnMarkersRequest_v2, _py__write_WriteTxnMarkersRequest_v0, _py__write_WriteTxnMarkersRequest_v1, _py__write_WriteTxnMarkersRequest_v2, _py_decode_message, _py_r_array, _py_r_compact_array, _py_w_array, _py_w_compact_array, _OFF_WritableTxnMarker_producer_id, _OFF_WritableTxnMarker_producer_epoch, _OFF_WritableTxnMarker_transaction_result, _OFF_WritableTxnMarker_topics, _OFF_WritableTxnMarker_coordinator_epoch, _OFF_WritableTxnMarker_transaction_version, _OFF_WritableTxnMarker_unknown_tags, _OFF_WritableTxnMarker_wire_tags, _OFF_WritableTxnMarkerTopic_name, _OFF_WritableTxnMarkerTopic_partition_indexes, _OFF_WritableTxnMarkerTopic_unknown_tags, _OFF_WritableTxnMarkerTopic_wire_tags, _OFF_WriteTxnMarkersRequest_markers, _OFF_WriteTxnMarkersRequest_unknown_tags, _OFF_WriteTxnMarkersRequest_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -367,9 +703,14 @@ def install(ns):
     _py__read_WriteTxnMarkersRequest_v0 = ns["_read_WriteTxnMarkersRequest_v0"]
     _py__read_WriteTxnMarkersRequest_v1 = ns["_read_WriteTxnMarkersRequest_v1"]
     _py__read_WriteTxnMarkersRequest_v2 = ns["_read_WriteTxnMarkersRequest_v2"]
+    _py__write_WriteTxnMarkersRequest_v0 = ns["_write_WriteTxnMarkersRequest_v0"]
+    _py__write_WriteTxnMarkersRequest_v1 = ns["_write_WriteTxnMarkersRequest_v1"]
+    _py__write_WriteTxnMarkersRequest_v2 = ns["_write_WriteTxnMarkersRequest_v2"]
     _py_decode_message = ns["decode_message"]
     _py_r_array = ns["r_array"]
     _py_r_compact_array = ns["r_compact_array"]
+    _py_w_array = ns["w_array"]
+    _py_w_compact_array = ns["w_compact_array"]
     _OFF_WritableTxnMarker_producer_id = _offset(WritableTxnMarker, "producer_id")
     _OFF_WritableTxnMarker_producer_epoch = _offset(WritableTxnMarker, "producer_epoch")
     _OFF_WritableTxnMarker_transaction_result = _offset(WritableTxnMarker, "transaction_result")
@@ -385,9 +726,15 @@ def install(ns):
     _OFF_WriteTxnMarkersRequest_markers = _offset(WriteTxnMarkersRequest, "markers")
     _OFF_WriteTxnMarkersRequest_unknown_tags = _offset(WriteTxnMarkersRequest, "unknown_tags")
     _OFF_WriteTxnMarkersRequest_wire_tags = _offset(WriteTxnMarkersRequest, "wire_tags")
+    _py_encode = ns["WriteTxnMarkersRequest"].__dict__["encode"]
     readers = {
         0: read_v0,
         1: read_v1,
         2: read_v2,
     }
-    return readers, decode
+    writers = {
+        0: write_v0,
+        1: write_v1,
+        2: write_v2,
+    }
+    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}

@@ -81,3 +81,93 @@ cdef inline object _utf8(const unsigned char* p, Py_ssize_t ln):
 
 cdef inline object _bytes(const unsigned char* p, Py_ssize_t ln):
     return PyBytes_FromStringAndSize(<const char*>p, ln)
+
+
+# -- writing ----------------------------------------------------------------------------------------
+
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
+
+
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
+    bint PyUnicode_CheckExact(object o)
+    bint PyBytes_CheckExact(object o)
+    bint PyLong_CheckExact(object o)
+    bint PyFloat_CheckExact(object o)
+    bint PyList_CheckExact(object o)
+    long long PyLong_AsLongLong(object o) except? -1
+    double PyFloat_AS_DOUBLE(object o)
+    char* PyBytes_AS_STRING(object o)
+    Py_ssize_t PyBytes_GET_SIZE(object o)
+
+
+cdef struct _Buf:
+    char* p
+    Py_ssize_t n
+    Py_ssize_t cap
+
+
+cdef inline int _grow(_Buf* b, Py_ssize_t k) except -1:
+    cdef Py_ssize_t cap
+    cdef char* p
+    if b.n + k <= b.cap:
+        return 0
+    cap = b.cap * 2 if b.cap else 256
+    if cap < b.n + k:
+        cap = b.n + k
+    p = <char*>PyMem_Realloc(b.p, cap)
+    if p == NULL:
+        raise MemoryError()
+    b.p = p
+    b.cap = cap
+    return 0
+
+
+cdef inline object _get(object o, Py_ssize_t off):
+    """The value in a slot of o (AttributeError when it was never set)."""
+    cdef PyObject* v = (<PyObject**>((<char*><PyObject*>o) + off))[0]
+    if v == NULL:
+        raise AttributeError("unset slot")
+    return <object>v
+
+
+cdef inline int _w_u8(_Buf* b, unsigned char x) except -1:
+    _grow(b, 1)
+    b.p[b.n] = <char>x
+    b.n += 1
+    return 0
+
+
+cdef inline int _w_be(_Buf* b, uint64_t x, int width) except -1:
+    cdef int i
+    _grow(b, width)
+    for i in range(width):
+        b.p[b.n + i] = <char>((x >> (8 * (width - 1 - i))) & 0xFF)
+    b.n += width
+    return 0
+
+
+cdef inline int _w_raw(_Buf* b, const char* s, Py_ssize_t n) except -1:
+    _grow(b, n)
+    memcpy(b.p + b.n, s, n)
+    b.n += n
+    return 0
+
+
+cdef inline int _w_uvarint(_Buf* b, uint64_t x) except -1:
+    while x >= 0x80:
+        _w_u8(b, <unsigned char>((x & 0x7F) | 0x80))
+        x >>= 7
+    return _w_u8(b, <unsigned char>x)
+
+
+cdef inline int64_t _int_in(object v, int64_t low, int64_t high) except? -1:
+    """An exact int within [low, high]; anything else goes back to Python (bool and other
+    integer types included: the Python writers decide what they mean)."""
+    cdef long long x
+    if not PyLong_CheckExact(v):
+        raise TypeError("not an exact int")
+    x = PyLong_AsLongLong(v)
+    if x < low or x > high:
+        raise OverflowError("out of range")
+    return x
