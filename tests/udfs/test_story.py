@@ -6,11 +6,13 @@ report is opened in a real headless browser (Debian's chromium driven by Playwri
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -151,3 +153,56 @@ def test_report_renders_every_group_in_a_headless_browser(groups_out: Path, tmp_
         story.Names(first.rows("members"))(m["member_id"]) for m in first.rows("members")
     )
     assert "rdk-b (127.0.0.1) joined" in story_text
+
+
+GROUND_TRUTH = sorted(ROOT.glob("tests/data/capture/mock_gt_*.json"))
+# How the story words each cause and ending (groups/story.py); the truth says which happened.
+CAUSE_WORDS = {
+    "first_join": ("first generation seen",),
+    # A static member that restarts under its instance id "came back".
+    "member_joined": ("joined", "came back: static member"),
+    "member_left": ("left (",),
+    "member_evicted": ("evicted",),
+    # LeaveGroup v1 carries no reason: the wire shows a leave (tests/udfs/test_group_truth.py).
+    "poll_timeout": ("left (",),
+}
+ENDING_WORDS = {
+    "active_at_end": "active at end",
+    "left": ": left at",
+    "left_poll_timeout": ": left at",  # the same: no reason on the wire
+    "evicted": ": evicted at",
+    "static_restart": ": static restart at",
+    "fenced": ": fenced",
+}
+
+
+def _truth_groups() -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for path in GROUND_TRUTH:
+        for g in json.loads(path.read_text())["group_truth"]["groups"]:
+            out.append((f"{path.stem}:{g['group_id']}", g))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("label", "truth"), _truth_groups(), ids=lambda x: x if isinstance(x, str) else ""
+)
+def test_the_story_tells_what_the_ground_truth_scenario_did(
+    label: str, truth: dict[str, Any], groups_out: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each generation the scenario went through is told, with its cause and the member that
+    caused it; each member id ends as the clients' own account says."""
+    lines = _story(groups_out, truth["group_id"], capsys)
+    word = "epoch" if truth["protocol"] == "consumer" else "generation"
+    client = {m["name"]: m["client_id"] for m in truth["members"]}
+    for gen in truth.get("generations", []):
+        line = _line(lines, f"{word} {gen['generation']}: ")
+        if gen.get("round", 1) > 1 and "second round of generation" in line:
+            continue  # the same rebalance again, said so (its cause is the round before's)
+        assert any(w in line for w in CAUSE_WORDS[gen["cause"]]), (gen, line)
+        if gen["cause"] != "first_join" and gen.get("cause_member"):
+            assert client[gen["cause_member"]] in line, (gen, line)
+    for m in truth["members"]:
+        for member_id, ending in m["endings"].items():
+            line = _line(lines, f"member {member_id}")
+            assert ENDING_WORDS[ending] in line, (m["name"], member_id, ending, line)
