@@ -466,50 +466,34 @@ _GROUP_APIS = (
 _REQUEST_COLUMNS = frozenset(_BASE + _GROUP_APIS + ("list_offsets",))
 
 
+_FETCH_PARTITION = ("partition_index", "error_code", "high_watermark")
+_LIST_OFFSETS_PARTITION = ("partition_index", "error_code", "timestamp", "offset")
+
+
+def _keep(array: str, fields: tuple[str, ...], inner: str, inner_fields: tuple[str, ...]) -> Any:
+    """An array<struct> column with only `fields` of each element and, of its array `inner`,
+    only `inner_fields`: the group tables read a few numbers of wide response structs."""
+    return F.transform(
+        array,
+        lambda r: F.struct(
+            *[r[f].alias(f) for f in fields],
+            F.transform(r[inner], lambda p: F.struct(*[p[f].alias(f) for f in inner_fields])).alias(
+                inner
+            ),
+        ),
+    )
+
+
 def _narrow_responses(responses: DataFrame) -> DataFrame:
     cols = [F.col(c) for c in responses.columns if c in _BASE + _GROUP_APIS + ("metadata",)]
     if "fetch" in responses.columns:
         # Only the high watermarks: never the records.
-        cols.append(
-            F.struct(
-                F.transform(
-                    "fetch.responses",
-                    lambda r: F.struct(
-                        r["topic"].alias("topic"),
-                        r["topic_id"].alias("topic_id"),
-                        F.transform(
-                            r["partitions"],
-                            lambda p: F.struct(
-                                p["partition_index"].alias("partition_index"),
-                                p["error_code"].alias("error_code"),
-                                p["high_watermark"].alias("high_watermark"),
-                            ),
-                        ).alias("partitions"),
-                    ),
-                ).alias("responses")
-            ).alias("fetch")
-        )
+        kept = _keep("fetch.responses", ("topic", "topic_id"), "partitions", _FETCH_PARTITION)
+        cols.append(F.struct(kept.alias("responses")).alias("fetch"))
     if "list_offsets" in responses.columns:
         # A partition answered with timestamp -1 was asked for its latest offset: the log end.
-        cols.append(
-            F.struct(
-                F.transform(
-                    "list_offsets.topics",
-                    lambda t: F.struct(
-                        t["name"].alias("name"),
-                        F.transform(
-                            t["partitions"],
-                            lambda p: F.struct(
-                                p["partition_index"].alias("partition_index"),
-                                p["error_code"].alias("error_code"),
-                                p["timestamp"].alias("timestamp"),
-                                p["offset"].alias("offset"),
-                            ),
-                        ).alias("partitions"),
-                    ),
-                ).alias("topics")
-            ).alias("list_offsets")
-        )
+        kept = _keep("list_offsets.topics", ("name",), "partitions", _LIST_OFFSETS_PARTITION)
+        cols.append(F.struct(kept.alias("topics")).alias("list_offsets"))
     if "metadata" in responses.columns:
         cols = [c for c in cols if str(c) != str(F.col("metadata"))]
         cols.append(
