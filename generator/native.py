@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .model import INT_RANGES, Message
+from .model import FIXED, INT_RANGES, Message
 from .plan import Codec, plan_message
 from .render import _decorate, _environment, _Obj
 
@@ -26,8 +26,6 @@ NATIVE_FIXED = {
     "int64": "_i64(d + pos + {o})",
     "float64": "_f64(d + pos + {o})",
 }
-WIDTH = {"bool": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8}
-WIDTH["float64"] = 8
 _CALL = re.compile(r"^([A-Za-z_]\w*)\(\)$")
 _NAME = re.compile(r"^[A-Za-z_]\w*$")
 
@@ -65,6 +63,13 @@ class _Names:
         self.py.add(name)
         return f"_py_{name}"
 
+    def tail(self, tail: str) -> str:
+        """A runtime helper's extra argument (', arg' or ''): a name is bound, a literal kept."""
+        arg = tail[2:]
+        if not arg:
+            return ""
+        return ", " + (self.call(arg) if _NAME.match(arg) else arg)
+
 
 _CALLED = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)(?=\()")
 _BUILTINS = {"len"}
@@ -90,9 +95,9 @@ def _decorate_writer(codec: Codec, names: _Names, classes: dict[str, str]) -> No
             for f in s.fields:
                 kind = f.type.kind
                 low, high = INT_RANGES.get(kind, (0, 0))
-                # C has no literal for -2**63: spell it as an expression.
+                # C has no literal for -2**63: <stdint.h> names it.
                 low_text = "INT64_MIN" if low == -(2**63) else str(low)
-                out.append((f, kind, low_text, str(high), WIDTH[kind]))
+                out.append((f, kind, low_text, str(high), FIXED[kind][1]))
             s.native_wfixed = out  # type: ignore[attr-defined]
         elif s.kind == "absent":
             s.native_check = _native_check(s.check, names) if s.check else ""  # type: ignore[attr-defined]
@@ -106,11 +111,7 @@ def _decorate_writer(codec: Codec, names: _Names, classes: dict[str, str]) -> No
             s.native_child = classes[s.child[0].name]  # type: ignore[attr-defined]
         elif s.fast == "call":
             s.native_wcall = names.call(str(getattr(s, "fast_writer")))  # type: ignore[attr-defined]
-            arg = str(getattr(s, "fast_write_tail"))[2:]
-            tail = ""
-            if arg:
-                tail = ", " + (names.call(arg) if _NAME.match(arg) else arg)
-            s.native_wcall_tail = tail  # type: ignore[attr-defined]
+            s.native_wcall_tail = names.tail(str(getattr(s, "fast_write_tail")))  # type: ignore[attr-defined]
 
 
 def _decorate_native(codec: Codec, names: _Names) -> None:
@@ -120,7 +121,7 @@ def _decorate_native(codec: Codec, names: _Names) -> None:
             out, off = [], 0
             for f in s.fields:
                 out.append((f, NATIVE_FIXED[f.type.kind].format(o=off)))
-                off += WIDTH[f.type.kind]
+                off += FIXED[f.type.kind][1]
             s.native_fixed = out  # type: ignore[attr-defined]
         elif s.kind == "absent":
             s.native_default = names.default(s.default)  # type: ignore[attr-defined]
@@ -130,11 +131,7 @@ def _decorate_native(codec: Codec, names: _Names) -> None:
             s.native_element = _native(s.read_arg)  # type: ignore[attr-defined]
         elif s.fast == "call":
             s.native_call = names.call(s.fast_reader)  # type: ignore[attr-defined]
-            arg = str(getattr(s, "fast_read_tail"))[2:]
-            tail = ""
-            if arg:
-                tail = ", " + (names.call(arg) if _NAME.match(arg) else arg)
-            s.native_call_tail = tail  # type: ignore[attr-defined]
+            s.native_call_tail = names.tail(str(getattr(s, "fast_read_tail")))  # type: ignore[attr-defined]
     for t in codec.tagged:
         t.native_default = names.default(t.default)  # type: ignore[attr-defined]
 

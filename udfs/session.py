@@ -104,10 +104,8 @@ def ship_native(spark: SparkSession, master: str, how: str | None = None) -> str
     if how == "files":
         for module in built:
             spark.sparkContext.addFile(str(module))
-    else:
-        # Local mode's Python workers inherit this process's environment; a cluster's executors
-        # get spark.executorEnv (set before the session started, in build_session's conf).
-        os.environ["KWIRE_NATIVE_DIR"] = str(NATIVE)
+    # "dir" needs nothing here: build_session set KWIRE_NATIVE_DIR before the session started
+    # (local mode's Python workers inherit the environment; executors get spark.executorEnv).
     return how
 
 
