@@ -382,7 +382,10 @@ def test_every_upstream_file_has_a_schema() -> None:
         upstream |= {p.stem for p in REFERENCE.glob("*.json")}
     upstream = {RENAMED.get(name, name) for name in upstream} | set(KIO_ONLY)
     assert sorted(upstream - shipped) == []
-    assert sorted(shipped - upstream) == []
+    if REFERENCE.is_dir():
+        # Only the snapshot knows the APIs Kafka 4 removed: without it, no shipped schema can
+        # be shown to have an upstream file, so that half waits for it.
+        assert sorted(shipped - upstream) == []
 
 
 def test_one_request_and_one_response_per_api_key() -> None:
@@ -492,6 +495,8 @@ def test_newest_version_is_the_newest_known(name: str) -> None:
     kio_versions = kio_versions_of(name)
     if kio_versions:
         newest.append(max(kio_versions))
+    if not newest and not REFERENCE.is_dir():
+        pytest.skip(f"only the reference snapshot {REFERENCE} (absent here) knows {name}")
     assert newest, f"no upstream source knows {name}"
     assert max(versions_of(ours(name))) == max(newest)
 
