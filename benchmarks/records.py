@@ -98,6 +98,16 @@ def kwire_read(data: bytes) -> list[tuple[Any, ...]]:
     ]
 
 
+def kwire_python_read(data: bytes) -> list[tuple[Any, ...]]:
+    """The same decode through the reference Python loop (the fallback when not built)."""
+    was = R.backend()
+    R.set_backend("python")
+    try:
+        return kwire_read(data)
+    finally:
+        R.set_backend(was)
+
+
 def _peer_reader(memory_records: Any) -> Reader:
     def read(data: bytes) -> list[tuple[Any, ...]]:
         out = []
@@ -167,7 +177,10 @@ def time_batch(fn: Callable[[], Any], number: int) -> float:
 
 
 def run(repeats: int, min_time: float, seed: int) -> dict[str, Any]:
-    libs = {"kwire": (kwire_read, lambda codec: True), **peers()}
+    libs = {"kwire": (kwire_read, lambda codec: True)}
+    if R.backend() == "compiled":  # kwire is the compiled loop: also time its Python twin
+        libs["kwire-python"] = (kwire_python_read, lambda codec: True)
+    libs.update(peers())
     results: dict[str, Any] = {}
     disagreements: list[str] = []
     for i, (label, magic, compression) in enumerate(CASES):
@@ -231,13 +244,18 @@ def main(argv: list[str] | None = None) -> int:
         print("DISAGREEMENT:", problem)
     if results["disagreements"]:
         return 1
-    peer_names = sorted({p for r in results["cases"].values() for p in r["ratio_vs"]})
+    peer_names = sorted(
+        {p for r in results["cases"].values() for p in r["ratio_vs"]},
+        key=lambda p: (p != "kwire-python", p),
+    )
+    print(f"kwire's records loop: {R.backend()}")
     print(render(results, peer_names))
     results["machine"] = {
         "python": platform.python_version(),
         "machine": platform.machine(),
         "cores": os.cpu_count(),
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "records_backend": R.backend(),
     }
     results["settings"] = {"repeats": args.repeats, "min_time": args.min_time, "seed": args.seed,
                            "batches": BATCHES, "per_batch": PER_BATCH, "value_size": VALUE_SIZE}  # fmt: skip

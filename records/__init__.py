@@ -14,7 +14,7 @@ codecs); every deviation from it is noted where it matters.
 """
 
 from .compression import DEFAULT_MAX_DECOMPRESSED, compress, decompress
-from .decode import decode_records, iter_batches
+from .decode import backend, decode_records, iter_batches, set_backend
 from .encode import (
     control_record,
     encode_batch,
@@ -46,6 +46,8 @@ from .model import (
 from .rows import BATCH_COLUMNS, RECORD_COLUMNS, ROW_COLUMNS, arrow_schema, iter_rows, rows_to_arrow
 
 __all__ = [
+    "backend",
+    "set_backend",
     "BATCH_COLUMNS",
     "CODEC_NAMES",
     "CONTROL_TYPES",

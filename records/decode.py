@@ -15,8 +15,10 @@ byte P") because those bytes do not exist in the field.
 
 from __future__ import annotations
 
+import os
 import struct
 import zlib
+from typing import Any, Callable
 from collections.abc import Iterator
 
 import crc32c
@@ -98,7 +100,7 @@ def _varint(buf: bytes, p: int, max_bytes: int, what: str) -> tuple[int, int]:
         shift += 7
 
 
-def _read_v2_records(
+def _read_v2_records_python(
     buf: bytes,
     p: int,
     stop: int,
@@ -241,6 +243,43 @@ def _read_v2_records(
     except IndexError:
         raise RecordsDecodeError(rec_start, f"record {i}", "bytes end inside the record") from None
     return p
+
+
+def _load_compiled() -> Any:
+    """The compiled twin of the records loop (records/_compiled.pyx, built by `make setup` as
+    kwire_native_records beside the compiled codecs), or None: not built, built for another
+    interface, or KWIRE_PURE_PYTHON set."""
+    if os.environ.get("KWIRE_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    from generated._runtime import _load_native
+
+    try:
+        module = _load_native("records")
+    except ImportError:
+        return None  # built for another Python
+    if module is None or getattr(module, "API", None) != 1:
+        return None
+    module.install(_read_v2_records_python, Record, LOG_APPEND_TIME)
+    return module.read_v2_records
+
+
+_COMPILED = _load_compiled()
+# The reader in use, in a box so set_backend can swap it: compiled when built, else Python.
+_READ_V2: list[Callable[..., int]] = [_COMPILED or _read_v2_records_python]
+
+
+def backend() -> str:
+    """Which records loop decodes: "compiled" or "python" (the reference)."""
+    return "compiled" if _READ_V2[0] is _COMPILED else "python"
+
+
+def set_backend(name: str) -> None:
+    """Switches the records loop between "compiled" (needs the build) and "python"."""
+    if name not in ("python", "compiled"):
+        raise ValueError(f"unknown backend {name!r}: 'python' or 'compiled'")
+    if name == "compiled" and _COMPILED is None:
+        raise RuntimeError("the compiled records reader is not built (make setup)")
+    _READ_V2[0] = _COMPILED if name == "compiled" else _read_v2_records_python
 
 
 def _read_headers(
@@ -394,7 +433,7 @@ def _decode_v2(data: bytes, pos: int, size: int, cap: int) -> Batch:
         return batch
     assert buf is not None
     try:
-        consumed = _read_v2_records(buf, start, stop, count, batch.records, batch)
+        consumed = _READ_V2[0](buf, start, stop, count, batch.records, batch)
         if consumed != stop:
             raise RecordsDecodeError(
                 consumed, "records", f"{stop - consumed} bytes left after {count} records"

@@ -1,4 +1,5 @@
-"""Builds the compiled readers: generated/_native/*.pyx -> extension modules beside them.
+"""Builds the compiled readers: generated/_native/*.pyx (and the records loop,
+records/_compiled.pyx) -> extension modules in generated/_native.
 
     python scripts/build_native.py [--jobs N] [--force]
 
@@ -29,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         from Cython.Build import cythonize
-        from setuptools import setup
+        from setuptools import Extension, setup
     except ImportError as e:
         print(f"build_native: {e.name} is missing (pip install cython setuptools)", file=sys.stderr)
         return 1
@@ -39,9 +40,14 @@ def main(argv: list[str] | None = None) -> int:
         print("build_native: no sources in generated/_native (run make generate)", file=sys.stderr)
         return 1
     started = time.monotonic()
-    print(f"build_native: {len(sources)} modules, {args.jobs} compile job(s)", flush=True)
+    print(f"build_native: {len(sources) + 1} modules, {args.jobs} compile job(s)", flush=True)
+    # Every module is top level (kwire_native_*), loaded from generated/_native by name; the
+    # records loop (records/_compiled.pyx, hand-written: the record format is not a schema) is
+    # built beside them so Spark's executors get it the same way.
+    modules = [Extension(Path(s).stem, [s]) for s in sources]
+    modules.append(Extension("kwire_native_records", ["records/_compiled.pyx"]))
     extensions = cythonize(
-        sources,
+        modules,
         nthreads=args.jobs,
         quiet=True,
         force=args.force,

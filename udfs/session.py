@@ -111,11 +111,14 @@ def ship_native(spark: SparkSession, master: str, how: str | None = None) -> str
 
 def _backend_here(_: object) -> str:
     import generated
+    import records
 
-    return generated.BACKEND
+    codecs, loop = generated.BACKEND, records.backend()
+    return codecs if codecs == loop else f"codecs {codecs}, records loop {loop}"
 
 
 def executor_backend(spark: SparkSession) -> str:
-    """Which readers the executors decode with ("compiled" or "python"): one tiny task asks."""
+    """Which readers the executors decode with ("compiled" or "python", or each of the codecs'
+    and the records loop's where they differ): one tiny task asks."""
     found = spark.sparkContext.parallelize([0], 1).map(_backend_here).collect()
     return str(found[0])
