@@ -36,7 +36,9 @@ from ._runtime import (
     inspect_response_frame,
     kafka_uuid,
     request_frame_readers,
+    request_frame_routes,
     response_frame_readers,
+    response_frame_routes,
 )
 from ._runtime import backend as _backend
 from ._runtime import request_header_version as _request_header_version
@@ -256,6 +258,7 @@ def set_backend(name: str) -> None:
     _RESPONSE_READERS.update(
         response_frame_readers(REGISTRY, ResponseHeader, RESPONSE_HEADER_ALWAYS_V0)
     )
+    _ROUTES[:] = _frame_routes()
 
 
 REGISTRY: dict[int, ApiInfo] = {
@@ -678,8 +681,25 @@ _REQUEST_READERS = request_frame_readers(REGISTRY, RequestHeader, REQUEST_HEADER
 _RESPONSE_READERS = response_frame_readers(REGISTRY, ResponseHeader, RESPONSE_HEADER_ALWAYS_V0)
 
 
+def _frame_routes() -> list[Any]:
+    return [
+        request_frame_routes(REGISTRY, RequestHeader, REQUEST_HEADER_V0),
+        response_frame_routes(REGISTRY, ResponseHeader, RESPONSE_HEADER_ALWAYS_V0),
+    ]
+
+
+# The compiled frame decoders (None each while the Python readers are in use): a frame's
+# header and body in one C call, the Python frame decoder behind them for anything else.
+_ROUTES: list[Any] = _frame_routes()
+
+
 def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, Any]:
     """Decodes a request frame (without its length prefix) into its header and body."""
+    routes = _ROUTES[0]
+    if routes is not None:
+        found = routes.request(frame)
+        if found is not None:
+            return found
     return decode_request_frame(frame, REGISTRY, RequestHeader, REQUEST_HEADER_V0, _REQUEST_READERS)
 
 
@@ -687,6 +707,11 @@ def decode_response(
     frame: bytes | bytearray | memoryview, api_key: int, api_version: int
 ) -> tuple[ResponseHeader, Any]:
     """Decodes a response frame (without its length prefix), given its request's key and version."""
+    routes = _ROUTES[1]
+    if routes is not None:
+        found = routes.response(frame, api_key, api_version)
+        if found is not None:
+            return found
     return decode_response_frame(
         frame,
         api_key,

@@ -310,7 +310,11 @@ def r_compact_string(data: bytes, pos: int) -> tuple[str, int]:
     if n == 0:
         raise NullValueError("null string in a field that is not nullable here")
     end = pos + n - 1
-    if end > len(data) or n > MAX_STRING_BYTES + 1:
+    if n > MAX_STRING_BYTES + 1:
+        raise InvalidLengthError(
+            f"string length {n - 1} exceeds Kafka's limit of {MAX_STRING_BYTES} bytes"
+        )
+    if end > len(data):
         raise _too_long("string", n - 1, len(data) - pos)
     try:
         return data[pos:end].decode(), end
@@ -327,7 +331,11 @@ def r_compact_nullable_string(data: bytes, pos: int) -> tuple[str | None, int]:
     if n == 0:
         return None, pos
     end = pos + n - 1
-    if end > len(data) or n > MAX_STRING_BYTES + 1:
+    if n > MAX_STRING_BYTES + 1:
+        raise InvalidLengthError(
+            f"string length {n - 1} exceeds Kafka's limit of {MAX_STRING_BYTES} bytes"
+        )
+    if end > len(data):
         raise _too_long("string", n - 1, len(data) - pos)
     try:
         return data[pos:end].decode(), end
@@ -1266,3 +1274,48 @@ def set_backend(name: str) -> None:
     for entry in _INSTALLED:
         _use(entry, name)
     _STATE["backend"] = name
+
+
+def request_frame_routes(
+    registry: dict[int, ApiInfo], header_cls: Any, header_v0: frozenset[tuple[int, int]]
+) -> Any:
+    """The compiled frame decoder of requests (kwire_native_common.FrameRoutes), or None while
+    the Python readers are in use: every (api key, version) whose header and body are compiled."""
+    return _frame_routes(
+        registry,
+        "request",
+        header_cls,
+        lambda k, v: request_header_version(registry, header_v0, k, v),
+    )
+
+
+def response_frame_routes(
+    registry: dict[int, ApiInfo], header_cls: Any, always_v0: frozenset[int]
+) -> Any:
+    """The compiled frame decoder of responses, or None while the Python readers are in use."""
+    return _frame_routes(
+        registry,
+        "response",
+        header_cls,
+        lambda k, v: response_header_version(registry, always_v0, k, v),
+    )
+
+
+def _frame_routes(
+    registry: dict[int, ApiInfo], side: str, header_cls: Any, header_version: Any
+) -> Any:
+    if _STATE["backend"] != "compiled":
+        return None
+    reads = {entry.cls: entry.native.get("read") for entry in _INSTALLED}
+    header = reads.get(header_cls)
+    if header is None:
+        return None
+    table = {}
+    for api_key, info in registry.items():
+        cls = getattr(info, side)
+        body = reads.get(cls)
+        if body is None:
+            continue
+        for v in cls.VALID_VERSIONS:
+            table[(api_key, v)] = (header, header_version(api_key, v), body)
+    return _load_native("common").FrameRoutes(table)

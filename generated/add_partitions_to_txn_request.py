@@ -1143,4 +1143,4 @@ _ENCODERS = {
     4: _encode_AddPartitionsToTxnRequest_v4,
     5: _encode_AddPartitionsToTxnRequest_v4,
 }
-native_install(__name__, globals(), AddPartitionsToTxnRequest, "a9622dae486eb7a9")
+native_install(__name__, globals(), AddPartitionsToTxnRequest, "30a1cdd1aa4ef786")

@@ -1216,4 +1216,4 @@ _ENCODERS = {
     4: _encode_AddPartitionsToTxnResponse_v4,
     5: _encode_AddPartitionsToTxnResponse_v4,
 }
-native_install(__name__, globals(), AddPartitionsToTxnResponse, "e0a63850661f33de")
+native_install(__name__, globals(), AddPartitionsToTxnResponse, "148436187e2d623c")

@@ -276,4 +276,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_AllocateProducerIdsResponse_v0,
 }
-native_install(__name__, globals(), AllocateProducerIdsResponse, "5b306e5bc6d46c50")
+native_install(__name__, globals(), AllocateProducerIdsResponse, "b0939b0916343578")

@@ -1129,4 +1129,4 @@ _ENCODERS = {
     0: _encode_AlterClientQuotasRequest_v0,
     1: _encode_AlterClientQuotasRequest_v1,
 }
-native_install(__name__, globals(), AlterClientQuotasRequest, "11281d4ef4f3fa51")
+native_install(__name__, globals(), AlterClientQuotasRequest, "640a7155ab8c3342")

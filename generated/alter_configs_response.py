@@ -735,4 +735,4 @@ _ENCODERS = {
     1: _encode_AlterConfigsResponse_v0,
     2: _encode_AlterConfigsResponse_v2,
 }
-native_install(__name__, globals(), AlterConfigsResponse, "1234b55024d835c8")
+native_install(__name__, globals(), AlterConfigsResponse, "f3d201938490531e")

@@ -1205,4 +1205,4 @@ _ENCODERS = {
     2: _encode_AlterPartitionResponse_v2,
     3: _encode_AlterPartitionResponse_v2,
 }
-native_install(__name__, globals(), AlterPartitionResponse, "1cdab8f8c2ece0b5")
+native_install(__name__, globals(), AlterPartitionResponse, "5a368776125177bf")

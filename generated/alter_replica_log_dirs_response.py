@@ -853,4 +853,4 @@ _ENCODERS = {
     1: _encode_AlterReplicaLogDirsResponse_v0,
     2: _encode_AlterReplicaLogDirsResponse_v2,
 }
-native_install(__name__, globals(), AlterReplicaLogDirsResponse, "d0cef35cd468bdc8")
+native_install(__name__, globals(), AlterReplicaLogDirsResponse, "380c2eebe576243a")

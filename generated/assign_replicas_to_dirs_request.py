@@ -664,4 +664,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_AssignReplicasToDirsRequest_v0,
 }
-native_install(__name__, globals(), AssignReplicasToDirsRequest, "e1ba9eddd414875c")
+native_install(__name__, globals(), AssignReplicasToDirsRequest, "3dd545175487aaf0")

@@ -292,4 +292,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_ControllerRegistrationResponse_v0,
 }
-native_install(__name__, globals(), ControllerRegistrationResponse, "23e7baba89d80309")
+native_install(__name__, globals(), ControllerRegistrationResponse, "3480eb124fa2c675")

@@ -313,4 +313,4 @@ _ENCODERS = {
     1: _encode_DeleteGroupsRequest_v0,
     2: _encode_DeleteGroupsRequest_v2,
 }
-native_install(__name__, globals(), DeleteGroupsRequest, "2a2e96fe57417d31")
+native_install(__name__, globals(), DeleteGroupsRequest, "65958bcbcf132d17")

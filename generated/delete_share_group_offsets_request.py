@@ -437,4 +437,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DeleteShareGroupOffsetsRequest_v0,
 }
-native_install(__name__, globals(), DeleteShareGroupOffsetsRequest, "f765d6c862d136a6")
+native_install(__name__, globals(), DeleteShareGroupOffsetsRequest, "df2b322800f7c405")

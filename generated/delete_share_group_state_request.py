@@ -541,4 +541,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DeleteShareGroupStateRequest_v0,
 }
-native_install(__name__, globals(), DeleteShareGroupStateRequest, "df9efe3fe1f79bed")
+native_install(__name__, globals(), DeleteShareGroupStateRequest, "daa440b13f8215a7")

@@ -571,4 +571,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DeleteShareGroupStateResponse_v0,
 }
-native_install(__name__, globals(), DeleteShareGroupStateResponse, "ada018d84d4b7f03")
+native_install(__name__, globals(), DeleteShareGroupStateResponse, "61c47fd2426964ad")

@@ -1321,4 +1321,4 @@ _ENCODERS = {
     2: _encode_DescribeAclsResponse_v2,
     3: _encode_DescribeAclsResponse_v2,
 }
-native_install(__name__, globals(), DescribeAclsResponse, "d40c78694d1d4f1f")
+native_install(__name__, globals(), DescribeAclsResponse, "59d27da5c6f42029")

@@ -1224,4 +1224,4 @@ _ENCODERS = {
     0: _encode_DescribeClientQuotasResponse_v0,
     1: _encode_DescribeClientQuotasResponse_v1,
 }
-native_install(__name__, globals(), DescribeClientQuotasResponse, "b11b509d46112b1d")
+native_install(__name__, globals(), DescribeClientQuotasResponse, "bf80a1eb75f09727")

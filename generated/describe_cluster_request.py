@@ -455,4 +455,4 @@ _ENCODERS = {
     1: _encode_DescribeClusterRequest_v1,
     2: _encode_DescribeClusterRequest_v2,
 }
-native_install(__name__, globals(), DescribeClusterRequest, "6a686a2851fa1dbd")
+native_install(__name__, globals(), DescribeClusterRequest, "4bfd626615dceb7f")

@@ -1249,4 +1249,4 @@ _ENCODERS = {
     1: _encode_DescribeClusterResponse_v1,
     2: _encode_DescribeClusterResponse_v2,
 }
-native_install(__name__, globals(), DescribeClusterResponse, "3e554ee0a7cf877d")
+native_install(__name__, globals(), DescribeClusterResponse, "25ca5b4e92691e32")

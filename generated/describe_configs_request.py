@@ -891,4 +891,4 @@ _ENCODERS = {
     3: _encode_DescribeConfigsRequest_v3,
     4: _encode_DescribeConfigsRequest_v4,
 }
-native_install(__name__, globals(), DescribeConfigsRequest, "c8c7bcd7ffb98d6b")
+native_install(__name__, globals(), DescribeConfigsRequest, "e7a1a7c2274a02f5")

@@ -432,4 +432,4 @@ _ENCODERS = {
     5: _encode_DescribeGroupsRequest_v5,
     6: _encode_DescribeGroupsRequest_v5,
 }
-native_install(__name__, globals(), DescribeGroupsRequest, "d111285b9ec4fa43")
+native_install(__name__, globals(), DescribeGroupsRequest, "23f9bb113b93782b")

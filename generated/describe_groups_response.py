@@ -2546,4 +2546,4 @@ _ENCODERS = {
     5: _encode_DescribeGroupsResponse_v5,
     6: _encode_DescribeGroupsResponse_v6,
 }
-native_install(__name__, globals(), DescribeGroupsResponse, "452f9921c329c812")
+native_install(__name__, globals(), DescribeGroupsResponse, "4a48b566a9aa6a92")

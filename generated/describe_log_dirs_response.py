@@ -1750,4 +1750,4 @@ _ENCODERS = {
     4: _encode_DescribeLogDirsResponse_v4,
     5: _encode_DescribeLogDirsResponse_v5,
 }
-native_install(__name__, globals(), DescribeLogDirsResponse, "37bd7e68c0480c61")
+native_install(__name__, globals(), DescribeLogDirsResponse, "6173759cc9083d2c")

@@ -827,4 +827,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DescribeProducersResponse_v0,
 }
-native_install(__name__, globals(), DescribeProducersResponse, "4e47faa873d341fa")
+native_install(__name__, globals(), DescribeProducersResponse, "c8fa4cb8b824e24b")

@@ -363,4 +363,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DescribeUserScramCredentialsRequest_v0,
 }
-native_install(__name__, globals(), DescribeUserScramCredentialsRequest, "a92148ff5682f076")
+native_install(__name__, globals(), DescribeUserScramCredentialsRequest, "f163c6ecb5ae8bb1")

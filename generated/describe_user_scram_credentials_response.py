@@ -679,4 +679,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DescribeUserScramCredentialsResponse_v0,
 }
-native_install(__name__, globals(), DescribeUserScramCredentialsResponse, "e290f717dc99db5e")
+native_install(__name__, globals(), DescribeUserScramCredentialsResponse, "9ab7dc14e10f0391")

@@ -295,4 +295,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_EnvelopeRequest_v0,
 }
-native_install(__name__, globals(), EnvelopeRequest, "1ff75ed6a69bca14")
+native_install(__name__, globals(), EnvelopeRequest, "cff60adf12404ca0")

@@ -4813,4 +4813,4 @@ _ENCODERS = {
     17: _encode_FetchRequest_v17,
     18: _encode_FetchRequest_v18,
 }
-native_install(__name__, globals(), FetchRequest, "f3a8003ce86b61cb")
+native_install(__name__, globals(), FetchRequest, "929e9267119146ea")

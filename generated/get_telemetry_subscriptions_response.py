@@ -424,4 +424,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_GetTelemetrySubscriptionsResponse_v0,
 }
-native_install(__name__, globals(), GetTelemetrySubscriptionsResponse, "632596ca3bf7666b")
+native_install(__name__, globals(), GetTelemetrySubscriptionsResponse, "08aa1e893b31d057")

@@ -556,4 +556,4 @@ _ENCODERS = {
     3: _encode_HeartbeatRequest_v3,
     4: _encode_HeartbeatRequest_v4,
 }
-native_install(__name__, globals(), HeartbeatRequest, "0e02c7c8ec9fe4bc")
+native_install(__name__, globals(), HeartbeatRequest, "918d26e652b466ba")

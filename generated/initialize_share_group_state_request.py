@@ -567,4 +567,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_InitializeShareGroupStateRequest_v0,
 }
-native_install(__name__, globals(), InitializeShareGroupStateRequest, "2a0c1b28ce43e12d")
+native_install(__name__, globals(), InitializeShareGroupStateRequest, "b3705318d12f3a66")

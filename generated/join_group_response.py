@@ -2190,4 +2190,4 @@ _ENCODERS = {
     8: _encode_JoinGroupResponse_v7,
     9: _encode_JoinGroupResponse_v9,
 }
-native_install(__name__, globals(), JoinGroupResponse, "f00491c854f9dc71")
+native_install(__name__, globals(), JoinGroupResponse, "acda248af38eb7df")

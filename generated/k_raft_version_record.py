@@ -234,4 +234,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_KRaftVersionRecord_v0,
 }
-native_install(__name__, globals(), KRaftVersionRecord, "14b51774561f4e99")
+native_install(__name__, globals(), KRaftVersionRecord, "4f17006766727fe4")

@@ -1028,4 +1028,4 @@ _ENCODERS = {
     6: _encode_LeaderAndIsrResponse_v5,
     7: _encode_LeaderAndIsrResponse_v5,
 }
-native_install(__name__, globals(), LeaderAndIsrResponse, "c21c140594273f9c")
+native_install(__name__, globals(), LeaderAndIsrResponse, "19fea2f5f7d46b3a")

@@ -683,4 +683,4 @@ _ENCODERS = {
     0: _encode_LeaderChangeMessage_v0,
     1: _encode_LeaderChangeMessage_v1,
 }
-native_install(__name__, globals(), LeaderChangeMessage, "4bf70cd128927a20")
+native_install(__name__, globals(), LeaderChangeMessage, "f3a3bb7195440186")

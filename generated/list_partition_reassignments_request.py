@@ -417,4 +417,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_ListPartitionReassignmentsRequest_v0,
 }
-native_install(__name__, globals(), ListPartitionReassignmentsRequest, "39b8cb1c209cfea6")
+native_install(__name__, globals(), ListPartitionReassignmentsRequest, "1473d7d4fe7495ac")

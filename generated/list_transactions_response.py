@@ -523,4 +523,4 @@ _ENCODERS = {
     1: _encode_ListTransactionsResponse_v0,
     2: _encode_ListTransactionsResponse_v0,
 }
-native_install(__name__, globals(), ListTransactionsResponse, "da1492abc8a0b7da")
+native_install(__name__, globals(), ListTransactionsResponse, "55ab42f09c5a293b")

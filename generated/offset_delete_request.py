@@ -508,4 +508,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_OffsetDeleteRequest_v0,
 }
-native_install(__name__, globals(), OffsetDeleteRequest, "72ef7b4086cd0b53")
+native_install(__name__, globals(), OffsetDeleteRequest, "f140ae27e0f700db")

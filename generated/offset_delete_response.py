@@ -525,4 +525,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_OffsetDeleteResponse_v0,
 }
-native_install(__name__, globals(), OffsetDeleteResponse, "0e357a2e2a6fbee0")
+native_install(__name__, globals(), OffsetDeleteResponse, "931653f7b71a6d67")

@@ -1328,4 +1328,4 @@ _ENCODERS = {
     12: _encode_ProduceRequest_v9,
     13: _encode_ProduceRequest_v13,
 }
-native_install(__name__, globals(), ProduceRequest, "27508d4c65ce0b6c")
+native_install(__name__, globals(), ProduceRequest, "5d706ec6095d1d3b")

@@ -563,4 +563,4 @@ _ENCODERS = {
     0: _encode_ReadShareGroupStateSummaryRequest_v0,
     1: _encode_ReadShareGroupStateSummaryRequest_v0,
 }
-native_install(__name__, globals(), ReadShareGroupStateSummaryRequest, "cb41348f31cebd11")
+native_install(__name__, globals(), ReadShareGroupStateSummaryRequest, "139a2d6062d43d85")

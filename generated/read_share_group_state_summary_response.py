@@ -985,4 +985,4 @@ _ENCODERS = {
     0: _encode_ReadShareGroupStateSummaryResponse_v0,
     1: _encode_ReadShareGroupStateSummaryResponse_v1,
 }
-native_install(__name__, globals(), ReadShareGroupStateSummaryResponse, "65807ab453dc5687")
+native_install(__name__, globals(), ReadShareGroupStateSummaryResponse, "8f12292da1347f7e")

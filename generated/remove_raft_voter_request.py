@@ -275,4 +275,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_RemoveRaftVoterRequest_v0,
 }
-native_install(__name__, globals(), RemoveRaftVoterRequest, "62d04ea0babd66d2")
+native_install(__name__, globals(), RemoveRaftVoterRequest, "188319c4b156ed6d")

@@ -346,4 +346,4 @@ _ENCODERS = {
     1: _encode_RenewDelegationTokenResponse_v0,
     2: _encode_RenewDelegationTokenResponse_v2,
 }
-native_install(__name__, globals(), RenewDelegationTokenResponse, "04cb1745167d2ed0")
+native_install(__name__, globals(), RenewDelegationTokenResponse, "9cfa2395f598f3a5")

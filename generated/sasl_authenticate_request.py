@@ -313,4 +313,4 @@ _ENCODERS = {
     1: _encode_SaslAuthenticateRequest_v0,
     2: _encode_SaslAuthenticateRequest_v2,
 }
-native_install(__name__, globals(), SaslAuthenticateRequest, "9d43b6c2b7b21f99")
+native_install(__name__, globals(), SaslAuthenticateRequest, "1cc4e75686631b9f")

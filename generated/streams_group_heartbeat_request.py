@@ -1902,4 +1902,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_StreamsGroupHeartbeatRequest_v0,
 }
-native_install(__name__, globals(), StreamsGroupHeartbeatRequest, "0f0452f5b8a75a23")
+native_install(__name__, globals(), StreamsGroupHeartbeatRequest, "b796ca664977e1af")

@@ -634,4 +634,4 @@ _ENCODERS = {
     4: _encode_SyncGroupResponse_v4,
     5: _encode_SyncGroupResponse_v5,
 }
-native_install(__name__, globals(), SyncGroupResponse, "d62809a2d889bcde")
+native_install(__name__, globals(), SyncGroupResponse, "873bf9ca2ba666fb")

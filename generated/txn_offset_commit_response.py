@@ -859,4 +859,4 @@ _ENCODERS = {
     4: _encode_TxnOffsetCommitResponse_v3,
     5: _encode_TxnOffsetCommitResponse_v3,
 }
-native_install(__name__, globals(), TxnOffsetCommitResponse, "6d97150d7d44636b")
+native_install(__name__, globals(), TxnOffsetCommitResponse, "d99825214c98d533")

@@ -312,4 +312,4 @@ _ENCODERS = {
     7: _encode_UpdateMetadataResponse_v6,
     8: _encode_UpdateMetadataResponse_v6,
 }
-native_install(__name__, globals(), UpdateMetadataResponse, "e1161e1a820c90aa")
+native_install(__name__, globals(), UpdateMetadataResponse, "727ec4f262720942")

@@ -725,4 +725,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_VotersRecord_v0,
 }
-native_install(__name__, globals(), VotersRecord, "4e79d39a2df874b6")
+native_install(__name__, globals(), VotersRecord, "2a2215546c7085a8")

@@ -1093,4 +1093,4 @@ _ENCODERS = {
     0: _encode_WriteShareGroupStateRequest_v0,
     1: _encode_WriteShareGroupStateRequest_v1,
 }
-native_install(__name__, globals(), WriteShareGroupStateRequest, "605e847f23f1b0a3")
+native_install(__name__, globals(), WriteShareGroupStateRequest, "177fc7e837b4393c")

@@ -27,6 +27,29 @@ NATIVE_FIXED = {
     "float64": "_f64(d + pos + {o})",
 }
 _CALL = re.compile(r"^([A-Za-z_]\w*)\(\)$")
+# Runtime helpers the compiled target has in C (kwire_native_common): name -> (compact, nullable).
+_NATIVE_BYTES = {
+    "r_bytes": (False, False),
+    "r_nullable_bytes": (False, True),
+    "r_compact_bytes": (True, False),
+    "r_compact_nullable_bytes": (True, True),
+}
+_NATIVE_ARRAYS = {
+    "r_array": (False, False),
+    "r_nullable_array": (False, True),
+    "r_compact_array": (True, False),
+    "r_compact_nullable_array": (True, True),
+}
+# An array helper's element reader (its tail) -> the element kind _n_array reads.
+_NATIVE_ELEMENTS = {
+    "'b'": "_E_INT8",
+    "'h'": "_E_INT16",
+    "'i'": "_E_INT32",
+    "'q'": "_E_INT64",
+    "r_string": "_E_STRING",
+    "r_compact_string": "_E_COMPACT_STRING",
+    "r_uuid": "_E_UUID",
+}
 _NAME = re.compile(r"^[A-Za-z_]\w*$")
 
 
@@ -45,7 +68,7 @@ class _Names:
             return source
         m = _CALL.match(source)
         if m and m.group(1) in self.classes:
-            return source  # a fresh struct, through its class
+            return f"_fresh({m.group(1)})"  # a fresh struct at its defaults, without __init__
         try:
             value = ast.literal_eval(source)
         except ValueError:
@@ -100,7 +123,7 @@ def _decorate_writer(codec: Codec, names: _Names, classes: dict[str, str]) -> No
                 out.append((f, kind, low_text, str(high), FIXED[kind][1]))
             s.native_wfixed = out  # type: ignore[attr-defined]
         elif s.kind == "absent":
-            s.native_check = _native_check(s.check, names) if s.check else ""  # type: ignore[attr-defined]
+            s.native_check = _native_nondefault(s.check, names) if s.check else ""  # type: ignore[attr-defined]
         elif s.fast == "struct":
             assert s.child is not None
             s.native_writer = _wnative(s.writer)  # type: ignore[attr-defined]
@@ -110,8 +133,53 @@ def _decorate_writer(codec: Codec, names: _Names, classes: dict[str, str]) -> No
             s.native_writer = _wnative(s.write_arg)  # type: ignore[attr-defined]
             s.native_child = classes[s.child[0].name]  # type: ignore[attr-defined]
         elif s.fast == "call":
-            s.native_wcall = names.call(str(getattr(s, "fast_writer")))  # type: ignore[attr-defined]
-            s.native_wcall_tail = names.tail(str(getattr(s, "fast_write_tail")))  # type: ignore[attr-defined]
+            _native_wcall(s, names, classes)
+    for t in codec.tagged:
+        # The value half of the writer's test: a body with a decoded tag order (wire_tags),
+        # the other half, goes to Python before these are asked.
+        t.native_wcheck = _native_nondefault(t.nondefault, names)  # type: ignore[attr-defined]
+
+
+_DEFAULT_STRUCT = re.compile(r"^o\.(\w+) != (\w+)\(\)$")
+
+
+def _native_nondefault(check: str, names: _Names) -> str:
+    """A field's not-at-default test (a known tagged field to write, or a field the version
+    lacks holding a value): a struct against its defaults in C, anything else as the Python
+    writer spells it; true sends the body to the Python writer."""
+    m = _DEFAULT_STRUCT.match(check)
+    if m and m.group(2) in names.classes:
+        return f"not _is_default(o.{m.group(1)}, {m.group(2)})"
+    return _native_check(check, names)
+
+
+def _native_wcall(s: Any, names: _Names, classes: dict[str, str]) -> None:
+    """The writing side of _native_call: the C twin of a runtime writer, the loop or marker
+    around a compiled struct writer, else the Python writer."""
+    helper, tail = s.fast_writer, str(s.fast_write_tail)[2:]
+    s.native_wexpr = s.native_wnullable = ""
+    writers = {k.replace("r_", "w_", 1): v for k, v in _NATIVE_BYTES.items()}
+    arrays = {k.replace("r_", "w_", 1): v for k, v in _NATIVE_ARRAYS.items()}
+    elements = {k.replace("r_", "w_", 1): v for k, v in _NATIVE_ELEMENTS.items()}
+    if helper == "w_uuid":
+        s.native_wexpr = "_nw_uuid(b, v)"
+    elif helper in writers:
+        compact, nullable = writers[helper]
+        s.native_wexpr = f"_nw_bytes(b, v, {compact}, {nullable})"
+    elif helper in arrays and tail in elements:
+        compact, nullable = arrays[helper]
+        s.native_wexpr = f"_nw_array(b, v, {compact}, {nullable}, {elements[tail]})"
+    elif (
+        helper in ("w_nullable_array", "w_compact_nullable_array", "w_nullable_struct")
+        and tail.startswith("_write_")
+        and s.child is not None
+    ):
+        s.native_wnullable = "struct" if helper == "w_nullable_struct" else "array"
+        s.native_writer = tail.replace("_write_", "_wnative_", 1)
+        s.native_child = classes[s.child[0].name]
+    if not (s.native_wexpr or s.native_wnullable):
+        s.native_wcall = names.call(str(s.fast_writer))
+        s.native_wcall_tail = names.tail(str(s.fast_write_tail))
 
 
 def _decorate_native(codec: Codec, names: _Names) -> None:
@@ -130,10 +198,34 @@ def _decorate_native(codec: Codec, names: _Names) -> None:
         elif s.fast == "struct_array":
             s.native_element = _native(s.read_arg)  # type: ignore[attr-defined]
         elif s.fast == "call":
-            s.native_call = names.call(s.fast_reader)  # type: ignore[attr-defined]
-            s.native_call_tail = names.tail(str(getattr(s, "fast_read_tail")))  # type: ignore[attr-defined]
+            _native_call(s, names)
     for t in codec.tagged:
         t.native_default = names.default(t.default)  # type: ignore[attr-defined]
+
+
+def _native_call(s: Any, names: _Names) -> None:
+    """A value the plan reads through a runtime helper: its C twin where there is one
+    (native_expr), the loop over a nullable array of structs or the marker of a nullable
+    struct around the element's compiled reader (native_nullable), else the Python helper."""
+    helper, tail = s.fast_reader, str(s.fast_read_tail)[2:]
+    s.native_expr = s.native_nullable = ""
+    if helper == "r_uuid":
+        s.native_expr = "_n_uuid(d, n, &pos)"
+    elif helper in _NATIVE_BYTES:
+        compact, nullable = _NATIVE_BYTES[helper]
+        s.native_expr = f"_n_bytes(d, n, &pos, {compact}, {nullable})"
+    elif helper in _NATIVE_ARRAYS and tail in _NATIVE_ELEMENTS:
+        compact, nullable = _NATIVE_ARRAYS[helper]
+        s.native_expr = f"_n_array(d, n, &pos, {compact}, {nullable}, {_NATIVE_ELEMENTS[tail]})"
+    elif helper in ("r_nullable_array", "r_compact_nullable_array") and tail.startswith("_read_"):
+        s.native_nullable = "array"
+        s.native_element = tail.replace("_read_", "_native_", 1)
+    elif helper == "r_nullable_struct" and tail.startswith("_read_"):
+        s.native_nullable = "struct"
+        s.native_element = tail.replace("_read_", "_native_", 1)
+    if not (s.native_expr or s.native_nullable):
+        s.native_call = names.call(helper)
+        s.native_call_tail = names.tail(str(s.fast_read_tail))
 
 
 def native_source(message: Message, source: str, module: str) -> tuple[str, str]:

@@ -60,6 +60,7 @@ class TaggedStep:
     write_arg: str
     check: str  # Python test: true when the value must be written
     child: tuple[Struct, int] | None = None
+    nondefault: str = ""  # the value half of check: true when the value is not the default
 
 
 @dataclass
@@ -335,9 +336,11 @@ class Planner:
                 self.use(reader, writer)
                 # Written when non-default, and also when the decoded wire had it (a peer wrote
                 # the default explicitly): `order` is the decoded object's wire_tags.
-                check = non_default_check(f, f"o.{f.attr}", self.class_names)
-                check = f"{check} or (order is not None and {f.tag} in order)"
-                tagged.append(TaggedStep(f.tag, f, reader, writer, rarg, warg, check, child))
+                nondefault = non_default_check(f, f"o.{f.attr}", self.class_names)
+                check = f"{nondefault} or (order is not None and {f.tag} in order)"
+                tagged.append(
+                    TaggedStep(f.tag, f, reader, writer, rarg, warg, check, child, nondefault)
+                )
                 sig.append(("tag", f.tag, f.name, reader, rarg, child_sig))
             sig.append(("invalid", tuple(invalid)))
         signature = tuple(sig)

@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "a9622dae486eb7a9"
+KEY = "30a1cdd1aa4ef786"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -63,10 +80,6 @@ cdef object _py__write_AddPartitionsToTxnRequest_v0
 cdef object _py__write_AddPartitionsToTxnRequest_v3
 cdef object _py__write_AddPartitionsToTxnRequest_v4
 cdef object _py_decode_message
-cdef object _py_r_array
-cdef object _py_r_compact_array
-cdef object _py_w_array
-cdef object _py_w_compact_array
 cdef Py_ssize_t _OFF_AddPartitionsToTxnRequest_transactions
 cdef Py_ssize_t _OFF_AddPartitionsToTxnRequest_v3_and_below_transactional_id
 cdef Py_ssize_t _OFF_AddPartitionsToTxnRequest_v3_and_below_producer_id
@@ -101,9 +114,7 @@ cdef object _native_AddPartitionsToTxnTopic_v0(bytes data, const unsigned char* 
         _need(pos, ln, n)
         _put(o, _OFF_AddPartitionsToTxnTopic_name, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_AddPartitionsToTxnTopic_partitions, v)
+    _put(o, _OFF_AddPartitionsToTxnTopic_partitions, _n_array(d, n, &pos, False, False, _E_INT32))
     _put(o, _OFF_AddPartitionsToTxnTopic_unknown_tags, {})
     _put(o, _OFF_AddPartitionsToTxnTopic_wire_tags, None)
     p[0] = pos
@@ -116,15 +127,15 @@ cdef object _native_AddPartitionsToTxnTopic_v3(bytes data, const unsigned char* 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(AddPartitionsToTxnTopic)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
         _need(pos, ln, n)
         _put(o, _OFF_AddPartitionsToTxnTopic_name, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_AddPartitionsToTxnTopic_partitions, v)
+    _put(o, _OFF_AddPartitionsToTxnTopic_partitions, _n_array(d, n, &pos, True, False, _E_INT32))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -141,6 +152,8 @@ cdef object _native_AddPartitionsToTxnTransaction_v4(bytes data, const unsigned 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(AddPartitionsToTxnTransaction)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -214,6 +227,8 @@ cdef object _native_AddPartitionsToTxnRequest_v3(bytes data, const unsigned char
     cdef object o = _alloc(AddPartitionsToTxnRequest)
     _put(o, _OFF_AddPartitionsToTxnRequest_transactions, [])
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -289,9 +304,7 @@ cdef int _wnative_AddPartitionsToTxnTopic_v0(_Buf* b, object o) except -1:
         _w_be(b, ln, 2)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_AddPartitionsToTxnTopic_partitions)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     if _get(o, _OFF_AddPartitionsToTxnTopic_unknown_tags):
         raise _Fallback()
     return 0
@@ -315,9 +328,7 @@ cdef int _wnative_AddPartitionsToTxnTopic_v3(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_AddPartitionsToTxnTopic_partitions)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     if _get(o, _OFF_AddPartitionsToTxnTopic_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -546,6 +557,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
     raise KeyError(version)
 
 
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
+
+
 def direct(bytes data, Py_ssize_t pos, int version):
     """The compiled reader alone (no Python fallback): (value, end), or the exception that
     would send the read to Python. For the tests that hold the two builds to each other."""
@@ -752,7 +768,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, AddPartitionsToTxnRequest, AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction, _py__DECODERS, _py__READERS, _py__read_AddPartitionsToTxnRequest_v0, _py__read_AddPartitionsToTxnRequest_v3, _py__read_AddPartitionsToTxnRequest_v4, _py__write_AddPartitionsToTxnRequest_v0, _py__write_AddPartitionsToTxnRequest_v3, _py__write_AddPartitionsToTxnRequest_v4, _py_decode_message, _py_r_array, _py_r_compact_array, _py_w_array, _py_w_compact_array, _OFF_AddPartitionsToTxnRequest_transactions, _OFF_AddPartitionsToTxnRequest_v3_and_below_transactional_id, _OFF_AddPartitionsToTxnRequest_v3_and_below_producer_id, _OFF_AddPartitionsToTxnRequest_v3_and_below_producer_epoch, _OFF_AddPartitionsToTxnRequest_v3_and_below_topics, _OFF_AddPartitionsToTxnRequest_unknown_tags, _OFF_AddPartitionsToTxnRequest_wire_tags, _OFF_AddPartitionsToTxnTopic_name, _OFF_AddPartitionsToTxnTopic_partitions, _OFF_AddPartitionsToTxnTopic_unknown_tags, _OFF_AddPartitionsToTxnTopic_wire_tags, _OFF_AddPartitionsToTxnTransaction_transactional_id, _OFF_AddPartitionsToTxnTransaction_producer_id, _OFF_AddPartitionsToTxnTransaction_producer_epoch, _OFF_AddPartitionsToTxnTransaction_verify_only, _OFF_AddPartitionsToTxnTransaction_topics, _OFF_AddPartitionsToTxnTransaction_unknown_tags, _OFF_AddPartitionsToTxnTransaction_wire_tags
+    global _BOUND, _py_encode, AddPartitionsToTxnRequest, AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction, _py__DECODERS, _py__READERS, _py__read_AddPartitionsToTxnRequest_v0, _py__read_AddPartitionsToTxnRequest_v3, _py__read_AddPartitionsToTxnRequest_v4, _py__write_AddPartitionsToTxnRequest_v0, _py__write_AddPartitionsToTxnRequest_v3, _py__write_AddPartitionsToTxnRequest_v4, _py_decode_message, _OFF_AddPartitionsToTxnRequest_transactions, _OFF_AddPartitionsToTxnRequest_v3_and_below_transactional_id, _OFF_AddPartitionsToTxnRequest_v3_and_below_producer_id, _OFF_AddPartitionsToTxnRequest_v3_and_below_producer_epoch, _OFF_AddPartitionsToTxnRequest_v3_and_below_topics, _OFF_AddPartitionsToTxnRequest_unknown_tags, _OFF_AddPartitionsToTxnRequest_wire_tags, _OFF_AddPartitionsToTxnTopic_name, _OFF_AddPartitionsToTxnTopic_partitions, _OFF_AddPartitionsToTxnTopic_unknown_tags, _OFF_AddPartitionsToTxnTopic_wire_tags, _OFF_AddPartitionsToTxnTransaction_transactional_id, _OFF_AddPartitionsToTxnTransaction_producer_id, _OFF_AddPartitionsToTxnTransaction_producer_epoch, _OFF_AddPartitionsToTxnTransaction_verify_only, _OFF_AddPartitionsToTxnTransaction_topics, _OFF_AddPartitionsToTxnTransaction_unknown_tags, _OFF_AddPartitionsToTxnTransaction_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -768,10 +784,6 @@ def install(ns):
     _py__write_AddPartitionsToTxnRequest_v3 = ns["_write_AddPartitionsToTxnRequest_v3"]
     _py__write_AddPartitionsToTxnRequest_v4 = ns["_write_AddPartitionsToTxnRequest_v4"]
     _py_decode_message = ns["decode_message"]
-    _py_r_array = ns["r_array"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_w_array = ns["w_array"]
-    _py_w_compact_array = ns["w_compact_array"]
     _OFF_AddPartitionsToTxnRequest_transactions = _offset(AddPartitionsToTxnRequest, "transactions")
     _OFF_AddPartitionsToTxnRequest_v3_and_below_transactional_id = _offset(AddPartitionsToTxnRequest, "v3_and_below_transactional_id")
     _OFF_AddPartitionsToTxnRequest_v3_and_below_producer_id = _offset(AddPartitionsToTxnRequest, "v3_and_below_producer_id")
@@ -807,4 +819,10 @@ def install(ns):
         4: write_v4,
         5: write_v5,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

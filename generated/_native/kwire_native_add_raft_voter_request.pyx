@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "8281783141a1ab8f"
+KEY = "05a8f53c52ea7f04"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -60,8 +77,6 @@ cdef object _py__read_AddRaftVoterRequest_v1
 cdef object _py__write_AddRaftVoterRequest_v0
 cdef object _py__write_AddRaftVoterRequest_v1
 cdef object _py_decode_message
-cdef object _py_r_uuid
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_AddRaftVoterRequest_cluster_id
 cdef Py_ssize_t _OFF_AddRaftVoterRequest_timeout_ms
 cdef Py_ssize_t _OFF_AddRaftVoterRequest_voter_id
@@ -83,6 +98,8 @@ cdef object _native_Listener_v0(bytes data, const unsigned char* d, Py_ssize_t n
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(Listener)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -90,6 +107,8 @@ cdef object _native_Listener_v0(bytes data, const unsigned char* d, Py_ssize_t n
         _put(o, _OFF_Listener_name, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -115,6 +134,8 @@ cdef object _native_AddRaftVoterRequest_v0(bytes data, const unsigned char* d, P
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(AddRaftVoterRequest)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_AddRaftVoterRequest_cluster_id, None)
     elif ln < 0:
@@ -127,9 +148,7 @@ cdef object _native_AddRaftVoterRequest_v0(bytes data, const unsigned char* d, P
     _put(o, _OFF_AddRaftVoterRequest_timeout_ms, _i32(d + pos + 0))
     _put(o, _OFF_AddRaftVoterRequest_voter_id, _i32(d + pos + 4))
     pos += 8
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_AddRaftVoterRequest_voter_directory_id, v)
+    _put(o, _OFF_AddRaftVoterRequest_voter_directory_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -156,6 +175,8 @@ cdef object _native_AddRaftVoterRequest_v1(bytes data, const unsigned char* d, P
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(AddRaftVoterRequest)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_AddRaftVoterRequest_cluster_id, None)
     elif ln < 0:
@@ -168,9 +189,7 @@ cdef object _native_AddRaftVoterRequest_v1(bytes data, const unsigned char* d, P
     _put(o, _OFF_AddRaftVoterRequest_timeout_ms, _i32(d + pos + 0))
     _put(o, _OFF_AddRaftVoterRequest_voter_id, _i32(d + pos + 4))
     pos += 8
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_AddRaftVoterRequest_voter_directory_id, v)
+    _put(o, _OFF_AddRaftVoterRequest_voter_directory_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -251,9 +270,7 @@ cdef int _wnative_AddRaftVoterRequest_v0(_Buf* b, object o) except -1:
     v = _get(o, _OFF_AddRaftVoterRequest_voter_id)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_AddRaftVoterRequest_voter_directory_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_AddRaftVoterRequest_listeners)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -292,9 +309,7 @@ cdef int _wnative_AddRaftVoterRequest_v1(_Buf* b, object o) except -1:
     v = _get(o, _OFF_AddRaftVoterRequest_voter_id)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_AddRaftVoterRequest_voter_directory_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_AddRaftVoterRequest_listeners)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -349,6 +364,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -461,7 +481,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, AddRaftVoterRequest, Listener, _py__DECODERS, _py__READERS, _py__read_AddRaftVoterRequest_v0, _py__read_AddRaftVoterRequest_v1, _py__write_AddRaftVoterRequest_v0, _py__write_AddRaftVoterRequest_v1, _py_decode_message, _py_r_uuid, _py_w_uuid, _OFF_AddRaftVoterRequest_cluster_id, _OFF_AddRaftVoterRequest_timeout_ms, _OFF_AddRaftVoterRequest_voter_id, _OFF_AddRaftVoterRequest_voter_directory_id, _OFF_AddRaftVoterRequest_listeners, _OFF_AddRaftVoterRequest_ack_when_committed, _OFF_AddRaftVoterRequest_unknown_tags, _OFF_AddRaftVoterRequest_wire_tags, _OFF_Listener_name, _OFF_Listener_host, _OFF_Listener_port, _OFF_Listener_unknown_tags, _OFF_Listener_wire_tags
+    global _BOUND, _py_encode, AddRaftVoterRequest, Listener, _py__DECODERS, _py__READERS, _py__read_AddRaftVoterRequest_v0, _py__read_AddRaftVoterRequest_v1, _py__write_AddRaftVoterRequest_v0, _py__write_AddRaftVoterRequest_v1, _py_decode_message, _OFF_AddRaftVoterRequest_cluster_id, _OFF_AddRaftVoterRequest_timeout_ms, _OFF_AddRaftVoterRequest_voter_id, _OFF_AddRaftVoterRequest_voter_directory_id, _OFF_AddRaftVoterRequest_listeners, _OFF_AddRaftVoterRequest_ack_when_committed, _OFF_AddRaftVoterRequest_unknown_tags, _OFF_AddRaftVoterRequest_wire_tags, _OFF_Listener_name, _OFF_Listener_host, _OFF_Listener_port, _OFF_Listener_unknown_tags, _OFF_Listener_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -474,8 +494,6 @@ def install(ns):
     _py__write_AddRaftVoterRequest_v0 = ns["_write_AddRaftVoterRequest_v0"]
     _py__write_AddRaftVoterRequest_v1 = ns["_write_AddRaftVoterRequest_v1"]
     _py_decode_message = ns["decode_message"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_AddRaftVoterRequest_cluster_id = _offset(AddRaftVoterRequest, "cluster_id")
     _OFF_AddRaftVoterRequest_timeout_ms = _offset(AddRaftVoterRequest, "timeout_ms")
     _OFF_AddRaftVoterRequest_voter_id = _offset(AddRaftVoterRequest, "voter_id")
@@ -498,4 +516,10 @@ def install(ns):
         0: write_v0,
         1: write_v1,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "e13cef89eb378850"
+KEY = "769612bab74e988a"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -61,8 +78,6 @@ cdef object _py__read_AlterPartitionReassignmentsRequest_v1
 cdef object _py__write_AlterPartitionReassignmentsRequest_v0
 cdef object _py__write_AlterPartitionReassignmentsRequest_v1
 cdef object _py_decode_message
-cdef object _py_r_compact_nullable_array
-cdef object _py_w_compact_nullable_array
 cdef Py_ssize_t _OFF_AlterPartitionReassignmentsRequest_timeout_ms
 cdef Py_ssize_t _OFF_AlterPartitionReassignmentsRequest_allow_replication_factor_change
 cdef Py_ssize_t _OFF_AlterPartitionReassignmentsRequest_topics
@@ -86,9 +101,7 @@ cdef object _native_ReassignablePartition_v0(bytes data, const unsigned char* d,
     _need(pos, 4, n)
     _put(o, _OFF_ReassignablePartition_partition_index, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_ReassignablePartition_replicas, v)
+    _put(o, _OFF_ReassignablePartition_replicas, _n_array(d, n, &pos, True, True, _E_INT32))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -105,6 +118,8 @@ cdef object _native_ReassignableTopic_v0(bytes data, const unsigned char* d, Py_
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(ReassignableTopic)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -195,9 +210,7 @@ cdef int _wnative_ReassignablePartition_v0(_Buf* b, object o) except -1:
     v = _get(o, _OFF_ReassignablePartition_partition_index)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_ReassignablePartition_replicas)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, True, _E_INT32)
     if _get(o, _OFF_ReassignablePartition_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -323,6 +336,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
     raise KeyError(version)
 
 
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
+
+
 def direct(bytes data, Py_ssize_t pos, int version):
     """The compiled reader alone (no Python fallback): (value, end), or the exception that
     would send the read to Python. For the tests that hold the two builds to each other."""
@@ -433,7 +451,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, AlterPartitionReassignmentsRequest, ReassignablePartition, ReassignableTopic, _py__DECODERS, _py__READERS, _py__read_AlterPartitionReassignmentsRequest_v0, _py__read_AlterPartitionReassignmentsRequest_v1, _py__write_AlterPartitionReassignmentsRequest_v0, _py__write_AlterPartitionReassignmentsRequest_v1, _py_decode_message, _py_r_compact_nullable_array, _py_w_compact_nullable_array, _OFF_AlterPartitionReassignmentsRequest_timeout_ms, _OFF_AlterPartitionReassignmentsRequest_allow_replication_factor_change, _OFF_AlterPartitionReassignmentsRequest_topics, _OFF_AlterPartitionReassignmentsRequest_unknown_tags, _OFF_AlterPartitionReassignmentsRequest_wire_tags, _OFF_ReassignablePartition_partition_index, _OFF_ReassignablePartition_replicas, _OFF_ReassignablePartition_unknown_tags, _OFF_ReassignablePartition_wire_tags, _OFF_ReassignableTopic_name, _OFF_ReassignableTopic_partitions, _OFF_ReassignableTopic_unknown_tags, _OFF_ReassignableTopic_wire_tags
+    global _BOUND, _py_encode, AlterPartitionReassignmentsRequest, ReassignablePartition, ReassignableTopic, _py__DECODERS, _py__READERS, _py__read_AlterPartitionReassignmentsRequest_v0, _py__read_AlterPartitionReassignmentsRequest_v1, _py__write_AlterPartitionReassignmentsRequest_v0, _py__write_AlterPartitionReassignmentsRequest_v1, _py_decode_message, _OFF_AlterPartitionReassignmentsRequest_timeout_ms, _OFF_AlterPartitionReassignmentsRequest_allow_replication_factor_change, _OFF_AlterPartitionReassignmentsRequest_topics, _OFF_AlterPartitionReassignmentsRequest_unknown_tags, _OFF_AlterPartitionReassignmentsRequest_wire_tags, _OFF_ReassignablePartition_partition_index, _OFF_ReassignablePartition_replicas, _OFF_ReassignablePartition_unknown_tags, _OFF_ReassignablePartition_wire_tags, _OFF_ReassignableTopic_name, _OFF_ReassignableTopic_partitions, _OFF_ReassignableTopic_unknown_tags, _OFF_ReassignableTopic_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -447,8 +465,6 @@ def install(ns):
     _py__write_AlterPartitionReassignmentsRequest_v0 = ns["_write_AlterPartitionReassignmentsRequest_v0"]
     _py__write_AlterPartitionReassignmentsRequest_v1 = ns["_write_AlterPartitionReassignmentsRequest_v1"]
     _py_decode_message = ns["decode_message"]
-    _py_r_compact_nullable_array = ns["r_compact_nullable_array"]
-    _py_w_compact_nullable_array = ns["w_compact_nullable_array"]
     _OFF_AlterPartitionReassignmentsRequest_timeout_ms = _offset(AlterPartitionReassignmentsRequest, "timeout_ms")
     _OFF_AlterPartitionReassignmentsRequest_allow_replication_factor_change = _offset(AlterPartitionReassignmentsRequest, "allow_replication_factor_change")
     _OFF_AlterPartitionReassignmentsRequest_topics = _offset(AlterPartitionReassignmentsRequest, "topics")
@@ -471,4 +487,10 @@ def install(ns):
         0: write_v0,
         1: write_v1,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

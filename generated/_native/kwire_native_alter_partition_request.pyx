@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "16d9634ad3d822e3"
+KEY = "95c42648b24fa69d"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -67,10 +84,6 @@ cdef object _py__write_AlterPartitionRequest_v1
 cdef object _py__write_AlterPartitionRequest_v2
 cdef object _py__write_AlterPartitionRequest_v3
 cdef object _py_decode_message
-cdef object _py_r_compact_array
-cdef object _py_r_uuid
-cdef object _py_w_compact_array
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_AlterPartitionRequest_broker_id
 cdef Py_ssize_t _OFF_AlterPartitionRequest_broker_epoch
 cdef Py_ssize_t _OFF_AlterPartitionRequest_topics
@@ -123,9 +136,7 @@ cdef object _native_PartitionData_v0(bytes data, const unsigned char* d, Py_ssiz
     _put(o, _OFF_PartitionData_partition_index, _i32(d + pos + 0))
     _put(o, _OFF_PartitionData_leader_epoch, _i32(d + pos + 4))
     pos += 8
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_PartitionData_new_isr, v)
+    _put(o, _OFF_PartitionData_new_isr, _n_array(d, n, &pos, True, False, _E_INT32))
     _put(o, _OFF_PartitionData_new_isr_with_epochs, [])
     _put(o, _OFF_PartitionData_leader_recovery_state, 0)
     _need(pos, 4, n)
@@ -150,9 +161,7 @@ cdef object _native_PartitionData_v1(bytes data, const unsigned char* d, Py_ssiz
     _put(o, _OFF_PartitionData_partition_index, _i32(d + pos + 0))
     _put(o, _OFF_PartitionData_leader_epoch, _i32(d + pos + 4))
     pos += 8
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_PartitionData_new_isr, v)
+    _put(o, _OFF_PartitionData_new_isr, _n_array(d, n, &pos, True, False, _E_INT32))
     _put(o, _OFF_PartitionData_new_isr_with_epochs, [])
     _need(pos, 5, n)
     _put(o, _OFF_PartitionData_leader_recovery_state, <signed char>d[pos + 0])
@@ -207,6 +216,8 @@ cdef object _native_TopicData_v0(bytes data, const unsigned char* d, Py_ssize_t 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicData)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -239,6 +250,8 @@ cdef object _native_TopicData_v1(bytes data, const unsigned char* d, Py_ssize_t 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicData)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -271,9 +284,7 @@ cdef object _native_TopicData_v2(bytes data, const unsigned char* d, Py_ssize_t 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicData)
     _put(o, _OFF_TopicData_topic_name, '')
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_TopicData_topic_id, v)
+    _put(o, _OFF_TopicData_topic_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -299,9 +310,7 @@ cdef object _native_TopicData_v3(bytes data, const unsigned char* d, Py_ssize_t 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicData)
     _put(o, _OFF_TopicData_topic_name, '')
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_TopicData_topic_id, v)
+    _put(o, _OFF_TopicData_topic_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -460,9 +469,7 @@ cdef int _wnative_PartitionData_v0(_Buf* b, object o) except -1:
     v = _get(o, _OFF_PartitionData_leader_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_PartitionData_new_isr)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     if len(o.new_isr_with_epochs) != 0:
         raise _Fallback()
     if o.leader_recovery_state != 0:
@@ -486,9 +493,7 @@ cdef int _wnative_PartitionData_v1(_Buf* b, object o) except -1:
     v = _get(o, _OFF_PartitionData_leader_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_PartitionData_new_isr)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     if len(o.new_isr_with_epochs) != 0:
         raise _Fallback()
     v = _get(o, _OFF_PartitionData_leader_recovery_state)
@@ -600,9 +605,7 @@ cdef int _wnative_TopicData_v2(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_TopicData_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_TopicData_partitions)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -624,9 +627,7 @@ cdef int _wnative_TopicData_v3(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_TopicData_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_TopicData_partitions)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -794,6 +795,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
     raise KeyError(version)
 
 
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
+
+
 def direct(bytes data, Py_ssize_t pos, int version):
     """The compiled reader alone (no Python fallback): (value, end), or the exception that
     would send the read to Python. For the tests that hold the two builds to each other."""
@@ -952,7 +958,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, AlterPartitionRequest, BrokerState, PartitionData, TopicData, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_AlterPartitionRequest_v0, _py__read_AlterPartitionRequest_v1, _py__read_AlterPartitionRequest_v2, _py__read_AlterPartitionRequest_v3, _py__write_AlterPartitionRequest_v0, _py__write_AlterPartitionRequest_v1, _py__write_AlterPartitionRequest_v2, _py__write_AlterPartitionRequest_v3, _py_decode_message, _py_r_compact_array, _py_r_uuid, _py_w_compact_array, _py_w_uuid, _OFF_AlterPartitionRequest_broker_id, _OFF_AlterPartitionRequest_broker_epoch, _OFF_AlterPartitionRequest_topics, _OFF_AlterPartitionRequest_unknown_tags, _OFF_AlterPartitionRequest_wire_tags, _OFF_BrokerState_broker_id, _OFF_BrokerState_broker_epoch, _OFF_BrokerState_unknown_tags, _OFF_BrokerState_wire_tags, _OFF_PartitionData_partition_index, _OFF_PartitionData_leader_epoch, _OFF_PartitionData_new_isr, _OFF_PartitionData_new_isr_with_epochs, _OFF_PartitionData_leader_recovery_state, _OFF_PartitionData_partition_epoch, _OFF_PartitionData_unknown_tags, _OFF_PartitionData_wire_tags, _OFF_TopicData_topic_name, _OFF_TopicData_topic_id, _OFF_TopicData_partitions, _OFF_TopicData_unknown_tags, _OFF_TopicData_wire_tags
+    global _BOUND, _py_encode, AlterPartitionRequest, BrokerState, PartitionData, TopicData, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_AlterPartitionRequest_v0, _py__read_AlterPartitionRequest_v1, _py__read_AlterPartitionRequest_v2, _py__read_AlterPartitionRequest_v3, _py__write_AlterPartitionRequest_v0, _py__write_AlterPartitionRequest_v1, _py__write_AlterPartitionRequest_v2, _py__write_AlterPartitionRequest_v3, _py_decode_message, _OFF_AlterPartitionRequest_broker_id, _OFF_AlterPartitionRequest_broker_epoch, _OFF_AlterPartitionRequest_topics, _OFF_AlterPartitionRequest_unknown_tags, _OFF_AlterPartitionRequest_wire_tags, _OFF_BrokerState_broker_id, _OFF_BrokerState_broker_epoch, _OFF_BrokerState_unknown_tags, _OFF_BrokerState_wire_tags, _OFF_PartitionData_partition_index, _OFF_PartitionData_leader_epoch, _OFF_PartitionData_new_isr, _OFF_PartitionData_new_isr_with_epochs, _OFF_PartitionData_leader_recovery_state, _OFF_PartitionData_partition_epoch, _OFF_PartitionData_unknown_tags, _OFF_PartitionData_wire_tags, _OFF_TopicData_topic_name, _OFF_TopicData_topic_id, _OFF_TopicData_partitions, _OFF_TopicData_unknown_tags, _OFF_TopicData_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -972,10 +978,6 @@ def install(ns):
     _py__write_AlterPartitionRequest_v2 = ns["_write_AlterPartitionRequest_v2"]
     _py__write_AlterPartitionRequest_v3 = ns["_write_AlterPartitionRequest_v3"]
     _py_decode_message = ns["decode_message"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_compact_array = ns["w_compact_array"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_AlterPartitionRequest_broker_id = _offset(AlterPartitionRequest, "broker_id")
     _OFF_AlterPartitionRequest_broker_epoch = _offset(AlterPartitionRequest, "broker_epoch")
     _OFF_AlterPartitionRequest_topics = _offset(AlterPartitionRequest, "topics")
@@ -1011,4 +1013,10 @@ def install(ns):
         2: write_v2,
         3: write_v3,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

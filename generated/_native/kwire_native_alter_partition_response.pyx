@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "1cdab8f8c2ece0b5"
+KEY = "5a368776125177bf"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -64,10 +81,6 @@ cdef object _py__write_AlterPartitionResponse_v0
 cdef object _py__write_AlterPartitionResponse_v1
 cdef object _py__write_AlterPartitionResponse_v2
 cdef object _py_decode_message
-cdef object _py_r_compact_array
-cdef object _py_r_uuid
-cdef object _py_w_compact_array
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_AlterPartitionResponse_throttle_time_ms
 cdef Py_ssize_t _OFF_AlterPartitionResponse_error_code
 cdef Py_ssize_t _OFF_AlterPartitionResponse_topics
@@ -100,9 +113,7 @@ cdef object _native_PartitionData_v0(bytes data, const unsigned char* d, Py_ssiz
     _put(o, _OFF_PartitionData_leader_id, _i32(d + pos + 6))
     _put(o, _OFF_PartitionData_leader_epoch, _i32(d + pos + 10))
     pos += 14
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_PartitionData_isr, v)
+    _put(o, _OFF_PartitionData_isr, _n_array(d, n, &pos, True, False, _E_INT32))
     _put(o, _OFF_PartitionData_leader_recovery_state, 0)
     _need(pos, 4, n)
     _put(o, _OFF_PartitionData_partition_epoch, _i32(d + pos + 0))
@@ -128,9 +139,7 @@ cdef object _native_PartitionData_v1(bytes data, const unsigned char* d, Py_ssiz
     _put(o, _OFF_PartitionData_leader_id, _i32(d + pos + 6))
     _put(o, _OFF_PartitionData_leader_epoch, _i32(d + pos + 10))
     pos += 14
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_PartitionData_isr, v)
+    _put(o, _OFF_PartitionData_isr, _n_array(d, n, &pos, True, False, _E_INT32))
     _need(pos, 5, n)
     _put(o, _OFF_PartitionData_leader_recovery_state, <signed char>d[pos + 0])
     _put(o, _OFF_PartitionData_partition_epoch, _i32(d + pos + 1))
@@ -151,6 +160,8 @@ cdef object _native_TopicData_v0(bytes data, const unsigned char* d, Py_ssize_t 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicData)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -183,6 +194,8 @@ cdef object _native_TopicData_v1(bytes data, const unsigned char* d, Py_ssize_t 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicData)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -215,9 +228,7 @@ cdef object _native_TopicData_v2(bytes data, const unsigned char* d, Py_ssize_t 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicData)
     _put(o, _OFF_TopicData_topic_name, '')
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_TopicData_topic_id, v)
+    _put(o, _OFF_TopicData_topic_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -336,9 +347,7 @@ cdef int _wnative_PartitionData_v0(_Buf* b, object o) except -1:
     v = _get(o, _OFF_PartitionData_leader_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_PartitionData_isr)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     v = _get(o, _OFF_PartitionData_partition_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     if _get(o, _OFF_PartitionData_unknown_tags):
@@ -362,9 +371,7 @@ cdef int _wnative_PartitionData_v1(_Buf* b, object o) except -1:
     v = _get(o, _OFF_PartitionData_leader_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_PartitionData_isr)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     v = _get(o, _OFF_PartitionData_leader_recovery_state)
     _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
     v = _get(o, _OFF_PartitionData_partition_epoch)
@@ -444,9 +451,7 @@ cdef int _wnative_TopicData_v2(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_TopicData_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_TopicData_partitions)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -588,6 +593,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -748,7 +758,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, AlterPartitionResponse, PartitionData, TopicData, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_AlterPartitionResponse_v0, _py__read_AlterPartitionResponse_v1, _py__read_AlterPartitionResponse_v2, _py__write_AlterPartitionResponse_v0, _py__write_AlterPartitionResponse_v1, _py__write_AlterPartitionResponse_v2, _py_decode_message, _py_r_compact_array, _py_r_uuid, _py_w_compact_array, _py_w_uuid, _OFF_AlterPartitionResponse_throttle_time_ms, _OFF_AlterPartitionResponse_error_code, _OFF_AlterPartitionResponse_topics, _OFF_AlterPartitionResponse_unknown_tags, _OFF_AlterPartitionResponse_wire_tags, _OFF_PartitionData_partition_index, _OFF_PartitionData_error_code, _OFF_PartitionData_leader_id, _OFF_PartitionData_leader_epoch, _OFF_PartitionData_isr, _OFF_PartitionData_leader_recovery_state, _OFF_PartitionData_partition_epoch, _OFF_PartitionData_unknown_tags, _OFF_PartitionData_wire_tags, _OFF_TopicData_topic_name, _OFF_TopicData_topic_id, _OFF_TopicData_partitions, _OFF_TopicData_unknown_tags, _OFF_TopicData_wire_tags
+    global _BOUND, _py_encode, AlterPartitionResponse, PartitionData, TopicData, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_AlterPartitionResponse_v0, _py__read_AlterPartitionResponse_v1, _py__read_AlterPartitionResponse_v2, _py__write_AlterPartitionResponse_v0, _py__write_AlterPartitionResponse_v1, _py__write_AlterPartitionResponse_v2, _py_decode_message, _OFF_AlterPartitionResponse_throttle_time_ms, _OFF_AlterPartitionResponse_error_code, _OFF_AlterPartitionResponse_topics, _OFF_AlterPartitionResponse_unknown_tags, _OFF_AlterPartitionResponse_wire_tags, _OFF_PartitionData_partition_index, _OFF_PartitionData_error_code, _OFF_PartitionData_leader_id, _OFF_PartitionData_leader_epoch, _OFF_PartitionData_isr, _OFF_PartitionData_leader_recovery_state, _OFF_PartitionData_partition_epoch, _OFF_PartitionData_unknown_tags, _OFF_PartitionData_wire_tags, _OFF_TopicData_topic_name, _OFF_TopicData_topic_id, _OFF_TopicData_partitions, _OFF_TopicData_unknown_tags, _OFF_TopicData_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -765,10 +775,6 @@ def install(ns):
     _py__write_AlterPartitionResponse_v1 = ns["_write_AlterPartitionResponse_v1"]
     _py__write_AlterPartitionResponse_v2 = ns["_write_AlterPartitionResponse_v2"]
     _py_decode_message = ns["decode_message"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_compact_array = ns["w_compact_array"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_AlterPartitionResponse_throttle_time_ms = _offset(AlterPartitionResponse, "throttle_time_ms")
     _OFF_AlterPartitionResponse_error_code = _offset(AlterPartitionResponse, "error_code")
     _OFF_AlterPartitionResponse_topics = _offset(AlterPartitionResponse, "topics")
@@ -801,4 +807,10 @@ def install(ns):
         2: write_v2,
         3: write_v3,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "e524cb9342d15ed8"
+KEY = "bd27dce0c5c6c379"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -61,10 +78,6 @@ cdef object _py__read_AlterReplicaLogDirsRequest_v2
 cdef object _py__write_AlterReplicaLogDirsRequest_v0
 cdef object _py__write_AlterReplicaLogDirsRequest_v2
 cdef object _py_decode_message
-cdef object _py_r_array
-cdef object _py_r_compact_array
-cdef object _py_w_array
-cdef object _py_w_compact_array
 cdef Py_ssize_t _OFF_AlterReplicaLogDir_path
 cdef Py_ssize_t _OFF_AlterReplicaLogDir_topics
 cdef Py_ssize_t _OFF_AlterReplicaLogDir_unknown_tags
@@ -92,9 +105,7 @@ cdef object _native_AlterReplicaLogDirTopic_v0(bytes data, const unsigned char* 
         _need(pos, ln, n)
         _put(o, _OFF_AlterReplicaLogDirTopic_name, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_AlterReplicaLogDirTopic_partitions, v)
+    _put(o, _OFF_AlterReplicaLogDirTopic_partitions, _n_array(d, n, &pos, False, False, _E_INT32))
     _put(o, _OFF_AlterReplicaLogDirTopic_unknown_tags, {})
     _put(o, _OFF_AlterReplicaLogDirTopic_wire_tags, None)
     p[0] = pos
@@ -107,15 +118,15 @@ cdef object _native_AlterReplicaLogDirTopic_v2(bytes data, const unsigned char* 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(AlterReplicaLogDirTopic)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
         _need(pos, ln, n)
         _put(o, _OFF_AlterReplicaLogDirTopic_name, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_AlterReplicaLogDirTopic_partitions, v)
+    _put(o, _OFF_AlterReplicaLogDirTopic_partitions, _n_array(d, n, &pos, True, False, _E_INT32))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -163,6 +174,8 @@ cdef object _native_AlterReplicaLogDir_v2(bytes data, const unsigned char* d, Py
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(AlterReplicaLogDir)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -252,9 +265,7 @@ cdef int _wnative_AlterReplicaLogDirTopic_v0(_Buf* b, object o) except -1:
         _w_be(b, ln, 2)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_AlterReplicaLogDirTopic_partitions)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     if _get(o, _OFF_AlterReplicaLogDirTopic_unknown_tags):
         raise _Fallback()
     return 0
@@ -278,9 +289,7 @@ cdef int _wnative_AlterReplicaLogDirTopic_v2(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_AlterReplicaLogDirTopic_partitions)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     if _get(o, _OFF_AlterReplicaLogDirTopic_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -433,6 +442,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
     raise KeyError(version)
 
 
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
+
+
 def direct(bytes data, Py_ssize_t pos, int version):
     """The compiled reader alone (no Python fallback): (value, end), or the exception that
     would send the read to Python. For the tests that hold the two builds to each other."""
@@ -567,7 +581,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, AlterReplicaLogDir, AlterReplicaLogDirTopic, AlterReplicaLogDirsRequest, _py__DECODERS, _py__READERS, _py__read_AlterReplicaLogDirsRequest_v0, _py__read_AlterReplicaLogDirsRequest_v2, _py__write_AlterReplicaLogDirsRequest_v0, _py__write_AlterReplicaLogDirsRequest_v2, _py_decode_message, _py_r_array, _py_r_compact_array, _py_w_array, _py_w_compact_array, _OFF_AlterReplicaLogDir_path, _OFF_AlterReplicaLogDir_topics, _OFF_AlterReplicaLogDir_unknown_tags, _OFF_AlterReplicaLogDir_wire_tags, _OFF_AlterReplicaLogDirTopic_name, _OFF_AlterReplicaLogDirTopic_partitions, _OFF_AlterReplicaLogDirTopic_unknown_tags, _OFF_AlterReplicaLogDirTopic_wire_tags, _OFF_AlterReplicaLogDirsRequest_dirs, _OFF_AlterReplicaLogDirsRequest_unknown_tags, _OFF_AlterReplicaLogDirsRequest_wire_tags
+    global _BOUND, _py_encode, AlterReplicaLogDir, AlterReplicaLogDirTopic, AlterReplicaLogDirsRequest, _py__DECODERS, _py__READERS, _py__read_AlterReplicaLogDirsRequest_v0, _py__read_AlterReplicaLogDirsRequest_v2, _py__write_AlterReplicaLogDirsRequest_v0, _py__write_AlterReplicaLogDirsRequest_v2, _py_decode_message, _OFF_AlterReplicaLogDir_path, _OFF_AlterReplicaLogDir_topics, _OFF_AlterReplicaLogDir_unknown_tags, _OFF_AlterReplicaLogDir_wire_tags, _OFF_AlterReplicaLogDirTopic_name, _OFF_AlterReplicaLogDirTopic_partitions, _OFF_AlterReplicaLogDirTopic_unknown_tags, _OFF_AlterReplicaLogDirTopic_wire_tags, _OFF_AlterReplicaLogDirsRequest_dirs, _OFF_AlterReplicaLogDirsRequest_unknown_tags, _OFF_AlterReplicaLogDirsRequest_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -581,10 +595,6 @@ def install(ns):
     _py__write_AlterReplicaLogDirsRequest_v0 = ns["_write_AlterReplicaLogDirsRequest_v0"]
     _py__write_AlterReplicaLogDirsRequest_v2 = ns["_write_AlterReplicaLogDirsRequest_v2"]
     _py_decode_message = ns["decode_message"]
-    _py_r_array = ns["r_array"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_w_array = ns["w_array"]
-    _py_w_compact_array = ns["w_compact_array"]
     _OFF_AlterReplicaLogDir_path = _offset(AlterReplicaLogDir, "path")
     _OFF_AlterReplicaLogDir_topics = _offset(AlterReplicaLogDir, "topics")
     _OFF_AlterReplicaLogDir_unknown_tags = _offset(AlterReplicaLogDir, "unknown_tags")
@@ -607,4 +617,10 @@ def install(ns):
         1: write_v1,
         2: write_v2,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

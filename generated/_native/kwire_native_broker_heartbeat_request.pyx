@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "eb5d274c9b27b1d1"
+KEY = "786685b5d4ce771d"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -186,7 +203,36 @@ cdef int _wnative_BrokerHeartbeatRequest_v1(_Buf* b, object o) except -1:
     cdef const char* cs
     cdef double x
     cdef uint64_t u
-    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+    if _get(o, _OFF_BrokerHeartbeatRequest_wire_tags) is not None:
+        raise _Fallback()  # a decoded tag order to keep: the Python writer keeps it
+    if len(o.offline_log_dirs) != 0:
+        raise _Fallback()  # tag 0 to write: the Python writer writes the body
+    v = _get(o, _OFF_BrokerHeartbeatRequest_broker_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_BrokerHeartbeatRequest_broker_epoch)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_BrokerHeartbeatRequest_current_metadata_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_BrokerHeartbeatRequest_want_fence)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_BrokerHeartbeatRequest_want_shut_down)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    if o.cordoned_log_dirs is not None:
+        raise _Fallback()
+    if _get(o, _OFF_BrokerHeartbeatRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
 
 
 cdef int _wnative_BrokerHeartbeatRequest_v2(_Buf* b, object o) except -1:
@@ -195,7 +241,36 @@ cdef int _wnative_BrokerHeartbeatRequest_v2(_Buf* b, object o) except -1:
     cdef const char* cs
     cdef double x
     cdef uint64_t u
-    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+    if _get(o, _OFF_BrokerHeartbeatRequest_wire_tags) is not None:
+        raise _Fallback()  # a decoded tag order to keep: the Python writer keeps it
+    if len(o.offline_log_dirs) != 0:
+        raise _Fallback()  # tag 0 to write: the Python writer writes the body
+    if o.cordoned_log_dirs is not None:
+        raise _Fallback()  # tag 1 to write: the Python writer writes the body
+    v = _get(o, _OFF_BrokerHeartbeatRequest_broker_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_BrokerHeartbeatRequest_broker_epoch)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_BrokerHeartbeatRequest_current_metadata_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_BrokerHeartbeatRequest_want_fence)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_BrokerHeartbeatRequest_want_shut_down)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    if _get(o, _OFF_BrokerHeartbeatRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
 
 
 def read_v0(bytes data, Py_ssize_t pos):
@@ -242,6 +317,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -412,4 +492,10 @@ def install(ns):
         1: write_v1,
         2: write_v2,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "d45196d964ef1752"
+KEY = "51f8e8d1f0ff61a0"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -65,10 +82,6 @@ cdef object _py__write_BrokerRegistrationRequest_v1
 cdef object _py__write_BrokerRegistrationRequest_v2
 cdef object _py__write_BrokerRegistrationRequest_v3
 cdef object _py_decode_message
-cdef object _py_r_compact_array
-cdef object _py_r_uuid
-cdef object _py_w_compact_array
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_BrokerRegistrationRequest_broker_id
 cdef Py_ssize_t _OFF_BrokerRegistrationRequest_cluster_id
 cdef Py_ssize_t _OFF_BrokerRegistrationRequest_incarnation_id
@@ -99,6 +112,8 @@ cdef object _native_Listener_v0(bytes data, const unsigned char* d, Py_ssize_t n
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(Listener)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -106,6 +121,8 @@ cdef object _native_Listener_v0(bytes data, const unsigned char* d, Py_ssize_t n
         _put(o, _OFF_Listener_name, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -132,6 +149,8 @@ cdef object _native_Feature_v0(bytes data, const unsigned char* d, Py_ssize_t n,
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(Feature)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -161,15 +180,15 @@ cdef object _native_BrokerRegistrationRequest_v0(bytes data, const unsigned char
     _put(o, _OFF_BrokerRegistrationRequest_broker_id, _i32(d + pos + 0))
     pos += 4
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
         _need(pos, ln, n)
         _put(o, _OFF_BrokerRegistrationRequest_cluster_id, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_BrokerRegistrationRequest_incarnation_id, v)
+    _put(o, _OFF_BrokerRegistrationRequest_incarnation_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -189,6 +208,8 @@ cdef object _native_BrokerRegistrationRequest_v0(bytes data, const unsigned char
         PyList_SET_ITEM(lst, i, item)
     _put(o, _OFF_BrokerRegistrationRequest_features, lst)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_BrokerRegistrationRequest_rack, None)
     elif ln < 0:
@@ -219,15 +240,15 @@ cdef object _native_BrokerRegistrationRequest_v1(bytes data, const unsigned char
     _put(o, _OFF_BrokerRegistrationRequest_broker_id, _i32(d + pos + 0))
     pos += 4
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
         _need(pos, ln, n)
         _put(o, _OFF_BrokerRegistrationRequest_cluster_id, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_BrokerRegistrationRequest_incarnation_id, v)
+    _put(o, _OFF_BrokerRegistrationRequest_incarnation_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -247,6 +268,8 @@ cdef object _native_BrokerRegistrationRequest_v1(bytes data, const unsigned char
         PyList_SET_ITEM(lst, i, item)
     _put(o, _OFF_BrokerRegistrationRequest_features, lst)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_BrokerRegistrationRequest_rack, None)
     elif ln < 0:
@@ -279,15 +302,15 @@ cdef object _native_BrokerRegistrationRequest_v2(bytes data, const unsigned char
     _put(o, _OFF_BrokerRegistrationRequest_broker_id, _i32(d + pos + 0))
     pos += 4
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
         _need(pos, ln, n)
         _put(o, _OFF_BrokerRegistrationRequest_cluster_id, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_BrokerRegistrationRequest_incarnation_id, v)
+    _put(o, _OFF_BrokerRegistrationRequest_incarnation_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -307,6 +330,8 @@ cdef object _native_BrokerRegistrationRequest_v2(bytes data, const unsigned char
         PyList_SET_ITEM(lst, i, item)
     _put(o, _OFF_BrokerRegistrationRequest_features, lst)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_BrokerRegistrationRequest_rack, None)
     elif ln < 0:
@@ -318,9 +343,7 @@ cdef object _native_BrokerRegistrationRequest_v2(bytes data, const unsigned char
     _need(pos, 1, n)
     _put(o, _OFF_BrokerRegistrationRequest_is_migrating_zk_broker, True if d[pos + 0] else False)
     pos += 1
-    v, pos_obj = _py_r_compact_array(data, pos, _py_r_uuid)
-    pos = pos_obj
-    _put(o, _OFF_BrokerRegistrationRequest_log_dirs, v)
+    _put(o, _OFF_BrokerRegistrationRequest_log_dirs, _n_array(d, n, &pos, True, False, _E_UUID))
     _put(o, _OFF_BrokerRegistrationRequest_previous_broker_epoch, -1)
     _need(pos, 1, n)
     if d[pos] != 0:
@@ -341,15 +364,15 @@ cdef object _native_BrokerRegistrationRequest_v3(bytes data, const unsigned char
     _put(o, _OFF_BrokerRegistrationRequest_broker_id, _i32(d + pos + 0))
     pos += 4
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
         _need(pos, ln, n)
         _put(o, _OFF_BrokerRegistrationRequest_cluster_id, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_BrokerRegistrationRequest_incarnation_id, v)
+    _put(o, _OFF_BrokerRegistrationRequest_incarnation_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -369,6 +392,8 @@ cdef object _native_BrokerRegistrationRequest_v3(bytes data, const unsigned char
         PyList_SET_ITEM(lst, i, item)
     _put(o, _OFF_BrokerRegistrationRequest_features, lst)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_BrokerRegistrationRequest_rack, None)
     elif ln < 0:
@@ -380,9 +405,7 @@ cdef object _native_BrokerRegistrationRequest_v3(bytes data, const unsigned char
     _need(pos, 1, n)
     _put(o, _OFF_BrokerRegistrationRequest_is_migrating_zk_broker, True if d[pos + 0] else False)
     pos += 1
-    v, pos_obj = _py_r_compact_array(data, pos, _py_r_uuid)
-    pos = pos_obj
-    _put(o, _OFF_BrokerRegistrationRequest_log_dirs, v)
+    _put(o, _OFF_BrokerRegistrationRequest_log_dirs, _n_array(d, n, &pos, True, False, _E_UUID))
     _need(pos, 8, n)
     _put(o, _OFF_BrokerRegistrationRequest_previous_broker_epoch, _i64(d + pos + 0))
     pos += 8
@@ -481,9 +504,7 @@ cdef int _wnative_BrokerRegistrationRequest_v0(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_BrokerRegistrationRequest_incarnation_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_BrokerRegistrationRequest_listeners)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -539,9 +560,7 @@ cdef int _wnative_BrokerRegistrationRequest_v1(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_BrokerRegistrationRequest_incarnation_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_BrokerRegistrationRequest_listeners)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -602,9 +621,7 @@ cdef int _wnative_BrokerRegistrationRequest_v2(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_BrokerRegistrationRequest_incarnation_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_BrokerRegistrationRequest_listeners)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -640,9 +657,7 @@ cdef int _wnative_BrokerRegistrationRequest_v2(_Buf* b, object o) except -1:
     else:
         raise _Fallback()
     v = _get(o, _OFF_BrokerRegistrationRequest_log_dirs)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, _py_w_uuid)
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_UUID)
     if _get(o, _OFF_BrokerRegistrationRequest_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -669,9 +684,7 @@ cdef int _wnative_BrokerRegistrationRequest_v3(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_BrokerRegistrationRequest_incarnation_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_BrokerRegistrationRequest_listeners)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -707,9 +720,7 @@ cdef int _wnative_BrokerRegistrationRequest_v3(_Buf* b, object o) except -1:
     else:
         raise _Fallback()
     v = _get(o, _OFF_BrokerRegistrationRequest_log_dirs)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, _py_w_uuid)
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_UUID)
     v = _get(o, _OFF_BrokerRegistrationRequest_previous_broker_epoch)
     _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
     if _get(o, _OFF_BrokerRegistrationRequest_unknown_tags):
@@ -784,6 +795,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -968,7 +984,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, BrokerRegistrationRequest, Feature, Listener, _py__DECODERS, _py__READERS, _py__read_BrokerRegistrationRequest_v0, _py__read_BrokerRegistrationRequest_v1, _py__read_BrokerRegistrationRequest_v2, _py__read_BrokerRegistrationRequest_v3, _py__write_BrokerRegistrationRequest_v0, _py__write_BrokerRegistrationRequest_v1, _py__write_BrokerRegistrationRequest_v2, _py__write_BrokerRegistrationRequest_v3, _py_decode_message, _py_r_compact_array, _py_r_uuid, _py_w_compact_array, _py_w_uuid, _OFF_BrokerRegistrationRequest_broker_id, _OFF_BrokerRegistrationRequest_cluster_id, _OFF_BrokerRegistrationRequest_incarnation_id, _OFF_BrokerRegistrationRequest_listeners, _OFF_BrokerRegistrationRequest_features, _OFF_BrokerRegistrationRequest_rack, _OFF_BrokerRegistrationRequest_is_migrating_zk_broker, _OFF_BrokerRegistrationRequest_log_dirs, _OFF_BrokerRegistrationRequest_previous_broker_epoch, _OFF_BrokerRegistrationRequest_unknown_tags, _OFF_BrokerRegistrationRequest_wire_tags, _OFF_Feature_name, _OFF_Feature_min_supported_version, _OFF_Feature_max_supported_version, _OFF_Feature_unknown_tags, _OFF_Feature_wire_tags, _OFF_Listener_name, _OFF_Listener_host, _OFF_Listener_port, _OFF_Listener_security_protocol, _OFF_Listener_unknown_tags, _OFF_Listener_wire_tags
+    global _BOUND, _py_encode, BrokerRegistrationRequest, Feature, Listener, _py__DECODERS, _py__READERS, _py__read_BrokerRegistrationRequest_v0, _py__read_BrokerRegistrationRequest_v1, _py__read_BrokerRegistrationRequest_v2, _py__read_BrokerRegistrationRequest_v3, _py__write_BrokerRegistrationRequest_v0, _py__write_BrokerRegistrationRequest_v1, _py__write_BrokerRegistrationRequest_v2, _py__write_BrokerRegistrationRequest_v3, _py_decode_message, _OFF_BrokerRegistrationRequest_broker_id, _OFF_BrokerRegistrationRequest_cluster_id, _OFF_BrokerRegistrationRequest_incarnation_id, _OFF_BrokerRegistrationRequest_listeners, _OFF_BrokerRegistrationRequest_features, _OFF_BrokerRegistrationRequest_rack, _OFF_BrokerRegistrationRequest_is_migrating_zk_broker, _OFF_BrokerRegistrationRequest_log_dirs, _OFF_BrokerRegistrationRequest_previous_broker_epoch, _OFF_BrokerRegistrationRequest_unknown_tags, _OFF_BrokerRegistrationRequest_wire_tags, _OFF_Feature_name, _OFF_Feature_min_supported_version, _OFF_Feature_max_supported_version, _OFF_Feature_unknown_tags, _OFF_Feature_wire_tags, _OFF_Listener_name, _OFF_Listener_host, _OFF_Listener_port, _OFF_Listener_security_protocol, _OFF_Listener_unknown_tags, _OFF_Listener_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -986,10 +1002,6 @@ def install(ns):
     _py__write_BrokerRegistrationRequest_v2 = ns["_write_BrokerRegistrationRequest_v2"]
     _py__write_BrokerRegistrationRequest_v3 = ns["_write_BrokerRegistrationRequest_v3"]
     _py_decode_message = ns["decode_message"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_compact_array = ns["w_compact_array"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_BrokerRegistrationRequest_broker_id = _offset(BrokerRegistrationRequest, "broker_id")
     _OFF_BrokerRegistrationRequest_cluster_id = _offset(BrokerRegistrationRequest, "cluster_id")
     _OFF_BrokerRegistrationRequest_incarnation_id = _offset(BrokerRegistrationRequest, "incarnation_id")
@@ -1027,4 +1039,10 @@ def install(ns):
         3: write_v3,
         4: write_v4,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

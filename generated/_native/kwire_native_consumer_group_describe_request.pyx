@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "71245143152e4981"
+KEY = "60302f8881160d39"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -57,10 +74,6 @@ cdef object _py__READERS
 cdef object _py__read_ConsumerGroupDescribeRequest_v0
 cdef object _py__write_ConsumerGroupDescribeRequest_v0
 cdef object _py_decode_message
-cdef object _py_r_compact_array
-cdef object _py_r_compact_string
-cdef object _py_w_compact_array
-cdef object _py_w_compact_string
 cdef Py_ssize_t _OFF_ConsumerGroupDescribeRequest_group_ids
 cdef Py_ssize_t _OFF_ConsumerGroupDescribeRequest_include_authorized_operations
 cdef Py_ssize_t _OFF_ConsumerGroupDescribeRequest_unknown_tags
@@ -72,9 +85,7 @@ cdef object _native_ConsumerGroupDescribeRequest_v0(bytes data, const unsigned c
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(ConsumerGroupDescribeRequest)
-    v, pos_obj = _py_r_compact_array(data, pos, _py_r_compact_string)
-    pos = pos_obj
-    _put(o, _OFF_ConsumerGroupDescribeRequest_group_ids, v)
+    _put(o, _OFF_ConsumerGroupDescribeRequest_group_ids, _n_array(d, n, &pos, True, False, _E_COMPACT_STRING))
     _need(pos, 1, n)
     _put(o, _OFF_ConsumerGroupDescribeRequest_include_authorized_operations, True if d[pos + 0] else False)
     pos += 1
@@ -95,9 +106,7 @@ cdef int _wnative_ConsumerGroupDescribeRequest_v0(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_ConsumerGroupDescribeRequest_group_ids)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, _py_w_compact_string)
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_COMPACT_STRING)
     v = _get(o, _OFF_ConsumerGroupDescribeRequest_include_authorized_operations)
     if v is True:
         _w_u8(b, 1)
@@ -144,6 +153,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -256,7 +270,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, ConsumerGroupDescribeRequest, _py__DECODERS, _py__READERS, _py__read_ConsumerGroupDescribeRequest_v0, _py__write_ConsumerGroupDescribeRequest_v0, _py_decode_message, _py_r_compact_array, _py_r_compact_string, _py_w_compact_array, _py_w_compact_string, _OFF_ConsumerGroupDescribeRequest_group_ids, _OFF_ConsumerGroupDescribeRequest_include_authorized_operations, _OFF_ConsumerGroupDescribeRequest_unknown_tags, _OFF_ConsumerGroupDescribeRequest_wire_tags
+    global _BOUND, _py_encode, ConsumerGroupDescribeRequest, _py__DECODERS, _py__READERS, _py__read_ConsumerGroupDescribeRequest_v0, _py__write_ConsumerGroupDescribeRequest_v0, _py_decode_message, _OFF_ConsumerGroupDescribeRequest_group_ids, _OFF_ConsumerGroupDescribeRequest_include_authorized_operations, _OFF_ConsumerGroupDescribeRequest_unknown_tags, _OFF_ConsumerGroupDescribeRequest_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -266,10 +280,6 @@ def install(ns):
     _py__read_ConsumerGroupDescribeRequest_v0 = ns["_read_ConsumerGroupDescribeRequest_v0"]
     _py__write_ConsumerGroupDescribeRequest_v0 = ns["_write_ConsumerGroupDescribeRequest_v0"]
     _py_decode_message = ns["decode_message"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_r_compact_string = ns["r_compact_string"]
-    _py_w_compact_array = ns["w_compact_array"]
-    _py_w_compact_string = ns["w_compact_string"]
     _OFF_ConsumerGroupDescribeRequest_group_ids = _offset(ConsumerGroupDescribeRequest, "group_ids")
     _OFF_ConsumerGroupDescribeRequest_include_authorized_operations = _offset(ConsumerGroupDescribeRequest, "include_authorized_operations")
     _OFF_ConsumerGroupDescribeRequest_unknown_tags = _offset(ConsumerGroupDescribeRequest, "unknown_tags")
@@ -283,4 +293,10 @@ def install(ns):
         0: write_v0,
         1: write_v1,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "cf9bc023bc0201a9"
+KEY = "1dfaab40b6322ffd"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -63,12 +80,6 @@ cdef object _py__read_ConsumerGroupDescribeResponse_v1
 cdef object _py__write_ConsumerGroupDescribeResponse_v0
 cdef object _py__write_ConsumerGroupDescribeResponse_v1
 cdef object _py_decode_message
-cdef object _py_r_compact_array
-cdef object _py_r_compact_string
-cdef object _py_r_uuid
-cdef object _py_w_compact_array
-cdef object _py_w_compact_string
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_Assignment_topic_partitions
 cdef Py_ssize_t _OFF_Assignment_unknown_tags
 cdef Py_ssize_t _OFF_Assignment_wire_tags
@@ -112,19 +123,17 @@ cdef object _native_TopicPartitions_v0(bytes data, const unsigned char* d, Py_ss
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicPartitions)
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_TopicPartitions_topic_id, v)
+    _put(o, _OFF_TopicPartitions_topic_id, _n_uuid(d, n, &pos))
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
         _need(pos, ln, n)
         _put(o, _OFF_TopicPartitions_topic_name, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_TopicPartitions_partitions, v)
+    _put(o, _OFF_TopicPartitions_partitions, _n_array(d, n, &pos, True, False, _E_INT32))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -165,6 +174,8 @@ cdef object _native_Member_v0(bytes data, const unsigned char* d, Py_ssize_t n, 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(Member)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -172,6 +183,8 @@ cdef object _native_Member_v0(bytes data, const unsigned char* d, Py_ssize_t n, 
         _put(o, _OFF_Member_member_id, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_Member_instance_id, None)
     elif ln < 0:
@@ -181,6 +194,8 @@ cdef object _native_Member_v0(bytes data, const unsigned char* d, Py_ssize_t n, 
         _put(o, _OFF_Member_instance_id, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_Member_rack_id, None)
     elif ln < 0:
@@ -193,6 +208,8 @@ cdef object _native_Member_v0(bytes data, const unsigned char* d, Py_ssize_t n, 
     _put(o, _OFF_Member_member_epoch, _i32(d + pos + 0))
     pos += 4
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -200,16 +217,18 @@ cdef object _native_Member_v0(bytes data, const unsigned char* d, Py_ssize_t n, 
         _put(o, _OFF_Member_client_id, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
         _need(pos, ln, n)
         _put(o, _OFF_Member_client_host, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_compact_array(data, pos, _py_r_compact_string)
-    pos = pos_obj
-    _put(o, _OFF_Member_subscribed_topic_names, v)
+    _put(o, _OFF_Member_subscribed_topic_names, _n_array(d, n, &pos, True, False, _E_COMPACT_STRING))
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_Member_subscribed_topic_regex, None)
     elif ln < 0:
@@ -237,6 +256,8 @@ cdef object _native_Member_v1(bytes data, const unsigned char* d, Py_ssize_t n, 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(Member)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -244,6 +265,8 @@ cdef object _native_Member_v1(bytes data, const unsigned char* d, Py_ssize_t n, 
         _put(o, _OFF_Member_member_id, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_Member_instance_id, None)
     elif ln < 0:
@@ -253,6 +276,8 @@ cdef object _native_Member_v1(bytes data, const unsigned char* d, Py_ssize_t n, 
         _put(o, _OFF_Member_instance_id, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_Member_rack_id, None)
     elif ln < 0:
@@ -265,6 +290,8 @@ cdef object _native_Member_v1(bytes data, const unsigned char* d, Py_ssize_t n, 
     _put(o, _OFF_Member_member_epoch, _i32(d + pos + 0))
     pos += 4
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -272,16 +299,18 @@ cdef object _native_Member_v1(bytes data, const unsigned char* d, Py_ssize_t n, 
         _put(o, _OFF_Member_client_id, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
         _need(pos, ln, n)
         _put(o, _OFF_Member_client_host, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_compact_array(data, pos, _py_r_compact_string)
-    pos = pos_obj
-    _put(o, _OFF_Member_subscribed_topic_names, v)
+    _put(o, _OFF_Member_subscribed_topic_names, _n_array(d, n, &pos, True, False, _E_COMPACT_STRING))
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_Member_subscribed_topic_regex, None)
     elif ln < 0:
@@ -314,6 +343,8 @@ cdef object _native_DescribedGroup_v0(bytes data, const unsigned char* d, Py_ssi
     _put(o, _OFF_DescribedGroup_error_code, _i16(d + pos + 0))
     pos += 2
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_DescribedGroup_error_message, None)
     elif ln < 0:
@@ -323,6 +354,8 @@ cdef object _native_DescribedGroup_v0(bytes data, const unsigned char* d, Py_ssi
         _put(o, _OFF_DescribedGroup_error_message, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -330,6 +363,8 @@ cdef object _native_DescribedGroup_v0(bytes data, const unsigned char* d, Py_ssi
         _put(o, _OFF_DescribedGroup_group_id, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -341,6 +376,8 @@ cdef object _native_DescribedGroup_v0(bytes data, const unsigned char* d, Py_ssi
     _put(o, _OFF_DescribedGroup_assignment_epoch, _i32(d + pos + 4))
     pos += 8
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -378,6 +415,8 @@ cdef object _native_DescribedGroup_v1(bytes data, const unsigned char* d, Py_ssi
     _put(o, _OFF_DescribedGroup_error_code, _i16(d + pos + 0))
     pos += 2
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_DescribedGroup_error_message, None)
     elif ln < 0:
@@ -387,6 +426,8 @@ cdef object _native_DescribedGroup_v1(bytes data, const unsigned char* d, Py_ssi
         _put(o, _OFF_DescribedGroup_error_message, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -394,6 +435,8 @@ cdef object _native_DescribedGroup_v1(bytes data, const unsigned char* d, Py_ssi
         _put(o, _OFF_DescribedGroup_group_id, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -405,6 +448,8 @@ cdef object _native_DescribedGroup_v1(bytes data, const unsigned char* d, Py_ssi
     _put(o, _OFF_DescribedGroup_assignment_epoch, _i32(d + pos + 4))
     pos += 8
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -494,9 +539,7 @@ cdef int _wnative_TopicPartitions_v0(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_TopicPartitions_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_TopicPartitions_topic_name)
     if v is None:
         raise _Fallback()
@@ -509,9 +552,7 @@ cdef int _wnative_TopicPartitions_v0(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_TopicPartitions_partitions)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     if _get(o, _OFF_TopicPartitions_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -602,9 +643,7 @@ cdef int _wnative_Member_v0(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_Member_subscribed_topic_names)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, _py_w_compact_string)
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_COMPACT_STRING)
     v = _get(o, _OFF_Member_subscribed_topic_regex)
     if v is None:
         _w_u8(b, 0)
@@ -694,9 +733,7 @@ cdef int _wnative_Member_v1(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_Member_subscribed_topic_names)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, _py_w_compact_string)
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_COMPACT_STRING)
     v = _get(o, _OFF_Member_subscribed_topic_regex)
     if v is None:
         _w_u8(b, 0)
@@ -947,6 +984,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
     raise KeyError(version)
 
 
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
+
+
 def direct(bytes data, Py_ssize_t pos, int version):
     """The compiled reader alone (no Python fallback): (value, end), or the exception that
     would send the read to Python. For the tests that hold the two builds to each other."""
@@ -1057,7 +1099,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, Assignment, ConsumerGroupDescribeResponse, DescribedGroup, Member, TopicPartitions, _py__DECODERS, _py__READERS, _py__read_ConsumerGroupDescribeResponse_v0, _py__read_ConsumerGroupDescribeResponse_v1, _py__write_ConsumerGroupDescribeResponse_v0, _py__write_ConsumerGroupDescribeResponse_v1, _py_decode_message, _py_r_compact_array, _py_r_compact_string, _py_r_uuid, _py_w_compact_array, _py_w_compact_string, _py_w_uuid, _OFF_Assignment_topic_partitions, _OFF_Assignment_unknown_tags, _OFF_Assignment_wire_tags, _OFF_ConsumerGroupDescribeResponse_throttle_time_ms, _OFF_ConsumerGroupDescribeResponse_groups, _OFF_ConsumerGroupDescribeResponse_unknown_tags, _OFF_ConsumerGroupDescribeResponse_wire_tags, _OFF_DescribedGroup_error_code, _OFF_DescribedGroup_error_message, _OFF_DescribedGroup_group_id, _OFF_DescribedGroup_group_state, _OFF_DescribedGroup_group_epoch, _OFF_DescribedGroup_assignment_epoch, _OFF_DescribedGroup_assignor_name, _OFF_DescribedGroup_members, _OFF_DescribedGroup_authorized_operations, _OFF_DescribedGroup_unknown_tags, _OFF_DescribedGroup_wire_tags, _OFF_Member_member_id, _OFF_Member_instance_id, _OFF_Member_rack_id, _OFF_Member_member_epoch, _OFF_Member_client_id, _OFF_Member_client_host, _OFF_Member_subscribed_topic_names, _OFF_Member_subscribed_topic_regex, _OFF_Member_assignment, _OFF_Member_target_assignment, _OFF_Member_member_type, _OFF_Member_unknown_tags, _OFF_Member_wire_tags, _OFF_TopicPartitions_topic_id, _OFF_TopicPartitions_topic_name, _OFF_TopicPartitions_partitions, _OFF_TopicPartitions_unknown_tags, _OFF_TopicPartitions_wire_tags
+    global _BOUND, _py_encode, Assignment, ConsumerGroupDescribeResponse, DescribedGroup, Member, TopicPartitions, _py__DECODERS, _py__READERS, _py__read_ConsumerGroupDescribeResponse_v0, _py__read_ConsumerGroupDescribeResponse_v1, _py__write_ConsumerGroupDescribeResponse_v0, _py__write_ConsumerGroupDescribeResponse_v1, _py_decode_message, _OFF_Assignment_topic_partitions, _OFF_Assignment_unknown_tags, _OFF_Assignment_wire_tags, _OFF_ConsumerGroupDescribeResponse_throttle_time_ms, _OFF_ConsumerGroupDescribeResponse_groups, _OFF_ConsumerGroupDescribeResponse_unknown_tags, _OFF_ConsumerGroupDescribeResponse_wire_tags, _OFF_DescribedGroup_error_code, _OFF_DescribedGroup_error_message, _OFF_DescribedGroup_group_id, _OFF_DescribedGroup_group_state, _OFF_DescribedGroup_group_epoch, _OFF_DescribedGroup_assignment_epoch, _OFF_DescribedGroup_assignor_name, _OFF_DescribedGroup_members, _OFF_DescribedGroup_authorized_operations, _OFF_DescribedGroup_unknown_tags, _OFF_DescribedGroup_wire_tags, _OFF_Member_member_id, _OFF_Member_instance_id, _OFF_Member_rack_id, _OFF_Member_member_epoch, _OFF_Member_client_id, _OFF_Member_client_host, _OFF_Member_subscribed_topic_names, _OFF_Member_subscribed_topic_regex, _OFF_Member_assignment, _OFF_Member_target_assignment, _OFF_Member_member_type, _OFF_Member_unknown_tags, _OFF_Member_wire_tags, _OFF_TopicPartitions_topic_id, _OFF_TopicPartitions_topic_name, _OFF_TopicPartitions_partitions, _OFF_TopicPartitions_unknown_tags, _OFF_TopicPartitions_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -1073,12 +1115,6 @@ def install(ns):
     _py__write_ConsumerGroupDescribeResponse_v0 = ns["_write_ConsumerGroupDescribeResponse_v0"]
     _py__write_ConsumerGroupDescribeResponse_v1 = ns["_write_ConsumerGroupDescribeResponse_v1"]
     _py_decode_message = ns["decode_message"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_r_compact_string = ns["r_compact_string"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_compact_array = ns["w_compact_array"]
-    _py_w_compact_string = ns["w_compact_string"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_Assignment_topic_partitions = _offset(Assignment, "topic_partitions")
     _OFF_Assignment_unknown_tags = _offset(Assignment, "unknown_tags")
     _OFF_Assignment_wire_tags = _offset(Assignment, "wire_tags")
@@ -1124,4 +1160,10 @@ def install(ns):
         0: write_v0,
         1: write_v1,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

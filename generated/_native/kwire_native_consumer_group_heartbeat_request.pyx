@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "102e49694a212853"
+KEY = "8a4a0de96ca0690b"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -57,19 +74,9 @@ cdef object _py__DECODERS
 cdef object _py__READERS
 cdef object _py__read_ConsumerGroupHeartbeatRequest_v0
 cdef object _py__read_ConsumerGroupHeartbeatRequest_v1
-cdef object _py__read_TopicPartitions_v0
 cdef object _py__write_ConsumerGroupHeartbeatRequest_v0
 cdef object _py__write_ConsumerGroupHeartbeatRequest_v1
-cdef object _py__write_TopicPartitions_v0
 cdef object _py_decode_message
-cdef object _py_r_compact_array
-cdef object _py_r_compact_nullable_array
-cdef object _py_r_compact_string
-cdef object _py_r_uuid
-cdef object _py_w_compact_array
-cdef object _py_w_compact_nullable_array
-cdef object _py_w_compact_string
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_ConsumerGroupHeartbeatRequest_group_id
 cdef Py_ssize_t _OFF_ConsumerGroupHeartbeatRequest_member_id
 cdef Py_ssize_t _OFF_ConsumerGroupHeartbeatRequest_member_epoch
@@ -93,12 +100,8 @@ cdef object _native_TopicPartitions_v0(bytes data, const unsigned char* d, Py_ss
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicPartitions)
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_TopicPartitions_topic_id, v)
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_TopicPartitions_partitions, v)
+    _put(o, _OFF_TopicPartitions_topic_id, _n_uuid(d, n, &pos))
+    _put(o, _OFF_TopicPartitions_partitions, _n_array(d, n, &pos, True, False, _E_INT32))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -115,6 +118,8 @@ cdef object _native_ConsumerGroupHeartbeatRequest_v0(bytes data, const unsigned 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(ConsumerGroupHeartbeatRequest)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -122,6 +127,8 @@ cdef object _native_ConsumerGroupHeartbeatRequest_v0(bytes data, const unsigned 
         _put(o, _OFF_ConsumerGroupHeartbeatRequest_group_id, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -132,6 +139,8 @@ cdef object _native_ConsumerGroupHeartbeatRequest_v0(bytes data, const unsigned 
     _put(o, _OFF_ConsumerGroupHeartbeatRequest_member_epoch, _i32(d + pos + 0))
     pos += 4
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_ConsumerGroupHeartbeatRequest_instance_id, None)
     elif ln < 0:
@@ -141,6 +150,8 @@ cdef object _native_ConsumerGroupHeartbeatRequest_v0(bytes data, const unsigned 
         _put(o, _OFF_ConsumerGroupHeartbeatRequest_instance_id, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_ConsumerGroupHeartbeatRequest_rack_id, None)
     elif ln < 0:
@@ -152,11 +163,11 @@ cdef object _native_ConsumerGroupHeartbeatRequest_v0(bytes data, const unsigned 
     _need(pos, 4, n)
     _put(o, _OFF_ConsumerGroupHeartbeatRequest_rebalance_timeout_ms, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py_r_compact_string)
-    pos = pos_obj
-    _put(o, _OFF_ConsumerGroupHeartbeatRequest_subscribed_topic_names, v)
+    _put(o, _OFF_ConsumerGroupHeartbeatRequest_subscribed_topic_names, _n_array(d, n, &pos, True, True, _E_COMPACT_STRING))
     _put(o, _OFF_ConsumerGroupHeartbeatRequest_subscribed_topic_regex, None)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_ConsumerGroupHeartbeatRequest_server_assignor, None)
     elif ln < 0:
@@ -165,9 +176,18 @@ cdef object _native_ConsumerGroupHeartbeatRequest_v0(bytes data, const unsigned 
         _need(pos, ln, n)
         _put(o, _OFF_ConsumerGroupHeartbeatRequest_server_assignor, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py__read_TopicPartitions_v0)
-    pos = pos_obj
-    _put(o, _OFF_ConsumerGroupHeartbeatRequest_topic_partitions, v)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_ConsumerGroupHeartbeatRequest_topic_partitions, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_TopicPartitions_v0(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_ConsumerGroupHeartbeatRequest_topic_partitions, lst)
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -184,6 +204,8 @@ cdef object _native_ConsumerGroupHeartbeatRequest_v1(bytes data, const unsigned 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(ConsumerGroupHeartbeatRequest)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -191,6 +213,8 @@ cdef object _native_ConsumerGroupHeartbeatRequest_v1(bytes data, const unsigned 
         _put(o, _OFF_ConsumerGroupHeartbeatRequest_group_id, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -201,6 +225,8 @@ cdef object _native_ConsumerGroupHeartbeatRequest_v1(bytes data, const unsigned 
     _put(o, _OFF_ConsumerGroupHeartbeatRequest_member_epoch, _i32(d + pos + 0))
     pos += 4
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_ConsumerGroupHeartbeatRequest_instance_id, None)
     elif ln < 0:
@@ -210,6 +236,8 @@ cdef object _native_ConsumerGroupHeartbeatRequest_v1(bytes data, const unsigned 
         _put(o, _OFF_ConsumerGroupHeartbeatRequest_instance_id, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_ConsumerGroupHeartbeatRequest_rack_id, None)
     elif ln < 0:
@@ -221,10 +249,10 @@ cdef object _native_ConsumerGroupHeartbeatRequest_v1(bytes data, const unsigned 
     _need(pos, 4, n)
     _put(o, _OFF_ConsumerGroupHeartbeatRequest_rebalance_timeout_ms, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py_r_compact_string)
-    pos = pos_obj
-    _put(o, _OFF_ConsumerGroupHeartbeatRequest_subscribed_topic_names, v)
+    _put(o, _OFF_ConsumerGroupHeartbeatRequest_subscribed_topic_names, _n_array(d, n, &pos, True, True, _E_COMPACT_STRING))
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_ConsumerGroupHeartbeatRequest_subscribed_topic_regex, None)
     elif ln < 0:
@@ -234,6 +262,8 @@ cdef object _native_ConsumerGroupHeartbeatRequest_v1(bytes data, const unsigned 
         _put(o, _OFF_ConsumerGroupHeartbeatRequest_subscribed_topic_regex, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_ConsumerGroupHeartbeatRequest_server_assignor, None)
     elif ln < 0:
@@ -242,9 +272,18 @@ cdef object _native_ConsumerGroupHeartbeatRequest_v1(bytes data, const unsigned 
         _need(pos, ln, n)
         _put(o, _OFF_ConsumerGroupHeartbeatRequest_server_assignor, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py__read_TopicPartitions_v0)
-    pos = pos_obj
-    _put(o, _OFF_ConsumerGroupHeartbeatRequest_topic_partitions, v)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_ConsumerGroupHeartbeatRequest_topic_partitions, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_TopicPartitions_v0(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_ConsumerGroupHeartbeatRequest_topic_partitions, lst)
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -262,13 +301,9 @@ cdef int _wnative_TopicPartitions_v0(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_TopicPartitions_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_TopicPartitions_partitions)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     if _get(o, _OFF_TopicPartitions_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -330,9 +365,7 @@ cdef int _wnative_ConsumerGroupHeartbeatRequest_v0(_Buf* b, object o) except -1:
     v = _get(o, _OFF_ConsumerGroupHeartbeatRequest_rebalance_timeout_ms)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_ConsumerGroupHeartbeatRequest_subscribed_topic_names)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, _py_w_compact_string)
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, True, _E_COMPACT_STRING)
     if o.subscribed_topic_regex is not None:
         raise _Fallback()
     v = _get(o, _OFF_ConsumerGroupHeartbeatRequest_server_assignor)
@@ -347,9 +380,16 @@ cdef int _wnative_ConsumerGroupHeartbeatRequest_v0(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_ConsumerGroupHeartbeatRequest_topic_partitions)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, _py__write_TopicPartitions_v0)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not TopicPartitions:
+                raise _Fallback()
+            _wnative_TopicPartitions_v0(b, item)
     if _get(o, _OFF_ConsumerGroupHeartbeatRequest_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -411,9 +451,7 @@ cdef int _wnative_ConsumerGroupHeartbeatRequest_v1(_Buf* b, object o) except -1:
     v = _get(o, _OFF_ConsumerGroupHeartbeatRequest_rebalance_timeout_ms)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_ConsumerGroupHeartbeatRequest_subscribed_topic_names)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, _py_w_compact_string)
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, True, _E_COMPACT_STRING)
     v = _get(o, _OFF_ConsumerGroupHeartbeatRequest_subscribed_topic_regex)
     if v is None:
         _w_u8(b, 0)
@@ -437,9 +475,16 @@ cdef int _wnative_ConsumerGroupHeartbeatRequest_v1(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_ConsumerGroupHeartbeatRequest_topic_partitions)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, _py__write_TopicPartitions_v0)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not TopicPartitions:
+                raise _Fallback()
+            _wnative_TopicPartitions_v0(b, item)
     if _get(o, _OFF_ConsumerGroupHeartbeatRequest_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -479,6 +524,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -591,7 +641,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, ConsumerGroupHeartbeatRequest, TopicPartitions, _py__DECODERS, _py__READERS, _py__read_ConsumerGroupHeartbeatRequest_v0, _py__read_ConsumerGroupHeartbeatRequest_v1, _py__read_TopicPartitions_v0, _py__write_ConsumerGroupHeartbeatRequest_v0, _py__write_ConsumerGroupHeartbeatRequest_v1, _py__write_TopicPartitions_v0, _py_decode_message, _py_r_compact_array, _py_r_compact_nullable_array, _py_r_compact_string, _py_r_uuid, _py_w_compact_array, _py_w_compact_nullable_array, _py_w_compact_string, _py_w_uuid, _OFF_ConsumerGroupHeartbeatRequest_group_id, _OFF_ConsumerGroupHeartbeatRequest_member_id, _OFF_ConsumerGroupHeartbeatRequest_member_epoch, _OFF_ConsumerGroupHeartbeatRequest_instance_id, _OFF_ConsumerGroupHeartbeatRequest_rack_id, _OFF_ConsumerGroupHeartbeatRequest_rebalance_timeout_ms, _OFF_ConsumerGroupHeartbeatRequest_subscribed_topic_names, _OFF_ConsumerGroupHeartbeatRequest_subscribed_topic_regex, _OFF_ConsumerGroupHeartbeatRequest_server_assignor, _OFF_ConsumerGroupHeartbeatRequest_topic_partitions, _OFF_ConsumerGroupHeartbeatRequest_unknown_tags, _OFF_ConsumerGroupHeartbeatRequest_wire_tags, _OFF_TopicPartitions_topic_id, _OFF_TopicPartitions_partitions, _OFF_TopicPartitions_unknown_tags, _OFF_TopicPartitions_wire_tags
+    global _BOUND, _py_encode, ConsumerGroupHeartbeatRequest, TopicPartitions, _py__DECODERS, _py__READERS, _py__read_ConsumerGroupHeartbeatRequest_v0, _py__read_ConsumerGroupHeartbeatRequest_v1, _py__write_ConsumerGroupHeartbeatRequest_v0, _py__write_ConsumerGroupHeartbeatRequest_v1, _py_decode_message, _OFF_ConsumerGroupHeartbeatRequest_group_id, _OFF_ConsumerGroupHeartbeatRequest_member_id, _OFF_ConsumerGroupHeartbeatRequest_member_epoch, _OFF_ConsumerGroupHeartbeatRequest_instance_id, _OFF_ConsumerGroupHeartbeatRequest_rack_id, _OFF_ConsumerGroupHeartbeatRequest_rebalance_timeout_ms, _OFF_ConsumerGroupHeartbeatRequest_subscribed_topic_names, _OFF_ConsumerGroupHeartbeatRequest_subscribed_topic_regex, _OFF_ConsumerGroupHeartbeatRequest_server_assignor, _OFF_ConsumerGroupHeartbeatRequest_topic_partitions, _OFF_ConsumerGroupHeartbeatRequest_unknown_tags, _OFF_ConsumerGroupHeartbeatRequest_wire_tags, _OFF_TopicPartitions_topic_id, _OFF_TopicPartitions_partitions, _OFF_TopicPartitions_unknown_tags, _OFF_TopicPartitions_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -601,19 +651,9 @@ def install(ns):
     _py__READERS = ns["_READERS"]
     _py__read_ConsumerGroupHeartbeatRequest_v0 = ns["_read_ConsumerGroupHeartbeatRequest_v0"]
     _py__read_ConsumerGroupHeartbeatRequest_v1 = ns["_read_ConsumerGroupHeartbeatRequest_v1"]
-    _py__read_TopicPartitions_v0 = ns["_read_TopicPartitions_v0"]
     _py__write_ConsumerGroupHeartbeatRequest_v0 = ns["_write_ConsumerGroupHeartbeatRequest_v0"]
     _py__write_ConsumerGroupHeartbeatRequest_v1 = ns["_write_ConsumerGroupHeartbeatRequest_v1"]
-    _py__write_TopicPartitions_v0 = ns["_write_TopicPartitions_v0"]
     _py_decode_message = ns["decode_message"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_r_compact_nullable_array = ns["r_compact_nullable_array"]
-    _py_r_compact_string = ns["r_compact_string"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_compact_array = ns["w_compact_array"]
-    _py_w_compact_nullable_array = ns["w_compact_nullable_array"]
-    _py_w_compact_string = ns["w_compact_string"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_ConsumerGroupHeartbeatRequest_group_id = _offset(ConsumerGroupHeartbeatRequest, "group_id")
     _OFF_ConsumerGroupHeartbeatRequest_member_id = _offset(ConsumerGroupHeartbeatRequest, "member_id")
     _OFF_ConsumerGroupHeartbeatRequest_member_epoch = _offset(ConsumerGroupHeartbeatRequest, "member_epoch")
@@ -639,4 +679,10 @@ def install(ns):
         0: write_v0,
         1: write_v1,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

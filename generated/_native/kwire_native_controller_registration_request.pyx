@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "61be30b8e1945612"
+KEY = "01c2d225fe104d26"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -59,8 +76,6 @@ cdef object _py__READERS
 cdef object _py__read_ControllerRegistrationRequest_v0
 cdef object _py__write_ControllerRegistrationRequest_v0
 cdef object _py_decode_message
-cdef object _py_r_uuid
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_ControllerRegistrationRequest_controller_id
 cdef Py_ssize_t _OFF_ControllerRegistrationRequest_incarnation_id
 cdef Py_ssize_t _OFF_ControllerRegistrationRequest_zk_migration_ready
@@ -87,6 +102,8 @@ cdef object _native_Listener_v0(bytes data, const unsigned char* d, Py_ssize_t n
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(Listener)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -94,6 +111,8 @@ cdef object _native_Listener_v0(bytes data, const unsigned char* d, Py_ssize_t n
         _put(o, _OFF_Listener_name, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -120,6 +139,8 @@ cdef object _native_Feature_v0(bytes data, const unsigned char* d, Py_ssize_t n,
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(Feature)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -148,9 +169,7 @@ cdef object _native_ControllerRegistrationRequest_v0(bytes data, const unsigned 
     _need(pos, 4, n)
     _put(o, _OFF_ControllerRegistrationRequest_controller_id, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_ControllerRegistrationRequest_incarnation_id, v)
+    _put(o, _OFF_ControllerRegistrationRequest_incarnation_id, _n_uuid(d, n, &pos))
     _need(pos, 1, n)
     _put(o, _OFF_ControllerRegistrationRequest_zk_migration_ready, True if d[pos + 0] else False)
     pos += 1
@@ -256,9 +275,7 @@ cdef int _wnative_ControllerRegistrationRequest_v0(_Buf* b, object o) except -1:
     v = _get(o, _OFF_ControllerRegistrationRequest_controller_id)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_ControllerRegistrationRequest_incarnation_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_ControllerRegistrationRequest_zk_migration_ready)
     if v is True:
         _w_u8(b, 1)
@@ -310,6 +327,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -398,7 +420,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, ControllerRegistrationRequest, Feature, Listener, _py__DECODERS, _py__READERS, _py__read_ControllerRegistrationRequest_v0, _py__write_ControllerRegistrationRequest_v0, _py_decode_message, _py_r_uuid, _py_w_uuid, _OFF_ControllerRegistrationRequest_controller_id, _OFF_ControllerRegistrationRequest_incarnation_id, _OFF_ControllerRegistrationRequest_zk_migration_ready, _OFF_ControllerRegistrationRequest_listeners, _OFF_ControllerRegistrationRequest_features, _OFF_ControllerRegistrationRequest_unknown_tags, _OFF_ControllerRegistrationRequest_wire_tags, _OFF_Feature_name, _OFF_Feature_min_supported_version, _OFF_Feature_max_supported_version, _OFF_Feature_unknown_tags, _OFF_Feature_wire_tags, _OFF_Listener_name, _OFF_Listener_host, _OFF_Listener_port, _OFF_Listener_security_protocol, _OFF_Listener_unknown_tags, _OFF_Listener_wire_tags
+    global _BOUND, _py_encode, ControllerRegistrationRequest, Feature, Listener, _py__DECODERS, _py__READERS, _py__read_ControllerRegistrationRequest_v0, _py__write_ControllerRegistrationRequest_v0, _py_decode_message, _OFF_ControllerRegistrationRequest_controller_id, _OFF_ControllerRegistrationRequest_incarnation_id, _OFF_ControllerRegistrationRequest_zk_migration_ready, _OFF_ControllerRegistrationRequest_listeners, _OFF_ControllerRegistrationRequest_features, _OFF_ControllerRegistrationRequest_unknown_tags, _OFF_ControllerRegistrationRequest_wire_tags, _OFF_Feature_name, _OFF_Feature_min_supported_version, _OFF_Feature_max_supported_version, _OFF_Feature_unknown_tags, _OFF_Feature_wire_tags, _OFF_Listener_name, _OFF_Listener_host, _OFF_Listener_port, _OFF_Listener_security_protocol, _OFF_Listener_unknown_tags, _OFF_Listener_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -410,8 +432,6 @@ def install(ns):
     _py__read_ControllerRegistrationRequest_v0 = ns["_read_ControllerRegistrationRequest_v0"]
     _py__write_ControllerRegistrationRequest_v0 = ns["_write_ControllerRegistrationRequest_v0"]
     _py_decode_message = ns["decode_message"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_ControllerRegistrationRequest_controller_id = _offset(ControllerRegistrationRequest, "controller_id")
     _OFF_ControllerRegistrationRequest_incarnation_id = _offset(ControllerRegistrationRequest, "incarnation_id")
     _OFF_ControllerRegistrationRequest_zk_migration_ready = _offset(ControllerRegistrationRequest, "zk_migration_ready")
@@ -437,4 +457,10 @@ def install(ns):
     writers = {
         0: write_v0,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

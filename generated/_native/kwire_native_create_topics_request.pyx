@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "e66ca264a422297f"
+KEY = "b6b583e159123b4f"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -64,10 +81,6 @@ cdef object _py__write_CreateTopicsRequest_v0
 cdef object _py__write_CreateTopicsRequest_v1
 cdef object _py__write_CreateTopicsRequest_v5
 cdef object _py_decode_message
-cdef object _py_r_array
-cdef object _py_r_compact_array
-cdef object _py_w_array
-cdef object _py_w_compact_array
 cdef Py_ssize_t _OFF_CreatableReplicaAssignment_partition_index
 cdef Py_ssize_t _OFF_CreatableReplicaAssignment_broker_ids
 cdef Py_ssize_t _OFF_CreatableReplicaAssignment_unknown_tags
@@ -98,9 +111,7 @@ cdef object _native_CreatableReplicaAssignment_v0(bytes data, const unsigned cha
     _need(pos, 4, n)
     _put(o, _OFF_CreatableReplicaAssignment_partition_index, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_CreatableReplicaAssignment_broker_ids, v)
+    _put(o, _OFF_CreatableReplicaAssignment_broker_ids, _n_array(d, n, &pos, False, False, _E_INT32))
     _put(o, _OFF_CreatableReplicaAssignment_unknown_tags, {})
     _put(o, _OFF_CreatableReplicaAssignment_wire_tags, None)
     p[0] = pos
@@ -115,9 +126,7 @@ cdef object _native_CreatableReplicaAssignment_v5(bytes data, const unsigned cha
     _need(pos, 4, n)
     _put(o, _OFF_CreatableReplicaAssignment_partition_index, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_CreatableReplicaAssignment_broker_ids, v)
+    _put(o, _OFF_CreatableReplicaAssignment_broker_ids, _n_array(d, n, &pos, True, False, _E_INT32))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -165,6 +174,8 @@ cdef object _native_CreatableTopicConfig_v5(bytes data, const unsigned char* d, 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(CreatableTopicConfig)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -172,6 +183,8 @@ cdef object _native_CreatableTopicConfig_v5(bytes data, const unsigned char* d, 
         _put(o, _OFF_CreatableTopicConfig_name, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_CreatableTopicConfig_value, None)
     elif ln < 0:
@@ -242,6 +255,8 @@ cdef object _native_CreatableTopic_v5(bytes data, const unsigned char* d, Py_ssi
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(CreatableTopic)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -369,9 +384,7 @@ cdef int _wnative_CreatableReplicaAssignment_v0(_Buf* b, object o) except -1:
     v = _get(o, _OFF_CreatableReplicaAssignment_partition_index)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_CreatableReplicaAssignment_broker_ids)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     if _get(o, _OFF_CreatableReplicaAssignment_unknown_tags):
         raise _Fallback()
     return 0
@@ -386,9 +399,7 @@ cdef int _wnative_CreatableReplicaAssignment_v5(_Buf* b, object o) except -1:
     v = _get(o, _OFF_CreatableReplicaAssignment_partition_index)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_CreatableReplicaAssignment_broker_ids)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     if _get(o, _OFF_CreatableReplicaAssignment_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -728,6 +739,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
     raise KeyError(version)
 
 
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
+
+
 def direct(bytes data, Py_ssize_t pos, int version):
     """The compiled reader alone (no Python fallback): (value, end), or the exception that
     would send the read to Python. For the tests that hold the two builds to each other."""
@@ -982,7 +998,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig, CreateTopicsRequest, _py__DECODERS, _py__READERS, _py__read_CreateTopicsRequest_v0, _py__read_CreateTopicsRequest_v1, _py__read_CreateTopicsRequest_v5, _py__write_CreateTopicsRequest_v0, _py__write_CreateTopicsRequest_v1, _py__write_CreateTopicsRequest_v5, _py_decode_message, _py_r_array, _py_r_compact_array, _py_w_array, _py_w_compact_array, _OFF_CreatableReplicaAssignment_partition_index, _OFF_CreatableReplicaAssignment_broker_ids, _OFF_CreatableReplicaAssignment_unknown_tags, _OFF_CreatableReplicaAssignment_wire_tags, _OFF_CreatableTopic_name, _OFF_CreatableTopic_num_partitions, _OFF_CreatableTopic_replication_factor, _OFF_CreatableTopic_assignments, _OFF_CreatableTopic_configs, _OFF_CreatableTopic_unknown_tags, _OFF_CreatableTopic_wire_tags, _OFF_CreatableTopicConfig_name, _OFF_CreatableTopicConfig_value, _OFF_CreatableTopicConfig_unknown_tags, _OFF_CreatableTopicConfig_wire_tags, _OFF_CreateTopicsRequest_topics, _OFF_CreateTopicsRequest_timeout_ms, _OFF_CreateTopicsRequest_validate_only, _OFF_CreateTopicsRequest_unknown_tags, _OFF_CreateTopicsRequest_wire_tags
+    global _BOUND, _py_encode, CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig, CreateTopicsRequest, _py__DECODERS, _py__READERS, _py__read_CreateTopicsRequest_v0, _py__read_CreateTopicsRequest_v1, _py__read_CreateTopicsRequest_v5, _py__write_CreateTopicsRequest_v0, _py__write_CreateTopicsRequest_v1, _py__write_CreateTopicsRequest_v5, _py_decode_message, _OFF_CreatableReplicaAssignment_partition_index, _OFF_CreatableReplicaAssignment_broker_ids, _OFF_CreatableReplicaAssignment_unknown_tags, _OFF_CreatableReplicaAssignment_wire_tags, _OFF_CreatableTopic_name, _OFF_CreatableTopic_num_partitions, _OFF_CreatableTopic_replication_factor, _OFF_CreatableTopic_assignments, _OFF_CreatableTopic_configs, _OFF_CreatableTopic_unknown_tags, _OFF_CreatableTopic_wire_tags, _OFF_CreatableTopicConfig_name, _OFF_CreatableTopicConfig_value, _OFF_CreatableTopicConfig_unknown_tags, _OFF_CreatableTopicConfig_wire_tags, _OFF_CreateTopicsRequest_topics, _OFF_CreateTopicsRequest_timeout_ms, _OFF_CreateTopicsRequest_validate_only, _OFF_CreateTopicsRequest_unknown_tags, _OFF_CreateTopicsRequest_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -999,10 +1015,6 @@ def install(ns):
     _py__write_CreateTopicsRequest_v1 = ns["_write_CreateTopicsRequest_v1"]
     _py__write_CreateTopicsRequest_v5 = ns["_write_CreateTopicsRequest_v5"]
     _py_decode_message = ns["decode_message"]
-    _py_r_array = ns["r_array"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_w_array = ns["w_array"]
-    _py_w_compact_array = ns["w_compact_array"]
     _OFF_CreatableReplicaAssignment_partition_index = _offset(CreatableReplicaAssignment, "partition_index")
     _OFF_CreatableReplicaAssignment_broker_ids = _offset(CreatableReplicaAssignment, "broker_ids")
     _OFF_CreatableReplicaAssignment_unknown_tags = _offset(CreatableReplicaAssignment, "unknown_tags")
@@ -1044,4 +1056,10 @@ def install(ns):
         6: write_v6,
         7: write_v7,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

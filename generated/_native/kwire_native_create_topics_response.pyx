@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "9308632ed37bce7f"
+KEY = "59de4e0ec644ff37"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -57,23 +74,17 @@ cdef object CreateTopicsResponse
 cdef object _py_ZERO_UUID
 cdef object _py__DECODERS
 cdef object _py__READERS
-cdef object _py__read_CreatableTopicConfigs_v5
 cdef object _py__read_CreateTopicsResponse_v0
 cdef object _py__read_CreateTopicsResponse_v1
 cdef object _py__read_CreateTopicsResponse_v2
 cdef object _py__read_CreateTopicsResponse_v5
 cdef object _py__read_CreateTopicsResponse_v7
-cdef object _py__write_CreatableTopicConfigs_v5
 cdef object _py__write_CreateTopicsResponse_v0
 cdef object _py__write_CreateTopicsResponse_v1
 cdef object _py__write_CreateTopicsResponse_v2
 cdef object _py__write_CreateTopicsResponse_v5
 cdef object _py__write_CreateTopicsResponse_v7
 cdef object _py_decode_message
-cdef object _py_r_compact_nullable_array
-cdef object _py_r_uuid
-cdef object _py_w_compact_nullable_array
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_CreatableTopicConfigs_name
 cdef Py_ssize_t _OFF_CreatableTopicConfigs_value
 cdef Py_ssize_t _OFF_CreatableTopicConfigs_read_only
@@ -103,6 +114,8 @@ cdef object _native_CreatableTopicConfigs_v5(bytes data, const unsigned char* d,
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(CreatableTopicConfigs)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -110,6 +123,8 @@ cdef object _native_CreatableTopicConfigs_v5(bytes data, const unsigned char* d,
         _put(o, _OFF_CreatableTopicConfigs_name, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_CreatableTopicConfigs_value, None)
     elif ln < 0:
@@ -207,6 +222,8 @@ cdef object _native_CreatableTopicResult_v5(bytes data, const unsigned char* d, 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(CreatableTopicResult)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -218,6 +235,8 @@ cdef object _native_CreatableTopicResult_v5(bytes data, const unsigned char* d, 
     _put(o, _OFF_CreatableTopicResult_error_code, _i16(d + pos + 0))
     pos += 2
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_CreatableTopicResult_error_message, None)
     elif ln < 0:
@@ -230,9 +249,18 @@ cdef object _native_CreatableTopicResult_v5(bytes data, const unsigned char* d, 
     _put(o, _OFF_CreatableTopicResult_num_partitions, _i32(d + pos + 0))
     _put(o, _OFF_CreatableTopicResult_replication_factor, _i16(d + pos + 4))
     pos += 6
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py__read_CreatableTopicConfigs_v5)
-    pos = pos_obj
-    _put(o, _OFF_CreatableTopicResult_configs, v)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_CreatableTopicResult_configs, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_CreatableTopicConfigs_v5(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_CreatableTopicResult_configs, lst)
     _put(o, _OFF_CreatableTopicResult_topic_config_error_code, 0)
     _need(pos, 1, n)
     if d[pos] != 0:
@@ -250,19 +278,21 @@ cdef object _native_CreatableTopicResult_v7(bytes data, const unsigned char* d, 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(CreatableTopicResult)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
         _need(pos, ln, n)
         _put(o, _OFF_CreatableTopicResult_name, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_CreatableTopicResult_topic_id, v)
+    _put(o, _OFF_CreatableTopicResult_topic_id, _n_uuid(d, n, &pos))
     _need(pos, 2, n)
     _put(o, _OFF_CreatableTopicResult_error_code, _i16(d + pos + 0))
     pos += 2
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_CreatableTopicResult_error_message, None)
     elif ln < 0:
@@ -275,9 +305,18 @@ cdef object _native_CreatableTopicResult_v7(bytes data, const unsigned char* d, 
     _put(o, _OFF_CreatableTopicResult_num_partitions, _i32(d + pos + 0))
     _put(o, _OFF_CreatableTopicResult_replication_factor, _i16(d + pos + 4))
     pos += 6
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py__read_CreatableTopicConfigs_v5)
-    pos = pos_obj
-    _put(o, _OFF_CreatableTopicResult_configs, v)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_CreatableTopicResult_configs, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_CreatableTopicConfigs_v5(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_CreatableTopicResult_configs, lst)
     _put(o, _OFF_CreatableTopicResult_topic_config_error_code, 0)
     _need(pos, 1, n)
     if d[pos] != 0:
@@ -529,7 +568,53 @@ cdef int _wnative_CreatableTopicResult_v5(_Buf* b, object o) except -1:
     cdef const char* cs
     cdef double x
     cdef uint64_t u
-    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+    if _get(o, _OFF_CreatableTopicResult_wire_tags) is not None:
+        raise _Fallback()  # a decoded tag order to keep: the Python writer keeps it
+    if o.topic_config_error_code != 0:
+        raise _Fallback()  # tag 0 to write: the Python writer writes the body
+    v = _get(o, _OFF_CreatableTopicResult_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_CreatableTopicResult_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_CreatableTopicResult_error_message)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_CreatableTopicResult_num_partitions)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_CreatableTopicResult_replication_factor)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_CreatableTopicResult_configs)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not CreatableTopicConfigs:
+                raise _Fallback()
+            _wnative_CreatableTopicConfigs_v5(b, item)
+    if _get(o, _OFF_CreatableTopicResult_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
 
 
 cdef int _wnative_CreatableTopicResult_v7(_Buf* b, object o) except -1:
@@ -538,7 +623,55 @@ cdef int _wnative_CreatableTopicResult_v7(_Buf* b, object o) except -1:
     cdef const char* cs
     cdef double x
     cdef uint64_t u
-    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+    if _get(o, _OFF_CreatableTopicResult_wire_tags) is not None:
+        raise _Fallback()  # a decoded tag order to keep: the Python writer keeps it
+    if o.topic_config_error_code != 0:
+        raise _Fallback()  # tag 0 to write: the Python writer writes the body
+    v = _get(o, _OFF_CreatableTopicResult_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_CreatableTopicResult_topic_id)
+    _nw_uuid(b, v)
+    v = _get(o, _OFF_CreatableTopicResult_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_CreatableTopicResult_error_message)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_CreatableTopicResult_num_partitions)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_CreatableTopicResult_replication_factor)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_CreatableTopicResult_configs)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not CreatableTopicConfigs:
+                raise _Fallback()
+            _wnative_CreatableTopicConfigs_v5(b, item)
+    if _get(o, _OFF_CreatableTopicResult_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
 
 
 cdef int _wnative_CreateTopicsResponse_v0(_Buf* b, object o) except -1:
@@ -743,6 +876,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -999,7 +1137,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, CreatableTopicConfigs, CreatableTopicResult, CreateTopicsResponse, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_CreatableTopicConfigs_v5, _py__read_CreateTopicsResponse_v0, _py__read_CreateTopicsResponse_v1, _py__read_CreateTopicsResponse_v2, _py__read_CreateTopicsResponse_v5, _py__read_CreateTopicsResponse_v7, _py__write_CreatableTopicConfigs_v5, _py__write_CreateTopicsResponse_v0, _py__write_CreateTopicsResponse_v1, _py__write_CreateTopicsResponse_v2, _py__write_CreateTopicsResponse_v5, _py__write_CreateTopicsResponse_v7, _py_decode_message, _py_r_compact_nullable_array, _py_r_uuid, _py_w_compact_nullable_array, _py_w_uuid, _OFF_CreatableTopicConfigs_name, _OFF_CreatableTopicConfigs_value, _OFF_CreatableTopicConfigs_read_only, _OFF_CreatableTopicConfigs_config_source, _OFF_CreatableTopicConfigs_is_sensitive, _OFF_CreatableTopicConfigs_unknown_tags, _OFF_CreatableTopicConfigs_wire_tags, _OFF_CreatableTopicResult_name, _OFF_CreatableTopicResult_topic_id, _OFF_CreatableTopicResult_error_code, _OFF_CreatableTopicResult_error_message, _OFF_CreatableTopicResult_topic_config_error_code, _OFF_CreatableTopicResult_num_partitions, _OFF_CreatableTopicResult_replication_factor, _OFF_CreatableTopicResult_configs, _OFF_CreatableTopicResult_unknown_tags, _OFF_CreatableTopicResult_wire_tags, _OFF_CreateTopicsResponse_throttle_time_ms, _OFF_CreateTopicsResponse_topics, _OFF_CreateTopicsResponse_unknown_tags, _OFF_CreateTopicsResponse_wire_tags
+    global _BOUND, _py_encode, CreatableTopicConfigs, CreatableTopicResult, CreateTopicsResponse, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_CreateTopicsResponse_v0, _py__read_CreateTopicsResponse_v1, _py__read_CreateTopicsResponse_v2, _py__read_CreateTopicsResponse_v5, _py__read_CreateTopicsResponse_v7, _py__write_CreateTopicsResponse_v0, _py__write_CreateTopicsResponse_v1, _py__write_CreateTopicsResponse_v2, _py__write_CreateTopicsResponse_v5, _py__write_CreateTopicsResponse_v7, _py_decode_message, _OFF_CreatableTopicConfigs_name, _OFF_CreatableTopicConfigs_value, _OFF_CreatableTopicConfigs_read_only, _OFF_CreatableTopicConfigs_config_source, _OFF_CreatableTopicConfigs_is_sensitive, _OFF_CreatableTopicConfigs_unknown_tags, _OFF_CreatableTopicConfigs_wire_tags, _OFF_CreatableTopicResult_name, _OFF_CreatableTopicResult_topic_id, _OFF_CreatableTopicResult_error_code, _OFF_CreatableTopicResult_error_message, _OFF_CreatableTopicResult_topic_config_error_code, _OFF_CreatableTopicResult_num_partitions, _OFF_CreatableTopicResult_replication_factor, _OFF_CreatableTopicResult_configs, _OFF_CreatableTopicResult_unknown_tags, _OFF_CreatableTopicResult_wire_tags, _OFF_CreateTopicsResponse_throttle_time_ms, _OFF_CreateTopicsResponse_topics, _OFF_CreateTopicsResponse_unknown_tags, _OFF_CreateTopicsResponse_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -1009,23 +1147,17 @@ def install(ns):
     _py_ZERO_UUID = ns["ZERO_UUID"]
     _py__DECODERS = ns["_DECODERS"]
     _py__READERS = ns["_READERS"]
-    _py__read_CreatableTopicConfigs_v5 = ns["_read_CreatableTopicConfigs_v5"]
     _py__read_CreateTopicsResponse_v0 = ns["_read_CreateTopicsResponse_v0"]
     _py__read_CreateTopicsResponse_v1 = ns["_read_CreateTopicsResponse_v1"]
     _py__read_CreateTopicsResponse_v2 = ns["_read_CreateTopicsResponse_v2"]
     _py__read_CreateTopicsResponse_v5 = ns["_read_CreateTopicsResponse_v5"]
     _py__read_CreateTopicsResponse_v7 = ns["_read_CreateTopicsResponse_v7"]
-    _py__write_CreatableTopicConfigs_v5 = ns["_write_CreatableTopicConfigs_v5"]
     _py__write_CreateTopicsResponse_v0 = ns["_write_CreateTopicsResponse_v0"]
     _py__write_CreateTopicsResponse_v1 = ns["_write_CreateTopicsResponse_v1"]
     _py__write_CreateTopicsResponse_v2 = ns["_write_CreateTopicsResponse_v2"]
     _py__write_CreateTopicsResponse_v5 = ns["_write_CreateTopicsResponse_v5"]
     _py__write_CreateTopicsResponse_v7 = ns["_write_CreateTopicsResponse_v7"]
     _py_decode_message = ns["decode_message"]
-    _py_r_compact_nullable_array = ns["r_compact_nullable_array"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_compact_nullable_array = ns["w_compact_nullable_array"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_CreatableTopicConfigs_name = _offset(CreatableTopicConfigs, "name")
     _OFF_CreatableTopicConfigs_value = _offset(CreatableTopicConfigs, "value")
     _OFF_CreatableTopicConfigs_read_only = _offset(CreatableTopicConfigs, "read_only")
@@ -1068,4 +1200,10 @@ def install(ns):
         6: write_v6,
         7: write_v7,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

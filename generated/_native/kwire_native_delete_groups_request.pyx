@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "2a2e96fe57417d31"
+KEY = "65958bcbcf132d17"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -59,14 +76,6 @@ cdef object _py__read_DeleteGroupsRequest_v2
 cdef object _py__write_DeleteGroupsRequest_v0
 cdef object _py__write_DeleteGroupsRequest_v2
 cdef object _py_decode_message
-cdef object _py_r_array
-cdef object _py_r_compact_array
-cdef object _py_r_compact_string
-cdef object _py_r_string
-cdef object _py_w_array
-cdef object _py_w_compact_array
-cdef object _py_w_compact_string
-cdef object _py_w_string
 cdef Py_ssize_t _OFF_DeleteGroupsRequest_groups_names
 cdef Py_ssize_t _OFF_DeleteGroupsRequest_unknown_tags
 cdef Py_ssize_t _OFF_DeleteGroupsRequest_wire_tags
@@ -77,9 +86,7 @@ cdef object _native_DeleteGroupsRequest_v0(bytes data, const unsigned char* d, P
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(DeleteGroupsRequest)
-    v, pos_obj = _py_r_array(data, pos, _py_r_string)
-    pos = pos_obj
-    _put(o, _OFF_DeleteGroupsRequest_groups_names, v)
+    _put(o, _OFF_DeleteGroupsRequest_groups_names, _n_array(d, n, &pos, False, False, _E_STRING))
     _put(o, _OFF_DeleteGroupsRequest_unknown_tags, {})
     _put(o, _OFF_DeleteGroupsRequest_wire_tags, None)
     p[0] = pos
@@ -91,9 +98,7 @@ cdef object _native_DeleteGroupsRequest_v2(bytes data, const unsigned char* d, P
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(DeleteGroupsRequest)
-    v, pos_obj = _py_r_compact_array(data, pos, _py_r_compact_string)
-    pos = pos_obj
-    _put(o, _OFF_DeleteGroupsRequest_groups_names, v)
+    _put(o, _OFF_DeleteGroupsRequest_groups_names, _n_array(d, n, &pos, True, False, _E_COMPACT_STRING))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -111,9 +116,7 @@ cdef int _wnative_DeleteGroupsRequest_v0(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_DeleteGroupsRequest_groups_names)
-    tmp = bytearray()
-    _py_w_array(tmp, v, _py_w_string)
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_STRING)
     if _get(o, _OFF_DeleteGroupsRequest_unknown_tags):
         raise _Fallback()
     return 0
@@ -126,9 +129,7 @@ cdef int _wnative_DeleteGroupsRequest_v2(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_DeleteGroupsRequest_groups_names)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, _py_w_compact_string)
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_COMPACT_STRING)
     if _get(o, _OFF_DeleteGroupsRequest_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -179,6 +180,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -315,7 +321,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, DeleteGroupsRequest, _py__DECODERS, _py__READERS, _py__read_DeleteGroupsRequest_v0, _py__read_DeleteGroupsRequest_v2, _py__write_DeleteGroupsRequest_v0, _py__write_DeleteGroupsRequest_v2, _py_decode_message, _py_r_array, _py_r_compact_array, _py_r_compact_string, _py_r_string, _py_w_array, _py_w_compact_array, _py_w_compact_string, _py_w_string, _OFF_DeleteGroupsRequest_groups_names, _OFF_DeleteGroupsRequest_unknown_tags, _OFF_DeleteGroupsRequest_wire_tags
+    global _BOUND, _py_encode, DeleteGroupsRequest, _py__DECODERS, _py__READERS, _py__read_DeleteGroupsRequest_v0, _py__read_DeleteGroupsRequest_v2, _py__write_DeleteGroupsRequest_v0, _py__write_DeleteGroupsRequest_v2, _py_decode_message, _OFF_DeleteGroupsRequest_groups_names, _OFF_DeleteGroupsRequest_unknown_tags, _OFF_DeleteGroupsRequest_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -327,14 +333,6 @@ def install(ns):
     _py__write_DeleteGroupsRequest_v0 = ns["_write_DeleteGroupsRequest_v0"]
     _py__write_DeleteGroupsRequest_v2 = ns["_write_DeleteGroupsRequest_v2"]
     _py_decode_message = ns["decode_message"]
-    _py_r_array = ns["r_array"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_r_compact_string = ns["r_compact_string"]
-    _py_r_string = ns["r_string"]
-    _py_w_array = ns["w_array"]
-    _py_w_compact_array = ns["w_compact_array"]
-    _py_w_compact_string = ns["w_compact_string"]
-    _py_w_string = ns["w_string"]
     _OFF_DeleteGroupsRequest_groups_names = _offset(DeleteGroupsRequest, "groups_names")
     _OFF_DeleteGroupsRequest_unknown_tags = _offset(DeleteGroupsRequest, "unknown_tags")
     _OFF_DeleteGroupsRequest_wire_tags = _offset(DeleteGroupsRequest, "wire_tags")
@@ -349,4 +347,10 @@ def install(ns):
         1: write_v1,
         2: write_v2,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

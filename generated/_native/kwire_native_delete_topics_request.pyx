@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "1aa2805a1427bcc0"
+KEY = "42f2172000a47769"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -62,16 +79,6 @@ cdef object _py__write_DeleteTopicsRequest_v0
 cdef object _py__write_DeleteTopicsRequest_v4
 cdef object _py__write_DeleteTopicsRequest_v6
 cdef object _py_decode_message
-cdef object _py_r_array
-cdef object _py_r_compact_array
-cdef object _py_r_compact_string
-cdef object _py_r_string
-cdef object _py_r_uuid
-cdef object _py_w_array
-cdef object _py_w_compact_array
-cdef object _py_w_compact_string
-cdef object _py_w_string
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_DeleteTopicState_name
 cdef Py_ssize_t _OFF_DeleteTopicState_topic_id
 cdef Py_ssize_t _OFF_DeleteTopicState_unknown_tags
@@ -89,6 +96,8 @@ cdef object _native_DeleteTopicState_v6(bytes data, const unsigned char* d, Py_s
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(DeleteTopicState)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_DeleteTopicState_name, None)
     elif ln < 0:
@@ -97,9 +106,7 @@ cdef object _native_DeleteTopicState_v6(bytes data, const unsigned char* d, Py_s
         _need(pos, ln, n)
         _put(o, _OFF_DeleteTopicState_name, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_DeleteTopicState_topic_id, v)
+    _put(o, _OFF_DeleteTopicState_topic_id, _n_uuid(d, n, &pos))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -116,9 +123,7 @@ cdef object _native_DeleteTopicsRequest_v0(bytes data, const unsigned char* d, P
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(DeleteTopicsRequest)
     _put(o, _OFF_DeleteTopicsRequest_topics, [])
-    v, pos_obj = _py_r_array(data, pos, _py_r_string)
-    pos = pos_obj
-    _put(o, _OFF_DeleteTopicsRequest_topic_names, v)
+    _put(o, _OFF_DeleteTopicsRequest_topic_names, _n_array(d, n, &pos, False, False, _E_STRING))
     _need(pos, 4, n)
     _put(o, _OFF_DeleteTopicsRequest_timeout_ms, _i32(d + pos + 0))
     pos += 4
@@ -134,9 +139,7 @@ cdef object _native_DeleteTopicsRequest_v4(bytes data, const unsigned char* d, P
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(DeleteTopicsRequest)
     _put(o, _OFF_DeleteTopicsRequest_topics, [])
-    v, pos_obj = _py_r_compact_array(data, pos, _py_r_compact_string)
-    pos = pos_obj
-    _put(o, _OFF_DeleteTopicsRequest_topic_names, v)
+    _put(o, _OFF_DeleteTopicsRequest_topic_names, _n_array(d, n, &pos, True, False, _E_COMPACT_STRING))
     _need(pos, 4, n)
     _put(o, _OFF_DeleteTopicsRequest_timeout_ms, _i32(d + pos + 0))
     pos += 4
@@ -196,9 +199,7 @@ cdef int _wnative_DeleteTopicState_v6(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_DeleteTopicState_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     if _get(o, _OFF_DeleteTopicState_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -214,9 +215,7 @@ cdef int _wnative_DeleteTopicsRequest_v0(_Buf* b, object o) except -1:
     if len(o.topics) != 0:
         raise _Fallback()
     v = _get(o, _OFF_DeleteTopicsRequest_topic_names)
-    tmp = bytearray()
-    _py_w_array(tmp, v, _py_w_string)
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_STRING)
     v = _get(o, _OFF_DeleteTopicsRequest_timeout_ms)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     if _get(o, _OFF_DeleteTopicsRequest_unknown_tags):
@@ -233,9 +232,7 @@ cdef int _wnative_DeleteTopicsRequest_v4(_Buf* b, object o) except -1:
     if len(o.topics) != 0:
         raise _Fallback()
     v = _get(o, _OFF_DeleteTopicsRequest_topic_names)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, _py_w_compact_string)
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_COMPACT_STRING)
     v = _get(o, _OFF_DeleteTopicsRequest_timeout_ms)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     if _get(o, _OFF_DeleteTopicsRequest_unknown_tags):
@@ -354,6 +351,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -586,7 +588,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, DeleteTopicState, DeleteTopicsRequest, _py__DECODERS, _py__READERS, _py__read_DeleteTopicsRequest_v0, _py__read_DeleteTopicsRequest_v4, _py__read_DeleteTopicsRequest_v6, _py__write_DeleteTopicsRequest_v0, _py__write_DeleteTopicsRequest_v4, _py__write_DeleteTopicsRequest_v6, _py_decode_message, _py_r_array, _py_r_compact_array, _py_r_compact_string, _py_r_string, _py_r_uuid, _py_w_array, _py_w_compact_array, _py_w_compact_string, _py_w_string, _py_w_uuid, _OFF_DeleteTopicState_name, _OFF_DeleteTopicState_topic_id, _OFF_DeleteTopicState_unknown_tags, _OFF_DeleteTopicState_wire_tags, _OFF_DeleteTopicsRequest_topics, _OFF_DeleteTopicsRequest_topic_names, _OFF_DeleteTopicsRequest_timeout_ms, _OFF_DeleteTopicsRequest_unknown_tags, _OFF_DeleteTopicsRequest_wire_tags
+    global _BOUND, _py_encode, DeleteTopicState, DeleteTopicsRequest, _py__DECODERS, _py__READERS, _py__read_DeleteTopicsRequest_v0, _py__read_DeleteTopicsRequest_v4, _py__read_DeleteTopicsRequest_v6, _py__write_DeleteTopicsRequest_v0, _py__write_DeleteTopicsRequest_v4, _py__write_DeleteTopicsRequest_v6, _py_decode_message, _OFF_DeleteTopicState_name, _OFF_DeleteTopicState_topic_id, _OFF_DeleteTopicState_unknown_tags, _OFF_DeleteTopicState_wire_tags, _OFF_DeleteTopicsRequest_topics, _OFF_DeleteTopicsRequest_topic_names, _OFF_DeleteTopicsRequest_timeout_ms, _OFF_DeleteTopicsRequest_unknown_tags, _OFF_DeleteTopicsRequest_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -601,16 +603,6 @@ def install(ns):
     _py__write_DeleteTopicsRequest_v4 = ns["_write_DeleteTopicsRequest_v4"]
     _py__write_DeleteTopicsRequest_v6 = ns["_write_DeleteTopicsRequest_v6"]
     _py_decode_message = ns["decode_message"]
-    _py_r_array = ns["r_array"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_r_compact_string = ns["r_compact_string"]
-    _py_r_string = ns["r_string"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_array = ns["w_array"]
-    _py_w_compact_array = ns["w_compact_array"]
-    _py_w_compact_string = ns["w_compact_string"]
-    _py_w_string = ns["w_string"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_DeleteTopicState_name = _offset(DeleteTopicState, "name")
     _OFF_DeleteTopicState_topic_id = _offset(DeleteTopicState, "topic_id")
     _OFF_DeleteTopicState_unknown_tags = _offset(DeleteTopicState, "unknown_tags")
@@ -639,4 +631,10 @@ def install(ns):
         5: write_v5,
         6: write_v6,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

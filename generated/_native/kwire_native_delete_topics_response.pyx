@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "81c06280748d8891"
+KEY = "a72867baf48d33aa"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -67,8 +84,6 @@ cdef object _py__write_DeleteTopicsResponse_v4
 cdef object _py__write_DeleteTopicsResponse_v5
 cdef object _py__write_DeleteTopicsResponse_v6
 cdef object _py_decode_message
-cdef object _py_r_uuid
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_DeletableTopicResult_name
 cdef Py_ssize_t _OFF_DeletableTopicResult_topic_id
 cdef Py_ssize_t _OFF_DeletableTopicResult_error_code
@@ -112,6 +127,8 @@ cdef object _native_DeletableTopicResult_v4(bytes data, const unsigned char* d, 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(DeletableTopicResult)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -139,6 +156,8 @@ cdef object _native_DeletableTopicResult_v5(bytes data, const unsigned char* d, 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(DeletableTopicResult)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -150,6 +169,8 @@ cdef object _native_DeletableTopicResult_v5(bytes data, const unsigned char* d, 
     _put(o, _OFF_DeletableTopicResult_error_code, _i16(d + pos + 0))
     pos += 2
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_DeletableTopicResult_error_message, None)
     elif ln < 0:
@@ -174,6 +195,8 @@ cdef object _native_DeletableTopicResult_v6(bytes data, const unsigned char* d, 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(DeletableTopicResult)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_DeletableTopicResult_name, None)
     elif ln < 0:
@@ -182,13 +205,13 @@ cdef object _native_DeletableTopicResult_v6(bytes data, const unsigned char* d, 
         _need(pos, ln, n)
         _put(o, _OFF_DeletableTopicResult_name, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_DeletableTopicResult_topic_id, v)
+    _put(o, _OFF_DeletableTopicResult_topic_id, _n_uuid(d, n, &pos))
     _need(pos, 2, n)
     _put(o, _OFF_DeletableTopicResult_error_code, _i16(d + pos + 0))
     pos += 2
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_DeletableTopicResult_error_message, None)
     elif ln < 0:
@@ -439,9 +462,7 @@ cdef int _wnative_DeletableTopicResult_v6(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_DeletableTopicResult_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_DeletableTopicResult_error_code)
     _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
     v = _get(o, _OFF_DeletableTopicResult_error_message)
@@ -655,6 +676,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -887,7 +913,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, DeletableTopicResult, DeleteTopicsResponse, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_DeleteTopicsResponse_v0, _py__read_DeleteTopicsResponse_v1, _py__read_DeleteTopicsResponse_v4, _py__read_DeleteTopicsResponse_v5, _py__read_DeleteTopicsResponse_v6, _py__write_DeleteTopicsResponse_v0, _py__write_DeleteTopicsResponse_v1, _py__write_DeleteTopicsResponse_v4, _py__write_DeleteTopicsResponse_v5, _py__write_DeleteTopicsResponse_v6, _py_decode_message, _py_r_uuid, _py_w_uuid, _OFF_DeletableTopicResult_name, _OFF_DeletableTopicResult_topic_id, _OFF_DeletableTopicResult_error_code, _OFF_DeletableTopicResult_error_message, _OFF_DeletableTopicResult_unknown_tags, _OFF_DeletableTopicResult_wire_tags, _OFF_DeleteTopicsResponse_throttle_time_ms, _OFF_DeleteTopicsResponse_responses, _OFF_DeleteTopicsResponse_unknown_tags, _OFF_DeleteTopicsResponse_wire_tags
+    global _BOUND, _py_encode, DeletableTopicResult, DeleteTopicsResponse, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_DeleteTopicsResponse_v0, _py__read_DeleteTopicsResponse_v1, _py__read_DeleteTopicsResponse_v4, _py__read_DeleteTopicsResponse_v5, _py__read_DeleteTopicsResponse_v6, _py__write_DeleteTopicsResponse_v0, _py__write_DeleteTopicsResponse_v1, _py__write_DeleteTopicsResponse_v4, _py__write_DeleteTopicsResponse_v5, _py__write_DeleteTopicsResponse_v6, _py_decode_message, _OFF_DeletableTopicResult_name, _OFF_DeletableTopicResult_topic_id, _OFF_DeletableTopicResult_error_code, _OFF_DeletableTopicResult_error_message, _OFF_DeletableTopicResult_unknown_tags, _OFF_DeletableTopicResult_wire_tags, _OFF_DeleteTopicsResponse_throttle_time_ms, _OFF_DeleteTopicsResponse_responses, _OFF_DeleteTopicsResponse_unknown_tags, _OFF_DeleteTopicsResponse_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -907,8 +933,6 @@ def install(ns):
     _py__write_DeleteTopicsResponse_v5 = ns["_write_DeleteTopicsResponse_v5"]
     _py__write_DeleteTopicsResponse_v6 = ns["_write_DeleteTopicsResponse_v6"]
     _py_decode_message = ns["decode_message"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_DeletableTopicResult_name = _offset(DeletableTopicResult, "name")
     _OFF_DeletableTopicResult_topic_id = _offset(DeletableTopicResult, "topic_id")
     _OFF_DeletableTopicResult_error_code = _offset(DeletableTopicResult, "error_code")
@@ -938,4 +962,10 @@ def install(ns):
         5: write_v5,
         6: write_v6,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

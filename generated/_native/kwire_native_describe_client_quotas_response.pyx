@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "b11b509d46112b1d"
+KEY = "bf80a1eb75f09727"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -59,17 +76,9 @@ cdef object _py__DECODERS
 cdef object _py__READERS
 cdef object _py__read_DescribeClientQuotasResponse_v0
 cdef object _py__read_DescribeClientQuotasResponse_v1
-cdef object _py__read_EntryData_v0
-cdef object _py__read_EntryData_v1
 cdef object _py__write_DescribeClientQuotasResponse_v0
 cdef object _py__write_DescribeClientQuotasResponse_v1
-cdef object _py__write_EntryData_v0
-cdef object _py__write_EntryData_v1
 cdef object _py_decode_message
-cdef object _py_r_compact_nullable_array
-cdef object _py_r_nullable_array
-cdef object _py_w_compact_nullable_array
-cdef object _py_w_nullable_array
 cdef Py_ssize_t _OFF_DescribeClientQuotasResponse_throttle_time_ms
 cdef Py_ssize_t _OFF_DescribeClientQuotasResponse_error_code
 cdef Py_ssize_t _OFF_DescribeClientQuotasResponse_error_message
@@ -127,6 +136,8 @@ cdef object _native_EntityData_v1(bytes data, const unsigned char* d, Py_ssize_t
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(EntityData)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -134,6 +145,8 @@ cdef object _native_EntityData_v1(bytes data, const unsigned char* d, Py_ssize_t
         _put(o, _OFF_EntityData_entity_type, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_EntityData_entity_name, None)
     elif ln < 0:
@@ -181,6 +194,8 @@ cdef object _native_ValueData_v1(bytes data, const unsigned char* d, Py_ssize_t 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(ValueData)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -286,9 +301,20 @@ cdef object _native_DescribeClientQuotasResponse_v0(bytes data, const unsigned c
         _need(pos, ln, n)
         _put(o, _OFF_DescribeClientQuotasResponse_error_message, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_nullable_array(data, pos, _py__read_EntryData_v0)
-    pos = pos_obj
-    _put(o, _OFF_DescribeClientQuotasResponse_entries, v)
+    _need(pos, 4, n)
+    k = _i32(d + pos)
+    pos += 4
+    if k < 0:
+        _put(o, _OFF_DescribeClientQuotasResponse_entries, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_EntryData_v0(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_DescribeClientQuotasResponse_entries, lst)
     _put(o, _OFF_DescribeClientQuotasResponse_unknown_tags, {})
     _put(o, _OFF_DescribeClientQuotasResponse_wire_tags, None)
     p[0] = pos
@@ -305,6 +331,8 @@ cdef object _native_DescribeClientQuotasResponse_v1(bytes data, const unsigned c
     _put(o, _OFF_DescribeClientQuotasResponse_error_code, _i16(d + pos + 4))
     pos += 6
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_DescribeClientQuotasResponse_error_message, None)
     elif ln < 0:
@@ -313,9 +341,18 @@ cdef object _native_DescribeClientQuotasResponse_v1(bytes data, const unsigned c
         _need(pos, ln, n)
         _put(o, _OFF_DescribeClientQuotasResponse_error_message, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py__read_EntryData_v1)
-    pos = pos_obj
-    _put(o, _OFF_DescribeClientQuotasResponse_entries, v)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_DescribeClientQuotasResponse_entries, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_EntryData_v1(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_DescribeClientQuotasResponse_entries, lst)
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -527,9 +564,16 @@ cdef int _wnative_DescribeClientQuotasResponse_v0(_Buf* b, object o) except -1:
         _w_be(b, ln, 2)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_DescribeClientQuotasResponse_entries)
-    tmp = bytearray()
-    _py_w_nullable_array(tmp, v, _py__write_EntryData_v0)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_be(b, 0xFFFFFFFF, 4)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_be(b, len(v), 4)
+        for item in v:
+            if type(item) is not EntryData:
+                raise _Fallback()
+            _wnative_EntryData_v0(b, item)
     if _get(o, _OFF_DescribeClientQuotasResponse_unknown_tags):
         raise _Fallback()
     return 0
@@ -557,9 +601,16 @@ cdef int _wnative_DescribeClientQuotasResponse_v1(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_DescribeClientQuotasResponse_entries)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, _py__write_EntryData_v1)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not EntryData:
+                raise _Fallback()
+            _wnative_EntryData_v1(b, item)
     if _get(o, _OFF_DescribeClientQuotasResponse_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -599,6 +650,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -711,7 +767,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, DescribeClientQuotasResponse, EntityData, EntryData, ValueData, _py__DECODERS, _py__READERS, _py__read_DescribeClientQuotasResponse_v0, _py__read_DescribeClientQuotasResponse_v1, _py__read_EntryData_v0, _py__read_EntryData_v1, _py__write_DescribeClientQuotasResponse_v0, _py__write_DescribeClientQuotasResponse_v1, _py__write_EntryData_v0, _py__write_EntryData_v1, _py_decode_message, _py_r_compact_nullable_array, _py_r_nullable_array, _py_w_compact_nullable_array, _py_w_nullable_array, _OFF_DescribeClientQuotasResponse_throttle_time_ms, _OFF_DescribeClientQuotasResponse_error_code, _OFF_DescribeClientQuotasResponse_error_message, _OFF_DescribeClientQuotasResponse_entries, _OFF_DescribeClientQuotasResponse_unknown_tags, _OFF_DescribeClientQuotasResponse_wire_tags, _OFF_EntityData_entity_type, _OFF_EntityData_entity_name, _OFF_EntityData_unknown_tags, _OFF_EntityData_wire_tags, _OFF_EntryData_entity, _OFF_EntryData_values, _OFF_EntryData_unknown_tags, _OFF_EntryData_wire_tags, _OFF_ValueData_key, _OFF_ValueData_value, _OFF_ValueData_unknown_tags, _OFF_ValueData_wire_tags
+    global _BOUND, _py_encode, DescribeClientQuotasResponse, EntityData, EntryData, ValueData, _py__DECODERS, _py__READERS, _py__read_DescribeClientQuotasResponse_v0, _py__read_DescribeClientQuotasResponse_v1, _py__write_DescribeClientQuotasResponse_v0, _py__write_DescribeClientQuotasResponse_v1, _py_decode_message, _OFF_DescribeClientQuotasResponse_throttle_time_ms, _OFF_DescribeClientQuotasResponse_error_code, _OFF_DescribeClientQuotasResponse_error_message, _OFF_DescribeClientQuotasResponse_entries, _OFF_DescribeClientQuotasResponse_unknown_tags, _OFF_DescribeClientQuotasResponse_wire_tags, _OFF_EntityData_entity_type, _OFF_EntityData_entity_name, _OFF_EntityData_unknown_tags, _OFF_EntityData_wire_tags, _OFF_EntryData_entity, _OFF_EntryData_values, _OFF_EntryData_unknown_tags, _OFF_EntryData_wire_tags, _OFF_ValueData_key, _OFF_ValueData_value, _OFF_ValueData_unknown_tags, _OFF_ValueData_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -723,17 +779,9 @@ def install(ns):
     _py__READERS = ns["_READERS"]
     _py__read_DescribeClientQuotasResponse_v0 = ns["_read_DescribeClientQuotasResponse_v0"]
     _py__read_DescribeClientQuotasResponse_v1 = ns["_read_DescribeClientQuotasResponse_v1"]
-    _py__read_EntryData_v0 = ns["_read_EntryData_v0"]
-    _py__read_EntryData_v1 = ns["_read_EntryData_v1"]
     _py__write_DescribeClientQuotasResponse_v0 = ns["_write_DescribeClientQuotasResponse_v0"]
     _py__write_DescribeClientQuotasResponse_v1 = ns["_write_DescribeClientQuotasResponse_v1"]
-    _py__write_EntryData_v0 = ns["_write_EntryData_v0"]
-    _py__write_EntryData_v1 = ns["_write_EntryData_v1"]
     _py_decode_message = ns["decode_message"]
-    _py_r_compact_nullable_array = ns["r_compact_nullable_array"]
-    _py_r_nullable_array = ns["r_nullable_array"]
-    _py_w_compact_nullable_array = ns["w_compact_nullable_array"]
-    _py_w_nullable_array = ns["w_nullable_array"]
     _OFF_DescribeClientQuotasResponse_throttle_time_ms = _offset(DescribeClientQuotasResponse, "throttle_time_ms")
     _OFF_DescribeClientQuotasResponse_error_code = _offset(DescribeClientQuotasResponse, "error_code")
     _OFF_DescribeClientQuotasResponse_error_message = _offset(DescribeClientQuotasResponse, "error_message")
@@ -761,4 +809,10 @@ def install(ns):
         0: write_v0,
         1: write_v1,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "7a5f787689a6dfe2"
+KEY = "127d4b92cc8e84e2"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -55,19 +72,11 @@ cdef object DescribeDelegationTokenOwner
 cdef object DescribeDelegationTokenRequest
 cdef object _py__DECODERS
 cdef object _py__READERS
-cdef object _py__read_DescribeDelegationTokenOwner_v0
-cdef object _py__read_DescribeDelegationTokenOwner_v2
 cdef object _py__read_DescribeDelegationTokenRequest_v0
 cdef object _py__read_DescribeDelegationTokenRequest_v2
-cdef object _py__write_DescribeDelegationTokenOwner_v0
-cdef object _py__write_DescribeDelegationTokenOwner_v2
 cdef object _py__write_DescribeDelegationTokenRequest_v0
 cdef object _py__write_DescribeDelegationTokenRequest_v2
 cdef object _py_decode_message
-cdef object _py_r_compact_nullable_array
-cdef object _py_r_nullable_array
-cdef object _py_w_compact_nullable_array
-cdef object _py_w_nullable_array
 cdef Py_ssize_t _OFF_DescribeDelegationTokenOwner_principal_type
 cdef Py_ssize_t _OFF_DescribeDelegationTokenOwner_principal_name
 cdef Py_ssize_t _OFF_DescribeDelegationTokenOwner_unknown_tags
@@ -112,6 +121,8 @@ cdef object _native_DescribeDelegationTokenOwner_v2(bytes data, const unsigned c
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(DescribeDelegationTokenOwner)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -119,6 +130,8 @@ cdef object _native_DescribeDelegationTokenOwner_v2(bytes data, const unsigned c
         _put(o, _OFF_DescribeDelegationTokenOwner_principal_type, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -140,9 +153,20 @@ cdef object _native_DescribeDelegationTokenRequest_v0(bytes data, const unsigned
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(DescribeDelegationTokenRequest)
-    v, pos_obj = _py_r_nullable_array(data, pos, _py__read_DescribeDelegationTokenOwner_v0)
-    pos = pos_obj
-    _put(o, _OFF_DescribeDelegationTokenRequest_owners, v)
+    _need(pos, 4, n)
+    k = _i32(d + pos)
+    pos += 4
+    if k < 0:
+        _put(o, _OFF_DescribeDelegationTokenRequest_owners, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_DescribeDelegationTokenOwner_v0(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_DescribeDelegationTokenRequest_owners, lst)
     _put(o, _OFF_DescribeDelegationTokenRequest_unknown_tags, {})
     _put(o, _OFF_DescribeDelegationTokenRequest_wire_tags, None)
     p[0] = pos
@@ -154,9 +178,18 @@ cdef object _native_DescribeDelegationTokenRequest_v2(bytes data, const unsigned
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(DescribeDelegationTokenRequest)
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py__read_DescribeDelegationTokenOwner_v2)
-    pos = pos_obj
-    _put(o, _OFF_DescribeDelegationTokenRequest_owners, v)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_DescribeDelegationTokenRequest_owners, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_DescribeDelegationTokenOwner_v2(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_DescribeDelegationTokenRequest_owners, lst)
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -241,9 +274,16 @@ cdef int _wnative_DescribeDelegationTokenRequest_v0(_Buf* b, object o) except -1
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_DescribeDelegationTokenRequest_owners)
-    tmp = bytearray()
-    _py_w_nullable_array(tmp, v, _py__write_DescribeDelegationTokenOwner_v0)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_be(b, 0xFFFFFFFF, 4)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_be(b, len(v), 4)
+        for item in v:
+            if type(item) is not DescribeDelegationTokenOwner:
+                raise _Fallback()
+            _wnative_DescribeDelegationTokenOwner_v0(b, item)
     if _get(o, _OFF_DescribeDelegationTokenRequest_unknown_tags):
         raise _Fallback()
     return 0
@@ -256,9 +296,16 @@ cdef int _wnative_DescribeDelegationTokenRequest_v2(_Buf* b, object o) except -1
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_DescribeDelegationTokenRequest_owners)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, _py__write_DescribeDelegationTokenOwner_v2)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not DescribeDelegationTokenOwner:
+                raise _Fallback()
+            _wnative_DescribeDelegationTokenOwner_v2(b, item)
     if _get(o, _OFF_DescribeDelegationTokenRequest_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -320,6 +367,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -480,7 +532,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, DescribeDelegationTokenOwner, DescribeDelegationTokenRequest, _py__DECODERS, _py__READERS, _py__read_DescribeDelegationTokenOwner_v0, _py__read_DescribeDelegationTokenOwner_v2, _py__read_DescribeDelegationTokenRequest_v0, _py__read_DescribeDelegationTokenRequest_v2, _py__write_DescribeDelegationTokenOwner_v0, _py__write_DescribeDelegationTokenOwner_v2, _py__write_DescribeDelegationTokenRequest_v0, _py__write_DescribeDelegationTokenRequest_v2, _py_decode_message, _py_r_compact_nullable_array, _py_r_nullable_array, _py_w_compact_nullable_array, _py_w_nullable_array, _OFF_DescribeDelegationTokenOwner_principal_type, _OFF_DescribeDelegationTokenOwner_principal_name, _OFF_DescribeDelegationTokenOwner_unknown_tags, _OFF_DescribeDelegationTokenOwner_wire_tags, _OFF_DescribeDelegationTokenRequest_owners, _OFF_DescribeDelegationTokenRequest_unknown_tags, _OFF_DescribeDelegationTokenRequest_wire_tags
+    global _BOUND, _py_encode, DescribeDelegationTokenOwner, DescribeDelegationTokenRequest, _py__DECODERS, _py__READERS, _py__read_DescribeDelegationTokenRequest_v0, _py__read_DescribeDelegationTokenRequest_v2, _py__write_DescribeDelegationTokenRequest_v0, _py__write_DescribeDelegationTokenRequest_v2, _py_decode_message, _OFF_DescribeDelegationTokenOwner_principal_type, _OFF_DescribeDelegationTokenOwner_principal_name, _OFF_DescribeDelegationTokenOwner_unknown_tags, _OFF_DescribeDelegationTokenOwner_wire_tags, _OFF_DescribeDelegationTokenRequest_owners, _OFF_DescribeDelegationTokenRequest_unknown_tags, _OFF_DescribeDelegationTokenRequest_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -488,19 +540,11 @@ def install(ns):
     DescribeDelegationTokenRequest = ns["DescribeDelegationTokenRequest"]
     _py__DECODERS = ns["_DECODERS"]
     _py__READERS = ns["_READERS"]
-    _py__read_DescribeDelegationTokenOwner_v0 = ns["_read_DescribeDelegationTokenOwner_v0"]
-    _py__read_DescribeDelegationTokenOwner_v2 = ns["_read_DescribeDelegationTokenOwner_v2"]
     _py__read_DescribeDelegationTokenRequest_v0 = ns["_read_DescribeDelegationTokenRequest_v0"]
     _py__read_DescribeDelegationTokenRequest_v2 = ns["_read_DescribeDelegationTokenRequest_v2"]
-    _py__write_DescribeDelegationTokenOwner_v0 = ns["_write_DescribeDelegationTokenOwner_v0"]
-    _py__write_DescribeDelegationTokenOwner_v2 = ns["_write_DescribeDelegationTokenOwner_v2"]
     _py__write_DescribeDelegationTokenRequest_v0 = ns["_write_DescribeDelegationTokenRequest_v0"]
     _py__write_DescribeDelegationTokenRequest_v2 = ns["_write_DescribeDelegationTokenRequest_v2"]
     _py_decode_message = ns["decode_message"]
-    _py_r_compact_nullable_array = ns["r_compact_nullable_array"]
-    _py_r_nullable_array = ns["r_nullable_array"]
-    _py_w_compact_nullable_array = ns["w_compact_nullable_array"]
-    _py_w_nullable_array = ns["w_nullable_array"]
     _OFF_DescribeDelegationTokenOwner_principal_type = _offset(DescribeDelegationTokenOwner, "principal_type")
     _OFF_DescribeDelegationTokenOwner_principal_name = _offset(DescribeDelegationTokenOwner, "principal_name")
     _OFF_DescribeDelegationTokenOwner_unknown_tags = _offset(DescribeDelegationTokenOwner, "unknown_tags")
@@ -521,4 +565,10 @@ def install(ns):
         2: write_v2,
         3: write_v3,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "d111285b9ec4fa43"
+KEY = "23f9bb113b93782b"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -61,14 +78,6 @@ cdef object _py__write_DescribeGroupsRequest_v0
 cdef object _py__write_DescribeGroupsRequest_v3
 cdef object _py__write_DescribeGroupsRequest_v5
 cdef object _py_decode_message
-cdef object _py_r_array
-cdef object _py_r_compact_array
-cdef object _py_r_compact_string
-cdef object _py_r_string
-cdef object _py_w_array
-cdef object _py_w_compact_array
-cdef object _py_w_compact_string
-cdef object _py_w_string
 cdef Py_ssize_t _OFF_DescribeGroupsRequest_groups
 cdef Py_ssize_t _OFF_DescribeGroupsRequest_include_authorized_operations
 cdef Py_ssize_t _OFF_DescribeGroupsRequest_unknown_tags
@@ -80,9 +89,7 @@ cdef object _native_DescribeGroupsRequest_v0(bytes data, const unsigned char* d,
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(DescribeGroupsRequest)
-    v, pos_obj = _py_r_array(data, pos, _py_r_string)
-    pos = pos_obj
-    _put(o, _OFF_DescribeGroupsRequest_groups, v)
+    _put(o, _OFF_DescribeGroupsRequest_groups, _n_array(d, n, &pos, False, False, _E_STRING))
     _put(o, _OFF_DescribeGroupsRequest_include_authorized_operations, False)
     _put(o, _OFF_DescribeGroupsRequest_unknown_tags, {})
     _put(o, _OFF_DescribeGroupsRequest_wire_tags, None)
@@ -95,9 +102,7 @@ cdef object _native_DescribeGroupsRequest_v3(bytes data, const unsigned char* d,
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(DescribeGroupsRequest)
-    v, pos_obj = _py_r_array(data, pos, _py_r_string)
-    pos = pos_obj
-    _put(o, _OFF_DescribeGroupsRequest_groups, v)
+    _put(o, _OFF_DescribeGroupsRequest_groups, _n_array(d, n, &pos, False, False, _E_STRING))
     _need(pos, 1, n)
     _put(o, _OFF_DescribeGroupsRequest_include_authorized_operations, True if d[pos + 0] else False)
     pos += 1
@@ -112,9 +117,7 @@ cdef object _native_DescribeGroupsRequest_v5(bytes data, const unsigned char* d,
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(DescribeGroupsRequest)
-    v, pos_obj = _py_r_compact_array(data, pos, _py_r_compact_string)
-    pos = pos_obj
-    _put(o, _OFF_DescribeGroupsRequest_groups, v)
+    _put(o, _OFF_DescribeGroupsRequest_groups, _n_array(d, n, &pos, True, False, _E_COMPACT_STRING))
     _need(pos, 1, n)
     _put(o, _OFF_DescribeGroupsRequest_include_authorized_operations, True if d[pos + 0] else False)
     pos += 1
@@ -135,9 +138,7 @@ cdef int _wnative_DescribeGroupsRequest_v0(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_DescribeGroupsRequest_groups)
-    tmp = bytearray()
-    _py_w_array(tmp, v, _py_w_string)
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_STRING)
     if o.include_authorized_operations != False:
         raise _Fallback()
     if _get(o, _OFF_DescribeGroupsRequest_unknown_tags):
@@ -152,9 +153,7 @@ cdef int _wnative_DescribeGroupsRequest_v3(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_DescribeGroupsRequest_groups)
-    tmp = bytearray()
-    _py_w_array(tmp, v, _py_w_string)
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_STRING)
     v = _get(o, _OFF_DescribeGroupsRequest_include_authorized_operations)
     if v is True:
         _w_u8(b, 1)
@@ -174,9 +173,7 @@ cdef int _wnative_DescribeGroupsRequest_v5(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_DescribeGroupsRequest_groups)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, _py_w_compact_string)
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_COMPACT_STRING)
     v = _get(o, _OFF_DescribeGroupsRequest_include_authorized_operations)
     if v is True:
         _w_u8(b, 1)
@@ -278,6 +275,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -510,7 +512,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, DescribeGroupsRequest, _py__DECODERS, _py__READERS, _py__read_DescribeGroupsRequest_v0, _py__read_DescribeGroupsRequest_v3, _py__read_DescribeGroupsRequest_v5, _py__write_DescribeGroupsRequest_v0, _py__write_DescribeGroupsRequest_v3, _py__write_DescribeGroupsRequest_v5, _py_decode_message, _py_r_array, _py_r_compact_array, _py_r_compact_string, _py_r_string, _py_w_array, _py_w_compact_array, _py_w_compact_string, _py_w_string, _OFF_DescribeGroupsRequest_groups, _OFF_DescribeGroupsRequest_include_authorized_operations, _OFF_DescribeGroupsRequest_unknown_tags, _OFF_DescribeGroupsRequest_wire_tags
+    global _BOUND, _py_encode, DescribeGroupsRequest, _py__DECODERS, _py__READERS, _py__read_DescribeGroupsRequest_v0, _py__read_DescribeGroupsRequest_v3, _py__read_DescribeGroupsRequest_v5, _py__write_DescribeGroupsRequest_v0, _py__write_DescribeGroupsRequest_v3, _py__write_DescribeGroupsRequest_v5, _py_decode_message, _OFF_DescribeGroupsRequest_groups, _OFF_DescribeGroupsRequest_include_authorized_operations, _OFF_DescribeGroupsRequest_unknown_tags, _OFF_DescribeGroupsRequest_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -524,14 +526,6 @@ def install(ns):
     _py__write_DescribeGroupsRequest_v3 = ns["_write_DescribeGroupsRequest_v3"]
     _py__write_DescribeGroupsRequest_v5 = ns["_write_DescribeGroupsRequest_v5"]
     _py_decode_message = ns["decode_message"]
-    _py_r_array = ns["r_array"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_r_compact_string = ns["r_compact_string"]
-    _py_r_string = ns["r_string"]
-    _py_w_array = ns["w_array"]
-    _py_w_compact_array = ns["w_compact_array"]
-    _py_w_compact_string = ns["w_compact_string"]
-    _py_w_string = ns["w_string"]
     _OFF_DescribeGroupsRequest_groups = _offset(DescribeGroupsRequest, "groups")
     _OFF_DescribeGroupsRequest_include_authorized_operations = _offset(DescribeGroupsRequest, "include_authorized_operations")
     _OFF_DescribeGroupsRequest_unknown_tags = _offset(DescribeGroupsRequest, "unknown_tags")
@@ -555,4 +549,10 @@ def install(ns):
         5: write_v5,
         6: write_v6,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "52fada9ff2e09145"
+KEY = "0f7eeafd4d25b825"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -67,8 +84,6 @@ cdef object _py__write_DescribeQuorumResponse_v0
 cdef object _py__write_DescribeQuorumResponse_v1
 cdef object _py__write_DescribeQuorumResponse_v2
 cdef object _py_decode_message
-cdef object _py_r_uuid
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_DescribeQuorumResponse_error_code
 cdef Py_ssize_t _OFF_DescribeQuorumResponse_error_message
 cdef Py_ssize_t _OFF_DescribeQuorumResponse_topics
@@ -163,9 +178,7 @@ cdef object _native_ReplicaState_v2(bytes data, const unsigned char* d, Py_ssize
     _need(pos, 4, n)
     _put(o, _OFF_ReplicaState_replica_id, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_ReplicaState_replica_directory_id, v)
+    _put(o, _OFF_ReplicaState_replica_directory_id, _n_uuid(d, n, &pos))
     _need(pos, 24, n)
     _put(o, _OFF_ReplicaState_log_end_offset, _i64(d + pos + 0))
     _put(o, _OFF_ReplicaState_last_fetch_timestamp, _i64(d + pos + 8))
@@ -277,6 +290,8 @@ cdef object _native_PartitionData_v2(bytes data, const unsigned char* d, Py_ssiz
     _put(o, _OFF_PartitionData_error_code, _i16(d + pos + 4))
     pos += 6
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_PartitionData_error_message, None)
     elif ln < 0:
@@ -324,6 +339,8 @@ cdef object _native_TopicData_v0(bytes data, const unsigned char* d, Py_ssize_t 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicData)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -355,6 +372,8 @@ cdef object _native_TopicData_v1(bytes data, const unsigned char* d, Py_ssize_t 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicData)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -386,6 +405,8 @@ cdef object _native_TopicData_v2(bytes data, const unsigned char* d, Py_ssize_t 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicData)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -417,6 +438,8 @@ cdef object _native_Listener_v2(bytes data, const unsigned char* d, Py_ssize_t n
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(Listener)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -424,6 +447,8 @@ cdef object _native_Listener_v2(bytes data, const unsigned char* d, Py_ssize_t n
         _put(o, _OFF_Listener_name, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -537,6 +562,8 @@ cdef object _native_DescribeQuorumResponse_v2(bytes data, const unsigned char* d
     _put(o, _OFF_DescribeQuorumResponse_error_code, _i16(d + pos + 0))
     pos += 2
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_DescribeQuorumResponse_error_message, None)
     elif ln < 0:
@@ -622,9 +649,7 @@ cdef int _wnative_ReplicaState_v2(_Buf* b, object o) except -1:
     v = _get(o, _OFF_ReplicaState_replica_id)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_ReplicaState_replica_directory_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_ReplicaState_log_end_offset)
     _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
     v = _get(o, _OFF_ReplicaState_last_fetch_timestamp)
@@ -1048,6 +1073,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
     raise KeyError(version)
 
 
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
+
+
 def direct(bytes data, Py_ssize_t pos, int version):
     """The compiled reader alone (no Python fallback): (value, end), or the exception that
     would send the read to Python. For the tests that hold the two builds to each other."""
@@ -1182,7 +1212,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, DescribeQuorumResponse, Listener, Node, PartitionData, ReplicaState, TopicData, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_DescribeQuorumResponse_v0, _py__read_DescribeQuorumResponse_v1, _py__read_DescribeQuorumResponse_v2, _py__write_DescribeQuorumResponse_v0, _py__write_DescribeQuorumResponse_v1, _py__write_DescribeQuorumResponse_v2, _py_decode_message, _py_r_uuid, _py_w_uuid, _OFF_DescribeQuorumResponse_error_code, _OFF_DescribeQuorumResponse_error_message, _OFF_DescribeQuorumResponse_topics, _OFF_DescribeQuorumResponse_nodes, _OFF_DescribeQuorumResponse_unknown_tags, _OFF_DescribeQuorumResponse_wire_tags, _OFF_Listener_name, _OFF_Listener_host, _OFF_Listener_port, _OFF_Listener_unknown_tags, _OFF_Listener_wire_tags, _OFF_Node_node_id, _OFF_Node_listeners, _OFF_Node_unknown_tags, _OFF_Node_wire_tags, _OFF_PartitionData_partition_index, _OFF_PartitionData_error_code, _OFF_PartitionData_error_message, _OFF_PartitionData_leader_id, _OFF_PartitionData_leader_epoch, _OFF_PartitionData_high_watermark, _OFF_PartitionData_current_voters, _OFF_PartitionData_observers, _OFF_PartitionData_unknown_tags, _OFF_PartitionData_wire_tags, _OFF_ReplicaState_replica_id, _OFF_ReplicaState_replica_directory_id, _OFF_ReplicaState_log_end_offset, _OFF_ReplicaState_last_fetch_timestamp, _OFF_ReplicaState_last_caught_up_timestamp, _OFF_ReplicaState_unknown_tags, _OFF_ReplicaState_wire_tags, _OFF_TopicData_topic_name, _OFF_TopicData_partitions, _OFF_TopicData_unknown_tags, _OFF_TopicData_wire_tags
+    global _BOUND, _py_encode, DescribeQuorumResponse, Listener, Node, PartitionData, ReplicaState, TopicData, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_DescribeQuorumResponse_v0, _py__read_DescribeQuorumResponse_v1, _py__read_DescribeQuorumResponse_v2, _py__write_DescribeQuorumResponse_v0, _py__write_DescribeQuorumResponse_v1, _py__write_DescribeQuorumResponse_v2, _py_decode_message, _OFF_DescribeQuorumResponse_error_code, _OFF_DescribeQuorumResponse_error_message, _OFF_DescribeQuorumResponse_topics, _OFF_DescribeQuorumResponse_nodes, _OFF_DescribeQuorumResponse_unknown_tags, _OFF_DescribeQuorumResponse_wire_tags, _OFF_Listener_name, _OFF_Listener_host, _OFF_Listener_port, _OFF_Listener_unknown_tags, _OFF_Listener_wire_tags, _OFF_Node_node_id, _OFF_Node_listeners, _OFF_Node_unknown_tags, _OFF_Node_wire_tags, _OFF_PartitionData_partition_index, _OFF_PartitionData_error_code, _OFF_PartitionData_error_message, _OFF_PartitionData_leader_id, _OFF_PartitionData_leader_epoch, _OFF_PartitionData_high_watermark, _OFF_PartitionData_current_voters, _OFF_PartitionData_observers, _OFF_PartitionData_unknown_tags, _OFF_PartitionData_wire_tags, _OFF_ReplicaState_replica_id, _OFF_ReplicaState_replica_directory_id, _OFF_ReplicaState_log_end_offset, _OFF_ReplicaState_last_fetch_timestamp, _OFF_ReplicaState_last_caught_up_timestamp, _OFF_ReplicaState_unknown_tags, _OFF_ReplicaState_wire_tags, _OFF_TopicData_topic_name, _OFF_TopicData_partitions, _OFF_TopicData_unknown_tags, _OFF_TopicData_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -1202,8 +1232,6 @@ def install(ns):
     _py__write_DescribeQuorumResponse_v1 = ns["_write_DescribeQuorumResponse_v1"]
     _py__write_DescribeQuorumResponse_v2 = ns["_write_DescribeQuorumResponse_v2"]
     _py_decode_message = ns["decode_message"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_DescribeQuorumResponse_error_code = _offset(DescribeQuorumResponse, "error_code")
     _OFF_DescribeQuorumResponse_error_message = _offset(DescribeQuorumResponse, "error_message")
     _OFF_DescribeQuorumResponse_topics = _offset(DescribeQuorumResponse, "topics")
@@ -1251,4 +1279,10 @@ def install(ns):
         1: write_v1,
         2: write_v2,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "71799fc9d3b03299"
+KEY = "4bcf4bbe74e51b26"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -56,15 +73,9 @@ cdef object DescribeShareGroupOffsetsRequestGroup
 cdef object DescribeShareGroupOffsetsRequestTopic
 cdef object _py__DECODERS
 cdef object _py__READERS
-cdef object _py__read_DescribeShareGroupOffsetsRequestTopic_v0
 cdef object _py__read_DescribeShareGroupOffsetsRequest_v0
-cdef object _py__write_DescribeShareGroupOffsetsRequestTopic_v0
 cdef object _py__write_DescribeShareGroupOffsetsRequest_v0
 cdef object _py_decode_message
-cdef object _py_r_compact_array
-cdef object _py_r_compact_nullable_array
-cdef object _py_w_compact_array
-cdef object _py_w_compact_nullable_array
 cdef Py_ssize_t _OFF_DescribeShareGroupOffsetsRequest_groups
 cdef Py_ssize_t _OFF_DescribeShareGroupOffsetsRequest_unknown_tags
 cdef Py_ssize_t _OFF_DescribeShareGroupOffsetsRequest_wire_tags
@@ -84,15 +95,15 @@ cdef object _native_DescribeShareGroupOffsetsRequestTopic_v0(bytes data, const u
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(DescribeShareGroupOffsetsRequestTopic)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
         _need(pos, ln, n)
         _put(o, _OFF_DescribeShareGroupOffsetsRequestTopic_topic_name, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_DescribeShareGroupOffsetsRequestTopic_partitions, v)
+    _put(o, _OFF_DescribeShareGroupOffsetsRequestTopic_partitions, _n_array(d, n, &pos, True, False, _E_INT32))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -109,15 +120,26 @@ cdef object _native_DescribeShareGroupOffsetsRequestGroup_v0(bytes data, const u
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(DescribeShareGroupOffsetsRequestGroup)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
         _need(pos, ln, n)
         _put(o, _OFF_DescribeShareGroupOffsetsRequestGroup_group_id, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py__read_DescribeShareGroupOffsetsRequestTopic_v0)
-    pos = pos_obj
-    _put(o, _OFF_DescribeShareGroupOffsetsRequestGroup_topics, v)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_DescribeShareGroupOffsetsRequestGroup_topics, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_DescribeShareGroupOffsetsRequestTopic_v0(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_DescribeShareGroupOffsetsRequestGroup_topics, lst)
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -170,9 +192,7 @@ cdef int _wnative_DescribeShareGroupOffsetsRequestTopic_v0(_Buf* b, object o) ex
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_DescribeShareGroupOffsetsRequestTopic_partitions)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     if _get(o, _OFF_DescribeShareGroupOffsetsRequestTopic_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -197,9 +217,16 @@ cdef int _wnative_DescribeShareGroupOffsetsRequestGroup_v0(_Buf* b, object o) ex
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_DescribeShareGroupOffsetsRequestGroup_topics)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, _py__write_DescribeShareGroupOffsetsRequestTopic_v0)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not DescribeShareGroupOffsetsRequestTopic:
+                raise _Fallback()
+            _wnative_DescribeShareGroupOffsetsRequestTopic_v0(b, item)
     if _get(o, _OFF_DescribeShareGroupOffsetsRequestGroup_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -259,6 +286,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -371,7 +403,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsRequestGroup, DescribeShareGroupOffsetsRequestTopic, _py__DECODERS, _py__READERS, _py__read_DescribeShareGroupOffsetsRequestTopic_v0, _py__read_DescribeShareGroupOffsetsRequest_v0, _py__write_DescribeShareGroupOffsetsRequestTopic_v0, _py__write_DescribeShareGroupOffsetsRequest_v0, _py_decode_message, _py_r_compact_array, _py_r_compact_nullable_array, _py_w_compact_array, _py_w_compact_nullable_array, _OFF_DescribeShareGroupOffsetsRequest_groups, _OFF_DescribeShareGroupOffsetsRequest_unknown_tags, _OFF_DescribeShareGroupOffsetsRequest_wire_tags, _OFF_DescribeShareGroupOffsetsRequestGroup_group_id, _OFF_DescribeShareGroupOffsetsRequestGroup_topics, _OFF_DescribeShareGroupOffsetsRequestGroup_unknown_tags, _OFF_DescribeShareGroupOffsetsRequestGroup_wire_tags, _OFF_DescribeShareGroupOffsetsRequestTopic_topic_name, _OFF_DescribeShareGroupOffsetsRequestTopic_partitions, _OFF_DescribeShareGroupOffsetsRequestTopic_unknown_tags, _OFF_DescribeShareGroupOffsetsRequestTopic_wire_tags
+    global _BOUND, _py_encode, DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsRequestGroup, DescribeShareGroupOffsetsRequestTopic, _py__DECODERS, _py__READERS, _py__read_DescribeShareGroupOffsetsRequest_v0, _py__write_DescribeShareGroupOffsetsRequest_v0, _py_decode_message, _OFF_DescribeShareGroupOffsetsRequest_groups, _OFF_DescribeShareGroupOffsetsRequest_unknown_tags, _OFF_DescribeShareGroupOffsetsRequest_wire_tags, _OFF_DescribeShareGroupOffsetsRequestGroup_group_id, _OFF_DescribeShareGroupOffsetsRequestGroup_topics, _OFF_DescribeShareGroupOffsetsRequestGroup_unknown_tags, _OFF_DescribeShareGroupOffsetsRequestGroup_wire_tags, _OFF_DescribeShareGroupOffsetsRequestTopic_topic_name, _OFF_DescribeShareGroupOffsetsRequestTopic_partitions, _OFF_DescribeShareGroupOffsetsRequestTopic_unknown_tags, _OFF_DescribeShareGroupOffsetsRequestTopic_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -380,15 +412,9 @@ def install(ns):
     DescribeShareGroupOffsetsRequestTopic = ns["DescribeShareGroupOffsetsRequestTopic"]
     _py__DECODERS = ns["_DECODERS"]
     _py__READERS = ns["_READERS"]
-    _py__read_DescribeShareGroupOffsetsRequestTopic_v0 = ns["_read_DescribeShareGroupOffsetsRequestTopic_v0"]
     _py__read_DescribeShareGroupOffsetsRequest_v0 = ns["_read_DescribeShareGroupOffsetsRequest_v0"]
-    _py__write_DescribeShareGroupOffsetsRequestTopic_v0 = ns["_write_DescribeShareGroupOffsetsRequestTopic_v0"]
     _py__write_DescribeShareGroupOffsetsRequest_v0 = ns["_write_DescribeShareGroupOffsetsRequest_v0"]
     _py_decode_message = ns["decode_message"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_r_compact_nullable_array = ns["r_compact_nullable_array"]
-    _py_w_compact_array = ns["w_compact_array"]
-    _py_w_compact_nullable_array = ns["w_compact_nullable_array"]
     _OFF_DescribeShareGroupOffsetsRequest_groups = _offset(DescribeShareGroupOffsetsRequest, "groups")
     _OFF_DescribeShareGroupOffsetsRequest_unknown_tags = _offset(DescribeShareGroupOffsetsRequest, "unknown_tags")
     _OFF_DescribeShareGroupOffsetsRequest_wire_tags = _offset(DescribeShareGroupOffsetsRequest, "wire_tags")
@@ -409,4 +435,10 @@ def install(ns):
         0: write_v0,
         1: write_v1,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

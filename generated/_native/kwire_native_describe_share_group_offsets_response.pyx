@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "93b7ca325fb0958a"
+KEY = "4855294b3332653d"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -62,8 +79,6 @@ cdef object _py__read_DescribeShareGroupOffsetsResponse_v1
 cdef object _py__write_DescribeShareGroupOffsetsResponse_v0
 cdef object _py__write_DescribeShareGroupOffsetsResponse_v1
 cdef object _py_decode_message
-cdef object _py_r_uuid
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_DescribeShareGroupOffsetsResponse_throttle_time_ms
 cdef Py_ssize_t _OFF_DescribeShareGroupOffsetsResponse_groups
 cdef Py_ssize_t _OFF_DescribeShareGroupOffsetsResponse_unknown_tags
@@ -104,6 +119,8 @@ cdef object _native_DescribeShareGroupOffsetsResponsePartition_v0(bytes data, co
     _put(o, _OFF_DescribeShareGroupOffsetsResponsePartition_error_code, _i16(d + pos + 0))
     pos += 2
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_DescribeShareGroupOffsetsResponsePartition_error_message, None)
     elif ln < 0:
@@ -135,6 +152,8 @@ cdef object _native_DescribeShareGroupOffsetsResponsePartition_v1(bytes data, co
     _put(o, _OFF_DescribeShareGroupOffsetsResponsePartition_error_code, _i16(d + pos + 24))
     pos += 26
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_DescribeShareGroupOffsetsResponsePartition_error_message, None)
     elif ln < 0:
@@ -159,15 +178,15 @@ cdef object _native_DescribeShareGroupOffsetsResponseTopic_v0(bytes data, const 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(DescribeShareGroupOffsetsResponseTopic)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
         _need(pos, ln, n)
         _put(o, _OFF_DescribeShareGroupOffsetsResponseTopic_topic_name, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_DescribeShareGroupOffsetsResponseTopic_topic_id, v)
+    _put(o, _OFF_DescribeShareGroupOffsetsResponseTopic_topic_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -193,15 +212,15 @@ cdef object _native_DescribeShareGroupOffsetsResponseTopic_v1(bytes data, const 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(DescribeShareGroupOffsetsResponseTopic)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
         _need(pos, ln, n)
         _put(o, _OFF_DescribeShareGroupOffsetsResponseTopic_topic_name, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_DescribeShareGroupOffsetsResponseTopic_topic_id, v)
+    _put(o, _OFF_DescribeShareGroupOffsetsResponseTopic_topic_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -227,6 +246,8 @@ cdef object _native_DescribeShareGroupOffsetsResponseGroup_v0(bytes data, const 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(DescribeShareGroupOffsetsResponseGroup)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -246,6 +267,8 @@ cdef object _native_DescribeShareGroupOffsetsResponseGroup_v0(bytes data, const 
     _put(o, _OFF_DescribeShareGroupOffsetsResponseGroup_error_code, _i16(d + pos + 0))
     pos += 2
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_DescribeShareGroupOffsetsResponseGroup_error_message, None)
     elif ln < 0:
@@ -270,6 +293,8 @@ cdef object _native_DescribeShareGroupOffsetsResponseGroup_v1(bytes data, const 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(DescribeShareGroupOffsetsResponseGroup)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -289,6 +314,8 @@ cdef object _native_DescribeShareGroupOffsetsResponseGroup_v1(bytes data, const 
     _put(o, _OFF_DescribeShareGroupOffsetsResponseGroup_error_code, _i16(d + pos + 0))
     pos += 2
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_DescribeShareGroupOffsetsResponseGroup_error_message, None)
     elif ln < 0:
@@ -445,9 +472,7 @@ cdef int _wnative_DescribeShareGroupOffsetsResponseTopic_v0(_Buf* b, object o) e
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_DescribeShareGroupOffsetsResponseTopic_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_DescribeShareGroupOffsetsResponseTopic_partitions)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -480,9 +505,7 @@ cdef int _wnative_DescribeShareGroupOffsetsResponseTopic_v1(_Buf* b, object o) e
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_DescribeShareGroupOffsetsResponseTopic_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_DescribeShareGroupOffsetsResponseTopic_partitions)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -664,6 +687,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
     raise KeyError(version)
 
 
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
+
+
 def direct(bytes data, Py_ssize_t pos, int version):
     """The compiled reader alone (no Python fallback): (value, end), or the exception that
     would send the read to Python. For the tests that hold the two builds to each other."""
@@ -774,7 +802,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, DescribeShareGroupOffsetsResponse, DescribeShareGroupOffsetsResponseGroup, DescribeShareGroupOffsetsResponsePartition, DescribeShareGroupOffsetsResponseTopic, _py__DECODERS, _py__READERS, _py__read_DescribeShareGroupOffsetsResponse_v0, _py__read_DescribeShareGroupOffsetsResponse_v1, _py__write_DescribeShareGroupOffsetsResponse_v0, _py__write_DescribeShareGroupOffsetsResponse_v1, _py_decode_message, _py_r_uuid, _py_w_uuid, _OFF_DescribeShareGroupOffsetsResponse_throttle_time_ms, _OFF_DescribeShareGroupOffsetsResponse_groups, _OFF_DescribeShareGroupOffsetsResponse_unknown_tags, _OFF_DescribeShareGroupOffsetsResponse_wire_tags, _OFF_DescribeShareGroupOffsetsResponseGroup_group_id, _OFF_DescribeShareGroupOffsetsResponseGroup_topics, _OFF_DescribeShareGroupOffsetsResponseGroup_error_code, _OFF_DescribeShareGroupOffsetsResponseGroup_error_message, _OFF_DescribeShareGroupOffsetsResponseGroup_unknown_tags, _OFF_DescribeShareGroupOffsetsResponseGroup_wire_tags, _OFF_DescribeShareGroupOffsetsResponsePartition_partition_index, _OFF_DescribeShareGroupOffsetsResponsePartition_start_offset, _OFF_DescribeShareGroupOffsetsResponsePartition_leader_epoch, _OFF_DescribeShareGroupOffsetsResponsePartition_lag, _OFF_DescribeShareGroupOffsetsResponsePartition_error_code, _OFF_DescribeShareGroupOffsetsResponsePartition_error_message, _OFF_DescribeShareGroupOffsetsResponsePartition_unknown_tags, _OFF_DescribeShareGroupOffsetsResponsePartition_wire_tags, _OFF_DescribeShareGroupOffsetsResponseTopic_topic_name, _OFF_DescribeShareGroupOffsetsResponseTopic_topic_id, _OFF_DescribeShareGroupOffsetsResponseTopic_partitions, _OFF_DescribeShareGroupOffsetsResponseTopic_unknown_tags, _OFF_DescribeShareGroupOffsetsResponseTopic_wire_tags
+    global _BOUND, _py_encode, DescribeShareGroupOffsetsResponse, DescribeShareGroupOffsetsResponseGroup, DescribeShareGroupOffsetsResponsePartition, DescribeShareGroupOffsetsResponseTopic, _py__DECODERS, _py__READERS, _py__read_DescribeShareGroupOffsetsResponse_v0, _py__read_DescribeShareGroupOffsetsResponse_v1, _py__write_DescribeShareGroupOffsetsResponse_v0, _py__write_DescribeShareGroupOffsetsResponse_v1, _py_decode_message, _OFF_DescribeShareGroupOffsetsResponse_throttle_time_ms, _OFF_DescribeShareGroupOffsetsResponse_groups, _OFF_DescribeShareGroupOffsetsResponse_unknown_tags, _OFF_DescribeShareGroupOffsetsResponse_wire_tags, _OFF_DescribeShareGroupOffsetsResponseGroup_group_id, _OFF_DescribeShareGroupOffsetsResponseGroup_topics, _OFF_DescribeShareGroupOffsetsResponseGroup_error_code, _OFF_DescribeShareGroupOffsetsResponseGroup_error_message, _OFF_DescribeShareGroupOffsetsResponseGroup_unknown_tags, _OFF_DescribeShareGroupOffsetsResponseGroup_wire_tags, _OFF_DescribeShareGroupOffsetsResponsePartition_partition_index, _OFF_DescribeShareGroupOffsetsResponsePartition_start_offset, _OFF_DescribeShareGroupOffsetsResponsePartition_leader_epoch, _OFF_DescribeShareGroupOffsetsResponsePartition_lag, _OFF_DescribeShareGroupOffsetsResponsePartition_error_code, _OFF_DescribeShareGroupOffsetsResponsePartition_error_message, _OFF_DescribeShareGroupOffsetsResponsePartition_unknown_tags, _OFF_DescribeShareGroupOffsetsResponsePartition_wire_tags, _OFF_DescribeShareGroupOffsetsResponseTopic_topic_name, _OFF_DescribeShareGroupOffsetsResponseTopic_topic_id, _OFF_DescribeShareGroupOffsetsResponseTopic_partitions, _OFF_DescribeShareGroupOffsetsResponseTopic_unknown_tags, _OFF_DescribeShareGroupOffsetsResponseTopic_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -789,8 +817,6 @@ def install(ns):
     _py__write_DescribeShareGroupOffsetsResponse_v0 = ns["_write_DescribeShareGroupOffsetsResponse_v0"]
     _py__write_DescribeShareGroupOffsetsResponse_v1 = ns["_write_DescribeShareGroupOffsetsResponse_v1"]
     _py_decode_message = ns["decode_message"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_DescribeShareGroupOffsetsResponse_throttle_time_ms = _offset(DescribeShareGroupOffsetsResponse, "throttle_time_ms")
     _OFF_DescribeShareGroupOffsetsResponse_groups = _offset(DescribeShareGroupOffsetsResponse, "groups")
     _OFF_DescribeShareGroupOffsetsResponse_unknown_tags = _offset(DescribeShareGroupOffsetsResponse, "unknown_tags")
@@ -823,4 +849,10 @@ def install(ns):
         0: write_v0,
         1: write_v1,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "230bf6144a333ef3"
+KEY = "6ea16f77814b3dd3"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -56,13 +73,9 @@ cdef object DescribeTopicPartitionsRequest
 cdef object TopicRequest
 cdef object _py__DECODERS
 cdef object _py__READERS
-cdef object _py__read_Cursor_v0
 cdef object _py__read_DescribeTopicPartitionsRequest_v0
-cdef object _py__write_Cursor_v0
 cdef object _py__write_DescribeTopicPartitionsRequest_v0
 cdef object _py_decode_message
-cdef object _py_r_nullable_struct
-cdef object _py_w_nullable_struct
 cdef Py_ssize_t _OFF_Cursor_topic_name
 cdef Py_ssize_t _OFF_Cursor_partition_index
 cdef Py_ssize_t _OFF_Cursor_unknown_tags
@@ -83,6 +96,8 @@ cdef object _native_TopicRequest_v0(bytes data, const unsigned char* d, Py_ssize
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicRequest)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -105,6 +120,8 @@ cdef object _native_Cursor_v0(bytes data, const unsigned char* d, Py_ssize_t n, 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(Cursor)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -141,9 +158,13 @@ cdef object _native_DescribeTopicPartitionsRequest_v0(bytes data, const unsigned
     _need(pos, 4, n)
     _put(o, _OFF_DescribeTopicPartitionsRequest_response_partition_limit, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_nullable_struct(data, pos, _py__read_Cursor_v0)
-    pos = pos_obj
-    _put(o, _OFF_DescribeTopicPartitionsRequest_cursor, v)
+    _need(pos, 1, n)
+    if d[pos] >= 0x80:
+        pos += 1
+        _put(o, _OFF_DescribeTopicPartitionsRequest_cursor, None)
+    else:
+        pos += 1
+        _put(o, _OFF_DescribeTopicPartitionsRequest_cursor, _native_Cursor_v0(data, d, n, &pos))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -219,9 +240,13 @@ cdef int _wnative_DescribeTopicPartitionsRequest_v0(_Buf* b, object o) except -1
     v = _get(o, _OFF_DescribeTopicPartitionsRequest_response_partition_limit)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_DescribeTopicPartitionsRequest_cursor)
-    tmp = bytearray()
-    _py_w_nullable_struct(tmp, v, _py__write_Cursor_v0)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_u8(b, 0xFF)
+    else:
+        if type(v) is not Cursor:
+            raise _Fallback()
+        _w_u8(b, 1)
+        _wnative_Cursor_v0(b, v)
     if _get(o, _OFF_DescribeTopicPartitionsRequest_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -250,6 +275,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -338,7 +368,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, Cursor, DescribeTopicPartitionsRequest, TopicRequest, _py__DECODERS, _py__READERS, _py__read_Cursor_v0, _py__read_DescribeTopicPartitionsRequest_v0, _py__write_Cursor_v0, _py__write_DescribeTopicPartitionsRequest_v0, _py_decode_message, _py_r_nullable_struct, _py_w_nullable_struct, _OFF_Cursor_topic_name, _OFF_Cursor_partition_index, _OFF_Cursor_unknown_tags, _OFF_Cursor_wire_tags, _OFF_DescribeTopicPartitionsRequest_topics, _OFF_DescribeTopicPartitionsRequest_response_partition_limit, _OFF_DescribeTopicPartitionsRequest_cursor, _OFF_DescribeTopicPartitionsRequest_unknown_tags, _OFF_DescribeTopicPartitionsRequest_wire_tags, _OFF_TopicRequest_name, _OFF_TopicRequest_unknown_tags, _OFF_TopicRequest_wire_tags
+    global _BOUND, _py_encode, Cursor, DescribeTopicPartitionsRequest, TopicRequest, _py__DECODERS, _py__READERS, _py__read_DescribeTopicPartitionsRequest_v0, _py__write_DescribeTopicPartitionsRequest_v0, _py_decode_message, _OFF_Cursor_topic_name, _OFF_Cursor_partition_index, _OFF_Cursor_unknown_tags, _OFF_Cursor_wire_tags, _OFF_DescribeTopicPartitionsRequest_topics, _OFF_DescribeTopicPartitionsRequest_response_partition_limit, _OFF_DescribeTopicPartitionsRequest_cursor, _OFF_DescribeTopicPartitionsRequest_unknown_tags, _OFF_DescribeTopicPartitionsRequest_wire_tags, _OFF_TopicRequest_name, _OFF_TopicRequest_unknown_tags, _OFF_TopicRequest_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -347,13 +377,9 @@ def install(ns):
     TopicRequest = ns["TopicRequest"]
     _py__DECODERS = ns["_DECODERS"]
     _py__READERS = ns["_READERS"]
-    _py__read_Cursor_v0 = ns["_read_Cursor_v0"]
     _py__read_DescribeTopicPartitionsRequest_v0 = ns["_read_DescribeTopicPartitionsRequest_v0"]
-    _py__write_Cursor_v0 = ns["_write_Cursor_v0"]
     _py__write_DescribeTopicPartitionsRequest_v0 = ns["_write_DescribeTopicPartitionsRequest_v0"]
     _py_decode_message = ns["decode_message"]
-    _py_r_nullable_struct = ns["r_nullable_struct"]
-    _py_w_nullable_struct = ns["w_nullable_struct"]
     _OFF_Cursor_topic_name = _offset(Cursor, "topic_name")
     _OFF_Cursor_partition_index = _offset(Cursor, "partition_index")
     _OFF_Cursor_unknown_tags = _offset(Cursor, "unknown_tags")
@@ -373,4 +399,10 @@ def install(ns):
     writers = {
         0: write_v0,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

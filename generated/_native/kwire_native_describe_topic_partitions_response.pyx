@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "8a4427dbc98aea9c"
+KEY = "3d03be6ab0b16f58"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -57,19 +74,9 @@ cdef object DescribeTopicPartitionsResponsePartition
 cdef object DescribeTopicPartitionsResponseTopic
 cdef object _py__DECODERS
 cdef object _py__READERS
-cdef object _py__read_Cursor_v0
 cdef object _py__read_DescribeTopicPartitionsResponse_v0
-cdef object _py__write_Cursor_v0
 cdef object _py__write_DescribeTopicPartitionsResponse_v0
 cdef object _py_decode_message
-cdef object _py_r_compact_array
-cdef object _py_r_compact_nullable_array
-cdef object _py_r_nullable_struct
-cdef object _py_r_uuid
-cdef object _py_w_compact_array
-cdef object _py_w_compact_nullable_array
-cdef object _py_w_nullable_struct
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_Cursor_topic_name
 cdef Py_ssize_t _OFF_Cursor_partition_index
 cdef Py_ssize_t _OFF_Cursor_unknown_tags
@@ -111,21 +118,11 @@ cdef object _native_DescribeTopicPartitionsResponsePartition_v0(bytes data, cons
     _put(o, _OFF_DescribeTopicPartitionsResponsePartition_leader_id, _i32(d + pos + 6))
     _put(o, _OFF_DescribeTopicPartitionsResponsePartition_leader_epoch, _i32(d + pos + 10))
     pos += 14
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_DescribeTopicPartitionsResponsePartition_replica_nodes, v)
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_DescribeTopicPartitionsResponsePartition_isr_nodes, v)
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_DescribeTopicPartitionsResponsePartition_eligible_leader_replicas, v)
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_DescribeTopicPartitionsResponsePartition_last_known_elr, v)
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_DescribeTopicPartitionsResponsePartition_offline_replicas, v)
+    _put(o, _OFF_DescribeTopicPartitionsResponsePartition_replica_nodes, _n_array(d, n, &pos, True, False, _E_INT32))
+    _put(o, _OFF_DescribeTopicPartitionsResponsePartition_isr_nodes, _n_array(d, n, &pos, True, False, _E_INT32))
+    _put(o, _OFF_DescribeTopicPartitionsResponsePartition_eligible_leader_replicas, _n_array(d, n, &pos, True, True, _E_INT32))
+    _put(o, _OFF_DescribeTopicPartitionsResponsePartition_last_known_elr, _n_array(d, n, &pos, True, True, _E_INT32))
+    _put(o, _OFF_DescribeTopicPartitionsResponsePartition_offline_replicas, _n_array(d, n, &pos, True, False, _E_INT32))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -145,6 +142,8 @@ cdef object _native_DescribeTopicPartitionsResponseTopic_v0(bytes data, const un
     _put(o, _OFF_DescribeTopicPartitionsResponseTopic_error_code, _i16(d + pos + 0))
     pos += 2
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_DescribeTopicPartitionsResponseTopic_name, None)
     elif ln < 0:
@@ -153,9 +152,7 @@ cdef object _native_DescribeTopicPartitionsResponseTopic_v0(bytes data, const un
         _need(pos, ln, n)
         _put(o, _OFF_DescribeTopicPartitionsResponseTopic_name, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_DescribeTopicPartitionsResponseTopic_topic_id, v)
+    _put(o, _OFF_DescribeTopicPartitionsResponseTopic_topic_id, _n_uuid(d, n, &pos))
     _need(pos, 1, n)
     _put(o, _OFF_DescribeTopicPartitionsResponseTopic_is_internal, True if d[pos + 0] else False)
     pos += 1
@@ -187,6 +184,8 @@ cdef object _native_Cursor_v0(bytes data, const unsigned char* d, Py_ssize_t n, 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(Cursor)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -223,9 +222,13 @@ cdef object _native_DescribeTopicPartitionsResponse_v0(bytes data, const unsigne
         Py_INCREF(item)
         PyList_SET_ITEM(lst, i, item)
     _put(o, _OFF_DescribeTopicPartitionsResponse_topics, lst)
-    v, pos_obj = _py_r_nullable_struct(data, pos, _py__read_Cursor_v0)
-    pos = pos_obj
-    _put(o, _OFF_DescribeTopicPartitionsResponse_next_cursor, v)
+    _need(pos, 1, n)
+    if d[pos] >= 0x80:
+        pos += 1
+        _put(o, _OFF_DescribeTopicPartitionsResponse_next_cursor, None)
+    else:
+        pos += 1
+        _put(o, _OFF_DescribeTopicPartitionsResponse_next_cursor, _native_Cursor_v0(data, d, n, &pos))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -251,25 +254,15 @@ cdef int _wnative_DescribeTopicPartitionsResponsePartition_v0(_Buf* b, object o)
     v = _get(o, _OFF_DescribeTopicPartitionsResponsePartition_leader_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_DescribeTopicPartitionsResponsePartition_replica_nodes)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     v = _get(o, _OFF_DescribeTopicPartitionsResponsePartition_isr_nodes)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     v = _get(o, _OFF_DescribeTopicPartitionsResponsePartition_eligible_leader_replicas)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, True, _E_INT32)
     v = _get(o, _OFF_DescribeTopicPartitionsResponsePartition_last_known_elr)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, True, _E_INT32)
     v = _get(o, _OFF_DescribeTopicPartitionsResponsePartition_offline_replicas)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     if _get(o, _OFF_DescribeTopicPartitionsResponsePartition_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -296,9 +289,7 @@ cdef int _wnative_DescribeTopicPartitionsResponseTopic_v0(_Buf* b, object o) exc
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_DescribeTopicPartitionsResponseTopic_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_DescribeTopicPartitionsResponseTopic_is_internal)
     if v is True:
         _w_u8(b, 1)
@@ -364,9 +355,13 @@ cdef int _wnative_DescribeTopicPartitionsResponse_v0(_Buf* b, object o) except -
             raise _Fallback()
         _wnative_DescribeTopicPartitionsResponseTopic_v0(b, item)
     v = _get(o, _OFF_DescribeTopicPartitionsResponse_next_cursor)
-    tmp = bytearray()
-    _py_w_nullable_struct(tmp, v, _py__write_Cursor_v0)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_u8(b, 0xFF)
+    else:
+        if type(v) is not Cursor:
+            raise _Fallback()
+        _w_u8(b, 1)
+        _wnative_Cursor_v0(b, v)
     if _get(o, _OFF_DescribeTopicPartitionsResponse_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -395,6 +390,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -483,7 +483,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, Cursor, DescribeTopicPartitionsResponse, DescribeTopicPartitionsResponsePartition, DescribeTopicPartitionsResponseTopic, _py__DECODERS, _py__READERS, _py__read_Cursor_v0, _py__read_DescribeTopicPartitionsResponse_v0, _py__write_Cursor_v0, _py__write_DescribeTopicPartitionsResponse_v0, _py_decode_message, _py_r_compact_array, _py_r_compact_nullable_array, _py_r_nullable_struct, _py_r_uuid, _py_w_compact_array, _py_w_compact_nullable_array, _py_w_nullable_struct, _py_w_uuid, _OFF_Cursor_topic_name, _OFF_Cursor_partition_index, _OFF_Cursor_unknown_tags, _OFF_Cursor_wire_tags, _OFF_DescribeTopicPartitionsResponse_throttle_time_ms, _OFF_DescribeTopicPartitionsResponse_topics, _OFF_DescribeTopicPartitionsResponse_next_cursor, _OFF_DescribeTopicPartitionsResponse_unknown_tags, _OFF_DescribeTopicPartitionsResponse_wire_tags, _OFF_DescribeTopicPartitionsResponsePartition_error_code, _OFF_DescribeTopicPartitionsResponsePartition_partition_index, _OFF_DescribeTopicPartitionsResponsePartition_leader_id, _OFF_DescribeTopicPartitionsResponsePartition_leader_epoch, _OFF_DescribeTopicPartitionsResponsePartition_replica_nodes, _OFF_DescribeTopicPartitionsResponsePartition_isr_nodes, _OFF_DescribeTopicPartitionsResponsePartition_eligible_leader_replicas, _OFF_DescribeTopicPartitionsResponsePartition_last_known_elr, _OFF_DescribeTopicPartitionsResponsePartition_offline_replicas, _OFF_DescribeTopicPartitionsResponsePartition_unknown_tags, _OFF_DescribeTopicPartitionsResponsePartition_wire_tags, _OFF_DescribeTopicPartitionsResponseTopic_error_code, _OFF_DescribeTopicPartitionsResponseTopic_name, _OFF_DescribeTopicPartitionsResponseTopic_topic_id, _OFF_DescribeTopicPartitionsResponseTopic_is_internal, _OFF_DescribeTopicPartitionsResponseTopic_partitions, _OFF_DescribeTopicPartitionsResponseTopic_topic_authorized_operations, _OFF_DescribeTopicPartitionsResponseTopic_unknown_tags, _OFF_DescribeTopicPartitionsResponseTopic_wire_tags
+    global _BOUND, _py_encode, Cursor, DescribeTopicPartitionsResponse, DescribeTopicPartitionsResponsePartition, DescribeTopicPartitionsResponseTopic, _py__DECODERS, _py__READERS, _py__read_DescribeTopicPartitionsResponse_v0, _py__write_DescribeTopicPartitionsResponse_v0, _py_decode_message, _OFF_Cursor_topic_name, _OFF_Cursor_partition_index, _OFF_Cursor_unknown_tags, _OFF_Cursor_wire_tags, _OFF_DescribeTopicPartitionsResponse_throttle_time_ms, _OFF_DescribeTopicPartitionsResponse_topics, _OFF_DescribeTopicPartitionsResponse_next_cursor, _OFF_DescribeTopicPartitionsResponse_unknown_tags, _OFF_DescribeTopicPartitionsResponse_wire_tags, _OFF_DescribeTopicPartitionsResponsePartition_error_code, _OFF_DescribeTopicPartitionsResponsePartition_partition_index, _OFF_DescribeTopicPartitionsResponsePartition_leader_id, _OFF_DescribeTopicPartitionsResponsePartition_leader_epoch, _OFF_DescribeTopicPartitionsResponsePartition_replica_nodes, _OFF_DescribeTopicPartitionsResponsePartition_isr_nodes, _OFF_DescribeTopicPartitionsResponsePartition_eligible_leader_replicas, _OFF_DescribeTopicPartitionsResponsePartition_last_known_elr, _OFF_DescribeTopicPartitionsResponsePartition_offline_replicas, _OFF_DescribeTopicPartitionsResponsePartition_unknown_tags, _OFF_DescribeTopicPartitionsResponsePartition_wire_tags, _OFF_DescribeTopicPartitionsResponseTopic_error_code, _OFF_DescribeTopicPartitionsResponseTopic_name, _OFF_DescribeTopicPartitionsResponseTopic_topic_id, _OFF_DescribeTopicPartitionsResponseTopic_is_internal, _OFF_DescribeTopicPartitionsResponseTopic_partitions, _OFF_DescribeTopicPartitionsResponseTopic_topic_authorized_operations, _OFF_DescribeTopicPartitionsResponseTopic_unknown_tags, _OFF_DescribeTopicPartitionsResponseTopic_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -493,19 +493,9 @@ def install(ns):
     DescribeTopicPartitionsResponseTopic = ns["DescribeTopicPartitionsResponseTopic"]
     _py__DECODERS = ns["_DECODERS"]
     _py__READERS = ns["_READERS"]
-    _py__read_Cursor_v0 = ns["_read_Cursor_v0"]
     _py__read_DescribeTopicPartitionsResponse_v0 = ns["_read_DescribeTopicPartitionsResponse_v0"]
-    _py__write_Cursor_v0 = ns["_write_Cursor_v0"]
     _py__write_DescribeTopicPartitionsResponse_v0 = ns["_write_DescribeTopicPartitionsResponse_v0"]
     _py_decode_message = ns["decode_message"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_r_compact_nullable_array = ns["r_compact_nullable_array"]
-    _py_r_nullable_struct = ns["r_nullable_struct"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_compact_array = ns["w_compact_array"]
-    _py_w_compact_nullable_array = ns["w_compact_nullable_array"]
-    _py_w_nullable_struct = ns["w_nullable_struct"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_Cursor_topic_name = _offset(Cursor, "topic_name")
     _OFF_Cursor_partition_index = _offset(Cursor, "partition_index")
     _OFF_Cursor_unknown_tags = _offset(Cursor, "unknown_tags")
@@ -541,4 +531,10 @@ def install(ns):
     writers = {
         0: write_v0,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

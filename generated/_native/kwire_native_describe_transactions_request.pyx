@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "ec84d199068bb94e"
+KEY = "87a6fcbbea9b5d53"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -57,10 +74,6 @@ cdef object _py__READERS
 cdef object _py__read_DescribeTransactionsRequest_v0
 cdef object _py__write_DescribeTransactionsRequest_v0
 cdef object _py_decode_message
-cdef object _py_r_compact_array
-cdef object _py_r_compact_string
-cdef object _py_w_compact_array
-cdef object _py_w_compact_string
 cdef Py_ssize_t _OFF_DescribeTransactionsRequest_transactional_ids
 cdef Py_ssize_t _OFF_DescribeTransactionsRequest_unknown_tags
 cdef Py_ssize_t _OFF_DescribeTransactionsRequest_wire_tags
@@ -71,9 +84,7 @@ cdef object _native_DescribeTransactionsRequest_v0(bytes data, const unsigned ch
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(DescribeTransactionsRequest)
-    v, pos_obj = _py_r_compact_array(data, pos, _py_r_compact_string)
-    pos = pos_obj
-    _put(o, _OFF_DescribeTransactionsRequest_transactional_ids, v)
+    _put(o, _OFF_DescribeTransactionsRequest_transactional_ids, _n_array(d, n, &pos, True, False, _E_COMPACT_STRING))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -91,9 +102,7 @@ cdef int _wnative_DescribeTransactionsRequest_v0(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_DescribeTransactionsRequest_transactional_ids)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, _py_w_compact_string)
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_COMPACT_STRING)
     if _get(o, _OFF_DescribeTransactionsRequest_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -122,6 +131,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -210,7 +224,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, DescribeTransactionsRequest, _py__DECODERS, _py__READERS, _py__read_DescribeTransactionsRequest_v0, _py__write_DescribeTransactionsRequest_v0, _py_decode_message, _py_r_compact_array, _py_r_compact_string, _py_w_compact_array, _py_w_compact_string, _OFF_DescribeTransactionsRequest_transactional_ids, _OFF_DescribeTransactionsRequest_unknown_tags, _OFF_DescribeTransactionsRequest_wire_tags
+    global _BOUND, _py_encode, DescribeTransactionsRequest, _py__DECODERS, _py__READERS, _py__read_DescribeTransactionsRequest_v0, _py__write_DescribeTransactionsRequest_v0, _py_decode_message, _OFF_DescribeTransactionsRequest_transactional_ids, _OFF_DescribeTransactionsRequest_unknown_tags, _OFF_DescribeTransactionsRequest_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -220,10 +234,6 @@ def install(ns):
     _py__read_DescribeTransactionsRequest_v0 = ns["_read_DescribeTransactionsRequest_v0"]
     _py__write_DescribeTransactionsRequest_v0 = ns["_write_DescribeTransactionsRequest_v0"]
     _py_decode_message = ns["decode_message"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_r_compact_string = ns["r_compact_string"]
-    _py_w_compact_array = ns["w_compact_array"]
-    _py_w_compact_string = ns["w_compact_string"]
     _OFF_DescribeTransactionsRequest_transactional_ids = _offset(DescribeTransactionsRequest, "transactional_ids")
     _OFF_DescribeTransactionsRequest_unknown_tags = _offset(DescribeTransactionsRequest, "unknown_tags")
     _OFF_DescribeTransactionsRequest_wire_tags = _offset(DescribeTransactionsRequest, "wire_tags")
@@ -234,4 +244,10 @@ def install(ns):
     writers = {
         0: write_v0,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "dac8aafac82821e2"
+KEY = "df56bc9be1361c2a"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -63,10 +80,6 @@ cdef object _py__read_EndQuorumEpochRequest_v1
 cdef object _py__write_EndQuorumEpochRequest_v0
 cdef object _py__write_EndQuorumEpochRequest_v1
 cdef object _py_decode_message
-cdef object _py_r_array
-cdef object _py_r_uuid
-cdef object _py_w_array
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_EndQuorumEpochRequest_cluster_id
 cdef Py_ssize_t _OFF_EndQuorumEpochRequest_topics
 cdef Py_ssize_t _OFF_EndQuorumEpochRequest_leader_endpoints
@@ -102,9 +115,7 @@ cdef object _native_ReplicaInfo_v1(bytes data, const unsigned char* d, Py_ssize_
     _need(pos, 4, n)
     _put(o, _OFF_ReplicaInfo_candidate_id, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_ReplicaInfo_candidate_directory_id, v)
+    _put(o, _OFF_ReplicaInfo_candidate_directory_id, _n_uuid(d, n, &pos))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -125,9 +136,7 @@ cdef object _native_PartitionData_v0(bytes data, const unsigned char* d, Py_ssiz
     _put(o, _OFF_PartitionData_leader_id, _i32(d + pos + 4))
     _put(o, _OFF_PartitionData_leader_epoch, _i32(d + pos + 8))
     pos += 12
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_PartitionData_preferred_successors, v)
+    _put(o, _OFF_PartitionData_preferred_successors, _n_array(d, n, &pos, False, False, _E_INT32))
     _put(o, _OFF_PartitionData_preferred_candidates, [])
     _put(o, _OFF_PartitionData_unknown_tags, {})
     _put(o, _OFF_PartitionData_wire_tags, None)
@@ -202,6 +211,8 @@ cdef object _native_TopicData_v1(bytes data, const unsigned char* d, Py_ssize_t 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicData)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -233,6 +244,8 @@ cdef object _native_LeaderEndpoint_v1(bytes data, const unsigned char* d, Py_ssi
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(LeaderEndpoint)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -240,6 +253,8 @@ cdef object _native_LeaderEndpoint_v1(bytes data, const unsigned char* d, Py_ssi
         _put(o, _OFF_LeaderEndpoint_name, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -299,6 +314,8 @@ cdef object _native_EndQuorumEpochRequest_v1(bytes data, const unsigned char* d,
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(EndQuorumEpochRequest)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_EndQuorumEpochRequest_cluster_id, None)
     elif ln < 0:
@@ -344,9 +361,7 @@ cdef int _wnative_ReplicaInfo_v1(_Buf* b, object o) except -1:
     v = _get(o, _OFF_ReplicaInfo_candidate_id)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_ReplicaInfo_candidate_directory_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     if _get(o, _OFF_ReplicaInfo_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -366,9 +381,7 @@ cdef int _wnative_PartitionData_v0(_Buf* b, object o) except -1:
     v = _get(o, _OFF_PartitionData_leader_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_PartitionData_preferred_successors)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     if _get(o, _OFF_PartitionData_unknown_tags):
         raise _Fallback()
     return 0
@@ -601,6 +614,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
     raise KeyError(version)
 
 
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
+
+
 def direct(bytes data, Py_ssize_t pos, int version):
     """The compiled reader alone (no Python fallback): (value, end), or the exception that
     would send the read to Python. For the tests that hold the two builds to each other."""
@@ -711,7 +729,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, EndQuorumEpochRequest, LeaderEndpoint, PartitionData, ReplicaInfo, TopicData, _py__DECODERS, _py__READERS, _py__read_EndQuorumEpochRequest_v0, _py__read_EndQuorumEpochRequest_v1, _py__write_EndQuorumEpochRequest_v0, _py__write_EndQuorumEpochRequest_v1, _py_decode_message, _py_r_array, _py_r_uuid, _py_w_array, _py_w_uuid, _OFF_EndQuorumEpochRequest_cluster_id, _OFF_EndQuorumEpochRequest_topics, _OFF_EndQuorumEpochRequest_leader_endpoints, _OFF_EndQuorumEpochRequest_unknown_tags, _OFF_EndQuorumEpochRequest_wire_tags, _OFF_LeaderEndpoint_name, _OFF_LeaderEndpoint_host, _OFF_LeaderEndpoint_port, _OFF_LeaderEndpoint_unknown_tags, _OFF_LeaderEndpoint_wire_tags, _OFF_PartitionData_partition_index, _OFF_PartitionData_leader_id, _OFF_PartitionData_leader_epoch, _OFF_PartitionData_preferred_successors, _OFF_PartitionData_preferred_candidates, _OFF_PartitionData_unknown_tags, _OFF_PartitionData_wire_tags, _OFF_ReplicaInfo_candidate_id, _OFF_ReplicaInfo_candidate_directory_id, _OFF_ReplicaInfo_unknown_tags, _OFF_ReplicaInfo_wire_tags, _OFF_TopicData_topic_name, _OFF_TopicData_partitions, _OFF_TopicData_unknown_tags, _OFF_TopicData_wire_tags
+    global _BOUND, _py_encode, EndQuorumEpochRequest, LeaderEndpoint, PartitionData, ReplicaInfo, TopicData, _py__DECODERS, _py__READERS, _py__read_EndQuorumEpochRequest_v0, _py__read_EndQuorumEpochRequest_v1, _py__write_EndQuorumEpochRequest_v0, _py__write_EndQuorumEpochRequest_v1, _py_decode_message, _OFF_EndQuorumEpochRequest_cluster_id, _OFF_EndQuorumEpochRequest_topics, _OFF_EndQuorumEpochRequest_leader_endpoints, _OFF_EndQuorumEpochRequest_unknown_tags, _OFF_EndQuorumEpochRequest_wire_tags, _OFF_LeaderEndpoint_name, _OFF_LeaderEndpoint_host, _OFF_LeaderEndpoint_port, _OFF_LeaderEndpoint_unknown_tags, _OFF_LeaderEndpoint_wire_tags, _OFF_PartitionData_partition_index, _OFF_PartitionData_leader_id, _OFF_PartitionData_leader_epoch, _OFF_PartitionData_preferred_successors, _OFF_PartitionData_preferred_candidates, _OFF_PartitionData_unknown_tags, _OFF_PartitionData_wire_tags, _OFF_ReplicaInfo_candidate_id, _OFF_ReplicaInfo_candidate_directory_id, _OFF_ReplicaInfo_unknown_tags, _OFF_ReplicaInfo_wire_tags, _OFF_TopicData_topic_name, _OFF_TopicData_partitions, _OFF_TopicData_unknown_tags, _OFF_TopicData_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -727,10 +745,6 @@ def install(ns):
     _py__write_EndQuorumEpochRequest_v0 = ns["_write_EndQuorumEpochRequest_v0"]
     _py__write_EndQuorumEpochRequest_v1 = ns["_write_EndQuorumEpochRequest_v1"]
     _py_decode_message = ns["decode_message"]
-    _py_r_array = ns["r_array"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_array = ns["w_array"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_EndQuorumEpochRequest_cluster_id = _offset(EndQuorumEpochRequest, "cluster_id")
     _OFF_EndQuorumEpochRequest_topics = _offset(EndQuorumEpochRequest, "topics")
     _OFF_EndQuorumEpochRequest_leader_endpoints = _offset(EndQuorumEpochRequest, "leader_endpoints")
@@ -765,4 +779,10 @@ def install(ns):
         0: write_v0,
         1: write_v1,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "f3a8003ce86b61cb"
+KEY = "929e9267119146ea"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -56,7 +73,6 @@ cdef object FetchRequest
 cdef object FetchTopic
 cdef object ForgottenTopic
 cdef object ReplicaState
-cdef object _py_ReplicaState
 cdef object _py_ZERO_UUID
 cdef object _py__DECODERS
 cdef object _py__READERS
@@ -85,12 +101,6 @@ cdef object _py__write_FetchRequest_v5
 cdef object _py__write_FetchRequest_v7
 cdef object _py__write_FetchRequest_v9
 cdef object _py_decode_message
-cdef object _py_r_array
-cdef object _py_r_compact_array
-cdef object _py_r_uuid
-cdef object _py_w_array
-cdef object _py_w_compact_array
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_FetchPartition_partition
 cdef Py_ssize_t _OFF_FetchPartition_current_leader_epoch
 cdef Py_ssize_t _OFF_FetchPartition_fetch_offset
@@ -400,6 +410,8 @@ cdef object _native_FetchTopic_v12(bytes data, const unsigned char* d, Py_ssize_
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(FetchTopic)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -432,9 +444,7 @@ cdef object _native_FetchTopic_v13(bytes data, const unsigned char* d, Py_ssize_
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(FetchTopic)
     _put(o, _OFF_FetchTopic_topic, '')
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_FetchTopic_topic_id, v)
+    _put(o, _OFF_FetchTopic_topic_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -460,9 +470,7 @@ cdef object _native_FetchTopic_v17(bytes data, const unsigned char* d, Py_ssize_
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(FetchTopic)
     _put(o, _OFF_FetchTopic_topic, '')
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_FetchTopic_topic_id, v)
+    _put(o, _OFF_FetchTopic_topic_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -488,9 +496,7 @@ cdef object _native_FetchTopic_v18(bytes data, const unsigned char* d, Py_ssize_
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(FetchTopic)
     _put(o, _OFF_FetchTopic_topic, '')
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_FetchTopic_topic_id, v)
+    _put(o, _OFF_FetchTopic_topic_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -525,9 +531,7 @@ cdef object _native_ForgottenTopic_v7(bytes data, const unsigned char* d, Py_ssi
         _put(o, _OFF_ForgottenTopic_topic, _utf8(d + pos, ln))
         pos += ln
     _put(o, _OFF_ForgottenTopic_topic_id, _py_ZERO_UUID)
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_ForgottenTopic_partitions, v)
+    _put(o, _OFF_ForgottenTopic_partitions, _n_array(d, n, &pos, False, False, _E_INT32))
     _put(o, _OFF_ForgottenTopic_unknown_tags, {})
     _put(o, _OFF_ForgottenTopic_wire_tags, None)
     p[0] = pos
@@ -540,6 +544,8 @@ cdef object _native_ForgottenTopic_v12(bytes data, const unsigned char* d, Py_ss
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(ForgottenTopic)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -547,9 +553,7 @@ cdef object _native_ForgottenTopic_v12(bytes data, const unsigned char* d, Py_ss
         _put(o, _OFF_ForgottenTopic_topic, _utf8(d + pos, ln))
         pos += ln
     _put(o, _OFF_ForgottenTopic_topic_id, _py_ZERO_UUID)
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_ForgottenTopic_partitions, v)
+    _put(o, _OFF_ForgottenTopic_partitions, _n_array(d, n, &pos, True, False, _E_INT32))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -566,12 +570,8 @@ cdef object _native_ForgottenTopic_v13(bytes data, const unsigned char* d, Py_ss
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(ForgottenTopic)
     _put(o, _OFF_ForgottenTopic_topic, '')
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_ForgottenTopic_topic_id, v)
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_ForgottenTopic_partitions, v)
+    _put(o, _OFF_ForgottenTopic_topic_id, _n_uuid(d, n, &pos))
+    _put(o, _OFF_ForgottenTopic_partitions, _n_array(d, n, &pos, True, False, _E_INT32))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -591,7 +591,7 @@ cdef object _native_FetchRequest_v0(bytes data, const unsigned char* d, Py_ssize
     _need(pos, 4, n)
     _put(o, _OFF_FetchRequest_replica_id, _i32(d + pos + 0))
     pos += 4
-    _put(o, _OFF_FetchRequest_replica_state, ReplicaState())
+    _put(o, _OFF_FetchRequest_replica_state, _fresh(ReplicaState))
     _need(pos, 8, n)
     _put(o, _OFF_FetchRequest_max_wait_ms, _i32(d + pos + 0))
     _put(o, _OFF_FetchRequest_min_bytes, _i32(d + pos + 4))
@@ -628,7 +628,7 @@ cdef object _native_FetchRequest_v3(bytes data, const unsigned char* d, Py_ssize
     _need(pos, 4, n)
     _put(o, _OFF_FetchRequest_replica_id, _i32(d + pos + 0))
     pos += 4
-    _put(o, _OFF_FetchRequest_replica_state, ReplicaState())
+    _put(o, _OFF_FetchRequest_replica_state, _fresh(ReplicaState))
     _need(pos, 12, n)
     _put(o, _OFF_FetchRequest_max_wait_ms, _i32(d + pos + 0))
     _put(o, _OFF_FetchRequest_min_bytes, _i32(d + pos + 4))
@@ -665,7 +665,7 @@ cdef object _native_FetchRequest_v4(bytes data, const unsigned char* d, Py_ssize
     _need(pos, 4, n)
     _put(o, _OFF_FetchRequest_replica_id, _i32(d + pos + 0))
     pos += 4
-    _put(o, _OFF_FetchRequest_replica_state, ReplicaState())
+    _put(o, _OFF_FetchRequest_replica_state, _fresh(ReplicaState))
     _need(pos, 13, n)
     _put(o, _OFF_FetchRequest_max_wait_ms, _i32(d + pos + 0))
     _put(o, _OFF_FetchRequest_min_bytes, _i32(d + pos + 4))
@@ -702,7 +702,7 @@ cdef object _native_FetchRequest_v5(bytes data, const unsigned char* d, Py_ssize
     _need(pos, 4, n)
     _put(o, _OFF_FetchRequest_replica_id, _i32(d + pos + 0))
     pos += 4
-    _put(o, _OFF_FetchRequest_replica_state, ReplicaState())
+    _put(o, _OFF_FetchRequest_replica_state, _fresh(ReplicaState))
     _need(pos, 13, n)
     _put(o, _OFF_FetchRequest_max_wait_ms, _i32(d + pos + 0))
     _put(o, _OFF_FetchRequest_min_bytes, _i32(d + pos + 4))
@@ -739,7 +739,7 @@ cdef object _native_FetchRequest_v7(bytes data, const unsigned char* d, Py_ssize
     _need(pos, 4, n)
     _put(o, _OFF_FetchRequest_replica_id, _i32(d + pos + 0))
     pos += 4
-    _put(o, _OFF_FetchRequest_replica_state, ReplicaState())
+    _put(o, _OFF_FetchRequest_replica_state, _fresh(ReplicaState))
     _need(pos, 21, n)
     _put(o, _OFF_FetchRequest_max_wait_ms, _i32(d + pos + 0))
     _put(o, _OFF_FetchRequest_min_bytes, _i32(d + pos + 4))
@@ -786,7 +786,7 @@ cdef object _native_FetchRequest_v9(bytes data, const unsigned char* d, Py_ssize
     _need(pos, 4, n)
     _put(o, _OFF_FetchRequest_replica_id, _i32(d + pos + 0))
     pos += 4
-    _put(o, _OFF_FetchRequest_replica_state, ReplicaState())
+    _put(o, _OFF_FetchRequest_replica_state, _fresh(ReplicaState))
     _need(pos, 21, n)
     _put(o, _OFF_FetchRequest_max_wait_ms, _i32(d + pos + 0))
     _put(o, _OFF_FetchRequest_min_bytes, _i32(d + pos + 4))
@@ -833,7 +833,7 @@ cdef object _native_FetchRequest_v11(bytes data, const unsigned char* d, Py_ssiz
     _need(pos, 4, n)
     _put(o, _OFF_FetchRequest_replica_id, _i32(d + pos + 0))
     pos += 4
-    _put(o, _OFF_FetchRequest_replica_state, ReplicaState())
+    _put(o, _OFF_FetchRequest_replica_state, _fresh(ReplicaState))
     _need(pos, 21, n)
     _put(o, _OFF_FetchRequest_max_wait_ms, _i32(d + pos + 0))
     _put(o, _OFF_FetchRequest_min_bytes, _i32(d + pos + 4))
@@ -887,7 +887,7 @@ cdef object _native_FetchRequest_v12(bytes data, const unsigned char* d, Py_ssiz
     _need(pos, 4, n)
     _put(o, _OFF_FetchRequest_replica_id, _i32(d + pos + 0))
     pos += 4
-    _put(o, _OFF_FetchRequest_replica_state, ReplicaState())
+    _put(o, _OFF_FetchRequest_replica_state, _fresh(ReplicaState))
     _need(pos, 21, n)
     _put(o, _OFF_FetchRequest_max_wait_ms, _i32(d + pos + 0))
     _put(o, _OFF_FetchRequest_min_bytes, _i32(d + pos + 4))
@@ -915,6 +915,8 @@ cdef object _native_FetchRequest_v12(bytes data, const unsigned char* d, Py_ssiz
         PyList_SET_ITEM(lst, i, item)
     _put(o, _OFF_FetchRequest_forgotten_topics_data, lst)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -940,7 +942,7 @@ cdef object _native_FetchRequest_v13(bytes data, const unsigned char* d, Py_ssiz
     _need(pos, 4, n)
     _put(o, _OFF_FetchRequest_replica_id, _i32(d + pos + 0))
     pos += 4
-    _put(o, _OFF_FetchRequest_replica_state, ReplicaState())
+    _put(o, _OFF_FetchRequest_replica_state, _fresh(ReplicaState))
     _need(pos, 21, n)
     _put(o, _OFF_FetchRequest_max_wait_ms, _i32(d + pos + 0))
     _put(o, _OFF_FetchRequest_min_bytes, _i32(d + pos + 4))
@@ -968,6 +970,8 @@ cdef object _native_FetchRequest_v13(bytes data, const unsigned char* d, Py_ssiz
         PyList_SET_ITEM(lst, i, item)
     _put(o, _OFF_FetchRequest_forgotten_topics_data, lst)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -1018,6 +1022,8 @@ cdef object _native_FetchRequest_v15(bytes data, const unsigned char* d, Py_ssiz
         PyList_SET_ITEM(lst, i, item)
     _put(o, _OFF_FetchRequest_forgotten_topics_data, lst)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -1025,7 +1031,7 @@ cdef object _native_FetchRequest_v15(bytes data, const unsigned char* d, Py_ssiz
         _put(o, _OFF_FetchRequest_rack_id, _utf8(d + pos, ln))
         pos += ln
     _put(o, _OFF_FetchRequest_cluster_id, None)
-    _put(o, _OFF_FetchRequest_replica_state, ReplicaState())
+    _put(o, _OFF_FetchRequest_replica_state, _fresh(ReplicaState))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -1069,6 +1075,8 @@ cdef object _native_FetchRequest_v17(bytes data, const unsigned char* d, Py_ssiz
         PyList_SET_ITEM(lst, i, item)
     _put(o, _OFF_FetchRequest_forgotten_topics_data, lst)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -1076,7 +1084,7 @@ cdef object _native_FetchRequest_v17(bytes data, const unsigned char* d, Py_ssiz
         _put(o, _OFF_FetchRequest_rack_id, _utf8(d + pos, ln))
         pos += ln
     _put(o, _OFF_FetchRequest_cluster_id, None)
-    _put(o, _OFF_FetchRequest_replica_state, ReplicaState())
+    _put(o, _OFF_FetchRequest_replica_state, _fresh(ReplicaState))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -1120,6 +1128,8 @@ cdef object _native_FetchRequest_v18(bytes data, const unsigned char* d, Py_ssiz
         PyList_SET_ITEM(lst, i, item)
     _put(o, _OFF_FetchRequest_forgotten_topics_data, lst)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -1127,7 +1137,7 @@ cdef object _native_FetchRequest_v18(bytes data, const unsigned char* d, Py_ssiz
         _put(o, _OFF_FetchRequest_rack_id, _utf8(d + pos, ln))
         pos += ln
     _put(o, _OFF_FetchRequest_cluster_id, None)
-    _put(o, _OFF_FetchRequest_replica_state, ReplicaState())
+    _put(o, _OFF_FetchRequest_replica_state, _fresh(ReplicaState))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -1247,7 +1257,26 @@ cdef int _wnative_FetchPartition_v17(_Buf* b, object o) except -1:
     cdef const char* cs
     cdef double x
     cdef uint64_t u
-    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+    if _get(o, _OFF_FetchPartition_wire_tags) is not None:
+        raise _Fallback()  # a decoded tag order to keep: the Python writer keeps it
+    if o.replica_directory_id != _py_ZERO_UUID:
+        raise _Fallback()  # tag 0 to write: the Python writer writes the body
+    v = _get(o, _OFF_FetchPartition_partition)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchPartition_current_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchPartition_fetch_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_FetchPartition_last_fetched_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchPartition_log_start_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_FetchPartition_partition_max_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_FetchPartition_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
 
 
 cdef int _wnative_FetchPartition_v18(_Buf* b, object o) except -1:
@@ -1256,7 +1285,28 @@ cdef int _wnative_FetchPartition_v18(_Buf* b, object o) except -1:
     cdef const char* cs
     cdef double x
     cdef uint64_t u
-    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+    if _get(o, _OFF_FetchPartition_wire_tags) is not None:
+        raise _Fallback()  # a decoded tag order to keep: the Python writer keeps it
+    if o.replica_directory_id != _py_ZERO_UUID:
+        raise _Fallback()  # tag 0 to write: the Python writer writes the body
+    if o.high_watermark != 9223372036854775807:
+        raise _Fallback()  # tag 1 to write: the Python writer writes the body
+    v = _get(o, _OFF_FetchPartition_partition)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchPartition_current_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchPartition_fetch_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_FetchPartition_last_fetched_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchPartition_log_start_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_FetchPartition_partition_max_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_FetchPartition_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
 
 
 cdef int _wnative_FetchTopic_v0(_Buf* b, object o) except -1:
@@ -1387,9 +1437,7 @@ cdef int _wnative_FetchTopic_v13(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_FetchTopic_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_FetchTopic_partitions)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -1411,9 +1459,7 @@ cdef int _wnative_FetchTopic_v17(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_FetchTopic_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_FetchTopic_partitions)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -1435,9 +1481,7 @@ cdef int _wnative_FetchTopic_v18(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_FetchTopic_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_FetchTopic_partitions)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -1470,9 +1514,7 @@ cdef int _wnative_ForgottenTopic_v7(_Buf* b, object o) except -1:
         _w_be(b, ln, 2)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_ForgottenTopic_partitions)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     if _get(o, _OFF_ForgottenTopic_unknown_tags):
         raise _Fallback()
     return 0
@@ -1496,9 +1538,7 @@ cdef int _wnative_ForgottenTopic_v12(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_ForgottenTopic_partitions)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     if _get(o, _OFF_ForgottenTopic_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -1512,13 +1552,9 @@ cdef int _wnative_ForgottenTopic_v13(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_ForgottenTopic_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_ForgottenTopic_partitions)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     if _get(o, _OFF_ForgottenTopic_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -1533,7 +1569,7 @@ cdef int _wnative_FetchRequest_v0(_Buf* b, object o) except -1:
     cdef uint64_t u
     v = _get(o, _OFF_FetchRequest_replica_id)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
-    if o.replica_state != _py_ReplicaState():
+    if not _is_default(o.replica_state, ReplicaState):
         raise _Fallback()
     v = _get(o, _OFF_FetchRequest_max_wait_ms)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
@@ -1562,7 +1598,7 @@ cdef int _wnative_FetchRequest_v3(_Buf* b, object o) except -1:
     cdef uint64_t u
     v = _get(o, _OFF_FetchRequest_replica_id)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
-    if o.replica_state != _py_ReplicaState():
+    if not _is_default(o.replica_state, ReplicaState):
         raise _Fallback()
     v = _get(o, _OFF_FetchRequest_max_wait_ms)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
@@ -1593,7 +1629,7 @@ cdef int _wnative_FetchRequest_v4(_Buf* b, object o) except -1:
     cdef uint64_t u
     v = _get(o, _OFF_FetchRequest_replica_id)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
-    if o.replica_state != _py_ReplicaState():
+    if not _is_default(o.replica_state, ReplicaState):
         raise _Fallback()
     v = _get(o, _OFF_FetchRequest_max_wait_ms)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
@@ -1626,7 +1662,7 @@ cdef int _wnative_FetchRequest_v5(_Buf* b, object o) except -1:
     cdef uint64_t u
     v = _get(o, _OFF_FetchRequest_replica_id)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
-    if o.replica_state != _py_ReplicaState():
+    if not _is_default(o.replica_state, ReplicaState):
         raise _Fallback()
     v = _get(o, _OFF_FetchRequest_max_wait_ms)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
@@ -1659,7 +1695,7 @@ cdef int _wnative_FetchRequest_v7(_Buf* b, object o) except -1:
     cdef uint64_t u
     v = _get(o, _OFF_FetchRequest_replica_id)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
-    if o.replica_state != _py_ReplicaState():
+    if not _is_default(o.replica_state, ReplicaState):
         raise _Fallback()
     v = _get(o, _OFF_FetchRequest_max_wait_ms)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
@@ -1702,7 +1738,7 @@ cdef int _wnative_FetchRequest_v9(_Buf* b, object o) except -1:
     cdef uint64_t u
     v = _get(o, _OFF_FetchRequest_replica_id)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
-    if o.replica_state != _py_ReplicaState():
+    if not _is_default(o.replica_state, ReplicaState):
         raise _Fallback()
     v = _get(o, _OFF_FetchRequest_max_wait_ms)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
@@ -1745,7 +1781,7 @@ cdef int _wnative_FetchRequest_v11(_Buf* b, object o) except -1:
     cdef uint64_t u
     v = _get(o, _OFF_FetchRequest_replica_id)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
-    if o.replica_state != _py_ReplicaState():
+    if not _is_default(o.replica_state, ReplicaState):
         raise _Fallback()
     v = _get(o, _OFF_FetchRequest_max_wait_ms)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
@@ -1797,7 +1833,57 @@ cdef int _wnative_FetchRequest_v12(_Buf* b, object o) except -1:
     cdef const char* cs
     cdef double x
     cdef uint64_t u
-    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+    if _get(o, _OFF_FetchRequest_wire_tags) is not None:
+        raise _Fallback()  # a decoded tag order to keep: the Python writer keeps it
+    if o.cluster_id is not None:
+        raise _Fallback()  # tag 0 to write: the Python writer writes the body
+    v = _get(o, _OFF_FetchRequest_replica_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if not _is_default(o.replica_state, ReplicaState):
+        raise _Fallback()
+    v = _get(o, _OFF_FetchRequest_max_wait_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_min_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_max_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_isolation_level)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    v = _get(o, _OFF_FetchRequest_session_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_session_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not FetchTopic:
+            raise _Fallback()
+        _wnative_FetchTopic_v12(b, item)
+    v = _get(o, _OFF_FetchRequest_forgotten_topics_data)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not ForgottenTopic:
+            raise _Fallback()
+        _wnative_ForgottenTopic_v12(b, item)
+    v = _get(o, _OFF_FetchRequest_rack_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_FetchRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
 
 
 cdef int _wnative_FetchRequest_v13(_Buf* b, object o) except -1:
@@ -1806,7 +1892,57 @@ cdef int _wnative_FetchRequest_v13(_Buf* b, object o) except -1:
     cdef const char* cs
     cdef double x
     cdef uint64_t u
-    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+    if _get(o, _OFF_FetchRequest_wire_tags) is not None:
+        raise _Fallback()  # a decoded tag order to keep: the Python writer keeps it
+    if o.cluster_id is not None:
+        raise _Fallback()  # tag 0 to write: the Python writer writes the body
+    v = _get(o, _OFF_FetchRequest_replica_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if not _is_default(o.replica_state, ReplicaState):
+        raise _Fallback()
+    v = _get(o, _OFF_FetchRequest_max_wait_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_min_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_max_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_isolation_level)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    v = _get(o, _OFF_FetchRequest_session_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_session_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not FetchTopic:
+            raise _Fallback()
+        _wnative_FetchTopic_v13(b, item)
+    v = _get(o, _OFF_FetchRequest_forgotten_topics_data)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not ForgottenTopic:
+            raise _Fallback()
+        _wnative_ForgottenTopic_v13(b, item)
+    v = _get(o, _OFF_FetchRequest_rack_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_FetchRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
 
 
 cdef int _wnative_FetchRequest_v15(_Buf* b, object o) except -1:
@@ -1815,7 +1951,57 @@ cdef int _wnative_FetchRequest_v15(_Buf* b, object o) except -1:
     cdef const char* cs
     cdef double x
     cdef uint64_t u
-    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+    if _get(o, _OFF_FetchRequest_wire_tags) is not None:
+        raise _Fallback()  # a decoded tag order to keep: the Python writer keeps it
+    if o.cluster_id is not None:
+        raise _Fallback()  # tag 0 to write: the Python writer writes the body
+    if not _is_default(o.replica_state, ReplicaState):
+        raise _Fallback()  # tag 1 to write: the Python writer writes the body
+    if o.replica_id != -1:
+        raise _Fallback()
+    v = _get(o, _OFF_FetchRequest_max_wait_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_min_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_max_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_isolation_level)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    v = _get(o, _OFF_FetchRequest_session_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_session_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not FetchTopic:
+            raise _Fallback()
+        _wnative_FetchTopic_v13(b, item)
+    v = _get(o, _OFF_FetchRequest_forgotten_topics_data)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not ForgottenTopic:
+            raise _Fallback()
+        _wnative_ForgottenTopic_v13(b, item)
+    v = _get(o, _OFF_FetchRequest_rack_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_FetchRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
 
 
 cdef int _wnative_FetchRequest_v17(_Buf* b, object o) except -1:
@@ -1824,7 +2010,57 @@ cdef int _wnative_FetchRequest_v17(_Buf* b, object o) except -1:
     cdef const char* cs
     cdef double x
     cdef uint64_t u
-    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+    if _get(o, _OFF_FetchRequest_wire_tags) is not None:
+        raise _Fallback()  # a decoded tag order to keep: the Python writer keeps it
+    if o.cluster_id is not None:
+        raise _Fallback()  # tag 0 to write: the Python writer writes the body
+    if not _is_default(o.replica_state, ReplicaState):
+        raise _Fallback()  # tag 1 to write: the Python writer writes the body
+    if o.replica_id != -1:
+        raise _Fallback()
+    v = _get(o, _OFF_FetchRequest_max_wait_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_min_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_max_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_isolation_level)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    v = _get(o, _OFF_FetchRequest_session_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_session_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not FetchTopic:
+            raise _Fallback()
+        _wnative_FetchTopic_v17(b, item)
+    v = _get(o, _OFF_FetchRequest_forgotten_topics_data)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not ForgottenTopic:
+            raise _Fallback()
+        _wnative_ForgottenTopic_v13(b, item)
+    v = _get(o, _OFF_FetchRequest_rack_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_FetchRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
 
 
 cdef int _wnative_FetchRequest_v18(_Buf* b, object o) except -1:
@@ -1833,7 +2069,57 @@ cdef int _wnative_FetchRequest_v18(_Buf* b, object o) except -1:
     cdef const char* cs
     cdef double x
     cdef uint64_t u
-    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+    if _get(o, _OFF_FetchRequest_wire_tags) is not None:
+        raise _Fallback()  # a decoded tag order to keep: the Python writer keeps it
+    if o.cluster_id is not None:
+        raise _Fallback()  # tag 0 to write: the Python writer writes the body
+    if not _is_default(o.replica_state, ReplicaState):
+        raise _Fallback()  # tag 1 to write: the Python writer writes the body
+    if o.replica_id != -1:
+        raise _Fallback()
+    v = _get(o, _OFF_FetchRequest_max_wait_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_min_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_max_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_isolation_level)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    v = _get(o, _OFF_FetchRequest_session_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_session_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not FetchTopic:
+            raise _Fallback()
+        _wnative_FetchTopic_v18(b, item)
+    v = _get(o, _OFF_FetchRequest_forgotten_topics_data)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not ForgottenTopic:
+            raise _Fallback()
+        _wnative_ForgottenTopic_v13(b, item)
+    v = _get(o, _OFF_FetchRequest_rack_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_FetchRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
 
 
 def read_v0(bytes data, Py_ssize_t pos):
@@ -2056,6 +2342,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -2576,7 +2867,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, FetchPartition, FetchRequest, FetchTopic, ForgottenTopic, ReplicaState, _py_ReplicaState, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_FetchRequest_v0, _py__read_FetchRequest_v11, _py__read_FetchRequest_v12, _py__read_FetchRequest_v13, _py__read_FetchRequest_v15, _py__read_FetchRequest_v17, _py__read_FetchRequest_v18, _py__read_FetchRequest_v3, _py__read_FetchRequest_v4, _py__read_FetchRequest_v5, _py__read_FetchRequest_v7, _py__read_FetchRequest_v9, _py__write_FetchRequest_v0, _py__write_FetchRequest_v11, _py__write_FetchRequest_v12, _py__write_FetchRequest_v13, _py__write_FetchRequest_v15, _py__write_FetchRequest_v17, _py__write_FetchRequest_v18, _py__write_FetchRequest_v3, _py__write_FetchRequest_v4, _py__write_FetchRequest_v5, _py__write_FetchRequest_v7, _py__write_FetchRequest_v9, _py_decode_message, _py_r_array, _py_r_compact_array, _py_r_uuid, _py_w_array, _py_w_compact_array, _py_w_uuid, _OFF_FetchPartition_partition, _OFF_FetchPartition_current_leader_epoch, _OFF_FetchPartition_fetch_offset, _OFF_FetchPartition_last_fetched_epoch, _OFF_FetchPartition_log_start_offset, _OFF_FetchPartition_partition_max_bytes, _OFF_FetchPartition_replica_directory_id, _OFF_FetchPartition_high_watermark, _OFF_FetchPartition_unknown_tags, _OFF_FetchPartition_wire_tags, _OFF_FetchRequest_cluster_id, _OFF_FetchRequest_replica_id, _OFF_FetchRequest_replica_state, _OFF_FetchRequest_max_wait_ms, _OFF_FetchRequest_min_bytes, _OFF_FetchRequest_max_bytes, _OFF_FetchRequest_isolation_level, _OFF_FetchRequest_session_id, _OFF_FetchRequest_session_epoch, _OFF_FetchRequest_topics, _OFF_FetchRequest_forgotten_topics_data, _OFF_FetchRequest_rack_id, _OFF_FetchRequest_unknown_tags, _OFF_FetchRequest_wire_tags, _OFF_FetchTopic_topic, _OFF_FetchTopic_topic_id, _OFF_FetchTopic_partitions, _OFF_FetchTopic_unknown_tags, _OFF_FetchTopic_wire_tags, _OFF_ForgottenTopic_topic, _OFF_ForgottenTopic_topic_id, _OFF_ForgottenTopic_partitions, _OFF_ForgottenTopic_unknown_tags, _OFF_ForgottenTopic_wire_tags, _OFF_ReplicaState_replica_id, _OFF_ReplicaState_replica_epoch, _OFF_ReplicaState_unknown_tags, _OFF_ReplicaState_wire_tags
+    global _BOUND, _py_encode, FetchPartition, FetchRequest, FetchTopic, ForgottenTopic, ReplicaState, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_FetchRequest_v0, _py__read_FetchRequest_v11, _py__read_FetchRequest_v12, _py__read_FetchRequest_v13, _py__read_FetchRequest_v15, _py__read_FetchRequest_v17, _py__read_FetchRequest_v18, _py__read_FetchRequest_v3, _py__read_FetchRequest_v4, _py__read_FetchRequest_v5, _py__read_FetchRequest_v7, _py__read_FetchRequest_v9, _py__write_FetchRequest_v0, _py__write_FetchRequest_v11, _py__write_FetchRequest_v12, _py__write_FetchRequest_v13, _py__write_FetchRequest_v15, _py__write_FetchRequest_v17, _py__write_FetchRequest_v18, _py__write_FetchRequest_v3, _py__write_FetchRequest_v4, _py__write_FetchRequest_v5, _py__write_FetchRequest_v7, _py__write_FetchRequest_v9, _py_decode_message, _OFF_FetchPartition_partition, _OFF_FetchPartition_current_leader_epoch, _OFF_FetchPartition_fetch_offset, _OFF_FetchPartition_last_fetched_epoch, _OFF_FetchPartition_log_start_offset, _OFF_FetchPartition_partition_max_bytes, _OFF_FetchPartition_replica_directory_id, _OFF_FetchPartition_high_watermark, _OFF_FetchPartition_unknown_tags, _OFF_FetchPartition_wire_tags, _OFF_FetchRequest_cluster_id, _OFF_FetchRequest_replica_id, _OFF_FetchRequest_replica_state, _OFF_FetchRequest_max_wait_ms, _OFF_FetchRequest_min_bytes, _OFF_FetchRequest_max_bytes, _OFF_FetchRequest_isolation_level, _OFF_FetchRequest_session_id, _OFF_FetchRequest_session_epoch, _OFF_FetchRequest_topics, _OFF_FetchRequest_forgotten_topics_data, _OFF_FetchRequest_rack_id, _OFF_FetchRequest_unknown_tags, _OFF_FetchRequest_wire_tags, _OFF_FetchTopic_topic, _OFF_FetchTopic_topic_id, _OFF_FetchTopic_partitions, _OFF_FetchTopic_unknown_tags, _OFF_FetchTopic_wire_tags, _OFF_ForgottenTopic_topic, _OFF_ForgottenTopic_topic_id, _OFF_ForgottenTopic_partitions, _OFF_ForgottenTopic_unknown_tags, _OFF_ForgottenTopic_wire_tags, _OFF_ReplicaState_replica_id, _OFF_ReplicaState_replica_epoch, _OFF_ReplicaState_unknown_tags, _OFF_ReplicaState_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -2585,7 +2876,6 @@ def install(ns):
     FetchTopic = ns["FetchTopic"]
     ForgottenTopic = ns["ForgottenTopic"]
     ReplicaState = ns["ReplicaState"]
-    _py_ReplicaState = ns["ReplicaState"]
     _py_ZERO_UUID = ns["ZERO_UUID"]
     _py__DECODERS = ns["_DECODERS"]
     _py__READERS = ns["_READERS"]
@@ -2614,12 +2904,6 @@ def install(ns):
     _py__write_FetchRequest_v7 = ns["_write_FetchRequest_v7"]
     _py__write_FetchRequest_v9 = ns["_write_FetchRequest_v9"]
     _py_decode_message = ns["decode_message"]
-    _py_r_array = ns["r_array"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_array = ns["w_array"]
-    _py_w_compact_array = ns["w_compact_array"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_FetchPartition_partition = _offset(FetchPartition, "partition")
     _OFF_FetchPartition_current_leader_epoch = _offset(FetchPartition, "current_leader_epoch")
     _OFF_FetchPartition_fetch_offset = _offset(FetchPartition, "fetch_offset")
@@ -2701,4 +2985,10 @@ def install(ns):
         17: write_v17,
         18: write_v18,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

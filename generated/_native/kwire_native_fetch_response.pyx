@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "5f2c96b5ff298b65"
+KEY = "b1257ace240cac62"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -59,14 +76,9 @@ cdef object LeaderIdAndEpoch
 cdef object NodeEndpoint
 cdef object PartitionData
 cdef object SnapshotId
-cdef object _py_EpochEndOffset
-cdef object _py_LeaderIdAndEpoch
-cdef object _py_SnapshotId
 cdef object _py_ZERO_UUID
 cdef object _py__DECODERS
 cdef object _py__READERS
-cdef object _py__read_AbortedTransaction_v12
-cdef object _py__read_AbortedTransaction_v4
 cdef object _py__read_FetchResponse_v0
 cdef object _py__read_FetchResponse_v1
 cdef object _py__read_FetchResponse_v11
@@ -76,8 +88,6 @@ cdef object _py__read_FetchResponse_v16
 cdef object _py__read_FetchResponse_v4
 cdef object _py__read_FetchResponse_v5
 cdef object _py__read_FetchResponse_v7
-cdef object _py__write_AbortedTransaction_v12
-cdef object _py__write_AbortedTransaction_v4
 cdef object _py__write_FetchResponse_v0
 cdef object _py__write_FetchResponse_v1
 cdef object _py__write_FetchResponse_v11
@@ -88,16 +98,6 @@ cdef object _py__write_FetchResponse_v4
 cdef object _py__write_FetchResponse_v5
 cdef object _py__write_FetchResponse_v7
 cdef object _py_decode_message
-cdef object _py_r_compact_nullable_array
-cdef object _py_r_compact_nullable_bytes
-cdef object _py_r_nullable_array
-cdef object _py_r_nullable_bytes
-cdef object _py_r_uuid
-cdef object _py_w_compact_nullable_array
-cdef object _py_w_compact_nullable_bytes
-cdef object _py_w_nullable_array
-cdef object _py_w_nullable_bytes
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_AbortedTransaction_producer_id
 cdef Py_ssize_t _OFF_AbortedTransaction_first_offset
 cdef Py_ssize_t _OFF_AbortedTransaction_unknown_tags
@@ -250,14 +250,12 @@ cdef object _native_PartitionData_v0(bytes data, const unsigned char* d, Py_ssiz
     pos += 14
     _put(o, _OFF_PartitionData_last_stable_offset, -1)
     _put(o, _OFF_PartitionData_log_start_offset, -1)
-    _put(o, _OFF_PartitionData_diverging_epoch, EpochEndOffset())
-    _put(o, _OFF_PartitionData_current_leader, LeaderIdAndEpoch())
-    _put(o, _OFF_PartitionData_snapshot_id, SnapshotId())
+    _put(o, _OFF_PartitionData_diverging_epoch, _fresh(EpochEndOffset))
+    _put(o, _OFF_PartitionData_current_leader, _fresh(LeaderIdAndEpoch))
+    _put(o, _OFF_PartitionData_snapshot_id, _fresh(SnapshotId))
     _put(o, _OFF_PartitionData_aborted_transactions, [])
     _put(o, _OFF_PartitionData_preferred_read_replica, -1)
-    v, pos_obj = _py_r_nullable_bytes(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_PartitionData_records, v)
+    _put(o, _OFF_PartitionData_records, _n_bytes(d, n, &pos, False, True))
     _put(o, _OFF_PartitionData_unknown_tags, {})
     _put(o, _OFF_PartitionData_wire_tags, None)
     p[0] = pos
@@ -276,16 +274,25 @@ cdef object _native_PartitionData_v4(bytes data, const unsigned char* d, Py_ssiz
     _put(o, _OFF_PartitionData_last_stable_offset, _i64(d + pos + 14))
     pos += 22
     _put(o, _OFF_PartitionData_log_start_offset, -1)
-    _put(o, _OFF_PartitionData_diverging_epoch, EpochEndOffset())
-    _put(o, _OFF_PartitionData_current_leader, LeaderIdAndEpoch())
-    _put(o, _OFF_PartitionData_snapshot_id, SnapshotId())
-    v, pos_obj = _py_r_nullable_array(data, pos, _py__read_AbortedTransaction_v4)
-    pos = pos_obj
-    _put(o, _OFF_PartitionData_aborted_transactions, v)
+    _put(o, _OFF_PartitionData_diverging_epoch, _fresh(EpochEndOffset))
+    _put(o, _OFF_PartitionData_current_leader, _fresh(LeaderIdAndEpoch))
+    _put(o, _OFF_PartitionData_snapshot_id, _fresh(SnapshotId))
+    _need(pos, 4, n)
+    k = _i32(d + pos)
+    pos += 4
+    if k < 0:
+        _put(o, _OFF_PartitionData_aborted_transactions, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_AbortedTransaction_v4(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_PartitionData_aborted_transactions, lst)
     _put(o, _OFF_PartitionData_preferred_read_replica, -1)
-    v, pos_obj = _py_r_nullable_bytes(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_PartitionData_records, v)
+    _put(o, _OFF_PartitionData_records, _n_bytes(d, n, &pos, False, True))
     _put(o, _OFF_PartitionData_unknown_tags, {})
     _put(o, _OFF_PartitionData_wire_tags, None)
     p[0] = pos
@@ -304,16 +311,25 @@ cdef object _native_PartitionData_v5(bytes data, const unsigned char* d, Py_ssiz
     _put(o, _OFF_PartitionData_last_stable_offset, _i64(d + pos + 14))
     _put(o, _OFF_PartitionData_log_start_offset, _i64(d + pos + 22))
     pos += 30
-    _put(o, _OFF_PartitionData_diverging_epoch, EpochEndOffset())
-    _put(o, _OFF_PartitionData_current_leader, LeaderIdAndEpoch())
-    _put(o, _OFF_PartitionData_snapshot_id, SnapshotId())
-    v, pos_obj = _py_r_nullable_array(data, pos, _py__read_AbortedTransaction_v4)
-    pos = pos_obj
-    _put(o, _OFF_PartitionData_aborted_transactions, v)
+    _put(o, _OFF_PartitionData_diverging_epoch, _fresh(EpochEndOffset))
+    _put(o, _OFF_PartitionData_current_leader, _fresh(LeaderIdAndEpoch))
+    _put(o, _OFF_PartitionData_snapshot_id, _fresh(SnapshotId))
+    _need(pos, 4, n)
+    k = _i32(d + pos)
+    pos += 4
+    if k < 0:
+        _put(o, _OFF_PartitionData_aborted_transactions, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_AbortedTransaction_v4(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_PartitionData_aborted_transactions, lst)
     _put(o, _OFF_PartitionData_preferred_read_replica, -1)
-    v, pos_obj = _py_r_nullable_bytes(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_PartitionData_records, v)
+    _put(o, _OFF_PartitionData_records, _n_bytes(d, n, &pos, False, True))
     _put(o, _OFF_PartitionData_unknown_tags, {})
     _put(o, _OFF_PartitionData_wire_tags, None)
     p[0] = pos
@@ -332,18 +348,27 @@ cdef object _native_PartitionData_v11(bytes data, const unsigned char* d, Py_ssi
     _put(o, _OFF_PartitionData_last_stable_offset, _i64(d + pos + 14))
     _put(o, _OFF_PartitionData_log_start_offset, _i64(d + pos + 22))
     pos += 30
-    _put(o, _OFF_PartitionData_diverging_epoch, EpochEndOffset())
-    _put(o, _OFF_PartitionData_current_leader, LeaderIdAndEpoch())
-    _put(o, _OFF_PartitionData_snapshot_id, SnapshotId())
-    v, pos_obj = _py_r_nullable_array(data, pos, _py__read_AbortedTransaction_v4)
-    pos = pos_obj
-    _put(o, _OFF_PartitionData_aborted_transactions, v)
+    _put(o, _OFF_PartitionData_diverging_epoch, _fresh(EpochEndOffset))
+    _put(o, _OFF_PartitionData_current_leader, _fresh(LeaderIdAndEpoch))
+    _put(o, _OFF_PartitionData_snapshot_id, _fresh(SnapshotId))
+    _need(pos, 4, n)
+    k = _i32(d + pos)
+    pos += 4
+    if k < 0:
+        _put(o, _OFF_PartitionData_aborted_transactions, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_AbortedTransaction_v4(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_PartitionData_aborted_transactions, lst)
     _need(pos, 4, n)
     _put(o, _OFF_PartitionData_preferred_read_replica, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_nullable_bytes(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_PartitionData_records, v)
+    _put(o, _OFF_PartitionData_records, _n_bytes(d, n, &pos, False, True))
     _put(o, _OFF_PartitionData_unknown_tags, {})
     _put(o, _OFF_PartitionData_wire_tags, None)
     p[0] = pos
@@ -362,18 +387,25 @@ cdef object _native_PartitionData_v12(bytes data, const unsigned char* d, Py_ssi
     _put(o, _OFF_PartitionData_last_stable_offset, _i64(d + pos + 14))
     _put(o, _OFF_PartitionData_log_start_offset, _i64(d + pos + 22))
     pos += 30
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py__read_AbortedTransaction_v12)
-    pos = pos_obj
-    _put(o, _OFF_PartitionData_aborted_transactions, v)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_PartitionData_aborted_transactions, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_AbortedTransaction_v12(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_PartitionData_aborted_transactions, lst)
     _need(pos, 4, n)
     _put(o, _OFF_PartitionData_preferred_read_replica, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_compact_nullable_bytes(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_PartitionData_records, v)
-    _put(o, _OFF_PartitionData_diverging_epoch, EpochEndOffset())
-    _put(o, _OFF_PartitionData_current_leader, LeaderIdAndEpoch())
-    _put(o, _OFF_PartitionData_snapshot_id, SnapshotId())
+    _put(o, _OFF_PartitionData_records, _n_bytes(d, n, &pos, True, True))
+    _put(o, _OFF_PartitionData_diverging_epoch, _fresh(EpochEndOffset))
+    _put(o, _OFF_PartitionData_current_leader, _fresh(LeaderIdAndEpoch))
+    _put(o, _OFF_PartitionData_snapshot_id, _fresh(SnapshotId))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -518,6 +550,8 @@ cdef object _native_FetchableTopicResponse_v12(bytes data, const unsigned char* 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(FetchableTopicResponse)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -550,9 +584,7 @@ cdef object _native_FetchableTopicResponse_v13(bytes data, const unsigned char* 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(FetchableTopicResponse)
     _put(o, _OFF_FetchableTopicResponse_topic, '')
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_FetchableTopicResponse_topic_id, v)
+    _put(o, _OFF_FetchableTopicResponse_topic_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -581,6 +613,8 @@ cdef object _native_NodeEndpoint_v16(bytes data, const unsigned char* d, Py_ssiz
     _put(o, _OFF_NodeEndpoint_node_id, _i32(d + pos + 0))
     pos += 4
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -591,6 +625,8 @@ cdef object _native_NodeEndpoint_v16(bytes data, const unsigned char* d, Py_ssiz
     _put(o, _OFF_NodeEndpoint_port, _i32(d + pos + 0))
     pos += 4
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_NodeEndpoint_rack, None)
     elif ln < 0:
@@ -956,18 +992,16 @@ cdef int _wnative_PartitionData_v0(_Buf* b, object o) except -1:
     _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
     v = _get(o, _OFF_PartitionData_high_watermark)
     _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
-    if o.diverging_epoch != _py_EpochEndOffset():
+    if not _is_default(o.diverging_epoch, EpochEndOffset):
         raise _Fallback()
-    if o.current_leader != _py_LeaderIdAndEpoch():
+    if not _is_default(o.current_leader, LeaderIdAndEpoch):
         raise _Fallback()
-    if o.snapshot_id != _py_SnapshotId():
+    if not _is_default(o.snapshot_id, SnapshotId):
         raise _Fallback()
     if o.preferred_read_replica != -1:
         raise _Fallback()
     v = _get(o, _OFF_PartitionData_records)
-    tmp = bytearray()
-    _py_w_nullable_bytes(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_bytes(b, v, False, True)
     if _get(o, _OFF_PartitionData_unknown_tags):
         raise _Fallback()
     return 0
@@ -987,22 +1021,27 @@ cdef int _wnative_PartitionData_v4(_Buf* b, object o) except -1:
     _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
     v = _get(o, _OFF_PartitionData_last_stable_offset)
     _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
-    if o.diverging_epoch != _py_EpochEndOffset():
+    if not _is_default(o.diverging_epoch, EpochEndOffset):
         raise _Fallback()
-    if o.current_leader != _py_LeaderIdAndEpoch():
+    if not _is_default(o.current_leader, LeaderIdAndEpoch):
         raise _Fallback()
-    if o.snapshot_id != _py_SnapshotId():
+    if not _is_default(o.snapshot_id, SnapshotId):
         raise _Fallback()
     v = _get(o, _OFF_PartitionData_aborted_transactions)
-    tmp = bytearray()
-    _py_w_nullable_array(tmp, v, _py__write_AbortedTransaction_v4)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_be(b, 0xFFFFFFFF, 4)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_be(b, len(v), 4)
+        for item in v:
+            if type(item) is not AbortedTransaction:
+                raise _Fallback()
+            _wnative_AbortedTransaction_v4(b, item)
     if o.preferred_read_replica != -1:
         raise _Fallback()
     v = _get(o, _OFF_PartitionData_records)
-    tmp = bytearray()
-    _py_w_nullable_bytes(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_bytes(b, v, False, True)
     if _get(o, _OFF_PartitionData_unknown_tags):
         raise _Fallback()
     return 0
@@ -1024,22 +1063,27 @@ cdef int _wnative_PartitionData_v5(_Buf* b, object o) except -1:
     _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
     v = _get(o, _OFF_PartitionData_log_start_offset)
     _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
-    if o.diverging_epoch != _py_EpochEndOffset():
+    if not _is_default(o.diverging_epoch, EpochEndOffset):
         raise _Fallback()
-    if o.current_leader != _py_LeaderIdAndEpoch():
+    if not _is_default(o.current_leader, LeaderIdAndEpoch):
         raise _Fallback()
-    if o.snapshot_id != _py_SnapshotId():
+    if not _is_default(o.snapshot_id, SnapshotId):
         raise _Fallback()
     v = _get(o, _OFF_PartitionData_aborted_transactions)
-    tmp = bytearray()
-    _py_w_nullable_array(tmp, v, _py__write_AbortedTransaction_v4)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_be(b, 0xFFFFFFFF, 4)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_be(b, len(v), 4)
+        for item in v:
+            if type(item) is not AbortedTransaction:
+                raise _Fallback()
+            _wnative_AbortedTransaction_v4(b, item)
     if o.preferred_read_replica != -1:
         raise _Fallback()
     v = _get(o, _OFF_PartitionData_records)
-    tmp = bytearray()
-    _py_w_nullable_bytes(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_bytes(b, v, False, True)
     if _get(o, _OFF_PartitionData_unknown_tags):
         raise _Fallback()
     return 0
@@ -1061,22 +1105,27 @@ cdef int _wnative_PartitionData_v11(_Buf* b, object o) except -1:
     _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
     v = _get(o, _OFF_PartitionData_log_start_offset)
     _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
-    if o.diverging_epoch != _py_EpochEndOffset():
+    if not _is_default(o.diverging_epoch, EpochEndOffset):
         raise _Fallback()
-    if o.current_leader != _py_LeaderIdAndEpoch():
+    if not _is_default(o.current_leader, LeaderIdAndEpoch):
         raise _Fallback()
-    if o.snapshot_id != _py_SnapshotId():
+    if not _is_default(o.snapshot_id, SnapshotId):
         raise _Fallback()
     v = _get(o, _OFF_PartitionData_aborted_transactions)
-    tmp = bytearray()
-    _py_w_nullable_array(tmp, v, _py__write_AbortedTransaction_v4)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_be(b, 0xFFFFFFFF, 4)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_be(b, len(v), 4)
+        for item in v:
+            if type(item) is not AbortedTransaction:
+                raise _Fallback()
+            _wnative_AbortedTransaction_v4(b, item)
     v = _get(o, _OFF_PartitionData_preferred_read_replica)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_PartitionData_records)
-    tmp = bytearray()
-    _py_w_nullable_bytes(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_bytes(b, v, False, True)
     if _get(o, _OFF_PartitionData_unknown_tags):
         raise _Fallback()
     return 0
@@ -1088,7 +1137,43 @@ cdef int _wnative_PartitionData_v12(_Buf* b, object o) except -1:
     cdef const char* cs
     cdef double x
     cdef uint64_t u
-    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+    if _get(o, _OFF_PartitionData_wire_tags) is not None:
+        raise _Fallback()  # a decoded tag order to keep: the Python writer keeps it
+    if not _is_default(o.diverging_epoch, EpochEndOffset):
+        raise _Fallback()  # tag 0 to write: the Python writer writes the body
+    if not _is_default(o.current_leader, LeaderIdAndEpoch):
+        raise _Fallback()  # tag 1 to write: the Python writer writes the body
+    if not _is_default(o.snapshot_id, SnapshotId):
+        raise _Fallback()  # tag 2 to write: the Python writer writes the body
+    v = _get(o, _OFF_PartitionData_partition_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_PartitionData_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_PartitionData_high_watermark)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_PartitionData_last_stable_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_PartitionData_log_start_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_PartitionData_aborted_transactions)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not AbortedTransaction:
+                raise _Fallback()
+            _wnative_AbortedTransaction_v12(b, item)
+    v = _get(o, _OFF_PartitionData_preferred_read_replica)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_PartitionData_records)
+    _nw_bytes(b, v, True, True)
+    if _get(o, _OFF_PartitionData_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
 
 
 cdef int _wnative_FetchableTopicResponse_v0(_Buf* b, object o) except -1:
@@ -1249,9 +1334,7 @@ cdef int _wnative_FetchableTopicResponse_v13(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_FetchableTopicResponse_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_FetchableTopicResponse_partitions)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -1518,7 +1601,28 @@ cdef int _wnative_FetchResponse_v16(_Buf* b, object o) except -1:
     cdef const char* cs
     cdef double x
     cdef uint64_t u
-    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+    if _get(o, _OFF_FetchResponse_wire_tags) is not None:
+        raise _Fallback()  # a decoded tag order to keep: the Python writer keeps it
+    if len(o.node_endpoints) != 0:
+        raise _Fallback()  # tag 0 to write: the Python writer writes the body
+    v = _get(o, _OFF_FetchResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchResponse_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_FetchResponse_session_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchResponse_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not FetchableTopicResponse:
+            raise _Fallback()
+        _wnative_FetchableTopicResponse_v13(b, item)
+    if _get(o, _OFF_FetchResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
 
 
 def read_v0(bytes data, Py_ssize_t pos):
@@ -1741,6 +1845,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -2261,7 +2370,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, AbortedTransaction, EpochEndOffset, FetchResponse, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData, SnapshotId, _py_EpochEndOffset, _py_LeaderIdAndEpoch, _py_SnapshotId, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_AbortedTransaction_v12, _py__read_AbortedTransaction_v4, _py__read_FetchResponse_v0, _py__read_FetchResponse_v1, _py__read_FetchResponse_v11, _py__read_FetchResponse_v12, _py__read_FetchResponse_v13, _py__read_FetchResponse_v16, _py__read_FetchResponse_v4, _py__read_FetchResponse_v5, _py__read_FetchResponse_v7, _py__write_AbortedTransaction_v12, _py__write_AbortedTransaction_v4, _py__write_FetchResponse_v0, _py__write_FetchResponse_v1, _py__write_FetchResponse_v11, _py__write_FetchResponse_v12, _py__write_FetchResponse_v13, _py__write_FetchResponse_v16, _py__write_FetchResponse_v4, _py__write_FetchResponse_v5, _py__write_FetchResponse_v7, _py_decode_message, _py_r_compact_nullable_array, _py_r_compact_nullable_bytes, _py_r_nullable_array, _py_r_nullable_bytes, _py_r_uuid, _py_w_compact_nullable_array, _py_w_compact_nullable_bytes, _py_w_nullable_array, _py_w_nullable_bytes, _py_w_uuid, _OFF_AbortedTransaction_producer_id, _OFF_AbortedTransaction_first_offset, _OFF_AbortedTransaction_unknown_tags, _OFF_AbortedTransaction_wire_tags, _OFF_EpochEndOffset_epoch, _OFF_EpochEndOffset_end_offset, _OFF_EpochEndOffset_unknown_tags, _OFF_EpochEndOffset_wire_tags, _OFF_FetchResponse_throttle_time_ms, _OFF_FetchResponse_error_code, _OFF_FetchResponse_session_id, _OFF_FetchResponse_responses, _OFF_FetchResponse_node_endpoints, _OFF_FetchResponse_unknown_tags, _OFF_FetchResponse_wire_tags, _OFF_FetchableTopicResponse_topic, _OFF_FetchableTopicResponse_topic_id, _OFF_FetchableTopicResponse_partitions, _OFF_FetchableTopicResponse_unknown_tags, _OFF_FetchableTopicResponse_wire_tags, _OFF_LeaderIdAndEpoch_leader_id, _OFF_LeaderIdAndEpoch_leader_epoch, _OFF_LeaderIdAndEpoch_unknown_tags, _OFF_LeaderIdAndEpoch_wire_tags, _OFF_NodeEndpoint_node_id, _OFF_NodeEndpoint_host, _OFF_NodeEndpoint_port, _OFF_NodeEndpoint_rack, _OFF_NodeEndpoint_unknown_tags, _OFF_NodeEndpoint_wire_tags, _OFF_PartitionData_partition_index, _OFF_PartitionData_error_code, _OFF_PartitionData_high_watermark, _OFF_PartitionData_last_stable_offset, _OFF_PartitionData_log_start_offset, _OFF_PartitionData_diverging_epoch, _OFF_PartitionData_current_leader, _OFF_PartitionData_snapshot_id, _OFF_PartitionData_aborted_transactions, _OFF_PartitionData_preferred_read_replica, _OFF_PartitionData_records, _OFF_PartitionData_unknown_tags, _OFF_PartitionData_wire_tags, _OFF_SnapshotId_end_offset, _OFF_SnapshotId_epoch, _OFF_SnapshotId_unknown_tags, _OFF_SnapshotId_wire_tags
+    global _BOUND, _py_encode, AbortedTransaction, EpochEndOffset, FetchResponse, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData, SnapshotId, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_FetchResponse_v0, _py__read_FetchResponse_v1, _py__read_FetchResponse_v11, _py__read_FetchResponse_v12, _py__read_FetchResponse_v13, _py__read_FetchResponse_v16, _py__read_FetchResponse_v4, _py__read_FetchResponse_v5, _py__read_FetchResponse_v7, _py__write_FetchResponse_v0, _py__write_FetchResponse_v1, _py__write_FetchResponse_v11, _py__write_FetchResponse_v12, _py__write_FetchResponse_v13, _py__write_FetchResponse_v16, _py__write_FetchResponse_v4, _py__write_FetchResponse_v5, _py__write_FetchResponse_v7, _py_decode_message, _OFF_AbortedTransaction_producer_id, _OFF_AbortedTransaction_first_offset, _OFF_AbortedTransaction_unknown_tags, _OFF_AbortedTransaction_wire_tags, _OFF_EpochEndOffset_epoch, _OFF_EpochEndOffset_end_offset, _OFF_EpochEndOffset_unknown_tags, _OFF_EpochEndOffset_wire_tags, _OFF_FetchResponse_throttle_time_ms, _OFF_FetchResponse_error_code, _OFF_FetchResponse_session_id, _OFF_FetchResponse_responses, _OFF_FetchResponse_node_endpoints, _OFF_FetchResponse_unknown_tags, _OFF_FetchResponse_wire_tags, _OFF_FetchableTopicResponse_topic, _OFF_FetchableTopicResponse_topic_id, _OFF_FetchableTopicResponse_partitions, _OFF_FetchableTopicResponse_unknown_tags, _OFF_FetchableTopicResponse_wire_tags, _OFF_LeaderIdAndEpoch_leader_id, _OFF_LeaderIdAndEpoch_leader_epoch, _OFF_LeaderIdAndEpoch_unknown_tags, _OFF_LeaderIdAndEpoch_wire_tags, _OFF_NodeEndpoint_node_id, _OFF_NodeEndpoint_host, _OFF_NodeEndpoint_port, _OFF_NodeEndpoint_rack, _OFF_NodeEndpoint_unknown_tags, _OFF_NodeEndpoint_wire_tags, _OFF_PartitionData_partition_index, _OFF_PartitionData_error_code, _OFF_PartitionData_high_watermark, _OFF_PartitionData_last_stable_offset, _OFF_PartitionData_log_start_offset, _OFF_PartitionData_diverging_epoch, _OFF_PartitionData_current_leader, _OFF_PartitionData_snapshot_id, _OFF_PartitionData_aborted_transactions, _OFF_PartitionData_preferred_read_replica, _OFF_PartitionData_records, _OFF_PartitionData_unknown_tags, _OFF_PartitionData_wire_tags, _OFF_SnapshotId_end_offset, _OFF_SnapshotId_epoch, _OFF_SnapshotId_unknown_tags, _OFF_SnapshotId_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -2273,14 +2382,9 @@ def install(ns):
     NodeEndpoint = ns["NodeEndpoint"]
     PartitionData = ns["PartitionData"]
     SnapshotId = ns["SnapshotId"]
-    _py_EpochEndOffset = ns["EpochEndOffset"]
-    _py_LeaderIdAndEpoch = ns["LeaderIdAndEpoch"]
-    _py_SnapshotId = ns["SnapshotId"]
     _py_ZERO_UUID = ns["ZERO_UUID"]
     _py__DECODERS = ns["_DECODERS"]
     _py__READERS = ns["_READERS"]
-    _py__read_AbortedTransaction_v12 = ns["_read_AbortedTransaction_v12"]
-    _py__read_AbortedTransaction_v4 = ns["_read_AbortedTransaction_v4"]
     _py__read_FetchResponse_v0 = ns["_read_FetchResponse_v0"]
     _py__read_FetchResponse_v1 = ns["_read_FetchResponse_v1"]
     _py__read_FetchResponse_v11 = ns["_read_FetchResponse_v11"]
@@ -2290,8 +2394,6 @@ def install(ns):
     _py__read_FetchResponse_v4 = ns["_read_FetchResponse_v4"]
     _py__read_FetchResponse_v5 = ns["_read_FetchResponse_v5"]
     _py__read_FetchResponse_v7 = ns["_read_FetchResponse_v7"]
-    _py__write_AbortedTransaction_v12 = ns["_write_AbortedTransaction_v12"]
-    _py__write_AbortedTransaction_v4 = ns["_write_AbortedTransaction_v4"]
     _py__write_FetchResponse_v0 = ns["_write_FetchResponse_v0"]
     _py__write_FetchResponse_v1 = ns["_write_FetchResponse_v1"]
     _py__write_FetchResponse_v11 = ns["_write_FetchResponse_v11"]
@@ -2302,16 +2404,6 @@ def install(ns):
     _py__write_FetchResponse_v5 = ns["_write_FetchResponse_v5"]
     _py__write_FetchResponse_v7 = ns["_write_FetchResponse_v7"]
     _py_decode_message = ns["decode_message"]
-    _py_r_compact_nullable_array = ns["r_compact_nullable_array"]
-    _py_r_compact_nullable_bytes = ns["r_compact_nullable_bytes"]
-    _py_r_nullable_array = ns["r_nullable_array"]
-    _py_r_nullable_bytes = ns["r_nullable_bytes"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_compact_nullable_array = ns["w_compact_nullable_array"]
-    _py_w_compact_nullable_bytes = ns["w_compact_nullable_bytes"]
-    _py_w_nullable_array = ns["w_nullable_array"]
-    _py_w_nullable_bytes = ns["w_nullable_bytes"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_AbortedTransaction_producer_id = _offset(AbortedTransaction, "producer_id")
     _OFF_AbortedTransaction_first_offset = _offset(AbortedTransaction, "first_offset")
     _OFF_AbortedTransaction_unknown_tags = _offset(AbortedTransaction, "unknown_tags")
@@ -2402,4 +2494,10 @@ def install(ns):
         17: write_v17,
         18: write_v18,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

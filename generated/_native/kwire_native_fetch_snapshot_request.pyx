@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "9c4f26861666b789"
+KEY = "fb635c7af0a0210c"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -159,6 +176,8 @@ cdef object _native_TopicSnapshot_v0(bytes data, const unsigned char* d, Py_ssiz
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicSnapshot)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -190,6 +209,8 @@ cdef object _native_TopicSnapshot_v1(bytes data, const unsigned char* d, Py_ssiz
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicSnapshot)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -317,7 +338,24 @@ cdef int _wnative_PartitionSnapshot_v1(_Buf* b, object o) except -1:
     cdef const char* cs
     cdef double x
     cdef uint64_t u
-    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+    if _get(o, _OFF_PartitionSnapshot_wire_tags) is not None:
+        raise _Fallback()  # a decoded tag order to keep: the Python writer keeps it
+    if o.replica_directory_id != _py_ZERO_UUID:
+        raise _Fallback()  # tag 0 to write: the Python writer writes the body
+    v = _get(o, _OFF_PartitionSnapshot_partition)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_PartitionSnapshot_current_leader_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_PartitionSnapshot_snapshot_id)
+    if type(v) is not SnapshotId:
+        raise _Fallback()
+    _wnative_SnapshotId_v0(b, v)
+    v = _get(o, _OFF_PartitionSnapshot_position)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if _get(o, _OFF_PartitionSnapshot_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
 
 
 cdef int _wnative_TopicSnapshot_v0(_Buf* b, object o) except -1:
@@ -388,7 +426,26 @@ cdef int _wnative_FetchSnapshotRequest_v0(_Buf* b, object o) except -1:
     cdef const char* cs
     cdef double x
     cdef uint64_t u
-    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+    if _get(o, _OFF_FetchSnapshotRequest_wire_tags) is not None:
+        raise _Fallback()  # a decoded tag order to keep: the Python writer keeps it
+    if o.cluster_id is not None:
+        raise _Fallback()  # tag 0 to write: the Python writer writes the body
+    v = _get(o, _OFF_FetchSnapshotRequest_replica_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchSnapshotRequest_max_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchSnapshotRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not TopicSnapshot:
+            raise _Fallback()
+        _wnative_TopicSnapshot_v0(b, item)
+    if _get(o, _OFF_FetchSnapshotRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
 
 
 cdef int _wnative_FetchSnapshotRequest_v1(_Buf* b, object o) except -1:
@@ -397,7 +454,26 @@ cdef int _wnative_FetchSnapshotRequest_v1(_Buf* b, object o) except -1:
     cdef const char* cs
     cdef double x
     cdef uint64_t u
-    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+    if _get(o, _OFF_FetchSnapshotRequest_wire_tags) is not None:
+        raise _Fallback()  # a decoded tag order to keep: the Python writer keeps it
+    if o.cluster_id is not None:
+        raise _Fallback()  # tag 0 to write: the Python writer writes the body
+    v = _get(o, _OFF_FetchSnapshotRequest_replica_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchSnapshotRequest_max_bytes)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchSnapshotRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not TopicSnapshot:
+            raise _Fallback()
+        _wnative_TopicSnapshot_v1(b, item)
+    if _get(o, _OFF_FetchSnapshotRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
 
 
 def read_v0(bytes data, Py_ssize_t pos):
@@ -433,6 +509,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -591,4 +672,10 @@ def install(ns):
         0: write_v0,
         1: write_v1,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "3d7d853355c33a6b"
+KEY = "83c0e1e7f23880e1"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -64,8 +81,6 @@ cdef object _py__read_FetchSnapshotResponse_v1
 cdef object _py__write_FetchSnapshotResponse_v0
 cdef object _py__write_FetchSnapshotResponse_v1
 cdef object _py_decode_message
-cdef object _py_r_compact_bytes
-cdef object _py_w_compact_bytes
 cdef Py_ssize_t _OFF_FetchSnapshotResponse_throttle_time_ms
 cdef Py_ssize_t _OFF_FetchSnapshotResponse_error_code
 cdef Py_ssize_t _OFF_FetchSnapshotResponse_topics
@@ -152,10 +167,8 @@ cdef object _native_PartitionSnapshot_v0(bytes data, const unsigned char* d, Py_
     _put(o, _OFF_PartitionSnapshot_size, _i64(d + pos + 0))
     _put(o, _OFF_PartitionSnapshot_position, _i64(d + pos + 8))
     pos += 16
-    v, pos_obj = _py_r_compact_bytes(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_PartitionSnapshot_unaligned_records, v)
-    _put(o, _OFF_PartitionSnapshot_current_leader, LeaderIdAndEpoch())
+    _put(o, _OFF_PartitionSnapshot_unaligned_records, _n_bytes(d, n, &pos, True, False))
+    _put(o, _OFF_PartitionSnapshot_current_leader, _fresh(LeaderIdAndEpoch))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -172,6 +185,8 @@ cdef object _native_TopicSnapshot_v0(bytes data, const unsigned char* d, Py_ssiz
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicSnapshot)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -206,6 +221,8 @@ cdef object _native_NodeEndpoint_v1(bytes data, const unsigned char* d, Py_ssize
     _put(o, _OFF_NodeEndpoint_node_id, _i32(d + pos + 0))
     pos += 4
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -321,7 +338,28 @@ cdef int _wnative_PartitionSnapshot_v0(_Buf* b, object o) except -1:
     cdef const char* cs
     cdef double x
     cdef uint64_t u
-    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+    if _get(o, _OFF_PartitionSnapshot_wire_tags) is not None:
+        raise _Fallback()  # a decoded tag order to keep: the Python writer keeps it
+    if not _is_default(o.current_leader, LeaderIdAndEpoch):
+        raise _Fallback()  # tag 0 to write: the Python writer writes the body
+    v = _get(o, _OFF_PartitionSnapshot_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_PartitionSnapshot_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_PartitionSnapshot_snapshot_id)
+    if type(v) is not SnapshotId:
+        raise _Fallback()
+    _wnative_SnapshotId_v0(b, v)
+    v = _get(o, _OFF_PartitionSnapshot_size)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_PartitionSnapshot_position)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_PartitionSnapshot_unaligned_records)
+    _nw_bytes(b, v, True, False)
+    if _get(o, _OFF_PartitionSnapshot_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
 
 
 cdef int _wnative_TopicSnapshot_v0(_Buf* b, object o) except -1:
@@ -414,7 +452,26 @@ cdef int _wnative_FetchSnapshotResponse_v1(_Buf* b, object o) except -1:
     cdef const char* cs
     cdef double x
     cdef uint64_t u
-    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+    if _get(o, _OFF_FetchSnapshotResponse_wire_tags) is not None:
+        raise _Fallback()  # a decoded tag order to keep: the Python writer keeps it
+    if len(o.node_endpoints) != 0:
+        raise _Fallback()  # tag 0 to write: the Python writer writes the body
+    v = _get(o, _OFF_FetchSnapshotResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_FetchSnapshotResponse_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_FetchSnapshotResponse_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not TopicSnapshot:
+            raise _Fallback()
+        _wnative_TopicSnapshot_v0(b, item)
+    if _get(o, _OFF_FetchSnapshotResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
 
 
 def read_v0(bytes data, Py_ssize_t pos):
@@ -450,6 +507,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -562,7 +624,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, FetchSnapshotResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionSnapshot, SnapshotId, TopicSnapshot, _py__DECODERS, _py__READERS, _py__read_FetchSnapshotResponse_v0, _py__read_FetchSnapshotResponse_v1, _py__write_FetchSnapshotResponse_v0, _py__write_FetchSnapshotResponse_v1, _py_decode_message, _py_r_compact_bytes, _py_w_compact_bytes, _OFF_FetchSnapshotResponse_throttle_time_ms, _OFF_FetchSnapshotResponse_error_code, _OFF_FetchSnapshotResponse_topics, _OFF_FetchSnapshotResponse_node_endpoints, _OFF_FetchSnapshotResponse_unknown_tags, _OFF_FetchSnapshotResponse_wire_tags, _OFF_LeaderIdAndEpoch_leader_id, _OFF_LeaderIdAndEpoch_leader_epoch, _OFF_LeaderIdAndEpoch_unknown_tags, _OFF_LeaderIdAndEpoch_wire_tags, _OFF_NodeEndpoint_node_id, _OFF_NodeEndpoint_host, _OFF_NodeEndpoint_port, _OFF_NodeEndpoint_unknown_tags, _OFF_NodeEndpoint_wire_tags, _OFF_PartitionSnapshot_index, _OFF_PartitionSnapshot_error_code, _OFF_PartitionSnapshot_snapshot_id, _OFF_PartitionSnapshot_current_leader, _OFF_PartitionSnapshot_size, _OFF_PartitionSnapshot_position, _OFF_PartitionSnapshot_unaligned_records, _OFF_PartitionSnapshot_unknown_tags, _OFF_PartitionSnapshot_wire_tags, _OFF_SnapshotId_end_offset, _OFF_SnapshotId_epoch, _OFF_SnapshotId_unknown_tags, _OFF_SnapshotId_wire_tags, _OFF_TopicSnapshot_name, _OFF_TopicSnapshot_partitions, _OFF_TopicSnapshot_unknown_tags, _OFF_TopicSnapshot_wire_tags
+    global _BOUND, _py_encode, FetchSnapshotResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionSnapshot, SnapshotId, TopicSnapshot, _py__DECODERS, _py__READERS, _py__read_FetchSnapshotResponse_v0, _py__read_FetchSnapshotResponse_v1, _py__write_FetchSnapshotResponse_v0, _py__write_FetchSnapshotResponse_v1, _py_decode_message, _OFF_FetchSnapshotResponse_throttle_time_ms, _OFF_FetchSnapshotResponse_error_code, _OFF_FetchSnapshotResponse_topics, _OFF_FetchSnapshotResponse_node_endpoints, _OFF_FetchSnapshotResponse_unknown_tags, _OFF_FetchSnapshotResponse_wire_tags, _OFF_LeaderIdAndEpoch_leader_id, _OFF_LeaderIdAndEpoch_leader_epoch, _OFF_LeaderIdAndEpoch_unknown_tags, _OFF_LeaderIdAndEpoch_wire_tags, _OFF_NodeEndpoint_node_id, _OFF_NodeEndpoint_host, _OFF_NodeEndpoint_port, _OFF_NodeEndpoint_unknown_tags, _OFF_NodeEndpoint_wire_tags, _OFF_PartitionSnapshot_index, _OFF_PartitionSnapshot_error_code, _OFF_PartitionSnapshot_snapshot_id, _OFF_PartitionSnapshot_current_leader, _OFF_PartitionSnapshot_size, _OFF_PartitionSnapshot_position, _OFF_PartitionSnapshot_unaligned_records, _OFF_PartitionSnapshot_unknown_tags, _OFF_PartitionSnapshot_wire_tags, _OFF_SnapshotId_end_offset, _OFF_SnapshotId_epoch, _OFF_SnapshotId_unknown_tags, _OFF_SnapshotId_wire_tags, _OFF_TopicSnapshot_name, _OFF_TopicSnapshot_partitions, _OFF_TopicSnapshot_unknown_tags, _OFF_TopicSnapshot_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -579,8 +641,6 @@ def install(ns):
     _py__write_FetchSnapshotResponse_v0 = ns["_write_FetchSnapshotResponse_v0"]
     _py__write_FetchSnapshotResponse_v1 = ns["_write_FetchSnapshotResponse_v1"]
     _py_decode_message = ns["decode_message"]
-    _py_r_compact_bytes = ns["r_compact_bytes"]
-    _py_w_compact_bytes = ns["w_compact_bytes"]
     _OFF_FetchSnapshotResponse_throttle_time_ms = _offset(FetchSnapshotResponse, "throttle_time_ms")
     _OFF_FetchSnapshotResponse_error_code = _offset(FetchSnapshotResponse, "error_code")
     _OFF_FetchSnapshotResponse_topics = _offset(FetchSnapshotResponse, "topics")
@@ -622,4 +682,10 @@ def install(ns):
         0: write_v0,
         1: write_v1,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "1cc5ec1a6f900416"
+KEY = "3e71ac0fe119fdc1"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -63,10 +80,6 @@ cdef object _py__write_FindCoordinatorRequest_v1
 cdef object _py__write_FindCoordinatorRequest_v3
 cdef object _py__write_FindCoordinatorRequest_v4
 cdef object _py_decode_message
-cdef object _py_r_compact_array
-cdef object _py_r_compact_string
-cdef object _py_w_compact_array
-cdef object _py_w_compact_string
 cdef Py_ssize_t _OFF_FindCoordinatorRequest_key
 cdef Py_ssize_t _OFF_FindCoordinatorRequest_key_type
 cdef Py_ssize_t _OFF_FindCoordinatorRequest_coordinator_keys
@@ -126,6 +139,8 @@ cdef object _native_FindCoordinatorRequest_v3(bytes data, const unsigned char* d
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(FindCoordinatorRequest)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -155,9 +170,7 @@ cdef object _native_FindCoordinatorRequest_v4(bytes data, const unsigned char* d
     _need(pos, 1, n)
     _put(o, _OFF_FindCoordinatorRequest_key_type, <signed char>d[pos + 0])
     pos += 1
-    v, pos_obj = _py_r_compact_array(data, pos, _py_r_compact_string)
-    pos = pos_obj
-    _put(o, _OFF_FindCoordinatorRequest_coordinator_keys, v)
+    _put(o, _OFF_FindCoordinatorRequest_coordinator_keys, _n_array(d, n, &pos, True, False, _E_COMPACT_STRING))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -258,9 +271,7 @@ cdef int _wnative_FindCoordinatorRequest_v4(_Buf* b, object o) except -1:
     v = _get(o, _OFF_FindCoordinatorRequest_key_type)
     _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
     v = _get(o, _OFF_FindCoordinatorRequest_coordinator_keys)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, _py_w_compact_string)
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_COMPACT_STRING)
     if _get(o, _OFF_FindCoordinatorRequest_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -355,6 +366,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -587,7 +603,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, FindCoordinatorRequest, _py__DECODERS, _py__READERS, _py__read_FindCoordinatorRequest_v0, _py__read_FindCoordinatorRequest_v1, _py__read_FindCoordinatorRequest_v3, _py__read_FindCoordinatorRequest_v4, _py__write_FindCoordinatorRequest_v0, _py__write_FindCoordinatorRequest_v1, _py__write_FindCoordinatorRequest_v3, _py__write_FindCoordinatorRequest_v4, _py_decode_message, _py_r_compact_array, _py_r_compact_string, _py_w_compact_array, _py_w_compact_string, _OFF_FindCoordinatorRequest_key, _OFF_FindCoordinatorRequest_key_type, _OFF_FindCoordinatorRequest_coordinator_keys, _OFF_FindCoordinatorRequest_unknown_tags, _OFF_FindCoordinatorRequest_wire_tags
+    global _BOUND, _py_encode, FindCoordinatorRequest, _py__DECODERS, _py__READERS, _py__read_FindCoordinatorRequest_v0, _py__read_FindCoordinatorRequest_v1, _py__read_FindCoordinatorRequest_v3, _py__read_FindCoordinatorRequest_v4, _py__write_FindCoordinatorRequest_v0, _py__write_FindCoordinatorRequest_v1, _py__write_FindCoordinatorRequest_v3, _py__write_FindCoordinatorRequest_v4, _py_decode_message, _OFF_FindCoordinatorRequest_key, _OFF_FindCoordinatorRequest_key_type, _OFF_FindCoordinatorRequest_coordinator_keys, _OFF_FindCoordinatorRequest_unknown_tags, _OFF_FindCoordinatorRequest_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -603,10 +619,6 @@ def install(ns):
     _py__write_FindCoordinatorRequest_v3 = ns["_write_FindCoordinatorRequest_v3"]
     _py__write_FindCoordinatorRequest_v4 = ns["_write_FindCoordinatorRequest_v4"]
     _py_decode_message = ns["decode_message"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_r_compact_string = ns["r_compact_string"]
-    _py_w_compact_array = ns["w_compact_array"]
-    _py_w_compact_string = ns["w_compact_string"]
     _OFF_FindCoordinatorRequest_key = _offset(FindCoordinatorRequest, "key")
     _OFF_FindCoordinatorRequest_key_type = _offset(FindCoordinatorRequest, "key_type")
     _OFF_FindCoordinatorRequest_coordinator_keys = _offset(FindCoordinatorRequest, "coordinator_keys")
@@ -631,4 +643,10 @@ def install(ns):
         5: write_v5,
         6: write_v6,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "632596ca3bf7666b"
+KEY = "08aa1e893b31d057"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -57,12 +74,6 @@ cdef object _py__READERS
 cdef object _py__read_GetTelemetrySubscriptionsResponse_v0
 cdef object _py__write_GetTelemetrySubscriptionsResponse_v0
 cdef object _py_decode_message
-cdef object _py_r_compact_array
-cdef object _py_r_compact_string
-cdef object _py_r_uuid
-cdef object _py_w_compact_array
-cdef object _py_w_compact_string
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_GetTelemetrySubscriptionsResponse_throttle_time_ms
 cdef Py_ssize_t _OFF_GetTelemetrySubscriptionsResponse_error_code
 cdef Py_ssize_t _OFF_GetTelemetrySubscriptionsResponse_client_instance_id
@@ -85,23 +96,17 @@ cdef object _native_GetTelemetrySubscriptionsResponse_v0(bytes data, const unsig
     _put(o, _OFF_GetTelemetrySubscriptionsResponse_throttle_time_ms, _i32(d + pos + 0))
     _put(o, _OFF_GetTelemetrySubscriptionsResponse_error_code, _i16(d + pos + 4))
     pos += 6
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_GetTelemetrySubscriptionsResponse_client_instance_id, v)
+    _put(o, _OFF_GetTelemetrySubscriptionsResponse_client_instance_id, _n_uuid(d, n, &pos))
     _need(pos, 4, n)
     _put(o, _OFF_GetTelemetrySubscriptionsResponse_subscription_id, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_compact_array(data, pos, 'b')
-    pos = pos_obj
-    _put(o, _OFF_GetTelemetrySubscriptionsResponse_accepted_compression_types, v)
+    _put(o, _OFF_GetTelemetrySubscriptionsResponse_accepted_compression_types, _n_array(d, n, &pos, True, False, _E_INT8))
     _need(pos, 9, n)
     _put(o, _OFF_GetTelemetrySubscriptionsResponse_push_interval_ms, _i32(d + pos + 0))
     _put(o, _OFF_GetTelemetrySubscriptionsResponse_telemetry_max_bytes, _i32(d + pos + 4))
     _put(o, _OFF_GetTelemetrySubscriptionsResponse_delta_temporality, True if d[pos + 8] else False)
     pos += 9
-    v, pos_obj = _py_r_compact_array(data, pos, _py_r_compact_string)
-    pos = pos_obj
-    _put(o, _OFF_GetTelemetrySubscriptionsResponse_requested_metrics, v)
+    _put(o, _OFF_GetTelemetrySubscriptionsResponse_requested_metrics, _n_array(d, n, &pos, True, False, _E_COMPACT_STRING))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -123,15 +128,11 @@ cdef int _wnative_GetTelemetrySubscriptionsResponse_v0(_Buf* b, object o) except
     v = _get(o, _OFF_GetTelemetrySubscriptionsResponse_error_code)
     _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
     v = _get(o, _OFF_GetTelemetrySubscriptionsResponse_client_instance_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_GetTelemetrySubscriptionsResponse_subscription_id)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_GetTelemetrySubscriptionsResponse_accepted_compression_types)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'b')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT8)
     v = _get(o, _OFF_GetTelemetrySubscriptionsResponse_push_interval_ms)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_GetTelemetrySubscriptionsResponse_telemetry_max_bytes)
@@ -144,9 +145,7 @@ cdef int _wnative_GetTelemetrySubscriptionsResponse_v0(_Buf* b, object o) except
     else:
         raise _Fallback()
     v = _get(o, _OFF_GetTelemetrySubscriptionsResponse_requested_metrics)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, _py_w_compact_string)
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_COMPACT_STRING)
     if _get(o, _OFF_GetTelemetrySubscriptionsResponse_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -175,6 +174,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -263,7 +267,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, GetTelemetrySubscriptionsResponse, _py__DECODERS, _py__READERS, _py__read_GetTelemetrySubscriptionsResponse_v0, _py__write_GetTelemetrySubscriptionsResponse_v0, _py_decode_message, _py_r_compact_array, _py_r_compact_string, _py_r_uuid, _py_w_compact_array, _py_w_compact_string, _py_w_uuid, _OFF_GetTelemetrySubscriptionsResponse_throttle_time_ms, _OFF_GetTelemetrySubscriptionsResponse_error_code, _OFF_GetTelemetrySubscriptionsResponse_client_instance_id, _OFF_GetTelemetrySubscriptionsResponse_subscription_id, _OFF_GetTelemetrySubscriptionsResponse_accepted_compression_types, _OFF_GetTelemetrySubscriptionsResponse_push_interval_ms, _OFF_GetTelemetrySubscriptionsResponse_telemetry_max_bytes, _OFF_GetTelemetrySubscriptionsResponse_delta_temporality, _OFF_GetTelemetrySubscriptionsResponse_requested_metrics, _OFF_GetTelemetrySubscriptionsResponse_unknown_tags, _OFF_GetTelemetrySubscriptionsResponse_wire_tags
+    global _BOUND, _py_encode, GetTelemetrySubscriptionsResponse, _py__DECODERS, _py__READERS, _py__read_GetTelemetrySubscriptionsResponse_v0, _py__write_GetTelemetrySubscriptionsResponse_v0, _py_decode_message, _OFF_GetTelemetrySubscriptionsResponse_throttle_time_ms, _OFF_GetTelemetrySubscriptionsResponse_error_code, _OFF_GetTelemetrySubscriptionsResponse_client_instance_id, _OFF_GetTelemetrySubscriptionsResponse_subscription_id, _OFF_GetTelemetrySubscriptionsResponse_accepted_compression_types, _OFF_GetTelemetrySubscriptionsResponse_push_interval_ms, _OFF_GetTelemetrySubscriptionsResponse_telemetry_max_bytes, _OFF_GetTelemetrySubscriptionsResponse_delta_temporality, _OFF_GetTelemetrySubscriptionsResponse_requested_metrics, _OFF_GetTelemetrySubscriptionsResponse_unknown_tags, _OFF_GetTelemetrySubscriptionsResponse_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -273,12 +277,6 @@ def install(ns):
     _py__read_GetTelemetrySubscriptionsResponse_v0 = ns["_read_GetTelemetrySubscriptionsResponse_v0"]
     _py__write_GetTelemetrySubscriptionsResponse_v0 = ns["_write_GetTelemetrySubscriptionsResponse_v0"]
     _py_decode_message = ns["decode_message"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_r_compact_string = ns["r_compact_string"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_compact_array = ns["w_compact_array"]
-    _py_w_compact_string = ns["w_compact_string"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_GetTelemetrySubscriptionsResponse_throttle_time_ms = _offset(GetTelemetrySubscriptionsResponse, "throttle_time_ms")
     _OFF_GetTelemetrySubscriptionsResponse_error_code = _offset(GetTelemetrySubscriptionsResponse, "error_code")
     _OFF_GetTelemetrySubscriptionsResponse_client_instance_id = _offset(GetTelemetrySubscriptionsResponse, "client_instance_id")
@@ -297,4 +295,10 @@ def install(ns):
     writers = {
         0: write_v0,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "24651c8585e0283a"
+KEY = "2b549e2ab71db91a"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -295,6 +312,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -568,4 +590,10 @@ def install(ns):
         5: write_v5,
         6: write_v6,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

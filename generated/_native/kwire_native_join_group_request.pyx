@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "2cea3118e53c983d"
+KEY = "1f01febb0ac35921"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -117,6 +134,8 @@ cdef object _native_JoinGroupRequestProtocol_v6(bytes data, const unsigned char*
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(JoinGroupRequestProtocol)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -321,6 +340,8 @@ cdef object _native_JoinGroupRequest_v6(bytes data, const unsigned char* d, Py_s
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(JoinGroupRequest)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -332,6 +353,8 @@ cdef object _native_JoinGroupRequest_v6(bytes data, const unsigned char* d, Py_s
     _put(o, _OFF_JoinGroupRequest_rebalance_timeout_ms, _i32(d + pos + 4))
     pos += 8
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -339,6 +362,8 @@ cdef object _native_JoinGroupRequest_v6(bytes data, const unsigned char* d, Py_s
         _put(o, _OFF_JoinGroupRequest_member_id, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_JoinGroupRequest_group_instance_id, None)
     elif ln < 0:
@@ -348,6 +373,8 @@ cdef object _native_JoinGroupRequest_v6(bytes data, const unsigned char* d, Py_s
         _put(o, _OFF_JoinGroupRequest_group_instance_id, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -380,6 +407,8 @@ cdef object _native_JoinGroupRequest_v8(bytes data, const unsigned char* d, Py_s
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(JoinGroupRequest)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -391,6 +420,8 @@ cdef object _native_JoinGroupRequest_v8(bytes data, const unsigned char* d, Py_s
     _put(o, _OFF_JoinGroupRequest_rebalance_timeout_ms, _i32(d + pos + 4))
     pos += 8
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -398,6 +429,8 @@ cdef object _native_JoinGroupRequest_v8(bytes data, const unsigned char* d, Py_s
         _put(o, _OFF_JoinGroupRequest_member_id, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_JoinGroupRequest_group_instance_id, None)
     elif ln < 0:
@@ -407,6 +440,8 @@ cdef object _native_JoinGroupRequest_v8(bytes data, const unsigned char* d, Py_s
         _put(o, _OFF_JoinGroupRequest_group_instance_id, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -423,6 +458,8 @@ cdef object _native_JoinGroupRequest_v8(bytes data, const unsigned char* d, Py_s
         PyList_SET_ITEM(lst, i, item)
     _put(o, _OFF_JoinGroupRequest_protocols, lst)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_JoinGroupRequest_reason, None)
     elif ln < 0:
@@ -955,6 +992,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
     raise KeyError(version)
 
 
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
+
+
 def direct(bytes data, Py_ssize_t pos, int version):
     """The compiled reader alone (no Python fallback): (value, end), or the exception that
     would send the read to Python. For the tests that hold the two builds to each other."""
@@ -1315,4 +1357,10 @@ def install(ns):
         8: write_v8,
         9: write_v9,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "f00491c854f9dc71"
+KEY = "acda248af38eb7df"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -162,6 +179,8 @@ cdef object _native_JoinGroupResponseMember_v6(bytes data, const unsigned char* 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(JoinGroupResponseMember)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -169,6 +188,8 @@ cdef object _native_JoinGroupResponseMember_v6(bytes data, const unsigned char* 
         _put(o, _OFF_JoinGroupResponseMember_member_id, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_JoinGroupResponseMember_group_instance_id, None)
     elif ln < 0:
@@ -374,6 +395,8 @@ cdef object _native_JoinGroupResponse_v6(bytes data, const unsigned char* d, Py_
     pos += 10
     _put(o, _OFF_JoinGroupResponse_protocol_type, None)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -381,6 +404,8 @@ cdef object _native_JoinGroupResponse_v6(bytes data, const unsigned char* d, Py_
         _put(o, _OFF_JoinGroupResponse_protocol_name, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -389,6 +414,8 @@ cdef object _native_JoinGroupResponse_v6(bytes data, const unsigned char* d, Py_
         pos += ln
     _put(o, _OFF_JoinGroupResponse_skip_assignment, False)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -425,6 +452,8 @@ cdef object _native_JoinGroupResponse_v7(bytes data, const unsigned char* d, Py_
     _put(o, _OFF_JoinGroupResponse_generation_id, _i32(d + pos + 6))
     pos += 10
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_JoinGroupResponse_protocol_type, None)
     elif ln < 0:
@@ -434,6 +463,8 @@ cdef object _native_JoinGroupResponse_v7(bytes data, const unsigned char* d, Py_
         _put(o, _OFF_JoinGroupResponse_protocol_type, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_JoinGroupResponse_protocol_name, None)
     elif ln < 0:
@@ -443,6 +474,8 @@ cdef object _native_JoinGroupResponse_v7(bytes data, const unsigned char* d, Py_
         _put(o, _OFF_JoinGroupResponse_protocol_name, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -451,6 +484,8 @@ cdef object _native_JoinGroupResponse_v7(bytes data, const unsigned char* d, Py_
         pos += ln
     _put(o, _OFF_JoinGroupResponse_skip_assignment, False)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -487,6 +522,8 @@ cdef object _native_JoinGroupResponse_v9(bytes data, const unsigned char* d, Py_
     _put(o, _OFF_JoinGroupResponse_generation_id, _i32(d + pos + 6))
     pos += 10
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_JoinGroupResponse_protocol_type, None)
     elif ln < 0:
@@ -496,6 +533,8 @@ cdef object _native_JoinGroupResponse_v9(bytes data, const unsigned char* d, Py_
         _put(o, _OFF_JoinGroupResponse_protocol_type, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_JoinGroupResponse_protocol_name, None)
     elif ln < 0:
@@ -505,6 +544,8 @@ cdef object _native_JoinGroupResponse_v9(bytes data, const unsigned char* d, Py_
         _put(o, _OFF_JoinGroupResponse_protocol_name, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -515,6 +556,8 @@ cdef object _native_JoinGroupResponse_v9(bytes data, const unsigned char* d, Py_
     _put(o, _OFF_JoinGroupResponse_skip_assignment, True if d[pos + 0] else False)
     pos += 1
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -1167,6 +1210,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
     raise KeyError(version)
 
 
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
+
+
 def direct(bytes data, Py_ssize_t pos, int version):
     """The compiled reader alone (no Python fallback): (value, end), or the exception that
     would send the read to Python. For the tests that hold the two builds to each other."""
@@ -1531,4 +1579,10 @@ def install(ns):
         8: write_v8,
         9: write_v9,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

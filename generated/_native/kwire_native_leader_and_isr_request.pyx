@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "901ab2feb014c396"
+KEY = "1a176e81834099ae"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -75,12 +92,6 @@ cdef object _py__write_LeaderAndIsrRequest_v5
 cdef object _py__write_LeaderAndIsrRequest_v6
 cdef object _py__write_LeaderAndIsrRequest_v7
 cdef object _py_decode_message
-cdef object _py_r_array
-cdef object _py_r_compact_array
-cdef object _py_r_uuid
-cdef object _py_w_array
-cdef object _py_w_compact_array
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_LeaderAndIsrLiveLeader_broker_id
 cdef Py_ssize_t _OFF_LeaderAndIsrLiveLeader_host_name
 cdef Py_ssize_t _OFF_LeaderAndIsrLiveLeader_port
@@ -137,15 +148,11 @@ cdef object _native_LeaderAndIsrPartitionState_v0(bytes data, const unsigned cha
     _put(o, _OFF_LeaderAndIsrPartitionState_leader, _i32(d + pos + 8))
     _put(o, _OFF_LeaderAndIsrPartitionState_leader_epoch, _i32(d + pos + 12))
     pos += 16
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_LeaderAndIsrPartitionState_isr, v)
+    _put(o, _OFF_LeaderAndIsrPartitionState_isr, _n_array(d, n, &pos, False, False, _E_INT32))
     _need(pos, 4, n)
     _put(o, _OFF_LeaderAndIsrPartitionState_partition_epoch, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_LeaderAndIsrPartitionState_replicas, v)
+    _put(o, _OFF_LeaderAndIsrPartitionState_replicas, _n_array(d, n, &pos, False, False, _E_INT32))
     _put(o, _OFF_LeaderAndIsrPartitionState_adding_replicas, [])
     _put(o, _OFF_LeaderAndIsrPartitionState_removing_replicas, [])
     _put(o, _OFF_LeaderAndIsrPartitionState_is_new, False)
@@ -176,15 +183,11 @@ cdef object _native_LeaderAndIsrPartitionState_v1(bytes data, const unsigned cha
     _put(o, _OFF_LeaderAndIsrPartitionState_leader, _i32(d + pos + 8))
     _put(o, _OFF_LeaderAndIsrPartitionState_leader_epoch, _i32(d + pos + 12))
     pos += 16
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_LeaderAndIsrPartitionState_isr, v)
+    _put(o, _OFF_LeaderAndIsrPartitionState_isr, _n_array(d, n, &pos, False, False, _E_INT32))
     _need(pos, 4, n)
     _put(o, _OFF_LeaderAndIsrPartitionState_partition_epoch, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_LeaderAndIsrPartitionState_replicas, v)
+    _put(o, _OFF_LeaderAndIsrPartitionState_replicas, _n_array(d, n, &pos, False, False, _E_INT32))
     _put(o, _OFF_LeaderAndIsrPartitionState_adding_replicas, [])
     _put(o, _OFF_LeaderAndIsrPartitionState_removing_replicas, [])
     _need(pos, 1, n)
@@ -209,15 +212,11 @@ cdef object _native_LeaderAndIsrPartitionState_v2(bytes data, const unsigned cha
     _put(o, _OFF_LeaderAndIsrPartitionState_leader, _i32(d + pos + 8))
     _put(o, _OFF_LeaderAndIsrPartitionState_leader_epoch, _i32(d + pos + 12))
     pos += 16
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_LeaderAndIsrPartitionState_isr, v)
+    _put(o, _OFF_LeaderAndIsrPartitionState_isr, _n_array(d, n, &pos, False, False, _E_INT32))
     _need(pos, 4, n)
     _put(o, _OFF_LeaderAndIsrPartitionState_partition_epoch, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_LeaderAndIsrPartitionState_replicas, v)
+    _put(o, _OFF_LeaderAndIsrPartitionState_replicas, _n_array(d, n, &pos, False, False, _E_INT32))
     _put(o, _OFF_LeaderAndIsrPartitionState_adding_replicas, [])
     _put(o, _OFF_LeaderAndIsrPartitionState_removing_replicas, [])
     _need(pos, 1, n)
@@ -242,21 +241,13 @@ cdef object _native_LeaderAndIsrPartitionState_v3(bytes data, const unsigned cha
     _put(o, _OFF_LeaderAndIsrPartitionState_leader, _i32(d + pos + 8))
     _put(o, _OFF_LeaderAndIsrPartitionState_leader_epoch, _i32(d + pos + 12))
     pos += 16
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_LeaderAndIsrPartitionState_isr, v)
+    _put(o, _OFF_LeaderAndIsrPartitionState_isr, _n_array(d, n, &pos, False, False, _E_INT32))
     _need(pos, 4, n)
     _put(o, _OFF_LeaderAndIsrPartitionState_partition_epoch, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_LeaderAndIsrPartitionState_replicas, v)
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_LeaderAndIsrPartitionState_adding_replicas, v)
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_LeaderAndIsrPartitionState_removing_replicas, v)
+    _put(o, _OFF_LeaderAndIsrPartitionState_replicas, _n_array(d, n, &pos, False, False, _E_INT32))
+    _put(o, _OFF_LeaderAndIsrPartitionState_adding_replicas, _n_array(d, n, &pos, False, False, _E_INT32))
+    _put(o, _OFF_LeaderAndIsrPartitionState_removing_replicas, _n_array(d, n, &pos, False, False, _E_INT32))
     _need(pos, 1, n)
     _put(o, _OFF_LeaderAndIsrPartitionState_is_new, True if d[pos + 0] else False)
     pos += 1
@@ -279,21 +270,13 @@ cdef object _native_LeaderAndIsrPartitionState_v4(bytes data, const unsigned cha
     _put(o, _OFF_LeaderAndIsrPartitionState_leader, _i32(d + pos + 8))
     _put(o, _OFF_LeaderAndIsrPartitionState_leader_epoch, _i32(d + pos + 12))
     pos += 16
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_LeaderAndIsrPartitionState_isr, v)
+    _put(o, _OFF_LeaderAndIsrPartitionState_isr, _n_array(d, n, &pos, True, False, _E_INT32))
     _need(pos, 4, n)
     _put(o, _OFF_LeaderAndIsrPartitionState_partition_epoch, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_LeaderAndIsrPartitionState_replicas, v)
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_LeaderAndIsrPartitionState_adding_replicas, v)
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_LeaderAndIsrPartitionState_removing_replicas, v)
+    _put(o, _OFF_LeaderAndIsrPartitionState_replicas, _n_array(d, n, &pos, True, False, _E_INT32))
+    _put(o, _OFF_LeaderAndIsrPartitionState_adding_replicas, _n_array(d, n, &pos, True, False, _E_INT32))
+    _put(o, _OFF_LeaderAndIsrPartitionState_removing_replicas, _n_array(d, n, &pos, True, False, _E_INT32))
     _need(pos, 1, n)
     _put(o, _OFF_LeaderAndIsrPartitionState_is_new, True if d[pos + 0] else False)
     pos += 1
@@ -320,21 +303,13 @@ cdef object _native_LeaderAndIsrPartitionState_v6(bytes data, const unsigned cha
     _put(o, _OFF_LeaderAndIsrPartitionState_leader, _i32(d + pos + 8))
     _put(o, _OFF_LeaderAndIsrPartitionState_leader_epoch, _i32(d + pos + 12))
     pos += 16
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_LeaderAndIsrPartitionState_isr, v)
+    _put(o, _OFF_LeaderAndIsrPartitionState_isr, _n_array(d, n, &pos, True, False, _E_INT32))
     _need(pos, 4, n)
     _put(o, _OFF_LeaderAndIsrPartitionState_partition_epoch, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_LeaderAndIsrPartitionState_replicas, v)
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_LeaderAndIsrPartitionState_adding_replicas, v)
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_LeaderAndIsrPartitionState_removing_replicas, v)
+    _put(o, _OFF_LeaderAndIsrPartitionState_replicas, _n_array(d, n, &pos, True, False, _E_INT32))
+    _put(o, _OFF_LeaderAndIsrPartitionState_adding_replicas, _n_array(d, n, &pos, True, False, _E_INT32))
+    _put(o, _OFF_LeaderAndIsrPartitionState_removing_replicas, _n_array(d, n, &pos, True, False, _E_INT32))
     _need(pos, 2, n)
     _put(o, _OFF_LeaderAndIsrPartitionState_is_new, True if d[pos + 0] else False)
     _put(o, _OFF_LeaderAndIsrPartitionState_leader_recovery_state, <signed char>d[pos + 1])
@@ -419,6 +394,8 @@ cdef object _native_LeaderAndIsrTopicState_v4(bytes data, const unsigned char* d
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(LeaderAndIsrTopicState)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -451,15 +428,15 @@ cdef object _native_LeaderAndIsrTopicState_v5(bytes data, const unsigned char* d
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(LeaderAndIsrTopicState)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
         _need(pos, ln, n)
         _put(o, _OFF_LeaderAndIsrTopicState_topic_name, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_LeaderAndIsrTopicState_topic_id, v)
+    _put(o, _OFF_LeaderAndIsrTopicState_topic_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -485,15 +462,15 @@ cdef object _native_LeaderAndIsrTopicState_v6(bytes data, const unsigned char* d
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(LeaderAndIsrTopicState)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
         _need(pos, ln, n)
         _put(o, _OFF_LeaderAndIsrTopicState_topic_name, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_LeaderAndIsrTopicState_topic_id, v)
+    _put(o, _OFF_LeaderAndIsrTopicState_topic_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -548,6 +525,8 @@ cdef object _native_LeaderAndIsrLiveLeader_v4(bytes data, const unsigned char* d
     _put(o, _OFF_LeaderAndIsrLiveLeader_broker_id, _i32(d + pos + 0))
     pos += 4
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -935,15 +914,11 @@ cdef int _wnative_LeaderAndIsrPartitionState_v0(_Buf* b, object o) except -1:
     v = _get(o, _OFF_LeaderAndIsrPartitionState_leader_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_LeaderAndIsrPartitionState_isr)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     v = _get(o, _OFF_LeaderAndIsrPartitionState_partition_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_LeaderAndIsrPartitionState_replicas)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     if o.leader_recovery_state != 0:
         raise _Fallback()
     if _get(o, _OFF_LeaderAndIsrPartitionState_unknown_tags):
@@ -977,15 +952,11 @@ cdef int _wnative_LeaderAndIsrPartitionState_v1(_Buf* b, object o) except -1:
     v = _get(o, _OFF_LeaderAndIsrPartitionState_leader_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_LeaderAndIsrPartitionState_isr)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     v = _get(o, _OFF_LeaderAndIsrPartitionState_partition_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_LeaderAndIsrPartitionState_replicas)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     v = _get(o, _OFF_LeaderAndIsrPartitionState_is_new)
     if v is True:
         _w_u8(b, 1)
@@ -1015,15 +986,11 @@ cdef int _wnative_LeaderAndIsrPartitionState_v2(_Buf* b, object o) except -1:
     v = _get(o, _OFF_LeaderAndIsrPartitionState_leader_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_LeaderAndIsrPartitionState_isr)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     v = _get(o, _OFF_LeaderAndIsrPartitionState_partition_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_LeaderAndIsrPartitionState_replicas)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     v = _get(o, _OFF_LeaderAndIsrPartitionState_is_new)
     if v is True:
         _w_u8(b, 1)
@@ -1053,23 +1020,15 @@ cdef int _wnative_LeaderAndIsrPartitionState_v3(_Buf* b, object o) except -1:
     v = _get(o, _OFF_LeaderAndIsrPartitionState_leader_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_LeaderAndIsrPartitionState_isr)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     v = _get(o, _OFF_LeaderAndIsrPartitionState_partition_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_LeaderAndIsrPartitionState_replicas)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     v = _get(o, _OFF_LeaderAndIsrPartitionState_adding_replicas)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     v = _get(o, _OFF_LeaderAndIsrPartitionState_removing_replicas)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     v = _get(o, _OFF_LeaderAndIsrPartitionState_is_new)
     if v is True:
         _w_u8(b, 1)
@@ -1099,23 +1058,15 @@ cdef int _wnative_LeaderAndIsrPartitionState_v4(_Buf* b, object o) except -1:
     v = _get(o, _OFF_LeaderAndIsrPartitionState_leader_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_LeaderAndIsrPartitionState_isr)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     v = _get(o, _OFF_LeaderAndIsrPartitionState_partition_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_LeaderAndIsrPartitionState_replicas)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     v = _get(o, _OFF_LeaderAndIsrPartitionState_adding_replicas)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     v = _get(o, _OFF_LeaderAndIsrPartitionState_removing_replicas)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     v = _get(o, _OFF_LeaderAndIsrPartitionState_is_new)
     if v is True:
         _w_u8(b, 1)
@@ -1146,23 +1097,15 @@ cdef int _wnative_LeaderAndIsrPartitionState_v6(_Buf* b, object o) except -1:
     v = _get(o, _OFF_LeaderAndIsrPartitionState_leader_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_LeaderAndIsrPartitionState_isr)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     v = _get(o, _OFF_LeaderAndIsrPartitionState_partition_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_LeaderAndIsrPartitionState_replicas)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     v = _get(o, _OFF_LeaderAndIsrPartitionState_adding_replicas)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     v = _get(o, _OFF_LeaderAndIsrPartitionState_removing_replicas)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     v = _get(o, _OFF_LeaderAndIsrPartitionState_is_new)
     if v is True:
         _w_u8(b, 1)
@@ -1287,9 +1230,7 @@ cdef int _wnative_LeaderAndIsrTopicState_v5(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_LeaderAndIsrTopicState_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_LeaderAndIsrTopicState_partition_states)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -1322,9 +1263,7 @@ cdef int _wnative_LeaderAndIsrTopicState_v6(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_LeaderAndIsrTopicState_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_LeaderAndIsrTopicState_partition_states)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -1810,6 +1749,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
     raise KeyError(version)
 
 
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
+
+
 def direct(bytes data, Py_ssize_t pos, int version):
     """The compiled reader alone (no Python fallback): (value, end), or the exception that
     would send the read to Python. For the tests that hold the two builds to each other."""
@@ -2064,7 +2008,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, LeaderAndIsrLiveLeader, LeaderAndIsrPartitionState, LeaderAndIsrRequest, LeaderAndIsrTopicState, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_LeaderAndIsrRequest_v0, _py__read_LeaderAndIsrRequest_v1, _py__read_LeaderAndIsrRequest_v2, _py__read_LeaderAndIsrRequest_v3, _py__read_LeaderAndIsrRequest_v4, _py__read_LeaderAndIsrRequest_v5, _py__read_LeaderAndIsrRequest_v6, _py__read_LeaderAndIsrRequest_v7, _py__write_LeaderAndIsrRequest_v0, _py__write_LeaderAndIsrRequest_v1, _py__write_LeaderAndIsrRequest_v2, _py__write_LeaderAndIsrRequest_v3, _py__write_LeaderAndIsrRequest_v4, _py__write_LeaderAndIsrRequest_v5, _py__write_LeaderAndIsrRequest_v6, _py__write_LeaderAndIsrRequest_v7, _py_decode_message, _py_r_array, _py_r_compact_array, _py_r_uuid, _py_w_array, _py_w_compact_array, _py_w_uuid, _OFF_LeaderAndIsrLiveLeader_broker_id, _OFF_LeaderAndIsrLiveLeader_host_name, _OFF_LeaderAndIsrLiveLeader_port, _OFF_LeaderAndIsrLiveLeader_unknown_tags, _OFF_LeaderAndIsrLiveLeader_wire_tags, _OFF_LeaderAndIsrPartitionState_topic_name, _OFF_LeaderAndIsrPartitionState_partition_index, _OFF_LeaderAndIsrPartitionState_controller_epoch, _OFF_LeaderAndIsrPartitionState_leader, _OFF_LeaderAndIsrPartitionState_leader_epoch, _OFF_LeaderAndIsrPartitionState_isr, _OFF_LeaderAndIsrPartitionState_partition_epoch, _OFF_LeaderAndIsrPartitionState_replicas, _OFF_LeaderAndIsrPartitionState_adding_replicas, _OFF_LeaderAndIsrPartitionState_removing_replicas, _OFF_LeaderAndIsrPartitionState_is_new, _OFF_LeaderAndIsrPartitionState_leader_recovery_state, _OFF_LeaderAndIsrPartitionState_unknown_tags, _OFF_LeaderAndIsrPartitionState_wire_tags, _OFF_LeaderAndIsrRequest_controller_id, _OFF_LeaderAndIsrRequest_is_k_raft_controller, _OFF_LeaderAndIsrRequest_controller_epoch, _OFF_LeaderAndIsrRequest_broker_epoch, _OFF_LeaderAndIsrRequest_type, _OFF_LeaderAndIsrRequest_ungrouped_partition_states, _OFF_LeaderAndIsrRequest_topic_states, _OFF_LeaderAndIsrRequest_live_leaders, _OFF_LeaderAndIsrRequest_unknown_tags, _OFF_LeaderAndIsrRequest_wire_tags, _OFF_LeaderAndIsrTopicState_topic_name, _OFF_LeaderAndIsrTopicState_topic_id, _OFF_LeaderAndIsrTopicState_partition_states, _OFF_LeaderAndIsrTopicState_unknown_tags, _OFF_LeaderAndIsrTopicState_wire_tags
+    global _BOUND, _py_encode, LeaderAndIsrLiveLeader, LeaderAndIsrPartitionState, LeaderAndIsrRequest, LeaderAndIsrTopicState, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_LeaderAndIsrRequest_v0, _py__read_LeaderAndIsrRequest_v1, _py__read_LeaderAndIsrRequest_v2, _py__read_LeaderAndIsrRequest_v3, _py__read_LeaderAndIsrRequest_v4, _py__read_LeaderAndIsrRequest_v5, _py__read_LeaderAndIsrRequest_v6, _py__read_LeaderAndIsrRequest_v7, _py__write_LeaderAndIsrRequest_v0, _py__write_LeaderAndIsrRequest_v1, _py__write_LeaderAndIsrRequest_v2, _py__write_LeaderAndIsrRequest_v3, _py__write_LeaderAndIsrRequest_v4, _py__write_LeaderAndIsrRequest_v5, _py__write_LeaderAndIsrRequest_v6, _py__write_LeaderAndIsrRequest_v7, _py_decode_message, _OFF_LeaderAndIsrLiveLeader_broker_id, _OFF_LeaderAndIsrLiveLeader_host_name, _OFF_LeaderAndIsrLiveLeader_port, _OFF_LeaderAndIsrLiveLeader_unknown_tags, _OFF_LeaderAndIsrLiveLeader_wire_tags, _OFF_LeaderAndIsrPartitionState_topic_name, _OFF_LeaderAndIsrPartitionState_partition_index, _OFF_LeaderAndIsrPartitionState_controller_epoch, _OFF_LeaderAndIsrPartitionState_leader, _OFF_LeaderAndIsrPartitionState_leader_epoch, _OFF_LeaderAndIsrPartitionState_isr, _OFF_LeaderAndIsrPartitionState_partition_epoch, _OFF_LeaderAndIsrPartitionState_replicas, _OFF_LeaderAndIsrPartitionState_adding_replicas, _OFF_LeaderAndIsrPartitionState_removing_replicas, _OFF_LeaderAndIsrPartitionState_is_new, _OFF_LeaderAndIsrPartitionState_leader_recovery_state, _OFF_LeaderAndIsrPartitionState_unknown_tags, _OFF_LeaderAndIsrPartitionState_wire_tags, _OFF_LeaderAndIsrRequest_controller_id, _OFF_LeaderAndIsrRequest_is_k_raft_controller, _OFF_LeaderAndIsrRequest_controller_epoch, _OFF_LeaderAndIsrRequest_broker_epoch, _OFF_LeaderAndIsrRequest_type, _OFF_LeaderAndIsrRequest_ungrouped_partition_states, _OFF_LeaderAndIsrRequest_topic_states, _OFF_LeaderAndIsrRequest_live_leaders, _OFF_LeaderAndIsrRequest_unknown_tags, _OFF_LeaderAndIsrRequest_wire_tags, _OFF_LeaderAndIsrTopicState_topic_name, _OFF_LeaderAndIsrTopicState_topic_id, _OFF_LeaderAndIsrTopicState_partition_states, _OFF_LeaderAndIsrTopicState_unknown_tags, _OFF_LeaderAndIsrTopicState_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -2092,12 +2036,6 @@ def install(ns):
     _py__write_LeaderAndIsrRequest_v6 = ns["_write_LeaderAndIsrRequest_v6"]
     _py__write_LeaderAndIsrRequest_v7 = ns["_write_LeaderAndIsrRequest_v7"]
     _py_decode_message = ns["decode_message"]
-    _py_r_array = ns["r_array"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_array = ns["w_array"]
-    _py_w_compact_array = ns["w_compact_array"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_LeaderAndIsrLiveLeader_broker_id = _offset(LeaderAndIsrLiveLeader, "broker_id")
     _OFF_LeaderAndIsrLiveLeader_host_name = _offset(LeaderAndIsrLiveLeader, "host_name")
     _OFF_LeaderAndIsrLiveLeader_port = _offset(LeaderAndIsrLiveLeader, "port")
@@ -2153,4 +2091,10 @@ def install(ns):
         6: write_v6,
         7: write_v7,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "4bf70cd128927a20"
+KEY = "f3a3bb7195440186"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -61,8 +78,6 @@ cdef object _py__read_LeaderChangeMessage_v1
 cdef object _py__write_LeaderChangeMessage_v0
 cdef object _py__write_LeaderChangeMessage_v1
 cdef object _py_decode_message
-cdef object _py_r_uuid
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_LeaderChangeMessage_version
 cdef Py_ssize_t _OFF_LeaderChangeMessage_leader_id
 cdef Py_ssize_t _OFF_LeaderChangeMessage_voters
@@ -102,9 +117,7 @@ cdef object _native_Voter_v1(bytes data, const unsigned char* d, Py_ssize_t n, P
     _need(pos, 4, n)
     _put(o, _OFF_Voter_voter_id, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_Voter_voter_directory_id, v)
+    _put(o, _OFF_Voter_voter_directory_id, _n_uuid(d, n, &pos))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -214,9 +227,7 @@ cdef int _wnative_Voter_v1(_Buf* b, object o) except -1:
     v = _get(o, _OFF_Voter_voter_id)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_Voter_voter_directory_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     if _get(o, _OFF_Voter_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -320,6 +331,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -432,7 +448,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, LeaderChangeMessage, Voter, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_LeaderChangeMessage_v0, _py__read_LeaderChangeMessage_v1, _py__write_LeaderChangeMessage_v0, _py__write_LeaderChangeMessage_v1, _py_decode_message, _py_r_uuid, _py_w_uuid, _OFF_LeaderChangeMessage_version, _OFF_LeaderChangeMessage_leader_id, _OFF_LeaderChangeMessage_voters, _OFF_LeaderChangeMessage_granting_voters, _OFF_LeaderChangeMessage_unknown_tags, _OFF_LeaderChangeMessage_wire_tags, _OFF_Voter_voter_id, _OFF_Voter_voter_directory_id, _OFF_Voter_unknown_tags, _OFF_Voter_wire_tags
+    global _BOUND, _py_encode, LeaderChangeMessage, Voter, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_LeaderChangeMessage_v0, _py__read_LeaderChangeMessage_v1, _py__write_LeaderChangeMessage_v0, _py__write_LeaderChangeMessage_v1, _py_decode_message, _OFF_LeaderChangeMessage_version, _OFF_LeaderChangeMessage_leader_id, _OFF_LeaderChangeMessage_voters, _OFF_LeaderChangeMessage_granting_voters, _OFF_LeaderChangeMessage_unknown_tags, _OFF_LeaderChangeMessage_wire_tags, _OFF_Voter_voter_id, _OFF_Voter_voter_directory_id, _OFF_Voter_unknown_tags, _OFF_Voter_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -446,8 +462,6 @@ def install(ns):
     _py__write_LeaderChangeMessage_v0 = ns["_write_LeaderChangeMessage_v0"]
     _py__write_LeaderChangeMessage_v1 = ns["_write_LeaderChangeMessage_v1"]
     _py_decode_message = ns["decode_message"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_LeaderChangeMessage_version = _offset(LeaderChangeMessage, "version")
     _OFF_LeaderChangeMessage_leader_id = _offset(LeaderChangeMessage, "leader_id")
     _OFF_LeaderChangeMessage_voters = _offset(LeaderChangeMessage, "voters")
@@ -467,4 +481,10 @@ def install(ns):
         0: write_v0,
         1: write_v1,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

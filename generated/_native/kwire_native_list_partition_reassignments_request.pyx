@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "39b8cb1c209cfea6"
+KEY = "1473d7d4fe7495ac"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -56,14 +73,8 @@ cdef object ListPartitionReassignmentsTopics
 cdef object _py__DECODERS
 cdef object _py__READERS
 cdef object _py__read_ListPartitionReassignmentsRequest_v0
-cdef object _py__read_ListPartitionReassignmentsTopics_v0
 cdef object _py__write_ListPartitionReassignmentsRequest_v0
-cdef object _py__write_ListPartitionReassignmentsTopics_v0
 cdef object _py_decode_message
-cdef object _py_r_compact_array
-cdef object _py_r_compact_nullable_array
-cdef object _py_w_compact_array
-cdef object _py_w_compact_nullable_array
 cdef Py_ssize_t _OFF_ListPartitionReassignmentsRequest_timeout_ms
 cdef Py_ssize_t _OFF_ListPartitionReassignmentsRequest_topics
 cdef Py_ssize_t _OFF_ListPartitionReassignmentsRequest_unknown_tags
@@ -80,15 +91,15 @@ cdef object _native_ListPartitionReassignmentsTopics_v0(bytes data, const unsign
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(ListPartitionReassignmentsTopics)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
         _need(pos, ln, n)
         _put(o, _OFF_ListPartitionReassignmentsTopics_name, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_ListPartitionReassignmentsTopics_partition_indexes, v)
+    _put(o, _OFF_ListPartitionReassignmentsTopics_partition_indexes, _n_array(d, n, &pos, True, False, _E_INT32))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -107,9 +118,18 @@ cdef object _native_ListPartitionReassignmentsRequest_v0(bytes data, const unsig
     _need(pos, 4, n)
     _put(o, _OFF_ListPartitionReassignmentsRequest_timeout_ms, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py__read_ListPartitionReassignmentsTopics_v0)
-    pos = pos_obj
-    _put(o, _OFF_ListPartitionReassignmentsRequest_topics, v)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_ListPartitionReassignmentsRequest_topics, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_ListPartitionReassignmentsTopics_v0(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_ListPartitionReassignmentsRequest_topics, lst)
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -138,9 +158,7 @@ cdef int _wnative_ListPartitionReassignmentsTopics_v0(_Buf* b, object o) except 
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_ListPartitionReassignmentsTopics_partition_indexes)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     if _get(o, _OFF_ListPartitionReassignmentsTopics_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -156,9 +174,16 @@ cdef int _wnative_ListPartitionReassignmentsRequest_v0(_Buf* b, object o) except
     v = _get(o, _OFF_ListPartitionReassignmentsRequest_timeout_ms)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_ListPartitionReassignmentsRequest_topics)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, _py__write_ListPartitionReassignmentsTopics_v0)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not ListPartitionReassignmentsTopics:
+                raise _Fallback()
+            _wnative_ListPartitionReassignmentsTopics_v0(b, item)
     if _get(o, _OFF_ListPartitionReassignmentsRequest_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -187,6 +212,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -275,7 +305,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, ListPartitionReassignmentsRequest, ListPartitionReassignmentsTopics, _py__DECODERS, _py__READERS, _py__read_ListPartitionReassignmentsRequest_v0, _py__read_ListPartitionReassignmentsTopics_v0, _py__write_ListPartitionReassignmentsRequest_v0, _py__write_ListPartitionReassignmentsTopics_v0, _py_decode_message, _py_r_compact_array, _py_r_compact_nullable_array, _py_w_compact_array, _py_w_compact_nullable_array, _OFF_ListPartitionReassignmentsRequest_timeout_ms, _OFF_ListPartitionReassignmentsRequest_topics, _OFF_ListPartitionReassignmentsRequest_unknown_tags, _OFF_ListPartitionReassignmentsRequest_wire_tags, _OFF_ListPartitionReassignmentsTopics_name, _OFF_ListPartitionReassignmentsTopics_partition_indexes, _OFF_ListPartitionReassignmentsTopics_unknown_tags, _OFF_ListPartitionReassignmentsTopics_wire_tags
+    global _BOUND, _py_encode, ListPartitionReassignmentsRequest, ListPartitionReassignmentsTopics, _py__DECODERS, _py__READERS, _py__read_ListPartitionReassignmentsRequest_v0, _py__write_ListPartitionReassignmentsRequest_v0, _py_decode_message, _OFF_ListPartitionReassignmentsRequest_timeout_ms, _OFF_ListPartitionReassignmentsRequest_topics, _OFF_ListPartitionReassignmentsRequest_unknown_tags, _OFF_ListPartitionReassignmentsRequest_wire_tags, _OFF_ListPartitionReassignmentsTopics_name, _OFF_ListPartitionReassignmentsTopics_partition_indexes, _OFF_ListPartitionReassignmentsTopics_unknown_tags, _OFF_ListPartitionReassignmentsTopics_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -284,14 +314,8 @@ def install(ns):
     _py__DECODERS = ns["_DECODERS"]
     _py__READERS = ns["_READERS"]
     _py__read_ListPartitionReassignmentsRequest_v0 = ns["_read_ListPartitionReassignmentsRequest_v0"]
-    _py__read_ListPartitionReassignmentsTopics_v0 = ns["_read_ListPartitionReassignmentsTopics_v0"]
     _py__write_ListPartitionReassignmentsRequest_v0 = ns["_write_ListPartitionReassignmentsRequest_v0"]
-    _py__write_ListPartitionReassignmentsTopics_v0 = ns["_write_ListPartitionReassignmentsTopics_v0"]
     _py_decode_message = ns["decode_message"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_r_compact_nullable_array = ns["r_compact_nullable_array"]
-    _py_w_compact_array = ns["w_compact_array"]
-    _py_w_compact_nullable_array = ns["w_compact_nullable_array"]
     _OFF_ListPartitionReassignmentsRequest_timeout_ms = _offset(ListPartitionReassignmentsRequest, "timeout_ms")
     _OFF_ListPartitionReassignmentsRequest_topics = _offset(ListPartitionReassignmentsRequest, "topics")
     _OFF_ListPartitionReassignmentsRequest_unknown_tags = _offset(ListPartitionReassignmentsRequest, "unknown_tags")
@@ -307,4 +331,10 @@ def install(ns):
     writers = {
         0: write_v0,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "3a4aaca22ad58d7a"
+KEY = "23b5c01cc954a97d"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -59,8 +76,6 @@ cdef object _py__READERS
 cdef object _py__read_ListPartitionReassignmentsResponse_v0
 cdef object _py__write_ListPartitionReassignmentsResponse_v0
 cdef object _py_decode_message
-cdef object _py_r_compact_array
-cdef object _py_w_compact_array
 cdef Py_ssize_t _OFF_ListPartitionReassignmentsResponse_throttle_time_ms
 cdef Py_ssize_t _OFF_ListPartitionReassignmentsResponse_error_code
 cdef Py_ssize_t _OFF_ListPartitionReassignmentsResponse_error_message
@@ -87,15 +102,9 @@ cdef object _native_OngoingPartitionReassignment_v0(bytes data, const unsigned c
     _need(pos, 4, n)
     _put(o, _OFF_OngoingPartitionReassignment_partition_index, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_OngoingPartitionReassignment_replicas, v)
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_OngoingPartitionReassignment_adding_replicas, v)
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_OngoingPartitionReassignment_removing_replicas, v)
+    _put(o, _OFF_OngoingPartitionReassignment_replicas, _n_array(d, n, &pos, True, False, _E_INT32))
+    _put(o, _OFF_OngoingPartitionReassignment_adding_replicas, _n_array(d, n, &pos, True, False, _E_INT32))
+    _put(o, _OFF_OngoingPartitionReassignment_removing_replicas, _n_array(d, n, &pos, True, False, _E_INT32))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -112,6 +121,8 @@ cdef object _native_OngoingTopicReassignment_v0(bytes data, const unsigned char*
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(OngoingTopicReassignment)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -147,6 +158,8 @@ cdef object _native_ListPartitionReassignmentsResponse_v0(bytes data, const unsi
     _put(o, _OFF_ListPartitionReassignmentsResponse_error_code, _i16(d + pos + 4))
     pos += 6
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_ListPartitionReassignmentsResponse_error_message, None)
     elif ln < 0:
@@ -183,17 +196,11 @@ cdef int _wnative_OngoingPartitionReassignment_v0(_Buf* b, object o) except -1:
     v = _get(o, _OFF_OngoingPartitionReassignment_partition_index)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_OngoingPartitionReassignment_replicas)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     v = _get(o, _OFF_OngoingPartitionReassignment_adding_replicas)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     v = _get(o, _OFF_OngoingPartitionReassignment_removing_replicas)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     if _get(o, _OFF_OngoingPartitionReassignment_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -290,6 +297,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
     raise KeyError(version)
 
 
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
+
+
 def direct(bytes data, Py_ssize_t pos, int version):
     """The compiled reader alone (no Python fallback): (value, end), or the exception that
     would send the read to Python. For the tests that hold the two builds to each other."""
@@ -376,7 +388,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, ListPartitionReassignmentsResponse, OngoingPartitionReassignment, OngoingTopicReassignment, _py__DECODERS, _py__READERS, _py__read_ListPartitionReassignmentsResponse_v0, _py__write_ListPartitionReassignmentsResponse_v0, _py_decode_message, _py_r_compact_array, _py_w_compact_array, _OFF_ListPartitionReassignmentsResponse_throttle_time_ms, _OFF_ListPartitionReassignmentsResponse_error_code, _OFF_ListPartitionReassignmentsResponse_error_message, _OFF_ListPartitionReassignmentsResponse_topics, _OFF_ListPartitionReassignmentsResponse_unknown_tags, _OFF_ListPartitionReassignmentsResponse_wire_tags, _OFF_OngoingPartitionReassignment_partition_index, _OFF_OngoingPartitionReassignment_replicas, _OFF_OngoingPartitionReassignment_adding_replicas, _OFF_OngoingPartitionReassignment_removing_replicas, _OFF_OngoingPartitionReassignment_unknown_tags, _OFF_OngoingPartitionReassignment_wire_tags, _OFF_OngoingTopicReassignment_name, _OFF_OngoingTopicReassignment_partitions, _OFF_OngoingTopicReassignment_unknown_tags, _OFF_OngoingTopicReassignment_wire_tags
+    global _BOUND, _py_encode, ListPartitionReassignmentsResponse, OngoingPartitionReassignment, OngoingTopicReassignment, _py__DECODERS, _py__READERS, _py__read_ListPartitionReassignmentsResponse_v0, _py__write_ListPartitionReassignmentsResponse_v0, _py_decode_message, _OFF_ListPartitionReassignmentsResponse_throttle_time_ms, _OFF_ListPartitionReassignmentsResponse_error_code, _OFF_ListPartitionReassignmentsResponse_error_message, _OFF_ListPartitionReassignmentsResponse_topics, _OFF_ListPartitionReassignmentsResponse_unknown_tags, _OFF_ListPartitionReassignmentsResponse_wire_tags, _OFF_OngoingPartitionReassignment_partition_index, _OFF_OngoingPartitionReassignment_replicas, _OFF_OngoingPartitionReassignment_adding_replicas, _OFF_OngoingPartitionReassignment_removing_replicas, _OFF_OngoingPartitionReassignment_unknown_tags, _OFF_OngoingPartitionReassignment_wire_tags, _OFF_OngoingTopicReassignment_name, _OFF_OngoingTopicReassignment_partitions, _OFF_OngoingTopicReassignment_unknown_tags, _OFF_OngoingTopicReassignment_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -388,8 +400,6 @@ def install(ns):
     _py__read_ListPartitionReassignmentsResponse_v0 = ns["_read_ListPartitionReassignmentsResponse_v0"]
     _py__write_ListPartitionReassignmentsResponse_v0 = ns["_write_ListPartitionReassignmentsResponse_v0"]
     _py_decode_message = ns["decode_message"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_w_compact_array = ns["w_compact_array"]
     _OFF_ListPartitionReassignmentsResponse_throttle_time_ms = _offset(ListPartitionReassignmentsResponse, "throttle_time_ms")
     _OFF_ListPartitionReassignmentsResponse_error_code = _offset(ListPartitionReassignmentsResponse, "error_code")
     _OFF_ListPartitionReassignmentsResponse_error_message = _offset(ListPartitionReassignmentsResponse, "error_message")
@@ -413,4 +423,10 @@ def install(ns):
     writers = {
         0: write_v0,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "5f10268550123249"
+KEY = "f3d1830fcd4df15d"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -61,10 +78,6 @@ cdef object _py__write_ListTransactionsRequest_v0
 cdef object _py__write_ListTransactionsRequest_v1
 cdef object _py__write_ListTransactionsRequest_v2
 cdef object _py_decode_message
-cdef object _py_r_compact_array
-cdef object _py_r_compact_string
-cdef object _py_w_compact_array
-cdef object _py_w_compact_string
 cdef Py_ssize_t _OFF_ListTransactionsRequest_state_filters
 cdef Py_ssize_t _OFF_ListTransactionsRequest_producer_id_filters
 cdef Py_ssize_t _OFF_ListTransactionsRequest_duration_filter
@@ -78,12 +91,8 @@ cdef object _native_ListTransactionsRequest_v0(bytes data, const unsigned char* 
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(ListTransactionsRequest)
-    v, pos_obj = _py_r_compact_array(data, pos, _py_r_compact_string)
-    pos = pos_obj
-    _put(o, _OFF_ListTransactionsRequest_state_filters, v)
-    v, pos_obj = _py_r_compact_array(data, pos, 'q')
-    pos = pos_obj
-    _put(o, _OFF_ListTransactionsRequest_producer_id_filters, v)
+    _put(o, _OFF_ListTransactionsRequest_state_filters, _n_array(d, n, &pos, True, False, _E_COMPACT_STRING))
+    _put(o, _OFF_ListTransactionsRequest_producer_id_filters, _n_array(d, n, &pos, True, False, _E_INT64))
     _put(o, _OFF_ListTransactionsRequest_duration_filter, -1)
     _put(o, _OFF_ListTransactionsRequest_transactional_id_pattern, None)
     _need(pos, 1, n)
@@ -101,12 +110,8 @@ cdef object _native_ListTransactionsRequest_v1(bytes data, const unsigned char* 
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(ListTransactionsRequest)
-    v, pos_obj = _py_r_compact_array(data, pos, _py_r_compact_string)
-    pos = pos_obj
-    _put(o, _OFF_ListTransactionsRequest_state_filters, v)
-    v, pos_obj = _py_r_compact_array(data, pos, 'q')
-    pos = pos_obj
-    _put(o, _OFF_ListTransactionsRequest_producer_id_filters, v)
+    _put(o, _OFF_ListTransactionsRequest_state_filters, _n_array(d, n, &pos, True, False, _E_COMPACT_STRING))
+    _put(o, _OFF_ListTransactionsRequest_producer_id_filters, _n_array(d, n, &pos, True, False, _E_INT64))
     _need(pos, 8, n)
     _put(o, _OFF_ListTransactionsRequest_duration_filter, _i64(d + pos + 0))
     pos += 8
@@ -126,16 +131,14 @@ cdef object _native_ListTransactionsRequest_v2(bytes data, const unsigned char* 
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(ListTransactionsRequest)
-    v, pos_obj = _py_r_compact_array(data, pos, _py_r_compact_string)
-    pos = pos_obj
-    _put(o, _OFF_ListTransactionsRequest_state_filters, v)
-    v, pos_obj = _py_r_compact_array(data, pos, 'q')
-    pos = pos_obj
-    _put(o, _OFF_ListTransactionsRequest_producer_id_filters, v)
+    _put(o, _OFF_ListTransactionsRequest_state_filters, _n_array(d, n, &pos, True, False, _E_COMPACT_STRING))
+    _put(o, _OFF_ListTransactionsRequest_producer_id_filters, _n_array(d, n, &pos, True, False, _E_INT64))
     _need(pos, 8, n)
     _put(o, _OFF_ListTransactionsRequest_duration_filter, _i64(d + pos + 0))
     pos += 8
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_ListTransactionsRequest_transactional_id_pattern, None)
     elif ln < 0:
@@ -161,13 +164,9 @@ cdef int _wnative_ListTransactionsRequest_v0(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_ListTransactionsRequest_state_filters)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, _py_w_compact_string)
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_COMPACT_STRING)
     v = _get(o, _OFF_ListTransactionsRequest_producer_id_filters)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'q')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT64)
     if o.duration_filter != -1:
         raise _Fallback()
     if o.transactional_id_pattern is not None:
@@ -185,13 +184,9 @@ cdef int _wnative_ListTransactionsRequest_v1(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_ListTransactionsRequest_state_filters)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, _py_w_compact_string)
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_COMPACT_STRING)
     v = _get(o, _OFF_ListTransactionsRequest_producer_id_filters)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'q')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT64)
     v = _get(o, _OFF_ListTransactionsRequest_duration_filter)
     _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
     if o.transactional_id_pattern is not None:
@@ -209,13 +204,9 @@ cdef int _wnative_ListTransactionsRequest_v2(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_ListTransactionsRequest_state_filters)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, _py_w_compact_string)
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_COMPACT_STRING)
     v = _get(o, _OFF_ListTransactionsRequest_producer_id_filters)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'q')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT64)
     v = _get(o, _OFF_ListTransactionsRequest_duration_filter)
     _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
     v = _get(o, _OFF_ListTransactionsRequest_transactional_id_pattern)
@@ -279,6 +270,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -415,7 +411,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, ListTransactionsRequest, _py__DECODERS, _py__READERS, _py__read_ListTransactionsRequest_v0, _py__read_ListTransactionsRequest_v1, _py__read_ListTransactionsRequest_v2, _py__write_ListTransactionsRequest_v0, _py__write_ListTransactionsRequest_v1, _py__write_ListTransactionsRequest_v2, _py_decode_message, _py_r_compact_array, _py_r_compact_string, _py_w_compact_array, _py_w_compact_string, _OFF_ListTransactionsRequest_state_filters, _OFF_ListTransactionsRequest_producer_id_filters, _OFF_ListTransactionsRequest_duration_filter, _OFF_ListTransactionsRequest_transactional_id_pattern, _OFF_ListTransactionsRequest_unknown_tags, _OFF_ListTransactionsRequest_wire_tags
+    global _BOUND, _py_encode, ListTransactionsRequest, _py__DECODERS, _py__READERS, _py__read_ListTransactionsRequest_v0, _py__read_ListTransactionsRequest_v1, _py__read_ListTransactionsRequest_v2, _py__write_ListTransactionsRequest_v0, _py__write_ListTransactionsRequest_v1, _py__write_ListTransactionsRequest_v2, _py_decode_message, _OFF_ListTransactionsRequest_state_filters, _OFF_ListTransactionsRequest_producer_id_filters, _OFF_ListTransactionsRequest_duration_filter, _OFF_ListTransactionsRequest_transactional_id_pattern, _OFF_ListTransactionsRequest_unknown_tags, _OFF_ListTransactionsRequest_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -429,10 +425,6 @@ def install(ns):
     _py__write_ListTransactionsRequest_v1 = ns["_write_ListTransactionsRequest_v1"]
     _py__write_ListTransactionsRequest_v2 = ns["_write_ListTransactionsRequest_v2"]
     _py_decode_message = ns["decode_message"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_r_compact_string = ns["r_compact_string"]
-    _py_w_compact_array = ns["w_compact_array"]
-    _py_w_compact_string = ns["w_compact_string"]
     _OFF_ListTransactionsRequest_state_filters = _offset(ListTransactionsRequest, "state_filters")
     _OFF_ListTransactionsRequest_producer_id_filters = _offset(ListTransactionsRequest, "producer_id_filters")
     _OFF_ListTransactionsRequest_duration_filter = _offset(ListTransactionsRequest, "duration_filter")
@@ -450,4 +442,10 @@ def install(ns):
         1: write_v1,
         2: write_v2,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

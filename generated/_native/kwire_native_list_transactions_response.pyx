@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "da1492abc8a0b7da"
+KEY = "55ab42f09c5a293b"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -58,10 +75,6 @@ cdef object _py__READERS
 cdef object _py__read_ListTransactionsResponse_v0
 cdef object _py__write_ListTransactionsResponse_v0
 cdef object _py_decode_message
-cdef object _py_r_compact_array
-cdef object _py_r_compact_string
-cdef object _py_w_compact_array
-cdef object _py_w_compact_string
 cdef Py_ssize_t _OFF_ListTransactionsResponse_throttle_time_ms
 cdef Py_ssize_t _OFF_ListTransactionsResponse_error_code
 cdef Py_ssize_t _OFF_ListTransactionsResponse_unknown_state_filters
@@ -81,6 +94,8 @@ cdef object _native_TransactionState_v0(bytes data, const unsigned char* d, Py_s
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TransactionState)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -91,6 +106,8 @@ cdef object _native_TransactionState_v0(bytes data, const unsigned char* d, Py_s
     _put(o, _OFF_TransactionState_producer_id, _i64(d + pos + 0))
     pos += 8
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -116,9 +133,7 @@ cdef object _native_ListTransactionsResponse_v0(bytes data, const unsigned char*
     _put(o, _OFF_ListTransactionsResponse_throttle_time_ms, _i32(d + pos + 0))
     _put(o, _OFF_ListTransactionsResponse_error_code, _i16(d + pos + 4))
     pos += 6
-    v, pos_obj = _py_r_compact_array(data, pos, _py_r_compact_string)
-    pos = pos_obj
-    _put(o, _OFF_ListTransactionsResponse_unknown_state_filters, v)
+    _put(o, _OFF_ListTransactionsResponse_unknown_state_filters, _n_array(d, n, &pos, True, False, _E_COMPACT_STRING))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -185,9 +200,7 @@ cdef int _wnative_ListTransactionsResponse_v0(_Buf* b, object o) except -1:
     v = _get(o, _OFF_ListTransactionsResponse_error_code)
     _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
     v = _get(o, _OFF_ListTransactionsResponse_unknown_state_filters)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, _py_w_compact_string)
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_COMPACT_STRING)
     v = _get(o, _OFF_ListTransactionsResponse_transaction_states)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -246,6 +259,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -382,7 +400,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, ListTransactionsResponse, TransactionState, _py__DECODERS, _py__READERS, _py__read_ListTransactionsResponse_v0, _py__write_ListTransactionsResponse_v0, _py_decode_message, _py_r_compact_array, _py_r_compact_string, _py_w_compact_array, _py_w_compact_string, _OFF_ListTransactionsResponse_throttle_time_ms, _OFF_ListTransactionsResponse_error_code, _OFF_ListTransactionsResponse_unknown_state_filters, _OFF_ListTransactionsResponse_transaction_states, _OFF_ListTransactionsResponse_unknown_tags, _OFF_ListTransactionsResponse_wire_tags, _OFF_TransactionState_transactional_id, _OFF_TransactionState_producer_id, _OFF_TransactionState_transaction_state, _OFF_TransactionState_unknown_tags, _OFF_TransactionState_wire_tags
+    global _BOUND, _py_encode, ListTransactionsResponse, TransactionState, _py__DECODERS, _py__READERS, _py__read_ListTransactionsResponse_v0, _py__write_ListTransactionsResponse_v0, _py_decode_message, _OFF_ListTransactionsResponse_throttle_time_ms, _OFF_ListTransactionsResponse_error_code, _OFF_ListTransactionsResponse_unknown_state_filters, _OFF_ListTransactionsResponse_transaction_states, _OFF_ListTransactionsResponse_unknown_tags, _OFF_ListTransactionsResponse_wire_tags, _OFF_TransactionState_transactional_id, _OFF_TransactionState_producer_id, _OFF_TransactionState_transaction_state, _OFF_TransactionState_unknown_tags, _OFF_TransactionState_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -393,10 +411,6 @@ def install(ns):
     _py__read_ListTransactionsResponse_v0 = ns["_read_ListTransactionsResponse_v0"]
     _py__write_ListTransactionsResponse_v0 = ns["_write_ListTransactionsResponse_v0"]
     _py_decode_message = ns["decode_message"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_r_compact_string = ns["r_compact_string"]
-    _py_w_compact_array = ns["w_compact_array"]
-    _py_w_compact_string = ns["w_compact_string"]
     _OFF_ListTransactionsResponse_throttle_time_ms = _offset(ListTransactionsResponse, "throttle_time_ms")
     _OFF_ListTransactionsResponse_error_code = _offset(ListTransactionsResponse, "error_code")
     _OFF_ListTransactionsResponse_unknown_state_filters = _offset(ListTransactionsResponse, "unknown_state_filters")
@@ -419,4 +433,10 @@ def install(ns):
         1: write_v1,
         2: write_v2,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

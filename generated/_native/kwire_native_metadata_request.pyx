@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "e6f30d900ea83894"
+KEY = "ea221630bd0ec694"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -56,9 +73,6 @@ cdef object MetadataRequestTopic
 cdef object _py_ZERO_UUID
 cdef object _py__DECODERS
 cdef object _py__READERS
-cdef object _py__read_MetadataRequestTopic_v0
-cdef object _py__read_MetadataRequestTopic_v10
-cdef object _py__read_MetadataRequestTopic_v9
 cdef object _py__read_MetadataRequest_v0
 cdef object _py__read_MetadataRequest_v1
 cdef object _py__read_MetadataRequest_v10
@@ -66,9 +80,6 @@ cdef object _py__read_MetadataRequest_v11
 cdef object _py__read_MetadataRequest_v4
 cdef object _py__read_MetadataRequest_v8
 cdef object _py__read_MetadataRequest_v9
-cdef object _py__write_MetadataRequestTopic_v0
-cdef object _py__write_MetadataRequestTopic_v10
-cdef object _py__write_MetadataRequestTopic_v9
 cdef object _py__write_MetadataRequest_v0
 cdef object _py__write_MetadataRequest_v1
 cdef object _py__write_MetadataRequest_v10
@@ -77,12 +88,6 @@ cdef object _py__write_MetadataRequest_v4
 cdef object _py__write_MetadataRequest_v8
 cdef object _py__write_MetadataRequest_v9
 cdef object _py_decode_message
-cdef object _py_r_compact_nullable_array
-cdef object _py_r_nullable_array
-cdef object _py_r_uuid
-cdef object _py_w_compact_nullable_array
-cdef object _py_w_nullable_array
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_MetadataRequest_topics
 cdef Py_ssize_t _OFF_MetadataRequest_allow_auto_topic_creation
 cdef Py_ssize_t _OFF_MetadataRequest_include_cluster_authorized_operations
@@ -123,6 +128,8 @@ cdef object _native_MetadataRequestTopic_v9(bytes data, const unsigned char* d, 
     cdef object o = _alloc(MetadataRequestTopic)
     _put(o, _OFF_MetadataRequestTopic_topic_id, _py_ZERO_UUID)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -144,10 +151,10 @@ cdef object _native_MetadataRequestTopic_v10(bytes data, const unsigned char* d,
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(MetadataRequestTopic)
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_MetadataRequestTopic_topic_id, v)
+    _put(o, _OFF_MetadataRequestTopic_topic_id, _n_uuid(d, n, &pos))
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_MetadataRequestTopic_name, None)
     elif ln < 0:
@@ -196,9 +203,20 @@ cdef object _native_MetadataRequest_v1(bytes data, const unsigned char* d, Py_ss
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(MetadataRequest)
-    v, pos_obj = _py_r_nullable_array(data, pos, _py__read_MetadataRequestTopic_v0)
-    pos = pos_obj
-    _put(o, _OFF_MetadataRequest_topics, v)
+    _need(pos, 4, n)
+    k = _i32(d + pos)
+    pos += 4
+    if k < 0:
+        _put(o, _OFF_MetadataRequest_topics, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_MetadataRequestTopic_v0(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_MetadataRequest_topics, lst)
     _put(o, _OFF_MetadataRequest_allow_auto_topic_creation, True)
     _put(o, _OFF_MetadataRequest_include_cluster_authorized_operations, False)
     _put(o, _OFF_MetadataRequest_include_topic_authorized_operations, False)
@@ -213,9 +231,20 @@ cdef object _native_MetadataRequest_v4(bytes data, const unsigned char* d, Py_ss
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(MetadataRequest)
-    v, pos_obj = _py_r_nullable_array(data, pos, _py__read_MetadataRequestTopic_v0)
-    pos = pos_obj
-    _put(o, _OFF_MetadataRequest_topics, v)
+    _need(pos, 4, n)
+    k = _i32(d + pos)
+    pos += 4
+    if k < 0:
+        _put(o, _OFF_MetadataRequest_topics, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_MetadataRequestTopic_v0(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_MetadataRequest_topics, lst)
     _need(pos, 1, n)
     _put(o, _OFF_MetadataRequest_allow_auto_topic_creation, True if d[pos + 0] else False)
     pos += 1
@@ -232,9 +261,20 @@ cdef object _native_MetadataRequest_v8(bytes data, const unsigned char* d, Py_ss
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(MetadataRequest)
-    v, pos_obj = _py_r_nullable_array(data, pos, _py__read_MetadataRequestTopic_v0)
-    pos = pos_obj
-    _put(o, _OFF_MetadataRequest_topics, v)
+    _need(pos, 4, n)
+    k = _i32(d + pos)
+    pos += 4
+    if k < 0:
+        _put(o, _OFF_MetadataRequest_topics, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_MetadataRequestTopic_v0(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_MetadataRequest_topics, lst)
     _need(pos, 3, n)
     _put(o, _OFF_MetadataRequest_allow_auto_topic_creation, True if d[pos + 0] else False)
     _put(o, _OFF_MetadataRequest_include_cluster_authorized_operations, True if d[pos + 1] else False)
@@ -251,9 +291,18 @@ cdef object _native_MetadataRequest_v9(bytes data, const unsigned char* d, Py_ss
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(MetadataRequest)
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py__read_MetadataRequestTopic_v9)
-    pos = pos_obj
-    _put(o, _OFF_MetadataRequest_topics, v)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_MetadataRequest_topics, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_MetadataRequestTopic_v9(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_MetadataRequest_topics, lst)
     _need(pos, 3, n)
     _put(o, _OFF_MetadataRequest_allow_auto_topic_creation, True if d[pos + 0] else False)
     _put(o, _OFF_MetadataRequest_include_cluster_authorized_operations, True if d[pos + 1] else False)
@@ -274,9 +323,18 @@ cdef object _native_MetadataRequest_v10(bytes data, const unsigned char* d, Py_s
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(MetadataRequest)
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py__read_MetadataRequestTopic_v10)
-    pos = pos_obj
-    _put(o, _OFF_MetadataRequest_topics, v)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_MetadataRequest_topics, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_MetadataRequestTopic_v10(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_MetadataRequest_topics, lst)
     _need(pos, 3, n)
     _put(o, _OFF_MetadataRequest_allow_auto_topic_creation, True if d[pos + 0] else False)
     _put(o, _OFF_MetadataRequest_include_cluster_authorized_operations, True if d[pos + 1] else False)
@@ -297,9 +355,18 @@ cdef object _native_MetadataRequest_v11(bytes data, const unsigned char* d, Py_s
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(MetadataRequest)
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py__read_MetadataRequestTopic_v10)
-    pos = pos_obj
-    _put(o, _OFF_MetadataRequest_topics, v)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_MetadataRequest_topics, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_MetadataRequestTopic_v10(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_MetadataRequest_topics, lst)
     _need(pos, 1, n)
     _put(o, _OFF_MetadataRequest_allow_auto_topic_creation, True if d[pos + 0] else False)
     pos += 1
@@ -369,9 +436,7 @@ cdef int _wnative_MetadataRequestTopic_v10(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_MetadataRequestTopic_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_MetadataRequestTopic_name)
     if v is None:
         _w_u8(b, 0)
@@ -421,9 +486,16 @@ cdef int _wnative_MetadataRequest_v1(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_MetadataRequest_topics)
-    tmp = bytearray()
-    _py_w_nullable_array(tmp, v, _py__write_MetadataRequestTopic_v0)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_be(b, 0xFFFFFFFF, 4)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_be(b, len(v), 4)
+        for item in v:
+            if type(item) is not MetadataRequestTopic:
+                raise _Fallback()
+            _wnative_MetadataRequestTopic_v0(b, item)
     if o.allow_auto_topic_creation != True:
         raise _Fallback()
     if o.include_cluster_authorized_operations != False:
@@ -442,9 +514,16 @@ cdef int _wnative_MetadataRequest_v4(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_MetadataRequest_topics)
-    tmp = bytearray()
-    _py_w_nullable_array(tmp, v, _py__write_MetadataRequestTopic_v0)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_be(b, 0xFFFFFFFF, 4)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_be(b, len(v), 4)
+        for item in v:
+            if type(item) is not MetadataRequestTopic:
+                raise _Fallback()
+            _wnative_MetadataRequestTopic_v0(b, item)
     v = _get(o, _OFF_MetadataRequest_allow_auto_topic_creation)
     if v is True:
         _w_u8(b, 1)
@@ -468,9 +547,16 @@ cdef int _wnative_MetadataRequest_v8(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_MetadataRequest_topics)
-    tmp = bytearray()
-    _py_w_nullable_array(tmp, v, _py__write_MetadataRequestTopic_v0)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_be(b, 0xFFFFFFFF, 4)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_be(b, len(v), 4)
+        for item in v:
+            if type(item) is not MetadataRequestTopic:
+                raise _Fallback()
+            _wnative_MetadataRequestTopic_v0(b, item)
     v = _get(o, _OFF_MetadataRequest_allow_auto_topic_creation)
     if v is True:
         _w_u8(b, 1)
@@ -504,9 +590,16 @@ cdef int _wnative_MetadataRequest_v9(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_MetadataRequest_topics)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, _py__write_MetadataRequestTopic_v9)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not MetadataRequestTopic:
+                raise _Fallback()
+            _wnative_MetadataRequestTopic_v9(b, item)
     v = _get(o, _OFF_MetadataRequest_allow_auto_topic_creation)
     if v is True:
         _w_u8(b, 1)
@@ -541,9 +634,16 @@ cdef int _wnative_MetadataRequest_v10(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_MetadataRequest_topics)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, _py__write_MetadataRequestTopic_v10)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not MetadataRequestTopic:
+                raise _Fallback()
+            _wnative_MetadataRequestTopic_v10(b, item)
     v = _get(o, _OFF_MetadataRequest_allow_auto_topic_creation)
     if v is True:
         _w_u8(b, 1)
@@ -578,9 +678,16 @@ cdef int _wnative_MetadataRequest_v11(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_MetadataRequest_topics)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, _py__write_MetadataRequestTopic_v10)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not MetadataRequestTopic:
+                raise _Fallback()
+            _wnative_MetadataRequestTopic_v10(b, item)
     v = _get(o, _OFF_MetadataRequest_allow_auto_topic_creation)
     if v is True:
         _w_u8(b, 1)
@@ -768,6 +875,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -1168,7 +1280,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, MetadataRequest, MetadataRequestTopic, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_MetadataRequestTopic_v0, _py__read_MetadataRequestTopic_v10, _py__read_MetadataRequestTopic_v9, _py__read_MetadataRequest_v0, _py__read_MetadataRequest_v1, _py__read_MetadataRequest_v10, _py__read_MetadataRequest_v11, _py__read_MetadataRequest_v4, _py__read_MetadataRequest_v8, _py__read_MetadataRequest_v9, _py__write_MetadataRequestTopic_v0, _py__write_MetadataRequestTopic_v10, _py__write_MetadataRequestTopic_v9, _py__write_MetadataRequest_v0, _py__write_MetadataRequest_v1, _py__write_MetadataRequest_v10, _py__write_MetadataRequest_v11, _py__write_MetadataRequest_v4, _py__write_MetadataRequest_v8, _py__write_MetadataRequest_v9, _py_decode_message, _py_r_compact_nullable_array, _py_r_nullable_array, _py_r_uuid, _py_w_compact_nullable_array, _py_w_nullable_array, _py_w_uuid, _OFF_MetadataRequest_topics, _OFF_MetadataRequest_allow_auto_topic_creation, _OFF_MetadataRequest_include_cluster_authorized_operations, _OFF_MetadataRequest_include_topic_authorized_operations, _OFF_MetadataRequest_unknown_tags, _OFF_MetadataRequest_wire_tags, _OFF_MetadataRequestTopic_topic_id, _OFF_MetadataRequestTopic_name, _OFF_MetadataRequestTopic_unknown_tags, _OFF_MetadataRequestTopic_wire_tags
+    global _BOUND, _py_encode, MetadataRequest, MetadataRequestTopic, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_MetadataRequest_v0, _py__read_MetadataRequest_v1, _py__read_MetadataRequest_v10, _py__read_MetadataRequest_v11, _py__read_MetadataRequest_v4, _py__read_MetadataRequest_v8, _py__read_MetadataRequest_v9, _py__write_MetadataRequest_v0, _py__write_MetadataRequest_v1, _py__write_MetadataRequest_v10, _py__write_MetadataRequest_v11, _py__write_MetadataRequest_v4, _py__write_MetadataRequest_v8, _py__write_MetadataRequest_v9, _py_decode_message, _OFF_MetadataRequest_topics, _OFF_MetadataRequest_allow_auto_topic_creation, _OFF_MetadataRequest_include_cluster_authorized_operations, _OFF_MetadataRequest_include_topic_authorized_operations, _OFF_MetadataRequest_unknown_tags, _OFF_MetadataRequest_wire_tags, _OFF_MetadataRequestTopic_topic_id, _OFF_MetadataRequestTopic_name, _OFF_MetadataRequestTopic_unknown_tags, _OFF_MetadataRequestTopic_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -1177,9 +1289,6 @@ def install(ns):
     _py_ZERO_UUID = ns["ZERO_UUID"]
     _py__DECODERS = ns["_DECODERS"]
     _py__READERS = ns["_READERS"]
-    _py__read_MetadataRequestTopic_v0 = ns["_read_MetadataRequestTopic_v0"]
-    _py__read_MetadataRequestTopic_v10 = ns["_read_MetadataRequestTopic_v10"]
-    _py__read_MetadataRequestTopic_v9 = ns["_read_MetadataRequestTopic_v9"]
     _py__read_MetadataRequest_v0 = ns["_read_MetadataRequest_v0"]
     _py__read_MetadataRequest_v1 = ns["_read_MetadataRequest_v1"]
     _py__read_MetadataRequest_v10 = ns["_read_MetadataRequest_v10"]
@@ -1187,9 +1296,6 @@ def install(ns):
     _py__read_MetadataRequest_v4 = ns["_read_MetadataRequest_v4"]
     _py__read_MetadataRequest_v8 = ns["_read_MetadataRequest_v8"]
     _py__read_MetadataRequest_v9 = ns["_read_MetadataRequest_v9"]
-    _py__write_MetadataRequestTopic_v0 = ns["_write_MetadataRequestTopic_v0"]
-    _py__write_MetadataRequestTopic_v10 = ns["_write_MetadataRequestTopic_v10"]
-    _py__write_MetadataRequestTopic_v9 = ns["_write_MetadataRequestTopic_v9"]
     _py__write_MetadataRequest_v0 = ns["_write_MetadataRequest_v0"]
     _py__write_MetadataRequest_v1 = ns["_write_MetadataRequest_v1"]
     _py__write_MetadataRequest_v10 = ns["_write_MetadataRequest_v10"]
@@ -1198,12 +1304,6 @@ def install(ns):
     _py__write_MetadataRequest_v8 = ns["_write_MetadataRequest_v8"]
     _py__write_MetadataRequest_v9 = ns["_write_MetadataRequest_v9"]
     _py_decode_message = ns["decode_message"]
-    _py_r_compact_nullable_array = ns["r_compact_nullable_array"]
-    _py_r_nullable_array = ns["r_nullable_array"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_compact_nullable_array = ns["w_compact_nullable_array"]
-    _py_w_nullable_array = ns["w_nullable_array"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_MetadataRequest_topics = _offset(MetadataRequest, "topics")
     _OFF_MetadataRequest_allow_auto_topic_creation = _offset(MetadataRequest, "allow_auto_topic_creation")
     _OFF_MetadataRequest_include_cluster_authorized_operations = _offset(MetadataRequest, "include_cluster_authorized_operations")
@@ -1247,4 +1347,10 @@ def install(ns):
         12: write_v12,
         13: write_v13,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

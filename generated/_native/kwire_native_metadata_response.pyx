@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "eb3caff1a6f58eae"
+KEY = "3a684573cbd2c97e"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -83,12 +100,6 @@ cdef object _py__write_MetadataResponse_v7
 cdef object _py__write_MetadataResponse_v8
 cdef object _py__write_MetadataResponse_v9
 cdef object _py_decode_message
-cdef object _py_r_array
-cdef object _py_r_compact_array
-cdef object _py_r_uuid
-cdef object _py_w_array
-cdef object _py_w_compact_array
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_MetadataResponse_throttle_time_ms
 cdef Py_ssize_t _OFF_MetadataResponse_brokers
 cdef Py_ssize_t _OFF_MetadataResponse_cluster_id
@@ -196,6 +207,8 @@ cdef object _native_MetadataResponseBroker_v9(bytes data, const unsigned char* d
     _put(o, _OFF_MetadataResponseBroker_node_id, _i32(d + pos + 0))
     pos += 4
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -206,6 +219,8 @@ cdef object _native_MetadataResponseBroker_v9(bytes data, const unsigned char* d
     _put(o, _OFF_MetadataResponseBroker_port, _i32(d + pos + 0))
     pos += 4
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_MetadataResponseBroker_rack, None)
     elif ln < 0:
@@ -235,12 +250,8 @@ cdef object _native_MetadataResponsePartition_v0(bytes data, const unsigned char
     _put(o, _OFF_MetadataResponsePartition_leader_id, _i32(d + pos + 6))
     pos += 10
     _put(o, _OFF_MetadataResponsePartition_leader_epoch, -1)
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_MetadataResponsePartition_replica_nodes, v)
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_MetadataResponsePartition_isr_nodes, v)
+    _put(o, _OFF_MetadataResponsePartition_replica_nodes, _n_array(d, n, &pos, False, False, _E_INT32))
+    _put(o, _OFF_MetadataResponsePartition_isr_nodes, _n_array(d, n, &pos, False, False, _E_INT32))
     _put(o, _OFF_MetadataResponsePartition_offline_replicas, [])
     _put(o, _OFF_MetadataResponsePartition_unknown_tags, {})
     _put(o, _OFF_MetadataResponsePartition_wire_tags, None)
@@ -259,15 +270,9 @@ cdef object _native_MetadataResponsePartition_v5(bytes data, const unsigned char
     _put(o, _OFF_MetadataResponsePartition_leader_id, _i32(d + pos + 6))
     pos += 10
     _put(o, _OFF_MetadataResponsePartition_leader_epoch, -1)
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_MetadataResponsePartition_replica_nodes, v)
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_MetadataResponsePartition_isr_nodes, v)
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_MetadataResponsePartition_offline_replicas, v)
+    _put(o, _OFF_MetadataResponsePartition_replica_nodes, _n_array(d, n, &pos, False, False, _E_INT32))
+    _put(o, _OFF_MetadataResponsePartition_isr_nodes, _n_array(d, n, &pos, False, False, _E_INT32))
+    _put(o, _OFF_MetadataResponsePartition_offline_replicas, _n_array(d, n, &pos, False, False, _E_INT32))
     _put(o, _OFF_MetadataResponsePartition_unknown_tags, {})
     _put(o, _OFF_MetadataResponsePartition_wire_tags, None)
     p[0] = pos
@@ -285,15 +290,9 @@ cdef object _native_MetadataResponsePartition_v7(bytes data, const unsigned char
     _put(o, _OFF_MetadataResponsePartition_leader_id, _i32(d + pos + 6))
     _put(o, _OFF_MetadataResponsePartition_leader_epoch, _i32(d + pos + 10))
     pos += 14
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_MetadataResponsePartition_replica_nodes, v)
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_MetadataResponsePartition_isr_nodes, v)
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_MetadataResponsePartition_offline_replicas, v)
+    _put(o, _OFF_MetadataResponsePartition_replica_nodes, _n_array(d, n, &pos, False, False, _E_INT32))
+    _put(o, _OFF_MetadataResponsePartition_isr_nodes, _n_array(d, n, &pos, False, False, _E_INT32))
+    _put(o, _OFF_MetadataResponsePartition_offline_replicas, _n_array(d, n, &pos, False, False, _E_INT32))
     _put(o, _OFF_MetadataResponsePartition_unknown_tags, {})
     _put(o, _OFF_MetadataResponsePartition_wire_tags, None)
     p[0] = pos
@@ -311,15 +310,9 @@ cdef object _native_MetadataResponsePartition_v9(bytes data, const unsigned char
     _put(o, _OFF_MetadataResponsePartition_leader_id, _i32(d + pos + 6))
     _put(o, _OFF_MetadataResponsePartition_leader_epoch, _i32(d + pos + 10))
     pos += 14
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_MetadataResponsePartition_replica_nodes, v)
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_MetadataResponsePartition_isr_nodes, v)
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_MetadataResponsePartition_offline_replicas, v)
+    _put(o, _OFF_MetadataResponsePartition_replica_nodes, _n_array(d, n, &pos, True, False, _E_INT32))
+    _put(o, _OFF_MetadataResponsePartition_isr_nodes, _n_array(d, n, &pos, True, False, _E_INT32))
+    _put(o, _OFF_MetadataResponsePartition_offline_replicas, _n_array(d, n, &pos, True, False, _E_INT32))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -534,6 +527,8 @@ cdef object _native_MetadataResponseTopic_v9(bytes data, const unsigned char* d,
     _put(o, _OFF_MetadataResponseTopic_error_code, _i16(d + pos + 0))
     pos += 2
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -575,15 +570,15 @@ cdef object _native_MetadataResponseTopic_v10(bytes data, const unsigned char* d
     _put(o, _OFF_MetadataResponseTopic_error_code, _i16(d + pos + 0))
     pos += 2
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
         _need(pos, ln, n)
         _put(o, _OFF_MetadataResponseTopic_name, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_MetadataResponseTopic_topic_id, v)
+    _put(o, _OFF_MetadataResponseTopic_topic_id, _n_uuid(d, n, &pos))
     _need(pos, 1, n)
     _put(o, _OFF_MetadataResponseTopic_is_internal, True if d[pos + 0] else False)
     pos += 1
@@ -618,6 +613,8 @@ cdef object _native_MetadataResponseTopic_v12(bytes data, const unsigned char* d
     _put(o, _OFF_MetadataResponseTopic_error_code, _i16(d + pos + 0))
     pos += 2
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_MetadataResponseTopic_name, None)
     elif ln < 0:
@@ -626,9 +623,7 @@ cdef object _native_MetadataResponseTopic_v12(bytes data, const unsigned char* d
         _need(pos, ln, n)
         _put(o, _OFF_MetadataResponseTopic_name, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_MetadataResponseTopic_topic_id, v)
+    _put(o, _OFF_MetadataResponseTopic_topic_id, _n_uuid(d, n, &pos))
     _need(pos, 1, n)
     _put(o, _OFF_MetadataResponseTopic_is_internal, True if d[pos + 0] else False)
     pos += 1
@@ -1010,6 +1005,8 @@ cdef object _native_MetadataResponse_v9(bytes data, const unsigned char* d, Py_s
         PyList_SET_ITEM(lst, i, item)
     _put(o, _OFF_MetadataResponse_brokers, lst)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_MetadataResponse_cluster_id, None)
     elif ln < 0:
@@ -1062,6 +1059,8 @@ cdef object _native_MetadataResponse_v10(bytes data, const unsigned char* d, Py_
         PyList_SET_ITEM(lst, i, item)
     _put(o, _OFF_MetadataResponse_brokers, lst)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_MetadataResponse_cluster_id, None)
     elif ln < 0:
@@ -1114,6 +1113,8 @@ cdef object _native_MetadataResponse_v11(bytes data, const unsigned char* d, Py_
         PyList_SET_ITEM(lst, i, item)
     _put(o, _OFF_MetadataResponse_brokers, lst)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_MetadataResponse_cluster_id, None)
     elif ln < 0:
@@ -1164,6 +1165,8 @@ cdef object _native_MetadataResponse_v12(bytes data, const unsigned char* d, Py_
         PyList_SET_ITEM(lst, i, item)
     _put(o, _OFF_MetadataResponse_brokers, lst)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_MetadataResponse_cluster_id, None)
     elif ln < 0:
@@ -1214,6 +1217,8 @@ cdef object _native_MetadataResponse_v13(bytes data, const unsigned char* d, Py_
         PyList_SET_ITEM(lst, i, item)
     _put(o, _OFF_MetadataResponse_brokers, lst)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_MetadataResponse_cluster_id, None)
     elif ln < 0:
@@ -1362,13 +1367,9 @@ cdef int _wnative_MetadataResponsePartition_v0(_Buf* b, object o) except -1:
     v = _get(o, _OFF_MetadataResponsePartition_leader_id)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_MetadataResponsePartition_replica_nodes)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     v = _get(o, _OFF_MetadataResponsePartition_isr_nodes)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     if _get(o, _OFF_MetadataResponsePartition_unknown_tags):
         raise _Fallback()
     return 0
@@ -1387,17 +1388,11 @@ cdef int _wnative_MetadataResponsePartition_v5(_Buf* b, object o) except -1:
     v = _get(o, _OFF_MetadataResponsePartition_leader_id)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_MetadataResponsePartition_replica_nodes)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     v = _get(o, _OFF_MetadataResponsePartition_isr_nodes)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     v = _get(o, _OFF_MetadataResponsePartition_offline_replicas)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     if _get(o, _OFF_MetadataResponsePartition_unknown_tags):
         raise _Fallback()
     return 0
@@ -1418,17 +1413,11 @@ cdef int _wnative_MetadataResponsePartition_v7(_Buf* b, object o) except -1:
     v = _get(o, _OFF_MetadataResponsePartition_leader_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_MetadataResponsePartition_replica_nodes)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     v = _get(o, _OFF_MetadataResponsePartition_isr_nodes)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     v = _get(o, _OFF_MetadataResponsePartition_offline_replicas)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     if _get(o, _OFF_MetadataResponsePartition_unknown_tags):
         raise _Fallback()
     return 0
@@ -1449,17 +1438,11 @@ cdef int _wnative_MetadataResponsePartition_v9(_Buf* b, object o) except -1:
     v = _get(o, _OFF_MetadataResponsePartition_leader_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_MetadataResponsePartition_replica_nodes)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     v = _get(o, _OFF_MetadataResponsePartition_isr_nodes)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     v = _get(o, _OFF_MetadataResponsePartition_offline_replicas)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     if _get(o, _OFF_MetadataResponsePartition_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -1726,9 +1709,7 @@ cdef int _wnative_MetadataResponseTopic_v10(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_MetadataResponseTopic_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_MetadataResponseTopic_is_internal)
     if v is True:
         _w_u8(b, 1)
@@ -1772,9 +1753,7 @@ cdef int _wnative_MetadataResponseTopic_v12(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_MetadataResponseTopic_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_MetadataResponseTopic_is_internal)
     if v is True:
         _w_u8(b, 1)
@@ -2470,6 +2449,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
     raise KeyError(version)
 
 
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
+
+
 def direct(bytes data, Py_ssize_t pos, int version):
     """The compiled reader alone (no Python fallback): (value, end), or the exception that
     would send the read to Python. For the tests that hold the two builds to each other."""
@@ -2868,7 +2852,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_MetadataResponse_v0, _py__read_MetadataResponse_v1, _py__read_MetadataResponse_v10, _py__read_MetadataResponse_v11, _py__read_MetadataResponse_v12, _py__read_MetadataResponse_v13, _py__read_MetadataResponse_v2, _py__read_MetadataResponse_v3, _py__read_MetadataResponse_v5, _py__read_MetadataResponse_v7, _py__read_MetadataResponse_v8, _py__read_MetadataResponse_v9, _py__write_MetadataResponse_v0, _py__write_MetadataResponse_v1, _py__write_MetadataResponse_v10, _py__write_MetadataResponse_v11, _py__write_MetadataResponse_v12, _py__write_MetadataResponse_v13, _py__write_MetadataResponse_v2, _py__write_MetadataResponse_v3, _py__write_MetadataResponse_v5, _py__write_MetadataResponse_v7, _py__write_MetadataResponse_v8, _py__write_MetadataResponse_v9, _py_decode_message, _py_r_array, _py_r_compact_array, _py_r_uuid, _py_w_array, _py_w_compact_array, _py_w_uuid, _OFF_MetadataResponse_throttle_time_ms, _OFF_MetadataResponse_brokers, _OFF_MetadataResponse_cluster_id, _OFF_MetadataResponse_controller_id, _OFF_MetadataResponse_topics, _OFF_MetadataResponse_cluster_authorized_operations, _OFF_MetadataResponse_error_code, _OFF_MetadataResponse_unknown_tags, _OFF_MetadataResponse_wire_tags, _OFF_MetadataResponseBroker_node_id, _OFF_MetadataResponseBroker_host, _OFF_MetadataResponseBroker_port, _OFF_MetadataResponseBroker_rack, _OFF_MetadataResponseBroker_unknown_tags, _OFF_MetadataResponseBroker_wire_tags, _OFF_MetadataResponsePartition_error_code, _OFF_MetadataResponsePartition_partition_index, _OFF_MetadataResponsePartition_leader_id, _OFF_MetadataResponsePartition_leader_epoch, _OFF_MetadataResponsePartition_replica_nodes, _OFF_MetadataResponsePartition_isr_nodes, _OFF_MetadataResponsePartition_offline_replicas, _OFF_MetadataResponsePartition_unknown_tags, _OFF_MetadataResponsePartition_wire_tags, _OFF_MetadataResponseTopic_error_code, _OFF_MetadataResponseTopic_name, _OFF_MetadataResponseTopic_topic_id, _OFF_MetadataResponseTopic_is_internal, _OFF_MetadataResponseTopic_partitions, _OFF_MetadataResponseTopic_topic_authorized_operations, _OFF_MetadataResponseTopic_unknown_tags, _OFF_MetadataResponseTopic_wire_tags
+    global _BOUND, _py_encode, MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_MetadataResponse_v0, _py__read_MetadataResponse_v1, _py__read_MetadataResponse_v10, _py__read_MetadataResponse_v11, _py__read_MetadataResponse_v12, _py__read_MetadataResponse_v13, _py__read_MetadataResponse_v2, _py__read_MetadataResponse_v3, _py__read_MetadataResponse_v5, _py__read_MetadataResponse_v7, _py__read_MetadataResponse_v8, _py__read_MetadataResponse_v9, _py__write_MetadataResponse_v0, _py__write_MetadataResponse_v1, _py__write_MetadataResponse_v10, _py__write_MetadataResponse_v11, _py__write_MetadataResponse_v12, _py__write_MetadataResponse_v13, _py__write_MetadataResponse_v2, _py__write_MetadataResponse_v3, _py__write_MetadataResponse_v5, _py__write_MetadataResponse_v7, _py__write_MetadataResponse_v8, _py__write_MetadataResponse_v9, _py_decode_message, _OFF_MetadataResponse_throttle_time_ms, _OFF_MetadataResponse_brokers, _OFF_MetadataResponse_cluster_id, _OFF_MetadataResponse_controller_id, _OFF_MetadataResponse_topics, _OFF_MetadataResponse_cluster_authorized_operations, _OFF_MetadataResponse_error_code, _OFF_MetadataResponse_unknown_tags, _OFF_MetadataResponse_wire_tags, _OFF_MetadataResponseBroker_node_id, _OFF_MetadataResponseBroker_host, _OFF_MetadataResponseBroker_port, _OFF_MetadataResponseBroker_rack, _OFF_MetadataResponseBroker_unknown_tags, _OFF_MetadataResponseBroker_wire_tags, _OFF_MetadataResponsePartition_error_code, _OFF_MetadataResponsePartition_partition_index, _OFF_MetadataResponsePartition_leader_id, _OFF_MetadataResponsePartition_leader_epoch, _OFF_MetadataResponsePartition_replica_nodes, _OFF_MetadataResponsePartition_isr_nodes, _OFF_MetadataResponsePartition_offline_replicas, _OFF_MetadataResponsePartition_unknown_tags, _OFF_MetadataResponsePartition_wire_tags, _OFF_MetadataResponseTopic_error_code, _OFF_MetadataResponseTopic_name, _OFF_MetadataResponseTopic_topic_id, _OFF_MetadataResponseTopic_is_internal, _OFF_MetadataResponseTopic_partitions, _OFF_MetadataResponseTopic_topic_authorized_operations, _OFF_MetadataResponseTopic_unknown_tags, _OFF_MetadataResponseTopic_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -2904,12 +2888,6 @@ def install(ns):
     _py__write_MetadataResponse_v8 = ns["_write_MetadataResponse_v8"]
     _py__write_MetadataResponse_v9 = ns["_write_MetadataResponse_v9"]
     _py_decode_message = ns["decode_message"]
-    _py_r_array = ns["r_array"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_array = ns["w_array"]
-    _py_w_compact_array = ns["w_compact_array"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_MetadataResponse_throttle_time_ms = _offset(MetadataResponse, "throttle_time_ms")
     _OFF_MetadataResponse_brokers = _offset(MetadataResponse, "brokers")
     _OFF_MetadataResponse_cluster_id = _offset(MetadataResponse, "cluster_id")
@@ -2975,4 +2953,10 @@ def install(ns):
         12: write_v12,
         13: write_v13,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "9afb7a07c278c540"
+KEY = "5a371d8e0dad2670"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -74,8 +91,6 @@ cdef object _py__write_OffsetCommitRequest_v6
 cdef object _py__write_OffsetCommitRequest_v7
 cdef object _py__write_OffsetCommitRequest_v8
 cdef object _py_decode_message
-cdef object _py_r_uuid
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_OffsetCommitRequest_group_id
 cdef Py_ssize_t _OFF_OffsetCommitRequest_generation_id_or_member_epoch
 cdef Py_ssize_t _OFF_OffsetCommitRequest_member_id
@@ -196,6 +211,8 @@ cdef object _native_OffsetCommitRequestPartition_v8(bytes data, const unsigned c
     pos += 16
     _put(o, _OFF_OffsetCommitRequestPartition_commit_timestamp, -1)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_OffsetCommitRequestPartition_committed_metadata, None)
     elif ln < 0:
@@ -316,6 +333,8 @@ cdef object _native_OffsetCommitRequestTopic_v8(bytes data, const unsigned char*
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(OffsetCommitRequestTopic)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -348,9 +367,7 @@ cdef object _native_OffsetCommitRequestTopic_v10(bytes data, const unsigned char
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(OffsetCommitRequestTopic)
     _put(o, _OFF_OffsetCommitRequestTopic_name, '')
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_OffsetCommitRequestTopic_topic_id, v)
+    _put(o, _OFF_OffsetCommitRequestTopic_topic_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -648,6 +665,8 @@ cdef object _native_OffsetCommitRequest_v8(bytes data, const unsigned char* d, P
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(OffsetCommitRequest)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -658,6 +677,8 @@ cdef object _native_OffsetCommitRequest_v8(bytes data, const unsigned char* d, P
     _put(o, _OFF_OffsetCommitRequest_generation_id_or_member_epoch, _i32(d + pos + 0))
     pos += 4
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -665,6 +686,8 @@ cdef object _native_OffsetCommitRequest_v8(bytes data, const unsigned char* d, P
         _put(o, _OFF_OffsetCommitRequest_member_id, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_OffsetCommitRequest_group_instance_id, None)
     elif ln < 0:
@@ -699,6 +722,8 @@ cdef object _native_OffsetCommitRequest_v10(bytes data, const unsigned char* d, 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(OffsetCommitRequest)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -709,6 +734,8 @@ cdef object _native_OffsetCommitRequest_v10(bytes data, const unsigned char* d, 
     _put(o, _OFF_OffsetCommitRequest_generation_id_or_member_epoch, _i32(d + pos + 0))
     pos += 4
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -716,6 +743,8 @@ cdef object _native_OffsetCommitRequest_v10(bytes data, const unsigned char* d, 
         _put(o, _OFF_OffsetCommitRequest_member_id, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_OffsetCommitRequest_group_instance_id, None)
     elif ln < 0:
@@ -989,9 +1018,7 @@ cdef int _wnative_OffsetCommitRequestTopic_v10(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_OffsetCommitRequestTopic_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_OffsetCommitRequestTopic_partitions)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -1518,6 +1545,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
     raise KeyError(version)
 
 
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
+
+
 def direct(bytes data, Py_ssize_t pos, int version):
     """The compiled reader alone (no Python fallback): (value, end), or the exception that
     would send the read to Python. For the tests that hold the two builds to each other."""
@@ -1844,7 +1876,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_OffsetCommitRequest_v0, _py__read_OffsetCommitRequest_v1, _py__read_OffsetCommitRequest_v10, _py__read_OffsetCommitRequest_v2, _py__read_OffsetCommitRequest_v5, _py__read_OffsetCommitRequest_v6, _py__read_OffsetCommitRequest_v7, _py__read_OffsetCommitRequest_v8, _py__write_OffsetCommitRequest_v0, _py__write_OffsetCommitRequest_v1, _py__write_OffsetCommitRequest_v10, _py__write_OffsetCommitRequest_v2, _py__write_OffsetCommitRequest_v5, _py__write_OffsetCommitRequest_v6, _py__write_OffsetCommitRequest_v7, _py__write_OffsetCommitRequest_v8, _py_decode_message, _py_r_uuid, _py_w_uuid, _OFF_OffsetCommitRequest_group_id, _OFF_OffsetCommitRequest_generation_id_or_member_epoch, _OFF_OffsetCommitRequest_member_id, _OFF_OffsetCommitRequest_group_instance_id, _OFF_OffsetCommitRequest_retention_time_ms, _OFF_OffsetCommitRequest_topics, _OFF_OffsetCommitRequest_unknown_tags, _OFF_OffsetCommitRequest_wire_tags, _OFF_OffsetCommitRequestPartition_partition_index, _OFF_OffsetCommitRequestPartition_committed_offset, _OFF_OffsetCommitRequestPartition_committed_leader_epoch, _OFF_OffsetCommitRequestPartition_commit_timestamp, _OFF_OffsetCommitRequestPartition_committed_metadata, _OFF_OffsetCommitRequestPartition_unknown_tags, _OFF_OffsetCommitRequestPartition_wire_tags, _OFF_OffsetCommitRequestTopic_name, _OFF_OffsetCommitRequestTopic_topic_id, _OFF_OffsetCommitRequestTopic_partitions, _OFF_OffsetCommitRequestTopic_unknown_tags, _OFF_OffsetCommitRequestTopic_wire_tags
+    global _BOUND, _py_encode, OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_OffsetCommitRequest_v0, _py__read_OffsetCommitRequest_v1, _py__read_OffsetCommitRequest_v10, _py__read_OffsetCommitRequest_v2, _py__read_OffsetCommitRequest_v5, _py__read_OffsetCommitRequest_v6, _py__read_OffsetCommitRequest_v7, _py__read_OffsetCommitRequest_v8, _py__write_OffsetCommitRequest_v0, _py__write_OffsetCommitRequest_v1, _py__write_OffsetCommitRequest_v10, _py__write_OffsetCommitRequest_v2, _py__write_OffsetCommitRequest_v5, _py__write_OffsetCommitRequest_v6, _py__write_OffsetCommitRequest_v7, _py__write_OffsetCommitRequest_v8, _py_decode_message, _OFF_OffsetCommitRequest_group_id, _OFF_OffsetCommitRequest_generation_id_or_member_epoch, _OFF_OffsetCommitRequest_member_id, _OFF_OffsetCommitRequest_group_instance_id, _OFF_OffsetCommitRequest_retention_time_ms, _OFF_OffsetCommitRequest_topics, _OFF_OffsetCommitRequest_unknown_tags, _OFF_OffsetCommitRequest_wire_tags, _OFF_OffsetCommitRequestPartition_partition_index, _OFF_OffsetCommitRequestPartition_committed_offset, _OFF_OffsetCommitRequestPartition_committed_leader_epoch, _OFF_OffsetCommitRequestPartition_commit_timestamp, _OFF_OffsetCommitRequestPartition_committed_metadata, _OFF_OffsetCommitRequestPartition_unknown_tags, _OFF_OffsetCommitRequestPartition_wire_tags, _OFF_OffsetCommitRequestTopic_name, _OFF_OffsetCommitRequestTopic_topic_id, _OFF_OffsetCommitRequestTopic_partitions, _OFF_OffsetCommitRequestTopic_unknown_tags, _OFF_OffsetCommitRequestTopic_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -1871,8 +1903,6 @@ def install(ns):
     _py__write_OffsetCommitRequest_v7 = ns["_write_OffsetCommitRequest_v7"]
     _py__write_OffsetCommitRequest_v8 = ns["_write_OffsetCommitRequest_v8"]
     _py_decode_message = ns["decode_message"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_OffsetCommitRequest_group_id = _offset(OffsetCommitRequest, "group_id")
     _OFF_OffsetCommitRequest_generation_id_or_member_epoch = _offset(OffsetCommitRequest, "generation_id_or_member_epoch")
     _OFF_OffsetCommitRequest_member_id = _offset(OffsetCommitRequest, "member_id")
@@ -1920,4 +1950,10 @@ def install(ns):
         9: write_v9,
         10: write_v10,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

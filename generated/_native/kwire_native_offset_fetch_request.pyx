@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "502af596edef8b14"
+KEY = "628288e7be4bcdc8"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -58,10 +75,6 @@ cdef object OffsetFetchRequestTopics
 cdef object _py_ZERO_UUID
 cdef object _py__DECODERS
 cdef object _py__READERS
-cdef object _py__read_OffsetFetchRequestTopic_v0
-cdef object _py__read_OffsetFetchRequestTopic_v6
-cdef object _py__read_OffsetFetchRequestTopics_v10
-cdef object _py__read_OffsetFetchRequestTopics_v8
 cdef object _py__read_OffsetFetchRequest_v0
 cdef object _py__read_OffsetFetchRequest_v10
 cdef object _py__read_OffsetFetchRequest_v2
@@ -69,10 +82,6 @@ cdef object _py__read_OffsetFetchRequest_v6
 cdef object _py__read_OffsetFetchRequest_v7
 cdef object _py__read_OffsetFetchRequest_v8
 cdef object _py__read_OffsetFetchRequest_v9
-cdef object _py__write_OffsetFetchRequestTopic_v0
-cdef object _py__write_OffsetFetchRequestTopic_v6
-cdef object _py__write_OffsetFetchRequestTopics_v10
-cdef object _py__write_OffsetFetchRequestTopics_v8
 cdef object _py__write_OffsetFetchRequest_v0
 cdef object _py__write_OffsetFetchRequest_v10
 cdef object _py__write_OffsetFetchRequest_v2
@@ -81,16 +90,6 @@ cdef object _py__write_OffsetFetchRequest_v7
 cdef object _py__write_OffsetFetchRequest_v8
 cdef object _py__write_OffsetFetchRequest_v9
 cdef object _py_decode_message
-cdef object _py_r_array
-cdef object _py_r_compact_array
-cdef object _py_r_compact_nullable_array
-cdef object _py_r_nullable_array
-cdef object _py_r_uuid
-cdef object _py_w_array
-cdef object _py_w_compact_array
-cdef object _py_w_compact_nullable_array
-cdef object _py_w_nullable_array
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_OffsetFetchRequest_group_id
 cdef Py_ssize_t _OFF_OffsetFetchRequest_topics
 cdef Py_ssize_t _OFF_OffsetFetchRequest_groups
@@ -128,9 +127,7 @@ cdef object _native_OffsetFetchRequestTopic_v0(bytes data, const unsigned char* 
         _need(pos, ln, n)
         _put(o, _OFF_OffsetFetchRequestTopic_name, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_OffsetFetchRequestTopic_partition_indexes, v)
+    _put(o, _OFF_OffsetFetchRequestTopic_partition_indexes, _n_array(d, n, &pos, False, False, _E_INT32))
     _put(o, _OFF_OffsetFetchRequestTopic_unknown_tags, {})
     _put(o, _OFF_OffsetFetchRequestTopic_wire_tags, None)
     p[0] = pos
@@ -143,15 +140,15 @@ cdef object _native_OffsetFetchRequestTopic_v6(bytes data, const unsigned char* 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(OffsetFetchRequestTopic)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
         _need(pos, ln, n)
         _put(o, _OFF_OffsetFetchRequestTopic_name, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_OffsetFetchRequestTopic_partition_indexes, v)
+    _put(o, _OFF_OffsetFetchRequestTopic_partition_indexes, _n_array(d, n, &pos, True, False, _E_INT32))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -168,6 +165,8 @@ cdef object _native_OffsetFetchRequestTopics_v8(bytes data, const unsigned char*
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(OffsetFetchRequestTopics)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -175,9 +174,7 @@ cdef object _native_OffsetFetchRequestTopics_v8(bytes data, const unsigned char*
         _put(o, _OFF_OffsetFetchRequestTopics_name, _utf8(d + pos, ln))
         pos += ln
     _put(o, _OFF_OffsetFetchRequestTopics_topic_id, _py_ZERO_UUID)
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_OffsetFetchRequestTopics_partition_indexes, v)
+    _put(o, _OFF_OffsetFetchRequestTopics_partition_indexes, _n_array(d, n, &pos, True, False, _E_INT32))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -194,12 +191,8 @@ cdef object _native_OffsetFetchRequestTopics_v10(bytes data, const unsigned char
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(OffsetFetchRequestTopics)
     _put(o, _OFF_OffsetFetchRequestTopics_name, '')
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_OffsetFetchRequestTopics_topic_id, v)
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_OffsetFetchRequestTopics_partition_indexes, v)
+    _put(o, _OFF_OffsetFetchRequestTopics_topic_id, _n_uuid(d, n, &pos))
+    _put(o, _OFF_OffsetFetchRequestTopics_partition_indexes, _n_array(d, n, &pos, True, False, _E_INT32))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -216,6 +209,8 @@ cdef object _native_OffsetFetchRequestGroup_v8(bytes data, const unsigned char* 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(OffsetFetchRequestGroup)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -224,9 +219,18 @@ cdef object _native_OffsetFetchRequestGroup_v8(bytes data, const unsigned char* 
         pos += ln
     _put(o, _OFF_OffsetFetchRequestGroup_member_id, None)
     _put(o, _OFF_OffsetFetchRequestGroup_member_epoch, -1)
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py__read_OffsetFetchRequestTopics_v8)
-    pos = pos_obj
-    _put(o, _OFF_OffsetFetchRequestGroup_topics, v)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_OffsetFetchRequestGroup_topics, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_OffsetFetchRequestTopics_v8(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_OffsetFetchRequestGroup_topics, lst)
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -243,6 +247,8 @@ cdef object _native_OffsetFetchRequestGroup_v9(bytes data, const unsigned char* 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(OffsetFetchRequestGroup)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -250,6 +256,8 @@ cdef object _native_OffsetFetchRequestGroup_v9(bytes data, const unsigned char* 
         _put(o, _OFF_OffsetFetchRequestGroup_group_id, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_OffsetFetchRequestGroup_member_id, None)
     elif ln < 0:
@@ -261,9 +269,18 @@ cdef object _native_OffsetFetchRequestGroup_v9(bytes data, const unsigned char* 
     _need(pos, 4, n)
     _put(o, _OFF_OffsetFetchRequestGroup_member_epoch, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py__read_OffsetFetchRequestTopics_v8)
-    pos = pos_obj
-    _put(o, _OFF_OffsetFetchRequestGroup_topics, v)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_OffsetFetchRequestGroup_topics, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_OffsetFetchRequestTopics_v8(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_OffsetFetchRequestGroup_topics, lst)
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -280,6 +297,8 @@ cdef object _native_OffsetFetchRequestGroup_v10(bytes data, const unsigned char*
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(OffsetFetchRequestGroup)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -287,6 +306,8 @@ cdef object _native_OffsetFetchRequestGroup_v10(bytes data, const unsigned char*
         _put(o, _OFF_OffsetFetchRequestGroup_group_id, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_OffsetFetchRequestGroup_member_id, None)
     elif ln < 0:
@@ -298,9 +319,18 @@ cdef object _native_OffsetFetchRequestGroup_v10(bytes data, const unsigned char*
     _need(pos, 4, n)
     _put(o, _OFF_OffsetFetchRequestGroup_member_epoch, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py__read_OffsetFetchRequestTopics_v10)
-    pos = pos_obj
-    _put(o, _OFF_OffsetFetchRequestGroup_topics, v)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_OffsetFetchRequestGroup_topics, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_OffsetFetchRequestTopics_v10(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_OffsetFetchRequestGroup_topics, lst)
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -358,9 +388,20 @@ cdef object _native_OffsetFetchRequest_v2(bytes data, const unsigned char* d, Py
         _need(pos, ln, n)
         _put(o, _OFF_OffsetFetchRequest_group_id, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_nullable_array(data, pos, _py__read_OffsetFetchRequestTopic_v0)
-    pos = pos_obj
-    _put(o, _OFF_OffsetFetchRequest_topics, v)
+    _need(pos, 4, n)
+    k = _i32(d + pos)
+    pos += 4
+    if k < 0:
+        _put(o, _OFF_OffsetFetchRequest_topics, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_OffsetFetchRequestTopic_v0(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_OffsetFetchRequest_topics, lst)
     _put(o, _OFF_OffsetFetchRequest_groups, [])
     _put(o, _OFF_OffsetFetchRequest_require_stable, False)
     _put(o, _OFF_OffsetFetchRequest_unknown_tags, {})
@@ -375,15 +416,26 @@ cdef object _native_OffsetFetchRequest_v6(bytes data, const unsigned char* d, Py
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(OffsetFetchRequest)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
         _need(pos, ln, n)
         _put(o, _OFF_OffsetFetchRequest_group_id, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py__read_OffsetFetchRequestTopic_v6)
-    pos = pos_obj
-    _put(o, _OFF_OffsetFetchRequest_topics, v)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_OffsetFetchRequest_topics, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_OffsetFetchRequestTopic_v6(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_OffsetFetchRequest_topics, lst)
     _put(o, _OFF_OffsetFetchRequest_groups, [])
     _put(o, _OFF_OffsetFetchRequest_require_stable, False)
     _need(pos, 1, n)
@@ -402,15 +454,26 @@ cdef object _native_OffsetFetchRequest_v7(bytes data, const unsigned char* d, Py
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(OffsetFetchRequest)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
         _need(pos, ln, n)
         _put(o, _OFF_OffsetFetchRequest_group_id, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py__read_OffsetFetchRequestTopic_v6)
-    pos = pos_obj
-    _put(o, _OFF_OffsetFetchRequest_topics, v)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_OffsetFetchRequest_topics, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_OffsetFetchRequestTopic_v6(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_OffsetFetchRequest_topics, lst)
     _put(o, _OFF_OffsetFetchRequest_groups, [])
     _need(pos, 1, n)
     _put(o, _OFF_OffsetFetchRequest_require_stable, True if d[pos + 0] else False)
@@ -530,9 +593,7 @@ cdef int _wnative_OffsetFetchRequestTopic_v0(_Buf* b, object o) except -1:
         _w_be(b, ln, 2)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_OffsetFetchRequestTopic_partition_indexes)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     if _get(o, _OFF_OffsetFetchRequestTopic_unknown_tags):
         raise _Fallback()
     return 0
@@ -556,9 +617,7 @@ cdef int _wnative_OffsetFetchRequestTopic_v6(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_OffsetFetchRequestTopic_partition_indexes)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     if _get(o, _OFF_OffsetFetchRequestTopic_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -583,9 +642,7 @@ cdef int _wnative_OffsetFetchRequestTopics_v8(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_OffsetFetchRequestTopics_partition_indexes)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     if _get(o, _OFF_OffsetFetchRequestTopics_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -599,13 +656,9 @@ cdef int _wnative_OffsetFetchRequestTopics_v10(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_OffsetFetchRequestTopics_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_OffsetFetchRequestTopics_partition_indexes)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     if _get(o, _OFF_OffsetFetchRequestTopics_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -630,9 +683,16 @@ cdef int _wnative_OffsetFetchRequestGroup_v8(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_OffsetFetchRequestGroup_topics)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, _py__write_OffsetFetchRequestTopics_v8)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not OffsetFetchRequestTopics:
+                raise _Fallback()
+            _wnative_OffsetFetchRequestTopics_v8(b, item)
     if _get(o, _OFF_OffsetFetchRequestGroup_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -670,9 +730,16 @@ cdef int _wnative_OffsetFetchRequestGroup_v9(_Buf* b, object o) except -1:
     v = _get(o, _OFF_OffsetFetchRequestGroup_member_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_OffsetFetchRequestGroup_topics)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, _py__write_OffsetFetchRequestTopics_v8)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not OffsetFetchRequestTopics:
+                raise _Fallback()
+            _wnative_OffsetFetchRequestTopics_v8(b, item)
     if _get(o, _OFF_OffsetFetchRequestGroup_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -710,9 +777,16 @@ cdef int _wnative_OffsetFetchRequestGroup_v10(_Buf* b, object o) except -1:
     v = _get(o, _OFF_OffsetFetchRequestGroup_member_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_OffsetFetchRequestGroup_topics)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, _py__write_OffsetFetchRequestTopics_v10)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not OffsetFetchRequestTopics:
+                raise _Fallback()
+            _wnative_OffsetFetchRequestTopics_v10(b, item)
     if _get(o, _OFF_OffsetFetchRequestGroup_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -771,9 +845,16 @@ cdef int _wnative_OffsetFetchRequest_v2(_Buf* b, object o) except -1:
         _w_be(b, ln, 2)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_OffsetFetchRequest_topics)
-    tmp = bytearray()
-    _py_w_nullable_array(tmp, v, _py__write_OffsetFetchRequestTopic_v0)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_be(b, 0xFFFFFFFF, 4)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_be(b, len(v), 4)
+        for item in v:
+            if type(item) is not OffsetFetchRequestTopic:
+                raise _Fallback()
+            _wnative_OffsetFetchRequestTopic_v0(b, item)
     if len(o.groups) != 0:
         raise _Fallback()
     if o.require_stable != False:
@@ -801,9 +882,16 @@ cdef int _wnative_OffsetFetchRequest_v6(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_OffsetFetchRequest_topics)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, _py__write_OffsetFetchRequestTopic_v6)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not OffsetFetchRequestTopic:
+                raise _Fallback()
+            _wnative_OffsetFetchRequestTopic_v6(b, item)
     if len(o.groups) != 0:
         raise _Fallback()
     if o.require_stable != False:
@@ -832,9 +920,16 @@ cdef int _wnative_OffsetFetchRequest_v7(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_OffsetFetchRequest_topics)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, _py__write_OffsetFetchRequestTopic_v6)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not OffsetFetchRequestTopic:
+                raise _Fallback()
+            _wnative_OffsetFetchRequestTopic_v6(b, item)
     if len(o.groups) != 0:
         raise _Fallback()
     v = _get(o, _OFF_OffsetFetchRequest_require_stable)
@@ -1075,6 +1170,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -1403,7 +1503,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_OffsetFetchRequestTopic_v0, _py__read_OffsetFetchRequestTopic_v6, _py__read_OffsetFetchRequestTopics_v10, _py__read_OffsetFetchRequestTopics_v8, _py__read_OffsetFetchRequest_v0, _py__read_OffsetFetchRequest_v10, _py__read_OffsetFetchRequest_v2, _py__read_OffsetFetchRequest_v6, _py__read_OffsetFetchRequest_v7, _py__read_OffsetFetchRequest_v8, _py__read_OffsetFetchRequest_v9, _py__write_OffsetFetchRequestTopic_v0, _py__write_OffsetFetchRequestTopic_v6, _py__write_OffsetFetchRequestTopics_v10, _py__write_OffsetFetchRequestTopics_v8, _py__write_OffsetFetchRequest_v0, _py__write_OffsetFetchRequest_v10, _py__write_OffsetFetchRequest_v2, _py__write_OffsetFetchRequest_v6, _py__write_OffsetFetchRequest_v7, _py__write_OffsetFetchRequest_v8, _py__write_OffsetFetchRequest_v9, _py_decode_message, _py_r_array, _py_r_compact_array, _py_r_compact_nullable_array, _py_r_nullable_array, _py_r_uuid, _py_w_array, _py_w_compact_array, _py_w_compact_nullable_array, _py_w_nullable_array, _py_w_uuid, _OFF_OffsetFetchRequest_group_id, _OFF_OffsetFetchRequest_topics, _OFF_OffsetFetchRequest_groups, _OFF_OffsetFetchRequest_require_stable, _OFF_OffsetFetchRequest_unknown_tags, _OFF_OffsetFetchRequest_wire_tags, _OFF_OffsetFetchRequestGroup_group_id, _OFF_OffsetFetchRequestGroup_member_id, _OFF_OffsetFetchRequestGroup_member_epoch, _OFF_OffsetFetchRequestGroup_topics, _OFF_OffsetFetchRequestGroup_unknown_tags, _OFF_OffsetFetchRequestGroup_wire_tags, _OFF_OffsetFetchRequestTopic_name, _OFF_OffsetFetchRequestTopic_partition_indexes, _OFF_OffsetFetchRequestTopic_unknown_tags, _OFF_OffsetFetchRequestTopic_wire_tags, _OFF_OffsetFetchRequestTopics_name, _OFF_OffsetFetchRequestTopics_topic_id, _OFF_OffsetFetchRequestTopics_partition_indexes, _OFF_OffsetFetchRequestTopics_unknown_tags, _OFF_OffsetFetchRequestTopics_wire_tags
+    global _BOUND, _py_encode, OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_OffsetFetchRequest_v0, _py__read_OffsetFetchRequest_v10, _py__read_OffsetFetchRequest_v2, _py__read_OffsetFetchRequest_v6, _py__read_OffsetFetchRequest_v7, _py__read_OffsetFetchRequest_v8, _py__read_OffsetFetchRequest_v9, _py__write_OffsetFetchRequest_v0, _py__write_OffsetFetchRequest_v10, _py__write_OffsetFetchRequest_v2, _py__write_OffsetFetchRequest_v6, _py__write_OffsetFetchRequest_v7, _py__write_OffsetFetchRequest_v8, _py__write_OffsetFetchRequest_v9, _py_decode_message, _OFF_OffsetFetchRequest_group_id, _OFF_OffsetFetchRequest_topics, _OFF_OffsetFetchRequest_groups, _OFF_OffsetFetchRequest_require_stable, _OFF_OffsetFetchRequest_unknown_tags, _OFF_OffsetFetchRequest_wire_tags, _OFF_OffsetFetchRequestGroup_group_id, _OFF_OffsetFetchRequestGroup_member_id, _OFF_OffsetFetchRequestGroup_member_epoch, _OFF_OffsetFetchRequestGroup_topics, _OFF_OffsetFetchRequestGroup_unknown_tags, _OFF_OffsetFetchRequestGroup_wire_tags, _OFF_OffsetFetchRequestTopic_name, _OFF_OffsetFetchRequestTopic_partition_indexes, _OFF_OffsetFetchRequestTopic_unknown_tags, _OFF_OffsetFetchRequestTopic_wire_tags, _OFF_OffsetFetchRequestTopics_name, _OFF_OffsetFetchRequestTopics_topic_id, _OFF_OffsetFetchRequestTopics_partition_indexes, _OFF_OffsetFetchRequestTopics_unknown_tags, _OFF_OffsetFetchRequestTopics_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -1414,10 +1514,6 @@ def install(ns):
     _py_ZERO_UUID = ns["ZERO_UUID"]
     _py__DECODERS = ns["_DECODERS"]
     _py__READERS = ns["_READERS"]
-    _py__read_OffsetFetchRequestTopic_v0 = ns["_read_OffsetFetchRequestTopic_v0"]
-    _py__read_OffsetFetchRequestTopic_v6 = ns["_read_OffsetFetchRequestTopic_v6"]
-    _py__read_OffsetFetchRequestTopics_v10 = ns["_read_OffsetFetchRequestTopics_v10"]
-    _py__read_OffsetFetchRequestTopics_v8 = ns["_read_OffsetFetchRequestTopics_v8"]
     _py__read_OffsetFetchRequest_v0 = ns["_read_OffsetFetchRequest_v0"]
     _py__read_OffsetFetchRequest_v10 = ns["_read_OffsetFetchRequest_v10"]
     _py__read_OffsetFetchRequest_v2 = ns["_read_OffsetFetchRequest_v2"]
@@ -1425,10 +1521,6 @@ def install(ns):
     _py__read_OffsetFetchRequest_v7 = ns["_read_OffsetFetchRequest_v7"]
     _py__read_OffsetFetchRequest_v8 = ns["_read_OffsetFetchRequest_v8"]
     _py__read_OffsetFetchRequest_v9 = ns["_read_OffsetFetchRequest_v9"]
-    _py__write_OffsetFetchRequestTopic_v0 = ns["_write_OffsetFetchRequestTopic_v0"]
-    _py__write_OffsetFetchRequestTopic_v6 = ns["_write_OffsetFetchRequestTopic_v6"]
-    _py__write_OffsetFetchRequestTopics_v10 = ns["_write_OffsetFetchRequestTopics_v10"]
-    _py__write_OffsetFetchRequestTopics_v8 = ns["_write_OffsetFetchRequestTopics_v8"]
     _py__write_OffsetFetchRequest_v0 = ns["_write_OffsetFetchRequest_v0"]
     _py__write_OffsetFetchRequest_v10 = ns["_write_OffsetFetchRequest_v10"]
     _py__write_OffsetFetchRequest_v2 = ns["_write_OffsetFetchRequest_v2"]
@@ -1437,16 +1529,6 @@ def install(ns):
     _py__write_OffsetFetchRequest_v8 = ns["_write_OffsetFetchRequest_v8"]
     _py__write_OffsetFetchRequest_v9 = ns["_write_OffsetFetchRequest_v9"]
     _py_decode_message = ns["decode_message"]
-    _py_r_array = ns["r_array"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_r_compact_nullable_array = ns["r_compact_nullable_array"]
-    _py_r_nullable_array = ns["r_nullable_array"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_array = ns["w_array"]
-    _py_w_compact_array = ns["w_compact_array"]
-    _py_w_compact_nullable_array = ns["w_compact_nullable_array"]
-    _py_w_nullable_array = ns["w_nullable_array"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_OffsetFetchRequest_group_id = _offset(OffsetFetchRequest, "group_id")
     _OFF_OffsetFetchRequest_topics = _offset(OffsetFetchRequest, "topics")
     _OFF_OffsetFetchRequest_groups = _offset(OffsetFetchRequest, "groups")
@@ -1495,4 +1577,10 @@ def install(ns):
         9: write_v9,
         10: write_v10,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "e2306020991f8e63"
+KEY = "8cf334068d971c5a"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -75,8 +92,6 @@ cdef object _py__write_OffsetFetchResponse_v5
 cdef object _py__write_OffsetFetchResponse_v6
 cdef object _py__write_OffsetFetchResponse_v8
 cdef object _py_decode_message
-cdef object _py_r_uuid
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_OffsetFetchResponse_throttle_time_ms
 cdef Py_ssize_t _OFF_OffsetFetchResponse_topics
 cdef Py_ssize_t _OFF_OffsetFetchResponse_error_code
@@ -184,6 +199,8 @@ cdef object _native_OffsetFetchResponsePartition_v6(bytes data, const unsigned c
     _put(o, _OFF_OffsetFetchResponsePartition_committed_leader_epoch, _i32(d + pos + 12))
     pos += 16
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_OffsetFetchResponsePartition_metadata, None)
     elif ln < 0:
@@ -273,6 +290,8 @@ cdef object _native_OffsetFetchResponseTopic_v6(bytes data, const unsigned char*
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(OffsetFetchResponseTopic)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -309,6 +328,8 @@ cdef object _native_OffsetFetchResponsePartitions_v8(bytes data, const unsigned 
     _put(o, _OFF_OffsetFetchResponsePartitions_committed_leader_epoch, _i32(d + pos + 12))
     pos += 16
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_OffsetFetchResponsePartitions_metadata, None)
     elif ln < 0:
@@ -336,6 +357,8 @@ cdef object _native_OffsetFetchResponseTopics_v8(bytes data, const unsigned char
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(OffsetFetchResponseTopics)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -368,9 +391,7 @@ cdef object _native_OffsetFetchResponseTopics_v10(bytes data, const unsigned cha
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(OffsetFetchResponseTopics)
     _put(o, _OFF_OffsetFetchResponseTopics_name, '')
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_OffsetFetchResponseTopics_topic_id, v)
+    _put(o, _OFF_OffsetFetchResponseTopics_topic_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -396,6 +417,8 @@ cdef object _native_OffsetFetchResponseGroup_v8(bytes data, const unsigned char*
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(OffsetFetchResponseGroup)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -430,6 +453,8 @@ cdef object _native_OffsetFetchResponseGroup_v10(bytes data, const unsigned char
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(OffsetFetchResponseGroup)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -906,9 +931,7 @@ cdef int _wnative_OffsetFetchResponseTopics_v10(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_OffsetFetchResponseTopics_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_OffsetFetchResponseTopics_partitions)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -1291,6 +1314,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
     raise KeyError(version)
 
 
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
+
+
 def direct(bytes data, Py_ssize_t pos, int version):
     """The compiled reader alone (no Python fallback): (value, end), or the exception that
     would send the read to Python. For the tests that hold the two builds to each other."""
@@ -1617,7 +1645,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, OffsetFetchResponse, OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions, OffsetFetchResponseTopic, OffsetFetchResponseTopics, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_OffsetFetchResponse_v0, _py__read_OffsetFetchResponse_v10, _py__read_OffsetFetchResponse_v2, _py__read_OffsetFetchResponse_v3, _py__read_OffsetFetchResponse_v5, _py__read_OffsetFetchResponse_v6, _py__read_OffsetFetchResponse_v8, _py__write_OffsetFetchResponse_v0, _py__write_OffsetFetchResponse_v10, _py__write_OffsetFetchResponse_v2, _py__write_OffsetFetchResponse_v3, _py__write_OffsetFetchResponse_v5, _py__write_OffsetFetchResponse_v6, _py__write_OffsetFetchResponse_v8, _py_decode_message, _py_r_uuid, _py_w_uuid, _OFF_OffsetFetchResponse_throttle_time_ms, _OFF_OffsetFetchResponse_topics, _OFF_OffsetFetchResponse_error_code, _OFF_OffsetFetchResponse_groups, _OFF_OffsetFetchResponse_unknown_tags, _OFF_OffsetFetchResponse_wire_tags, _OFF_OffsetFetchResponseGroup_group_id, _OFF_OffsetFetchResponseGroup_topics, _OFF_OffsetFetchResponseGroup_error_code, _OFF_OffsetFetchResponseGroup_unknown_tags, _OFF_OffsetFetchResponseGroup_wire_tags, _OFF_OffsetFetchResponsePartition_partition_index, _OFF_OffsetFetchResponsePartition_committed_offset, _OFF_OffsetFetchResponsePartition_committed_leader_epoch, _OFF_OffsetFetchResponsePartition_metadata, _OFF_OffsetFetchResponsePartition_error_code, _OFF_OffsetFetchResponsePartition_unknown_tags, _OFF_OffsetFetchResponsePartition_wire_tags, _OFF_OffsetFetchResponsePartitions_partition_index, _OFF_OffsetFetchResponsePartitions_committed_offset, _OFF_OffsetFetchResponsePartitions_committed_leader_epoch, _OFF_OffsetFetchResponsePartitions_metadata, _OFF_OffsetFetchResponsePartitions_error_code, _OFF_OffsetFetchResponsePartitions_unknown_tags, _OFF_OffsetFetchResponsePartitions_wire_tags, _OFF_OffsetFetchResponseTopic_name, _OFF_OffsetFetchResponseTopic_partitions, _OFF_OffsetFetchResponseTopic_unknown_tags, _OFF_OffsetFetchResponseTopic_wire_tags, _OFF_OffsetFetchResponseTopics_name, _OFF_OffsetFetchResponseTopics_topic_id, _OFF_OffsetFetchResponseTopics_partitions, _OFF_OffsetFetchResponseTopics_unknown_tags, _OFF_OffsetFetchResponseTopics_wire_tags
+    global _BOUND, _py_encode, OffsetFetchResponse, OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions, OffsetFetchResponseTopic, OffsetFetchResponseTopics, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_OffsetFetchResponse_v0, _py__read_OffsetFetchResponse_v10, _py__read_OffsetFetchResponse_v2, _py__read_OffsetFetchResponse_v3, _py__read_OffsetFetchResponse_v5, _py__read_OffsetFetchResponse_v6, _py__read_OffsetFetchResponse_v8, _py__write_OffsetFetchResponse_v0, _py__write_OffsetFetchResponse_v10, _py__write_OffsetFetchResponse_v2, _py__write_OffsetFetchResponse_v3, _py__write_OffsetFetchResponse_v5, _py__write_OffsetFetchResponse_v6, _py__write_OffsetFetchResponse_v8, _py_decode_message, _OFF_OffsetFetchResponse_throttle_time_ms, _OFF_OffsetFetchResponse_topics, _OFF_OffsetFetchResponse_error_code, _OFF_OffsetFetchResponse_groups, _OFF_OffsetFetchResponse_unknown_tags, _OFF_OffsetFetchResponse_wire_tags, _OFF_OffsetFetchResponseGroup_group_id, _OFF_OffsetFetchResponseGroup_topics, _OFF_OffsetFetchResponseGroup_error_code, _OFF_OffsetFetchResponseGroup_unknown_tags, _OFF_OffsetFetchResponseGroup_wire_tags, _OFF_OffsetFetchResponsePartition_partition_index, _OFF_OffsetFetchResponsePartition_committed_offset, _OFF_OffsetFetchResponsePartition_committed_leader_epoch, _OFF_OffsetFetchResponsePartition_metadata, _OFF_OffsetFetchResponsePartition_error_code, _OFF_OffsetFetchResponsePartition_unknown_tags, _OFF_OffsetFetchResponsePartition_wire_tags, _OFF_OffsetFetchResponsePartitions_partition_index, _OFF_OffsetFetchResponsePartitions_committed_offset, _OFF_OffsetFetchResponsePartitions_committed_leader_epoch, _OFF_OffsetFetchResponsePartitions_metadata, _OFF_OffsetFetchResponsePartitions_error_code, _OFF_OffsetFetchResponsePartitions_unknown_tags, _OFF_OffsetFetchResponsePartitions_wire_tags, _OFF_OffsetFetchResponseTopic_name, _OFF_OffsetFetchResponseTopic_partitions, _OFF_OffsetFetchResponseTopic_unknown_tags, _OFF_OffsetFetchResponseTopic_wire_tags, _OFF_OffsetFetchResponseTopics_name, _OFF_OffsetFetchResponseTopics_topic_id, _OFF_OffsetFetchResponseTopics_partitions, _OFF_OffsetFetchResponseTopics_unknown_tags, _OFF_OffsetFetchResponseTopics_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -1645,8 +1673,6 @@ def install(ns):
     _py__write_OffsetFetchResponse_v6 = ns["_write_OffsetFetchResponse_v6"]
     _py__write_OffsetFetchResponse_v8 = ns["_write_OffsetFetchResponse_v8"]
     _py_decode_message = ns["decode_message"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_OffsetFetchResponse_throttle_time_ms = _offset(OffsetFetchResponse, "throttle_time_ms")
     _OFF_OffsetFetchResponse_topics = _offset(OffsetFetchResponse, "topics")
     _OFF_OffsetFetchResponse_error_code = _offset(OffsetFetchResponse, "error_code")
@@ -1708,4 +1734,10 @@ def install(ns):
         9: write_v9,
         10: write_v10,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "27508d4c65ce0b6c"
+KEY = "5d706ec6095d1d3b"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -66,12 +83,6 @@ cdef object _py__write_ProduceRequest_v13
 cdef object _py__write_ProduceRequest_v3
 cdef object _py__write_ProduceRequest_v9
 cdef object _py_decode_message
-cdef object _py_r_compact_nullable_bytes
-cdef object _py_r_nullable_bytes
-cdef object _py_r_uuid
-cdef object _py_w_compact_nullable_bytes
-cdef object _py_w_nullable_bytes
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_PartitionProduceData_index
 cdef Py_ssize_t _OFF_PartitionProduceData_records
 cdef Py_ssize_t _OFF_PartitionProduceData_unknown_tags
@@ -97,9 +108,7 @@ cdef object _native_PartitionProduceData_v0(bytes data, const unsigned char* d, 
     _need(pos, 4, n)
     _put(o, _OFF_PartitionProduceData_index, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_nullable_bytes(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_PartitionProduceData_records, v)
+    _put(o, _OFF_PartitionProduceData_records, _n_bytes(d, n, &pos, False, True))
     _put(o, _OFF_PartitionProduceData_unknown_tags, {})
     _put(o, _OFF_PartitionProduceData_wire_tags, None)
     p[0] = pos
@@ -114,9 +123,7 @@ cdef object _native_PartitionProduceData_v9(bytes data, const unsigned char* d, 
     _need(pos, 4, n)
     _put(o, _OFF_PartitionProduceData_index, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_compact_nullable_bytes(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_PartitionProduceData_records, v)
+    _put(o, _OFF_PartitionProduceData_records, _n_bytes(d, n, &pos, True, True))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -165,6 +172,8 @@ cdef object _native_TopicProduceData_v9(bytes data, const unsigned char* d, Py_s
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicProduceData)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -197,9 +206,7 @@ cdef object _native_TopicProduceData_v13(bytes data, const unsigned char* d, Py_
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicProduceData)
     _put(o, _OFF_TopicProduceData_name, '')
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_TopicProduceData_topic_id, v)
+    _put(o, _OFF_TopicProduceData_topic_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -289,6 +296,8 @@ cdef object _native_ProduceRequest_v9(bytes data, const unsigned char* d, Py_ssi
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(ProduceRequest)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_ProduceRequest_transactional_id, None)
     elif ln < 0:
@@ -326,6 +335,8 @@ cdef object _native_ProduceRequest_v13(bytes data, const unsigned char* d, Py_ss
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(ProduceRequest)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_ProduceRequest_transactional_id, None)
     elif ln < 0:
@@ -366,9 +377,7 @@ cdef int _wnative_PartitionProduceData_v0(_Buf* b, object o) except -1:
     v = _get(o, _OFF_PartitionProduceData_index)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_PartitionProduceData_records)
-    tmp = bytearray()
-    _py_w_nullable_bytes(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_bytes(b, v, False, True)
     if _get(o, _OFF_PartitionProduceData_unknown_tags):
         raise _Fallback()
     return 0
@@ -383,9 +392,7 @@ cdef int _wnative_PartitionProduceData_v9(_Buf* b, object o) except -1:
     v = _get(o, _OFF_PartitionProduceData_index)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_PartitionProduceData_records)
-    tmp = bytearray()
-    _py_w_compact_nullable_bytes(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_bytes(b, v, True, True)
     if _get(o, _OFF_PartitionProduceData_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -460,9 +467,7 @@ cdef int _wnative_TopicProduceData_v13(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_TopicProduceData_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_TopicProduceData_partition_data)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -771,6 +776,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -1171,7 +1181,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, PartitionProduceData, ProduceRequest, TopicProduceData, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_ProduceRequest_v0, _py__read_ProduceRequest_v13, _py__read_ProduceRequest_v3, _py__read_ProduceRequest_v9, _py__write_ProduceRequest_v0, _py__write_ProduceRequest_v13, _py__write_ProduceRequest_v3, _py__write_ProduceRequest_v9, _py_decode_message, _py_r_compact_nullable_bytes, _py_r_nullable_bytes, _py_r_uuid, _py_w_compact_nullable_bytes, _py_w_nullable_bytes, _py_w_uuid, _OFF_PartitionProduceData_index, _OFF_PartitionProduceData_records, _OFF_PartitionProduceData_unknown_tags, _OFF_PartitionProduceData_wire_tags, _OFF_ProduceRequest_transactional_id, _OFF_ProduceRequest_acks, _OFF_ProduceRequest_timeout_ms, _OFF_ProduceRequest_topic_data, _OFF_ProduceRequest_unknown_tags, _OFF_ProduceRequest_wire_tags, _OFF_TopicProduceData_name, _OFF_TopicProduceData_topic_id, _OFF_TopicProduceData_partition_data, _OFF_TopicProduceData_unknown_tags, _OFF_TopicProduceData_wire_tags
+    global _BOUND, _py_encode, PartitionProduceData, ProduceRequest, TopicProduceData, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_ProduceRequest_v0, _py__read_ProduceRequest_v13, _py__read_ProduceRequest_v3, _py__read_ProduceRequest_v9, _py__write_ProduceRequest_v0, _py__write_ProduceRequest_v13, _py__write_ProduceRequest_v3, _py__write_ProduceRequest_v9, _py_decode_message, _OFF_PartitionProduceData_index, _OFF_PartitionProduceData_records, _OFF_PartitionProduceData_unknown_tags, _OFF_PartitionProduceData_wire_tags, _OFF_ProduceRequest_transactional_id, _OFF_ProduceRequest_acks, _OFF_ProduceRequest_timeout_ms, _OFF_ProduceRequest_topic_data, _OFF_ProduceRequest_unknown_tags, _OFF_ProduceRequest_wire_tags, _OFF_TopicProduceData_name, _OFF_TopicProduceData_topic_id, _OFF_TopicProduceData_partition_data, _OFF_TopicProduceData_unknown_tags, _OFF_TopicProduceData_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -1190,12 +1200,6 @@ def install(ns):
     _py__write_ProduceRequest_v3 = ns["_write_ProduceRequest_v3"]
     _py__write_ProduceRequest_v9 = ns["_write_ProduceRequest_v9"]
     _py_decode_message = ns["decode_message"]
-    _py_r_compact_nullable_bytes = ns["r_compact_nullable_bytes"]
-    _py_r_nullable_bytes = ns["r_nullable_bytes"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_compact_nullable_bytes = ns["w_compact_nullable_bytes"]
-    _py_w_nullable_bytes = ns["w_nullable_bytes"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_PartitionProduceData_index = _offset(PartitionProduceData, "index")
     _OFF_PartitionProduceData_records = _offset(PartitionProduceData, "records")
     _OFF_PartitionProduceData_unknown_tags = _offset(PartitionProduceData, "unknown_tags")
@@ -1244,4 +1248,10 @@ def install(ns):
         12: write_v12,
         13: write_v13,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

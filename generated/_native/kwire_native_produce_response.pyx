@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "c66c3c357081be3f"
+KEY = "339f63a75ad0fe80"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -57,7 +74,6 @@ cdef object NodeEndpoint
 cdef object PartitionProduceResponse
 cdef object ProduceResponse
 cdef object TopicProduceResponse
-cdef object _py_LeaderIdAndEpoch
 cdef object _py_ZERO_UUID
 cdef object _py__DECODERS
 cdef object _py__READERS
@@ -78,8 +94,6 @@ cdef object _py__write_ProduceResponse_v5
 cdef object _py__write_ProduceResponse_v8
 cdef object _py__write_ProduceResponse_v9
 cdef object _py_decode_message
-cdef object _py_r_uuid
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_BatchIndexAndErrorMessage_batch_index
 cdef Py_ssize_t _OFF_BatchIndexAndErrorMessage_batch_index_error_message
 cdef Py_ssize_t _OFF_BatchIndexAndErrorMessage_unknown_tags
@@ -150,6 +164,8 @@ cdef object _native_BatchIndexAndErrorMessage_v9(bytes data, const unsigned char
     _put(o, _OFF_BatchIndexAndErrorMessage_batch_index, _i32(d + pos + 0))
     pos += 4
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_BatchIndexAndErrorMessage_batch_index_error_message, None)
     elif ln < 0:
@@ -201,7 +217,7 @@ cdef object _native_PartitionProduceResponse_v0(bytes data, const unsigned char*
     _put(o, _OFF_PartitionProduceResponse_log_start_offset, -1)
     _put(o, _OFF_PartitionProduceResponse_record_errors, [])
     _put(o, _OFF_PartitionProduceResponse_error_message, None)
-    _put(o, _OFF_PartitionProduceResponse_current_leader, LeaderIdAndEpoch())
+    _put(o, _OFF_PartitionProduceResponse_current_leader, _fresh(LeaderIdAndEpoch))
     _put(o, _OFF_PartitionProduceResponse_unknown_tags, {})
     _put(o, _OFF_PartitionProduceResponse_wire_tags, None)
     p[0] = pos
@@ -222,7 +238,7 @@ cdef object _native_PartitionProduceResponse_v2(bytes data, const unsigned char*
     _put(o, _OFF_PartitionProduceResponse_log_start_offset, -1)
     _put(o, _OFF_PartitionProduceResponse_record_errors, [])
     _put(o, _OFF_PartitionProduceResponse_error_message, None)
-    _put(o, _OFF_PartitionProduceResponse_current_leader, LeaderIdAndEpoch())
+    _put(o, _OFF_PartitionProduceResponse_current_leader, _fresh(LeaderIdAndEpoch))
     _put(o, _OFF_PartitionProduceResponse_unknown_tags, {})
     _put(o, _OFF_PartitionProduceResponse_wire_tags, None)
     p[0] = pos
@@ -243,7 +259,7 @@ cdef object _native_PartitionProduceResponse_v5(bytes data, const unsigned char*
     pos += 30
     _put(o, _OFF_PartitionProduceResponse_record_errors, [])
     _put(o, _OFF_PartitionProduceResponse_error_message, None)
-    _put(o, _OFF_PartitionProduceResponse_current_leader, LeaderIdAndEpoch())
+    _put(o, _OFF_PartitionProduceResponse_current_leader, _fresh(LeaderIdAndEpoch))
     _put(o, _OFF_PartitionProduceResponse_unknown_tags, {})
     _put(o, _OFF_PartitionProduceResponse_wire_tags, None)
     p[0] = pos
@@ -284,7 +300,7 @@ cdef object _native_PartitionProduceResponse_v8(bytes data, const unsigned char*
         _need(pos, ln, n)
         _put(o, _OFF_PartitionProduceResponse_error_message, _utf8(d + pos, ln))
         pos += ln
-    _put(o, _OFF_PartitionProduceResponse_current_leader, LeaderIdAndEpoch())
+    _put(o, _OFF_PartitionProduceResponse_current_leader, _fresh(LeaderIdAndEpoch))
     _put(o, _OFF_PartitionProduceResponse_unknown_tags, {})
     _put(o, _OFF_PartitionProduceResponse_wire_tags, None)
     p[0] = pos
@@ -313,6 +329,8 @@ cdef object _native_PartitionProduceResponse_v9(bytes data, const unsigned char*
         PyList_SET_ITEM(lst, i, item)
     _put(o, _OFF_PartitionProduceResponse_record_errors, lst)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_PartitionProduceResponse_error_message, None)
     elif ln < 0:
@@ -321,7 +339,7 @@ cdef object _native_PartitionProduceResponse_v9(bytes data, const unsigned char*
         _need(pos, ln, n)
         _put(o, _OFF_PartitionProduceResponse_error_message, _utf8(d + pos, ln))
         pos += ln
-    _put(o, _OFF_PartitionProduceResponse_current_leader, LeaderIdAndEpoch())
+    _put(o, _OFF_PartitionProduceResponse_current_leader, _fresh(LeaderIdAndEpoch))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -354,6 +372,8 @@ cdef object _native_PartitionProduceResponse_v10(bytes data, const unsigned char
         PyList_SET_ITEM(lst, i, item)
     _put(o, _OFF_PartitionProduceResponse_record_errors, lst)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_PartitionProduceResponse_error_message, None)
     elif ln < 0:
@@ -362,7 +382,7 @@ cdef object _native_PartitionProduceResponse_v10(bytes data, const unsigned char
         _need(pos, ln, n)
         _put(o, _OFF_PartitionProduceResponse_error_message, _utf8(d + pos, ln))
         pos += ln
-    _put(o, _OFF_PartitionProduceResponse_current_leader, LeaderIdAndEpoch())
+    _put(o, _OFF_PartitionProduceResponse_current_leader, _fresh(LeaderIdAndEpoch))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -507,6 +527,8 @@ cdef object _native_TopicProduceResponse_v9(bytes data, const unsigned char* d, 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicProduceResponse)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -539,6 +561,8 @@ cdef object _native_TopicProduceResponse_v10(bytes data, const unsigned char* d,
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicProduceResponse)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -571,9 +595,7 @@ cdef object _native_TopicProduceResponse_v13(bytes data, const unsigned char* d,
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicProduceResponse)
     _put(o, _OFF_TopicProduceResponse_name, '')
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_TopicProduceResponse_topic_id, v)
+    _put(o, _OFF_TopicProduceResponse_topic_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -602,6 +624,8 @@ cdef object _native_NodeEndpoint_v10(bytes data, const unsigned char* d, Py_ssiz
     _put(o, _OFF_NodeEndpoint_node_id, _i32(d + pos + 0))
     pos += 4
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -612,6 +636,8 @@ cdef object _native_NodeEndpoint_v10(bytes data, const unsigned char* d, Py_ssiz
     _put(o, _OFF_NodeEndpoint_port, _i32(d + pos + 0))
     pos += 4
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_NodeEndpoint_rack, None)
     elif ln < 0:
@@ -919,7 +945,7 @@ cdef int _wnative_PartitionProduceResponse_v0(_Buf* b, object o) except -1:
     _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
     v = _get(o, _OFF_PartitionProduceResponse_base_offset)
     _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
-    if o.current_leader != _py_LeaderIdAndEpoch():
+    if not _is_default(o.current_leader, LeaderIdAndEpoch):
         raise _Fallback()
     if _get(o, _OFF_PartitionProduceResponse_unknown_tags):
         raise _Fallback()
@@ -940,7 +966,7 @@ cdef int _wnative_PartitionProduceResponse_v2(_Buf* b, object o) except -1:
     _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
     v = _get(o, _OFF_PartitionProduceResponse_log_append_time_ms)
     _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
-    if o.current_leader != _py_LeaderIdAndEpoch():
+    if not _is_default(o.current_leader, LeaderIdAndEpoch):
         raise _Fallback()
     if _get(o, _OFF_PartitionProduceResponse_unknown_tags):
         raise _Fallback()
@@ -963,7 +989,7 @@ cdef int _wnative_PartitionProduceResponse_v5(_Buf* b, object o) except -1:
     _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
     v = _get(o, _OFF_PartitionProduceResponse_log_start_offset)
     _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
-    if o.current_leader != _py_LeaderIdAndEpoch():
+    if not _is_default(o.current_leader, LeaderIdAndEpoch):
         raise _Fallback()
     if _get(o, _OFF_PartitionProduceResponse_unknown_tags):
         raise _Fallback()
@@ -1005,7 +1031,7 @@ cdef int _wnative_PartitionProduceResponse_v8(_Buf* b, object o) except -1:
             raise _Fallback()
         _w_be(b, ln, 2)
         _w_raw(b, cs, ln)
-    if o.current_leader != _py_LeaderIdAndEpoch():
+    if not _is_default(o.current_leader, LeaderIdAndEpoch):
         raise _Fallback()
     if _get(o, _OFF_PartitionProduceResponse_unknown_tags):
         raise _Fallback()
@@ -1047,7 +1073,7 @@ cdef int _wnative_PartitionProduceResponse_v9(_Buf* b, object o) except -1:
             raise _Fallback()
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
-    if o.current_leader != _py_LeaderIdAndEpoch():
+    if not _is_default(o.current_leader, LeaderIdAndEpoch):
         raise _Fallback()
     if _get(o, _OFF_PartitionProduceResponse_unknown_tags):
         raise _Fallback()
@@ -1061,7 +1087,43 @@ cdef int _wnative_PartitionProduceResponse_v10(_Buf* b, object o) except -1:
     cdef const char* cs
     cdef double x
     cdef uint64_t u
-    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+    if _get(o, _OFF_PartitionProduceResponse_wire_tags) is not None:
+        raise _Fallback()  # a decoded tag order to keep: the Python writer keeps it
+    if not _is_default(o.current_leader, LeaderIdAndEpoch):
+        raise _Fallback()  # tag 0 to write: the Python writer writes the body
+    v = _get(o, _OFF_PartitionProduceResponse_index)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_PartitionProduceResponse_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_PartitionProduceResponse_base_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_PartitionProduceResponse_log_append_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_PartitionProduceResponse_log_start_offset)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_PartitionProduceResponse_record_errors)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not BatchIndexAndErrorMessage:
+            raise _Fallback()
+        _wnative_BatchIndexAndErrorMessage_v9(b, item)
+    v = _get(o, _OFF_PartitionProduceResponse_error_message)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_PartitionProduceResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
 
 
 cdef int _wnative_TopicProduceResponse_v0(_Buf* b, object o) except -1:
@@ -1253,9 +1315,7 @@ cdef int _wnative_TopicProduceResponse_v13(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_TopicProduceResponse_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_TopicProduceResponse_partition_responses)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -1451,7 +1511,24 @@ cdef int _wnative_ProduceResponse_v10(_Buf* b, object o) except -1:
     cdef const char* cs
     cdef double x
     cdef uint64_t u
-    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+    if _get(o, _OFF_ProduceResponse_wire_tags) is not None:
+        raise _Fallback()  # a decoded tag order to keep: the Python writer keeps it
+    if len(o.node_endpoints) != 0:
+        raise _Fallback()  # tag 0 to write: the Python writer writes the body
+    v = _get(o, _OFF_ProduceResponse_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not TopicProduceResponse:
+            raise _Fallback()
+        _wnative_TopicProduceResponse_v10(b, item)
+    v = _get(o, _OFF_ProduceResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_ProduceResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
 
 
 cdef int _wnative_ProduceResponse_v13(_Buf* b, object o) except -1:
@@ -1460,7 +1537,24 @@ cdef int _wnative_ProduceResponse_v13(_Buf* b, object o) except -1:
     cdef const char* cs
     cdef double x
     cdef uint64_t u
-    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+    if _get(o, _OFF_ProduceResponse_wire_tags) is not None:
+        raise _Fallback()  # a decoded tag order to keep: the Python writer keeps it
+    if len(o.node_endpoints) != 0:
+        raise _Fallback()  # tag 0 to write: the Python writer writes the body
+    v = _get(o, _OFF_ProduceResponse_responses)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not TopicProduceResponse:
+            raise _Fallback()
+        _wnative_TopicProduceResponse_v13(b, item)
+    v = _get(o, _OFF_ProduceResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_ProduceResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
 
 
 def read_v0(bytes data, Py_ssize_t pos):
@@ -1628,6 +1722,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -2028,7 +2127,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, ProduceResponse, TopicProduceResponse, _py_LeaderIdAndEpoch, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_ProduceResponse_v0, _py__read_ProduceResponse_v1, _py__read_ProduceResponse_v10, _py__read_ProduceResponse_v13, _py__read_ProduceResponse_v2, _py__read_ProduceResponse_v5, _py__read_ProduceResponse_v8, _py__read_ProduceResponse_v9, _py__write_ProduceResponse_v0, _py__write_ProduceResponse_v1, _py__write_ProduceResponse_v10, _py__write_ProduceResponse_v13, _py__write_ProduceResponse_v2, _py__write_ProduceResponse_v5, _py__write_ProduceResponse_v8, _py__write_ProduceResponse_v9, _py_decode_message, _py_r_uuid, _py_w_uuid, _OFF_BatchIndexAndErrorMessage_batch_index, _OFF_BatchIndexAndErrorMessage_batch_index_error_message, _OFF_BatchIndexAndErrorMessage_unknown_tags, _OFF_BatchIndexAndErrorMessage_wire_tags, _OFF_LeaderIdAndEpoch_leader_id, _OFF_LeaderIdAndEpoch_leader_epoch, _OFF_LeaderIdAndEpoch_unknown_tags, _OFF_LeaderIdAndEpoch_wire_tags, _OFF_NodeEndpoint_node_id, _OFF_NodeEndpoint_host, _OFF_NodeEndpoint_port, _OFF_NodeEndpoint_rack, _OFF_NodeEndpoint_unknown_tags, _OFF_NodeEndpoint_wire_tags, _OFF_PartitionProduceResponse_index, _OFF_PartitionProduceResponse_error_code, _OFF_PartitionProduceResponse_base_offset, _OFF_PartitionProduceResponse_log_append_time_ms, _OFF_PartitionProduceResponse_log_start_offset, _OFF_PartitionProduceResponse_record_errors, _OFF_PartitionProduceResponse_error_message, _OFF_PartitionProduceResponse_current_leader, _OFF_PartitionProduceResponse_unknown_tags, _OFF_PartitionProduceResponse_wire_tags, _OFF_ProduceResponse_responses, _OFF_ProduceResponse_throttle_time_ms, _OFF_ProduceResponse_node_endpoints, _OFF_ProduceResponse_unknown_tags, _OFF_ProduceResponse_wire_tags, _OFF_TopicProduceResponse_name, _OFF_TopicProduceResponse_topic_id, _OFF_TopicProduceResponse_partition_responses, _OFF_TopicProduceResponse_unknown_tags, _OFF_TopicProduceResponse_wire_tags
+    global _BOUND, _py_encode, BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, ProduceResponse, TopicProduceResponse, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_ProduceResponse_v0, _py__read_ProduceResponse_v1, _py__read_ProduceResponse_v10, _py__read_ProduceResponse_v13, _py__read_ProduceResponse_v2, _py__read_ProduceResponse_v5, _py__read_ProduceResponse_v8, _py__read_ProduceResponse_v9, _py__write_ProduceResponse_v0, _py__write_ProduceResponse_v1, _py__write_ProduceResponse_v10, _py__write_ProduceResponse_v13, _py__write_ProduceResponse_v2, _py__write_ProduceResponse_v5, _py__write_ProduceResponse_v8, _py__write_ProduceResponse_v9, _py_decode_message, _OFF_BatchIndexAndErrorMessage_batch_index, _OFF_BatchIndexAndErrorMessage_batch_index_error_message, _OFF_BatchIndexAndErrorMessage_unknown_tags, _OFF_BatchIndexAndErrorMessage_wire_tags, _OFF_LeaderIdAndEpoch_leader_id, _OFF_LeaderIdAndEpoch_leader_epoch, _OFF_LeaderIdAndEpoch_unknown_tags, _OFF_LeaderIdAndEpoch_wire_tags, _OFF_NodeEndpoint_node_id, _OFF_NodeEndpoint_host, _OFF_NodeEndpoint_port, _OFF_NodeEndpoint_rack, _OFF_NodeEndpoint_unknown_tags, _OFF_NodeEndpoint_wire_tags, _OFF_PartitionProduceResponse_index, _OFF_PartitionProduceResponse_error_code, _OFF_PartitionProduceResponse_base_offset, _OFF_PartitionProduceResponse_log_append_time_ms, _OFF_PartitionProduceResponse_log_start_offset, _OFF_PartitionProduceResponse_record_errors, _OFF_PartitionProduceResponse_error_message, _OFF_PartitionProduceResponse_current_leader, _OFF_PartitionProduceResponse_unknown_tags, _OFF_PartitionProduceResponse_wire_tags, _OFF_ProduceResponse_responses, _OFF_ProduceResponse_throttle_time_ms, _OFF_ProduceResponse_node_endpoints, _OFF_ProduceResponse_unknown_tags, _OFF_ProduceResponse_wire_tags, _OFF_TopicProduceResponse_name, _OFF_TopicProduceResponse_topic_id, _OFF_TopicProduceResponse_partition_responses, _OFF_TopicProduceResponse_unknown_tags, _OFF_TopicProduceResponse_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -2038,7 +2137,6 @@ def install(ns):
     PartitionProduceResponse = ns["PartitionProduceResponse"]
     ProduceResponse = ns["ProduceResponse"]
     TopicProduceResponse = ns["TopicProduceResponse"]
-    _py_LeaderIdAndEpoch = ns["LeaderIdAndEpoch"]
     _py_ZERO_UUID = ns["ZERO_UUID"]
     _py__DECODERS = ns["_DECODERS"]
     _py__READERS = ns["_READERS"]
@@ -2059,8 +2157,6 @@ def install(ns):
     _py__write_ProduceResponse_v8 = ns["_write_ProduceResponse_v8"]
     _py__write_ProduceResponse_v9 = ns["_write_ProduceResponse_v9"]
     _py_decode_message = ns["decode_message"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_BatchIndexAndErrorMessage_batch_index = _offset(BatchIndexAndErrorMessage, "batch_index")
     _OFF_BatchIndexAndErrorMessage_batch_index_error_message = _offset(BatchIndexAndErrorMessage, "batch_index_error_message")
     _OFF_BatchIndexAndErrorMessage_unknown_tags = _offset(BatchIndexAndErrorMessage, "unknown_tags")
@@ -2128,4 +2224,10 @@ def install(ns):
         12: write_v12,
         13: write_v13,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "dd92d750d812a602"
+KEY = "c169b0940d52d6dd"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -62,10 +79,6 @@ cdef object _py__read_ShareAcknowledgeRequest_v2
 cdef object _py__write_ShareAcknowledgeRequest_v0
 cdef object _py__write_ShareAcknowledgeRequest_v2
 cdef object _py_decode_message
-cdef object _py_r_compact_array
-cdef object _py_r_uuid
-cdef object _py_w_compact_array
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_AcknowledgePartition_partition_index
 cdef Py_ssize_t _OFF_AcknowledgePartition_acknowledgement_batches
 cdef Py_ssize_t _OFF_AcknowledgePartition_unknown_tags
@@ -97,9 +110,7 @@ cdef object _native_AcknowledgementBatch_v0(bytes data, const unsigned char* d, 
     _put(o, _OFF_AcknowledgementBatch_first_offset, _i64(d + pos + 0))
     _put(o, _OFF_AcknowledgementBatch_last_offset, _i64(d + pos + 8))
     pos += 16
-    v, pos_obj = _py_r_compact_array(data, pos, 'b')
-    pos = pos_obj
-    _put(o, _OFF_AcknowledgementBatch_acknowledge_types, v)
+    _put(o, _OFF_AcknowledgementBatch_acknowledge_types, _n_array(d, n, &pos, True, False, _E_INT8))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -142,9 +153,7 @@ cdef object _native_AcknowledgeTopic_v0(bytes data, const unsigned char* d, Py_s
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(AcknowledgeTopic)
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_AcknowledgeTopic_topic_id, v)
+    _put(o, _OFF_AcknowledgeTopic_topic_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -170,6 +179,8 @@ cdef object _native_ShareAcknowledgeRequest_v0(bytes data, const unsigned char* 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(ShareAcknowledgeRequest)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_ShareAcknowledgeRequest_group_id, None)
     elif ln < 0:
@@ -179,6 +190,8 @@ cdef object _native_ShareAcknowledgeRequest_v0(bytes data, const unsigned char* 
         _put(o, _OFF_ShareAcknowledgeRequest_group_id, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_ShareAcknowledgeRequest_member_id, None)
     elif ln < 0:
@@ -216,6 +229,8 @@ cdef object _native_ShareAcknowledgeRequest_v2(bytes data, const unsigned char* 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(ShareAcknowledgeRequest)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_ShareAcknowledgeRequest_group_id, None)
     elif ln < 0:
@@ -225,6 +240,8 @@ cdef object _native_ShareAcknowledgeRequest_v2(bytes data, const unsigned char* 
         _put(o, _OFF_ShareAcknowledgeRequest_group_id, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_ShareAcknowledgeRequest_member_id, None)
     elif ln < 0:
@@ -267,9 +284,7 @@ cdef int _wnative_AcknowledgementBatch_v0(_Buf* b, object o) except -1:
     v = _get(o, _OFF_AcknowledgementBatch_last_offset)
     _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
     v = _get(o, _OFF_AcknowledgementBatch_acknowledge_types)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'b')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT8)
     if _get(o, _OFF_AcknowledgementBatch_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -305,9 +320,7 @@ cdef int _wnative_AcknowledgeTopic_v0(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_AcknowledgeTopic_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_AcknowledgeTopic_partitions)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -465,6 +478,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
     raise KeyError(version)
 
 
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
+
+
 def direct(bytes data, Py_ssize_t pos, int version):
     """The compiled reader alone (no Python fallback): (value, end), or the exception that
     would send the read to Python. For the tests that hold the two builds to each other."""
@@ -599,7 +617,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch, ShareAcknowledgeRequest, _py__DECODERS, _py__READERS, _py__read_ShareAcknowledgeRequest_v0, _py__read_ShareAcknowledgeRequest_v2, _py__write_ShareAcknowledgeRequest_v0, _py__write_ShareAcknowledgeRequest_v2, _py_decode_message, _py_r_compact_array, _py_r_uuid, _py_w_compact_array, _py_w_uuid, _OFF_AcknowledgePartition_partition_index, _OFF_AcknowledgePartition_acknowledgement_batches, _OFF_AcknowledgePartition_unknown_tags, _OFF_AcknowledgePartition_wire_tags, _OFF_AcknowledgeTopic_topic_id, _OFF_AcknowledgeTopic_partitions, _OFF_AcknowledgeTopic_unknown_tags, _OFF_AcknowledgeTopic_wire_tags, _OFF_AcknowledgementBatch_first_offset, _OFF_AcknowledgementBatch_last_offset, _OFF_AcknowledgementBatch_acknowledge_types, _OFF_AcknowledgementBatch_unknown_tags, _OFF_AcknowledgementBatch_wire_tags, _OFF_ShareAcknowledgeRequest_group_id, _OFF_ShareAcknowledgeRequest_member_id, _OFF_ShareAcknowledgeRequest_share_session_epoch, _OFF_ShareAcknowledgeRequest_is_renew_ack, _OFF_ShareAcknowledgeRequest_topics, _OFF_ShareAcknowledgeRequest_unknown_tags, _OFF_ShareAcknowledgeRequest_wire_tags
+    global _BOUND, _py_encode, AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch, ShareAcknowledgeRequest, _py__DECODERS, _py__READERS, _py__read_ShareAcknowledgeRequest_v0, _py__read_ShareAcknowledgeRequest_v2, _py__write_ShareAcknowledgeRequest_v0, _py__write_ShareAcknowledgeRequest_v2, _py_decode_message, _OFF_AcknowledgePartition_partition_index, _OFF_AcknowledgePartition_acknowledgement_batches, _OFF_AcknowledgePartition_unknown_tags, _OFF_AcknowledgePartition_wire_tags, _OFF_AcknowledgeTopic_topic_id, _OFF_AcknowledgeTopic_partitions, _OFF_AcknowledgeTopic_unknown_tags, _OFF_AcknowledgeTopic_wire_tags, _OFF_AcknowledgementBatch_first_offset, _OFF_AcknowledgementBatch_last_offset, _OFF_AcknowledgementBatch_acknowledge_types, _OFF_AcknowledgementBatch_unknown_tags, _OFF_AcknowledgementBatch_wire_tags, _OFF_ShareAcknowledgeRequest_group_id, _OFF_ShareAcknowledgeRequest_member_id, _OFF_ShareAcknowledgeRequest_share_session_epoch, _OFF_ShareAcknowledgeRequest_is_renew_ack, _OFF_ShareAcknowledgeRequest_topics, _OFF_ShareAcknowledgeRequest_unknown_tags, _OFF_ShareAcknowledgeRequest_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -614,10 +632,6 @@ def install(ns):
     _py__write_ShareAcknowledgeRequest_v0 = ns["_write_ShareAcknowledgeRequest_v0"]
     _py__write_ShareAcknowledgeRequest_v2 = ns["_write_ShareAcknowledgeRequest_v2"]
     _py_decode_message = ns["decode_message"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_compact_array = ns["w_compact_array"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_AcknowledgePartition_partition_index = _offset(AcknowledgePartition, "partition_index")
     _OFF_AcknowledgePartition_acknowledgement_batches = _offset(AcknowledgePartition, "acknowledgement_batches")
     _OFF_AcknowledgePartition_unknown_tags = _offset(AcknowledgePartition, "unknown_tags")
@@ -649,4 +663,10 @@ def install(ns):
         1: write_v1,
         2: write_v2,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

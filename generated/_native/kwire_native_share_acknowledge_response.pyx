@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "7a7aa7dc626c1330"
+KEY = "4d221f0dd6a440d5"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -63,8 +80,6 @@ cdef object _py__read_ShareAcknowledgeResponse_v2
 cdef object _py__write_ShareAcknowledgeResponse_v0
 cdef object _py__write_ShareAcknowledgeResponse_v2
 cdef object _py_decode_message
-cdef object _py_r_uuid
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_LeaderIdAndEpoch_leader_id
 cdef Py_ssize_t _OFF_LeaderIdAndEpoch_leader_epoch
 cdef Py_ssize_t _OFF_LeaderIdAndEpoch_unknown_tags
@@ -124,6 +139,8 @@ cdef object _native_PartitionData_v0(bytes data, const unsigned char* d, Py_ssiz
     _put(o, _OFF_PartitionData_error_code, _i16(d + pos + 4))
     pos += 6
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_PartitionData_error_message, None)
     elif ln < 0:
@@ -148,9 +165,7 @@ cdef object _native_ShareAcknowledgeTopicResponse_v0(bytes data, const unsigned 
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(ShareAcknowledgeTopicResponse)
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_ShareAcknowledgeTopicResponse_topic_id, v)
+    _put(o, _OFF_ShareAcknowledgeTopicResponse_topic_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -179,6 +194,8 @@ cdef object _native_NodeEndpoint_v0(bytes data, const unsigned char* d, Py_ssize
     _put(o, _OFF_NodeEndpoint_node_id, _i32(d + pos + 0))
     pos += 4
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -189,6 +206,8 @@ cdef object _native_NodeEndpoint_v0(bytes data, const unsigned char* d, Py_ssize
     _put(o, _OFF_NodeEndpoint_port, _i32(d + pos + 0))
     pos += 4
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_NodeEndpoint_rack, None)
     elif ln < 0:
@@ -217,6 +236,8 @@ cdef object _native_ShareAcknowledgeResponse_v0(bytes data, const unsigned char*
     _put(o, _OFF_ShareAcknowledgeResponse_error_code, _i16(d + pos + 4))
     pos += 6
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_ShareAcknowledgeResponse_error_message, None)
     elif ln < 0:
@@ -264,6 +285,8 @@ cdef object _native_ShareAcknowledgeResponse_v2(bytes data, const unsigned char*
     _put(o, _OFF_ShareAcknowledgeResponse_error_code, _i16(d + pos + 4))
     pos += 6
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_ShareAcknowledgeResponse_error_message, None)
     elif ln < 0:
@@ -357,9 +380,7 @@ cdef int _wnative_ShareAcknowledgeTopicResponse_v0(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_ShareAcknowledgeTopicResponse_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_ShareAcknowledgeTopicResponse_partitions)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -548,6 +569,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
     raise KeyError(version)
 
 
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
+
+
 def direct(bytes data, Py_ssize_t pos, int version):
     """The compiled reader alone (no Python fallback): (value, end), or the exception that
     would send the read to Python. For the tests that hold the two builds to each other."""
@@ -682,7 +708,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, LeaderIdAndEpoch, NodeEndpoint, PartitionData, ShareAcknowledgeResponse, ShareAcknowledgeTopicResponse, _py__DECODERS, _py__READERS, _py__read_ShareAcknowledgeResponse_v0, _py__read_ShareAcknowledgeResponse_v2, _py__write_ShareAcknowledgeResponse_v0, _py__write_ShareAcknowledgeResponse_v2, _py_decode_message, _py_r_uuid, _py_w_uuid, _OFF_LeaderIdAndEpoch_leader_id, _OFF_LeaderIdAndEpoch_leader_epoch, _OFF_LeaderIdAndEpoch_unknown_tags, _OFF_LeaderIdAndEpoch_wire_tags, _OFF_NodeEndpoint_node_id, _OFF_NodeEndpoint_host, _OFF_NodeEndpoint_port, _OFF_NodeEndpoint_rack, _OFF_NodeEndpoint_unknown_tags, _OFF_NodeEndpoint_wire_tags, _OFF_PartitionData_partition_index, _OFF_PartitionData_error_code, _OFF_PartitionData_error_message, _OFF_PartitionData_current_leader, _OFF_PartitionData_unknown_tags, _OFF_PartitionData_wire_tags, _OFF_ShareAcknowledgeResponse_throttle_time_ms, _OFF_ShareAcknowledgeResponse_error_code, _OFF_ShareAcknowledgeResponse_error_message, _OFF_ShareAcknowledgeResponse_acquisition_lock_timeout_ms, _OFF_ShareAcknowledgeResponse_responses, _OFF_ShareAcknowledgeResponse_node_endpoints, _OFF_ShareAcknowledgeResponse_unknown_tags, _OFF_ShareAcknowledgeResponse_wire_tags, _OFF_ShareAcknowledgeTopicResponse_topic_id, _OFF_ShareAcknowledgeTopicResponse_partitions, _OFF_ShareAcknowledgeTopicResponse_unknown_tags, _OFF_ShareAcknowledgeTopicResponse_wire_tags
+    global _BOUND, _py_encode, LeaderIdAndEpoch, NodeEndpoint, PartitionData, ShareAcknowledgeResponse, ShareAcknowledgeTopicResponse, _py__DECODERS, _py__READERS, _py__read_ShareAcknowledgeResponse_v0, _py__read_ShareAcknowledgeResponse_v2, _py__write_ShareAcknowledgeResponse_v0, _py__write_ShareAcknowledgeResponse_v2, _py_decode_message, _OFF_LeaderIdAndEpoch_leader_id, _OFF_LeaderIdAndEpoch_leader_epoch, _OFF_LeaderIdAndEpoch_unknown_tags, _OFF_LeaderIdAndEpoch_wire_tags, _OFF_NodeEndpoint_node_id, _OFF_NodeEndpoint_host, _OFF_NodeEndpoint_port, _OFF_NodeEndpoint_rack, _OFF_NodeEndpoint_unknown_tags, _OFF_NodeEndpoint_wire_tags, _OFF_PartitionData_partition_index, _OFF_PartitionData_error_code, _OFF_PartitionData_error_message, _OFF_PartitionData_current_leader, _OFF_PartitionData_unknown_tags, _OFF_PartitionData_wire_tags, _OFF_ShareAcknowledgeResponse_throttle_time_ms, _OFF_ShareAcknowledgeResponse_error_code, _OFF_ShareAcknowledgeResponse_error_message, _OFF_ShareAcknowledgeResponse_acquisition_lock_timeout_ms, _OFF_ShareAcknowledgeResponse_responses, _OFF_ShareAcknowledgeResponse_node_endpoints, _OFF_ShareAcknowledgeResponse_unknown_tags, _OFF_ShareAcknowledgeResponse_wire_tags, _OFF_ShareAcknowledgeTopicResponse_topic_id, _OFF_ShareAcknowledgeTopicResponse_partitions, _OFF_ShareAcknowledgeTopicResponse_unknown_tags, _OFF_ShareAcknowledgeTopicResponse_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -698,8 +724,6 @@ def install(ns):
     _py__write_ShareAcknowledgeResponse_v0 = ns["_write_ShareAcknowledgeResponse_v0"]
     _py__write_ShareAcknowledgeResponse_v2 = ns["_write_ShareAcknowledgeResponse_v2"]
     _py_decode_message = ns["decode_message"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_LeaderIdAndEpoch_leader_id = _offset(LeaderIdAndEpoch, "leader_id")
     _OFF_LeaderIdAndEpoch_leader_epoch = _offset(LeaderIdAndEpoch, "leader_epoch")
     _OFF_LeaderIdAndEpoch_unknown_tags = _offset(LeaderIdAndEpoch, "unknown_tags")
@@ -739,4 +763,10 @@ def install(ns):
         1: write_v1,
         2: write_v2,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "6bddf3672b72a6e7"
+KEY = "1cb8402b2a3a8a86"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -65,10 +82,6 @@ cdef object _py__write_ShareFetchRequest_v0
 cdef object _py__write_ShareFetchRequest_v1
 cdef object _py__write_ShareFetchRequest_v2
 cdef object _py_decode_message
-cdef object _py_r_compact_array
-cdef object _py_r_uuid
-cdef object _py_w_compact_array
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_AcknowledgementBatch_first_offset
 cdef Py_ssize_t _OFF_AcknowledgementBatch_last_offset
 cdef Py_ssize_t _OFF_AcknowledgementBatch_acknowledge_types
@@ -112,9 +125,7 @@ cdef object _native_AcknowledgementBatch_v0(bytes data, const unsigned char* d, 
     _put(o, _OFF_AcknowledgementBatch_first_offset, _i64(d + pos + 0))
     _put(o, _OFF_AcknowledgementBatch_last_offset, _i64(d + pos + 8))
     pos += 16
-    v, pos_obj = _py_r_compact_array(data, pos, 'b')
-    pos = pos_obj
-    _put(o, _OFF_AcknowledgementBatch_acknowledge_types, v)
+    _put(o, _OFF_AcknowledgementBatch_acknowledge_types, _n_array(d, n, &pos, True, False, _E_INT8))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -186,9 +197,7 @@ cdef object _native_FetchTopic_v0(bytes data, const unsigned char* d, Py_ssize_t
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(FetchTopic)
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_FetchTopic_topic_id, v)
+    _put(o, _OFF_FetchTopic_topic_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -213,9 +222,7 @@ cdef object _native_FetchTopic_v1(bytes data, const unsigned char* d, Py_ssize_t
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(FetchTopic)
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_FetchTopic_topic_id, v)
+    _put(o, _OFF_FetchTopic_topic_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -240,12 +247,8 @@ cdef object _native_ForgottenTopic_v0(bytes data, const unsigned char* d, Py_ssi
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(ForgottenTopic)
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_ForgottenTopic_topic_id, v)
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_ForgottenTopic_partitions, v)
+    _put(o, _OFF_ForgottenTopic_topic_id, _n_uuid(d, n, &pos))
+    _put(o, _OFF_ForgottenTopic_partitions, _n_array(d, n, &pos, True, False, _E_INT32))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -262,6 +265,8 @@ cdef object _native_ShareFetchRequest_v0(bytes data, const unsigned char* d, Py_
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(ShareFetchRequest)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_ShareFetchRequest_group_id, None)
     elif ln < 0:
@@ -271,6 +276,8 @@ cdef object _native_ShareFetchRequest_v0(bytes data, const unsigned char* d, Py_
         _put(o, _OFF_ShareFetchRequest_group_id, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_ShareFetchRequest_member_id, None)
     elif ln < 0:
@@ -323,6 +330,8 @@ cdef object _native_ShareFetchRequest_v1(bytes data, const unsigned char* d, Py_
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(ShareFetchRequest)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_ShareFetchRequest_group_id, None)
     elif ln < 0:
@@ -332,6 +341,8 @@ cdef object _native_ShareFetchRequest_v1(bytes data, const unsigned char* d, Py_
         _put(o, _OFF_ShareFetchRequest_group_id, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_ShareFetchRequest_member_id, None)
     elif ln < 0:
@@ -384,6 +395,8 @@ cdef object _native_ShareFetchRequest_v2(bytes data, const unsigned char* d, Py_
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(ShareFetchRequest)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_ShareFetchRequest_group_id, None)
     elif ln < 0:
@@ -393,6 +406,8 @@ cdef object _native_ShareFetchRequest_v2(bytes data, const unsigned char* d, Py_
         _put(o, _OFF_ShareFetchRequest_group_id, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_ShareFetchRequest_member_id, None)
     elif ln < 0:
@@ -450,9 +465,7 @@ cdef int _wnative_AcknowledgementBatch_v0(_Buf* b, object o) except -1:
     v = _get(o, _OFF_AcknowledgementBatch_last_offset)
     _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
     v = _get(o, _OFF_AcknowledgementBatch_acknowledge_types)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'b')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT8)
     if _get(o, _OFF_AcknowledgementBatch_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -514,9 +527,7 @@ cdef int _wnative_FetchTopic_v0(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_FetchTopic_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_FetchTopic_partitions)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -538,9 +549,7 @@ cdef int _wnative_FetchTopic_v1(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_FetchTopic_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_FetchTopic_partitions)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -562,13 +571,9 @@ cdef int _wnative_ForgottenTopic_v0(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_ForgottenTopic_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_ForgottenTopic_partitions)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     if _get(o, _OFF_ForgottenTopic_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -824,6 +829,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
     raise KeyError(version)
 
 
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
+
+
 def direct(bytes data, Py_ssize_t pos, int version):
     """The compiled reader alone (no Python fallback): (value, end), or the exception that
     would send the read to Python. For the tests that hold the two builds to each other."""
@@ -958,7 +968,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, AcknowledgementBatch, FetchPartition, FetchTopic, ForgottenTopic, ShareFetchRequest, _py__DECODERS, _py__READERS, _py__read_ShareFetchRequest_v0, _py__read_ShareFetchRequest_v1, _py__read_ShareFetchRequest_v2, _py__write_ShareFetchRequest_v0, _py__write_ShareFetchRequest_v1, _py__write_ShareFetchRequest_v2, _py_decode_message, _py_r_compact_array, _py_r_uuid, _py_w_compact_array, _py_w_uuid, _OFF_AcknowledgementBatch_first_offset, _OFF_AcknowledgementBatch_last_offset, _OFF_AcknowledgementBatch_acknowledge_types, _OFF_AcknowledgementBatch_unknown_tags, _OFF_AcknowledgementBatch_wire_tags, _OFF_FetchPartition_partition_index, _OFF_FetchPartition_partition_max_bytes, _OFF_FetchPartition_acknowledgement_batches, _OFF_FetchPartition_unknown_tags, _OFF_FetchPartition_wire_tags, _OFF_FetchTopic_topic_id, _OFF_FetchTopic_partitions, _OFF_FetchTopic_unknown_tags, _OFF_FetchTopic_wire_tags, _OFF_ForgottenTopic_topic_id, _OFF_ForgottenTopic_partitions, _OFF_ForgottenTopic_unknown_tags, _OFF_ForgottenTopic_wire_tags, _OFF_ShareFetchRequest_group_id, _OFF_ShareFetchRequest_member_id, _OFF_ShareFetchRequest_share_session_epoch, _OFF_ShareFetchRequest_max_wait_ms, _OFF_ShareFetchRequest_min_bytes, _OFF_ShareFetchRequest_max_bytes, _OFF_ShareFetchRequest_max_records, _OFF_ShareFetchRequest_batch_size, _OFF_ShareFetchRequest_share_acquire_mode, _OFF_ShareFetchRequest_is_renew_ack, _OFF_ShareFetchRequest_topics, _OFF_ShareFetchRequest_forgotten_topics_data, _OFF_ShareFetchRequest_unknown_tags, _OFF_ShareFetchRequest_wire_tags
+    global _BOUND, _py_encode, AcknowledgementBatch, FetchPartition, FetchTopic, ForgottenTopic, ShareFetchRequest, _py__DECODERS, _py__READERS, _py__read_ShareFetchRequest_v0, _py__read_ShareFetchRequest_v1, _py__read_ShareFetchRequest_v2, _py__write_ShareFetchRequest_v0, _py__write_ShareFetchRequest_v1, _py__write_ShareFetchRequest_v2, _py_decode_message, _OFF_AcknowledgementBatch_first_offset, _OFF_AcknowledgementBatch_last_offset, _OFF_AcknowledgementBatch_acknowledge_types, _OFF_AcknowledgementBatch_unknown_tags, _OFF_AcknowledgementBatch_wire_tags, _OFF_FetchPartition_partition_index, _OFF_FetchPartition_partition_max_bytes, _OFF_FetchPartition_acknowledgement_batches, _OFF_FetchPartition_unknown_tags, _OFF_FetchPartition_wire_tags, _OFF_FetchTopic_topic_id, _OFF_FetchTopic_partitions, _OFF_FetchTopic_unknown_tags, _OFF_FetchTopic_wire_tags, _OFF_ForgottenTopic_topic_id, _OFF_ForgottenTopic_partitions, _OFF_ForgottenTopic_unknown_tags, _OFF_ForgottenTopic_wire_tags, _OFF_ShareFetchRequest_group_id, _OFF_ShareFetchRequest_member_id, _OFF_ShareFetchRequest_share_session_epoch, _OFF_ShareFetchRequest_max_wait_ms, _OFF_ShareFetchRequest_min_bytes, _OFF_ShareFetchRequest_max_bytes, _OFF_ShareFetchRequest_max_records, _OFF_ShareFetchRequest_batch_size, _OFF_ShareFetchRequest_share_acquire_mode, _OFF_ShareFetchRequest_is_renew_ack, _OFF_ShareFetchRequest_topics, _OFF_ShareFetchRequest_forgotten_topics_data, _OFF_ShareFetchRequest_unknown_tags, _OFF_ShareFetchRequest_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -976,10 +986,6 @@ def install(ns):
     _py__write_ShareFetchRequest_v1 = ns["_write_ShareFetchRequest_v1"]
     _py__write_ShareFetchRequest_v2 = ns["_write_ShareFetchRequest_v2"]
     _py_decode_message = ns["decode_message"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_compact_array = ns["w_compact_array"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_AcknowledgementBatch_first_offset = _offset(AcknowledgementBatch, "first_offset")
     _OFF_AcknowledgementBatch_last_offset = _offset(AcknowledgementBatch, "last_offset")
     _OFF_AcknowledgementBatch_acknowledge_types = _offset(AcknowledgementBatch, "acknowledge_types")
@@ -1023,4 +1029,10 @@ def install(ns):
         1: write_v1,
         2: write_v2,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

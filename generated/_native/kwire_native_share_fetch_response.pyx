@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "41b357463a642b20"
+KEY = "3174ab487e96b2b9"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -64,12 +81,6 @@ cdef object _py__read_ShareFetchResponse_v1
 cdef object _py__write_ShareFetchResponse_v0
 cdef object _py__write_ShareFetchResponse_v1
 cdef object _py_decode_message
-cdef object _py_r_compact_bytes
-cdef object _py_r_compact_nullable_bytes
-cdef object _py_r_uuid
-cdef object _py_w_compact_bytes
-cdef object _py_w_compact_nullable_bytes
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_AcquiredRecords_first_offset
 cdef Py_ssize_t _OFF_AcquiredRecords_last_offset
 cdef Py_ssize_t _OFF_AcquiredRecords_delivery_count
@@ -158,6 +169,8 @@ cdef object _native_PartitionData_v0(bytes data, const unsigned char* d, Py_ssiz
     _put(o, _OFF_PartitionData_error_code, _i16(d + pos + 4))
     pos += 6
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_PartitionData_error_message, None)
     elif ln < 0:
@@ -170,6 +183,8 @@ cdef object _native_PartitionData_v0(bytes data, const unsigned char* d, Py_ssiz
     _put(o, _OFF_PartitionData_acknowledge_error_code, _i16(d + pos + 0))
     pos += 2
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_PartitionData_acknowledge_error_message, None)
     elif ln < 0:
@@ -179,9 +194,7 @@ cdef object _native_PartitionData_v0(bytes data, const unsigned char* d, Py_ssiz
         _put(o, _OFF_PartitionData_acknowledge_error_message, _utf8(d + pos, ln))
         pos += ln
     _put(o, _OFF_PartitionData_current_leader, _native_LeaderIdAndEpoch_v0(data, d, n, &pos))
-    v, pos_obj = _py_r_compact_nullable_bytes(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_PartitionData_records, v)
+    _put(o, _OFF_PartitionData_records, _n_bytes(d, n, &pos, True, True))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -211,6 +224,8 @@ cdef object _native_PartitionData_v1(bytes data, const unsigned char* d, Py_ssiz
     _put(o, _OFF_PartitionData_error_code, _i16(d + pos + 4))
     pos += 6
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_PartitionData_error_message, None)
     elif ln < 0:
@@ -223,6 +238,8 @@ cdef object _native_PartitionData_v1(bytes data, const unsigned char* d, Py_ssiz
     _put(o, _OFF_PartitionData_acknowledge_error_code, _i16(d + pos + 0))
     pos += 2
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_PartitionData_acknowledge_error_message, None)
     elif ln < 0:
@@ -232,9 +249,7 @@ cdef object _native_PartitionData_v1(bytes data, const unsigned char* d, Py_ssiz
         _put(o, _OFF_PartitionData_acknowledge_error_message, _utf8(d + pos, ln))
         pos += ln
     _put(o, _OFF_PartitionData_current_leader, _native_LeaderIdAndEpoch_v0(data, d, n, &pos))
-    v, pos_obj = _py_r_compact_bytes(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_PartitionData_records, v)
+    _put(o, _OFF_PartitionData_records, _n_bytes(d, n, &pos, True, False))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -259,9 +274,7 @@ cdef object _native_ShareFetchableTopicResponse_v0(bytes data, const unsigned ch
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(ShareFetchableTopicResponse)
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_ShareFetchableTopicResponse_topic_id, v)
+    _put(o, _OFF_ShareFetchableTopicResponse_topic_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -286,9 +299,7 @@ cdef object _native_ShareFetchableTopicResponse_v1(bytes data, const unsigned ch
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(ShareFetchableTopicResponse)
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_ShareFetchableTopicResponse_topic_id, v)
+    _put(o, _OFF_ShareFetchableTopicResponse_topic_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -317,6 +328,8 @@ cdef object _native_NodeEndpoint_v0(bytes data, const unsigned char* d, Py_ssize
     _put(o, _OFF_NodeEndpoint_node_id, _i32(d + pos + 0))
     pos += 4
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -327,6 +340,8 @@ cdef object _native_NodeEndpoint_v0(bytes data, const unsigned char* d, Py_ssize
     _put(o, _OFF_NodeEndpoint_port, _i32(d + pos + 0))
     pos += 4
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_NodeEndpoint_rack, None)
     elif ln < 0:
@@ -355,6 +370,8 @@ cdef object _native_ShareFetchResponse_v0(bytes data, const unsigned char* d, Py
     _put(o, _OFF_ShareFetchResponse_error_code, _i16(d + pos + 4))
     pos += 6
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_ShareFetchResponse_error_message, None)
     elif ln < 0:
@@ -402,6 +419,8 @@ cdef object _native_ShareFetchResponse_v1(bytes data, const unsigned char* d, Py
     _put(o, _OFF_ShareFetchResponse_error_code, _i16(d + pos + 4))
     pos += 6
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_ShareFetchResponse_error_message, None)
     elif ln < 0:
@@ -514,9 +533,7 @@ cdef int _wnative_PartitionData_v0(_Buf* b, object o) except -1:
         raise _Fallback()
     _wnative_LeaderIdAndEpoch_v0(b, v)
     v = _get(o, _OFF_PartitionData_records)
-    tmp = bytearray()
-    _py_w_compact_nullable_bytes(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_bytes(b, v, True, True)
     v = _get(o, _OFF_PartitionData_acquired_records)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -570,9 +587,7 @@ cdef int _wnative_PartitionData_v1(_Buf* b, object o) except -1:
         raise _Fallback()
     _wnative_LeaderIdAndEpoch_v0(b, v)
     v = _get(o, _OFF_PartitionData_records)
-    tmp = bytearray()
-    _py_w_compact_bytes(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_bytes(b, v, True, False)
     v = _get(o, _OFF_PartitionData_acquired_records)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -594,9 +609,7 @@ cdef int _wnative_ShareFetchableTopicResponse_v0(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_ShareFetchableTopicResponse_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_ShareFetchableTopicResponse_partitions)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -618,9 +631,7 @@ cdef int _wnative_ShareFetchableTopicResponse_v1(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_ShareFetchableTopicResponse_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_ShareFetchableTopicResponse_partitions)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -809,6 +820,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
     raise KeyError(version)
 
 
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
+
+
 def direct(bytes data, Py_ssize_t pos, int version):
     """The compiled reader alone (no Python fallback): (value, end), or the exception that
     would send the read to Python. For the tests that hold the two builds to each other."""
@@ -943,7 +959,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, AcquiredRecords, LeaderIdAndEpoch, NodeEndpoint, PartitionData, ShareFetchResponse, ShareFetchableTopicResponse, _py__DECODERS, _py__READERS, _py__read_ShareFetchResponse_v0, _py__read_ShareFetchResponse_v1, _py__write_ShareFetchResponse_v0, _py__write_ShareFetchResponse_v1, _py_decode_message, _py_r_compact_bytes, _py_r_compact_nullable_bytes, _py_r_uuid, _py_w_compact_bytes, _py_w_compact_nullable_bytes, _py_w_uuid, _OFF_AcquiredRecords_first_offset, _OFF_AcquiredRecords_last_offset, _OFF_AcquiredRecords_delivery_count, _OFF_AcquiredRecords_unknown_tags, _OFF_AcquiredRecords_wire_tags, _OFF_LeaderIdAndEpoch_leader_id, _OFF_LeaderIdAndEpoch_leader_epoch, _OFF_LeaderIdAndEpoch_unknown_tags, _OFF_LeaderIdAndEpoch_wire_tags, _OFF_NodeEndpoint_node_id, _OFF_NodeEndpoint_host, _OFF_NodeEndpoint_port, _OFF_NodeEndpoint_rack, _OFF_NodeEndpoint_unknown_tags, _OFF_NodeEndpoint_wire_tags, _OFF_PartitionData_partition_index, _OFF_PartitionData_error_code, _OFF_PartitionData_error_message, _OFF_PartitionData_acknowledge_error_code, _OFF_PartitionData_acknowledge_error_message, _OFF_PartitionData_current_leader, _OFF_PartitionData_records, _OFF_PartitionData_acquired_records, _OFF_PartitionData_unknown_tags, _OFF_PartitionData_wire_tags, _OFF_ShareFetchResponse_throttle_time_ms, _OFF_ShareFetchResponse_error_code, _OFF_ShareFetchResponse_error_message, _OFF_ShareFetchResponse_acquisition_lock_timeout_ms, _OFF_ShareFetchResponse_responses, _OFF_ShareFetchResponse_node_endpoints, _OFF_ShareFetchResponse_unknown_tags, _OFF_ShareFetchResponse_wire_tags, _OFF_ShareFetchableTopicResponse_topic_id, _OFF_ShareFetchableTopicResponse_partitions, _OFF_ShareFetchableTopicResponse_unknown_tags, _OFF_ShareFetchableTopicResponse_wire_tags
+    global _BOUND, _py_encode, AcquiredRecords, LeaderIdAndEpoch, NodeEndpoint, PartitionData, ShareFetchResponse, ShareFetchableTopicResponse, _py__DECODERS, _py__READERS, _py__read_ShareFetchResponse_v0, _py__read_ShareFetchResponse_v1, _py__write_ShareFetchResponse_v0, _py__write_ShareFetchResponse_v1, _py_decode_message, _OFF_AcquiredRecords_first_offset, _OFF_AcquiredRecords_last_offset, _OFF_AcquiredRecords_delivery_count, _OFF_AcquiredRecords_unknown_tags, _OFF_AcquiredRecords_wire_tags, _OFF_LeaderIdAndEpoch_leader_id, _OFF_LeaderIdAndEpoch_leader_epoch, _OFF_LeaderIdAndEpoch_unknown_tags, _OFF_LeaderIdAndEpoch_wire_tags, _OFF_NodeEndpoint_node_id, _OFF_NodeEndpoint_host, _OFF_NodeEndpoint_port, _OFF_NodeEndpoint_rack, _OFF_NodeEndpoint_unknown_tags, _OFF_NodeEndpoint_wire_tags, _OFF_PartitionData_partition_index, _OFF_PartitionData_error_code, _OFF_PartitionData_error_message, _OFF_PartitionData_acknowledge_error_code, _OFF_PartitionData_acknowledge_error_message, _OFF_PartitionData_current_leader, _OFF_PartitionData_records, _OFF_PartitionData_acquired_records, _OFF_PartitionData_unknown_tags, _OFF_PartitionData_wire_tags, _OFF_ShareFetchResponse_throttle_time_ms, _OFF_ShareFetchResponse_error_code, _OFF_ShareFetchResponse_error_message, _OFF_ShareFetchResponse_acquisition_lock_timeout_ms, _OFF_ShareFetchResponse_responses, _OFF_ShareFetchResponse_node_endpoints, _OFF_ShareFetchResponse_unknown_tags, _OFF_ShareFetchResponse_wire_tags, _OFF_ShareFetchableTopicResponse_topic_id, _OFF_ShareFetchableTopicResponse_partitions, _OFF_ShareFetchableTopicResponse_unknown_tags, _OFF_ShareFetchableTopicResponse_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -960,12 +976,6 @@ def install(ns):
     _py__write_ShareFetchResponse_v0 = ns["_write_ShareFetchResponse_v0"]
     _py__write_ShareFetchResponse_v1 = ns["_write_ShareFetchResponse_v1"]
     _py_decode_message = ns["decode_message"]
-    _py_r_compact_bytes = ns["r_compact_bytes"]
-    _py_r_compact_nullable_bytes = ns["r_compact_nullable_bytes"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_compact_bytes = ns["w_compact_bytes"]
-    _py_w_compact_nullable_bytes = ns["w_compact_nullable_bytes"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_AcquiredRecords_first_offset = _offset(AcquiredRecords, "first_offset")
     _OFF_AcquiredRecords_last_offset = _offset(AcquiredRecords, "last_offset")
     _OFF_AcquiredRecords_delivery_count = _offset(AcquiredRecords, "delivery_count")
@@ -1014,4 +1024,10 @@ def install(ns):
         1: write_v1,
         2: write_v2,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "8b6c2c026f475e5b"
+KEY = "8cf3e97e4c7f0325"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -57,10 +74,6 @@ cdef object _py__READERS
 cdef object _py__read_ShareGroupHeartbeatRequest_v0
 cdef object _py__write_ShareGroupHeartbeatRequest_v0
 cdef object _py_decode_message
-cdef object _py_r_compact_nullable_array
-cdef object _py_r_compact_string
-cdef object _py_w_compact_nullable_array
-cdef object _py_w_compact_string
 cdef Py_ssize_t _OFF_ShareGroupHeartbeatRequest_group_id
 cdef Py_ssize_t _OFF_ShareGroupHeartbeatRequest_member_id
 cdef Py_ssize_t _OFF_ShareGroupHeartbeatRequest_member_epoch
@@ -76,6 +89,8 @@ cdef object _native_ShareGroupHeartbeatRequest_v0(bytes data, const unsigned cha
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(ShareGroupHeartbeatRequest)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -83,6 +98,8 @@ cdef object _native_ShareGroupHeartbeatRequest_v0(bytes data, const unsigned cha
         _put(o, _OFF_ShareGroupHeartbeatRequest_group_id, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -93,6 +110,8 @@ cdef object _native_ShareGroupHeartbeatRequest_v0(bytes data, const unsigned cha
     _put(o, _OFF_ShareGroupHeartbeatRequest_member_epoch, _i32(d + pos + 0))
     pos += 4
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_ShareGroupHeartbeatRequest_rack_id, None)
     elif ln < 0:
@@ -101,9 +120,7 @@ cdef object _native_ShareGroupHeartbeatRequest_v0(bytes data, const unsigned cha
         _need(pos, ln, n)
         _put(o, _OFF_ShareGroupHeartbeatRequest_rack_id, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py_r_compact_string)
-    pos = pos_obj
-    _put(o, _OFF_ShareGroupHeartbeatRequest_subscribed_topic_names, v)
+    _put(o, _OFF_ShareGroupHeartbeatRequest_subscribed_topic_names, _n_array(d, n, &pos, True, True, _E_COMPACT_STRING))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -156,9 +173,7 @@ cdef int _wnative_ShareGroupHeartbeatRequest_v0(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_ShareGroupHeartbeatRequest_subscribed_topic_names)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, _py_w_compact_string)
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, True, _E_COMPACT_STRING)
     if _get(o, _OFF_ShareGroupHeartbeatRequest_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -198,6 +213,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -310,7 +330,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, ShareGroupHeartbeatRequest, _py__DECODERS, _py__READERS, _py__read_ShareGroupHeartbeatRequest_v0, _py__write_ShareGroupHeartbeatRequest_v0, _py_decode_message, _py_r_compact_nullable_array, _py_r_compact_string, _py_w_compact_nullable_array, _py_w_compact_string, _OFF_ShareGroupHeartbeatRequest_group_id, _OFF_ShareGroupHeartbeatRequest_member_id, _OFF_ShareGroupHeartbeatRequest_member_epoch, _OFF_ShareGroupHeartbeatRequest_rack_id, _OFF_ShareGroupHeartbeatRequest_subscribed_topic_names, _OFF_ShareGroupHeartbeatRequest_unknown_tags, _OFF_ShareGroupHeartbeatRequest_wire_tags
+    global _BOUND, _py_encode, ShareGroupHeartbeatRequest, _py__DECODERS, _py__READERS, _py__read_ShareGroupHeartbeatRequest_v0, _py__write_ShareGroupHeartbeatRequest_v0, _py_decode_message, _OFF_ShareGroupHeartbeatRequest_group_id, _OFF_ShareGroupHeartbeatRequest_member_id, _OFF_ShareGroupHeartbeatRequest_member_epoch, _OFF_ShareGroupHeartbeatRequest_rack_id, _OFF_ShareGroupHeartbeatRequest_subscribed_topic_names, _OFF_ShareGroupHeartbeatRequest_unknown_tags, _OFF_ShareGroupHeartbeatRequest_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -320,10 +340,6 @@ def install(ns):
     _py__read_ShareGroupHeartbeatRequest_v0 = ns["_read_ShareGroupHeartbeatRequest_v0"]
     _py__write_ShareGroupHeartbeatRequest_v0 = ns["_write_ShareGroupHeartbeatRequest_v0"]
     _py_decode_message = ns["decode_message"]
-    _py_r_compact_nullable_array = ns["r_compact_nullable_array"]
-    _py_r_compact_string = ns["r_compact_string"]
-    _py_w_compact_nullable_array = ns["w_compact_nullable_array"]
-    _py_w_compact_string = ns["w_compact_string"]
     _OFF_ShareGroupHeartbeatRequest_group_id = _offset(ShareGroupHeartbeatRequest, "group_id")
     _OFF_ShareGroupHeartbeatRequest_member_id = _offset(ShareGroupHeartbeatRequest, "member_id")
     _OFF_ShareGroupHeartbeatRequest_member_epoch = _offset(ShareGroupHeartbeatRequest, "member_epoch")
@@ -340,4 +356,10 @@ def install(ns):
         0: write_v0,
         1: write_v1,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

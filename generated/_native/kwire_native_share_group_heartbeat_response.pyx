@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "ea0ecf5838b37a18"
+KEY = "d9a4e0fdb8949ad7"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -56,17 +73,9 @@ cdef object ShareGroupHeartbeatResponse
 cdef object TopicPartitions
 cdef object _py__DECODERS
 cdef object _py__READERS
-cdef object _py__read_Assignment_v0
 cdef object _py__read_ShareGroupHeartbeatResponse_v0
-cdef object _py__write_Assignment_v0
 cdef object _py__write_ShareGroupHeartbeatResponse_v0
 cdef object _py_decode_message
-cdef object _py_r_compact_array
-cdef object _py_r_nullable_struct
-cdef object _py_r_uuid
-cdef object _py_w_compact_array
-cdef object _py_w_nullable_struct
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_Assignment_topic_partitions
 cdef Py_ssize_t _OFF_Assignment_unknown_tags
 cdef Py_ssize_t _OFF_Assignment_wire_tags
@@ -90,12 +99,8 @@ cdef object _native_TopicPartitions_v0(bytes data, const unsigned char* d, Py_ss
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicPartitions)
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_TopicPartitions_topic_id, v)
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_TopicPartitions_partitions, v)
+    _put(o, _OFF_TopicPartitions_topic_id, _n_uuid(d, n, &pos))
+    _put(o, _OFF_TopicPartitions_partitions, _n_array(d, n, &pos, True, False, _E_INT32))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -140,6 +145,8 @@ cdef object _native_ShareGroupHeartbeatResponse_v0(bytes data, const unsigned ch
     _put(o, _OFF_ShareGroupHeartbeatResponse_error_code, _i16(d + pos + 4))
     pos += 6
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_ShareGroupHeartbeatResponse_error_message, None)
     elif ln < 0:
@@ -149,6 +156,8 @@ cdef object _native_ShareGroupHeartbeatResponse_v0(bytes data, const unsigned ch
         _put(o, _OFF_ShareGroupHeartbeatResponse_error_message, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_ShareGroupHeartbeatResponse_member_id, None)
     elif ln < 0:
@@ -161,9 +170,13 @@ cdef object _native_ShareGroupHeartbeatResponse_v0(bytes data, const unsigned ch
     _put(o, _OFF_ShareGroupHeartbeatResponse_member_epoch, _i32(d + pos + 0))
     _put(o, _OFF_ShareGroupHeartbeatResponse_heartbeat_interval_ms, _i32(d + pos + 4))
     pos += 8
-    v, pos_obj = _py_r_nullable_struct(data, pos, _py__read_Assignment_v0)
-    pos = pos_obj
-    _put(o, _OFF_ShareGroupHeartbeatResponse_assignment, v)
+    _need(pos, 1, n)
+    if d[pos] >= 0x80:
+        pos += 1
+        _put(o, _OFF_ShareGroupHeartbeatResponse_assignment, None)
+    else:
+        pos += 1
+        _put(o, _OFF_ShareGroupHeartbeatResponse_assignment, _native_Assignment_v0(data, d, n, &pos))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -181,13 +194,9 @@ cdef int _wnative_TopicPartitions_v0(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_TopicPartitions_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_TopicPartitions_partitions)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     if _get(o, _OFF_TopicPartitions_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -251,9 +260,13 @@ cdef int _wnative_ShareGroupHeartbeatResponse_v0(_Buf* b, object o) except -1:
     v = _get(o, _OFF_ShareGroupHeartbeatResponse_heartbeat_interval_ms)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_ShareGroupHeartbeatResponse_assignment)
-    tmp = bytearray()
-    _py_w_nullable_struct(tmp, v, _py__write_Assignment_v0)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_u8(b, 0xFF)
+    else:
+        if type(v) is not Assignment:
+            raise _Fallback()
+        _w_u8(b, 1)
+        _wnative_Assignment_v0(b, v)
     if _get(o, _OFF_ShareGroupHeartbeatResponse_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -293,6 +306,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -405,7 +423,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, Assignment, ShareGroupHeartbeatResponse, TopicPartitions, _py__DECODERS, _py__READERS, _py__read_Assignment_v0, _py__read_ShareGroupHeartbeatResponse_v0, _py__write_Assignment_v0, _py__write_ShareGroupHeartbeatResponse_v0, _py_decode_message, _py_r_compact_array, _py_r_nullable_struct, _py_r_uuid, _py_w_compact_array, _py_w_nullable_struct, _py_w_uuid, _OFF_Assignment_topic_partitions, _OFF_Assignment_unknown_tags, _OFF_Assignment_wire_tags, _OFF_ShareGroupHeartbeatResponse_throttle_time_ms, _OFF_ShareGroupHeartbeatResponse_error_code, _OFF_ShareGroupHeartbeatResponse_error_message, _OFF_ShareGroupHeartbeatResponse_member_id, _OFF_ShareGroupHeartbeatResponse_member_epoch, _OFF_ShareGroupHeartbeatResponse_heartbeat_interval_ms, _OFF_ShareGroupHeartbeatResponse_assignment, _OFF_ShareGroupHeartbeatResponse_unknown_tags, _OFF_ShareGroupHeartbeatResponse_wire_tags, _OFF_TopicPartitions_topic_id, _OFF_TopicPartitions_partitions, _OFF_TopicPartitions_unknown_tags, _OFF_TopicPartitions_wire_tags
+    global _BOUND, _py_encode, Assignment, ShareGroupHeartbeatResponse, TopicPartitions, _py__DECODERS, _py__READERS, _py__read_ShareGroupHeartbeatResponse_v0, _py__write_ShareGroupHeartbeatResponse_v0, _py_decode_message, _OFF_Assignment_topic_partitions, _OFF_Assignment_unknown_tags, _OFF_Assignment_wire_tags, _OFF_ShareGroupHeartbeatResponse_throttle_time_ms, _OFF_ShareGroupHeartbeatResponse_error_code, _OFF_ShareGroupHeartbeatResponse_error_message, _OFF_ShareGroupHeartbeatResponse_member_id, _OFF_ShareGroupHeartbeatResponse_member_epoch, _OFF_ShareGroupHeartbeatResponse_heartbeat_interval_ms, _OFF_ShareGroupHeartbeatResponse_assignment, _OFF_ShareGroupHeartbeatResponse_unknown_tags, _OFF_ShareGroupHeartbeatResponse_wire_tags, _OFF_TopicPartitions_topic_id, _OFF_TopicPartitions_partitions, _OFF_TopicPartitions_unknown_tags, _OFF_TopicPartitions_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -414,17 +432,9 @@ def install(ns):
     TopicPartitions = ns["TopicPartitions"]
     _py__DECODERS = ns["_DECODERS"]
     _py__READERS = ns["_READERS"]
-    _py__read_Assignment_v0 = ns["_read_Assignment_v0"]
     _py__read_ShareGroupHeartbeatResponse_v0 = ns["_read_ShareGroupHeartbeatResponse_v0"]
-    _py__write_Assignment_v0 = ns["_write_Assignment_v0"]
     _py__write_ShareGroupHeartbeatResponse_v0 = ns["_write_ShareGroupHeartbeatResponse_v0"]
     _py_decode_message = ns["decode_message"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_r_nullable_struct = ns["r_nullable_struct"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_compact_array = ns["w_compact_array"]
-    _py_w_nullable_struct = ns["w_nullable_struct"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_Assignment_topic_partitions = _offset(Assignment, "topic_partitions")
     _OFF_Assignment_unknown_tags = _offset(Assignment, "unknown_tags")
     _OFF_Assignment_wire_tags = _offset(Assignment, "wire_tags")
@@ -450,4 +460,10 @@ def install(ns):
         0: write_v0,
         1: write_v1,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "6330653df7803b65"
+KEY = "b72d21a9cdf4078b"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -69,10 +86,6 @@ cdef object _py__write_StopReplicaRequest_v2
 cdef object _py__write_StopReplicaRequest_v3
 cdef object _py__write_StopReplicaRequest_v4
 cdef object _py_decode_message
-cdef object _py_r_array
-cdef object _py_r_compact_array
-cdef object _py_w_array
-cdef object _py_w_compact_array
 cdef Py_ssize_t _OFF_StopReplicaPartitionState_partition_index
 cdef Py_ssize_t _OFF_StopReplicaPartitionState_leader_epoch
 cdef Py_ssize_t _OFF_StopReplicaPartitionState_delete_partition
@@ -139,9 +152,7 @@ cdef object _native_StopReplicaTopicV1_v1(bytes data, const unsigned char* d, Py
         _need(pos, ln, n)
         _put(o, _OFF_StopReplicaTopicV1_name, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_StopReplicaTopicV1_partition_indexes, v)
+    _put(o, _OFF_StopReplicaTopicV1_partition_indexes, _n_array(d, n, &pos, False, False, _E_INT32))
     _put(o, _OFF_StopReplicaTopicV1_unknown_tags, {})
     _put(o, _OFF_StopReplicaTopicV1_wire_tags, None)
     p[0] = pos
@@ -154,15 +165,15 @@ cdef object _native_StopReplicaTopicV1_v2(bytes data, const unsigned char* d, Py
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(StopReplicaTopicV1)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
         _need(pos, ln, n)
         _put(o, _OFF_StopReplicaTopicV1_name, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_StopReplicaTopicV1_partition_indexes, v)
+    _put(o, _OFF_StopReplicaTopicV1_partition_indexes, _n_array(d, n, &pos, True, False, _E_INT32))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -199,6 +210,8 @@ cdef object _native_StopReplicaTopicState_v3(bytes data, const unsigned char* d,
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(StopReplicaTopicState)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -437,9 +450,7 @@ cdef int _wnative_StopReplicaTopicV1_v1(_Buf* b, object o) except -1:
         _w_be(b, ln, 2)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_StopReplicaTopicV1_partition_indexes)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     if _get(o, _OFF_StopReplicaTopicV1_unknown_tags):
         raise _Fallback()
     return 0
@@ -463,9 +474,7 @@ cdef int _wnative_StopReplicaTopicV1_v2(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_StopReplicaTopicV1_partition_indexes)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     if _get(o, _OFF_StopReplicaTopicV1_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -780,6 +789,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
     raise KeyError(version)
 
 
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
+
+
 def direct(bytes data, Py_ssize_t pos, int version):
     """The compiled reader alone (no Python fallback): (value, end), or the exception that
     would send the read to Python. For the tests that hold the two builds to each other."""
@@ -962,7 +976,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, StopReplicaPartitionState, StopReplicaPartitionV0, StopReplicaRequest, StopReplicaTopicState, StopReplicaTopicV1, _py__DECODERS, _py__READERS, _py__read_StopReplicaRequest_v0, _py__read_StopReplicaRequest_v1, _py__read_StopReplicaRequest_v2, _py__read_StopReplicaRequest_v3, _py__read_StopReplicaRequest_v4, _py__write_StopReplicaRequest_v0, _py__write_StopReplicaRequest_v1, _py__write_StopReplicaRequest_v2, _py__write_StopReplicaRequest_v3, _py__write_StopReplicaRequest_v4, _py_decode_message, _py_r_array, _py_r_compact_array, _py_w_array, _py_w_compact_array, _OFF_StopReplicaPartitionState_partition_index, _OFF_StopReplicaPartitionState_leader_epoch, _OFF_StopReplicaPartitionState_delete_partition, _OFF_StopReplicaPartitionState_unknown_tags, _OFF_StopReplicaPartitionState_wire_tags, _OFF_StopReplicaPartitionV0_topic_name, _OFF_StopReplicaPartitionV0_partition_index, _OFF_StopReplicaPartitionV0_unknown_tags, _OFF_StopReplicaPartitionV0_wire_tags, _OFF_StopReplicaRequest_controller_id, _OFF_StopReplicaRequest_is_k_raft_controller, _OFF_StopReplicaRequest_controller_epoch, _OFF_StopReplicaRequest_broker_epoch, _OFF_StopReplicaRequest_delete_partitions, _OFF_StopReplicaRequest_ungrouped_partitions, _OFF_StopReplicaRequest_topics, _OFF_StopReplicaRequest_topic_states, _OFF_StopReplicaRequest_unknown_tags, _OFF_StopReplicaRequest_wire_tags, _OFF_StopReplicaTopicState_topic_name, _OFF_StopReplicaTopicState_partition_states, _OFF_StopReplicaTopicState_unknown_tags, _OFF_StopReplicaTopicState_wire_tags, _OFF_StopReplicaTopicV1_name, _OFF_StopReplicaTopicV1_partition_indexes, _OFF_StopReplicaTopicV1_unknown_tags, _OFF_StopReplicaTopicV1_wire_tags
+    global _BOUND, _py_encode, StopReplicaPartitionState, StopReplicaPartitionV0, StopReplicaRequest, StopReplicaTopicState, StopReplicaTopicV1, _py__DECODERS, _py__READERS, _py__read_StopReplicaRequest_v0, _py__read_StopReplicaRequest_v1, _py__read_StopReplicaRequest_v2, _py__read_StopReplicaRequest_v3, _py__read_StopReplicaRequest_v4, _py__write_StopReplicaRequest_v0, _py__write_StopReplicaRequest_v1, _py__write_StopReplicaRequest_v2, _py__write_StopReplicaRequest_v3, _py__write_StopReplicaRequest_v4, _py_decode_message, _OFF_StopReplicaPartitionState_partition_index, _OFF_StopReplicaPartitionState_leader_epoch, _OFF_StopReplicaPartitionState_delete_partition, _OFF_StopReplicaPartitionState_unknown_tags, _OFF_StopReplicaPartitionState_wire_tags, _OFF_StopReplicaPartitionV0_topic_name, _OFF_StopReplicaPartitionV0_partition_index, _OFF_StopReplicaPartitionV0_unknown_tags, _OFF_StopReplicaPartitionV0_wire_tags, _OFF_StopReplicaRequest_controller_id, _OFF_StopReplicaRequest_is_k_raft_controller, _OFF_StopReplicaRequest_controller_epoch, _OFF_StopReplicaRequest_broker_epoch, _OFF_StopReplicaRequest_delete_partitions, _OFF_StopReplicaRequest_ungrouped_partitions, _OFF_StopReplicaRequest_topics, _OFF_StopReplicaRequest_topic_states, _OFF_StopReplicaRequest_unknown_tags, _OFF_StopReplicaRequest_wire_tags, _OFF_StopReplicaTopicState_topic_name, _OFF_StopReplicaTopicState_partition_states, _OFF_StopReplicaTopicState_unknown_tags, _OFF_StopReplicaTopicState_wire_tags, _OFF_StopReplicaTopicV1_name, _OFF_StopReplicaTopicV1_partition_indexes, _OFF_StopReplicaTopicV1_unknown_tags, _OFF_StopReplicaTopicV1_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -984,10 +998,6 @@ def install(ns):
     _py__write_StopReplicaRequest_v3 = ns["_write_StopReplicaRequest_v3"]
     _py__write_StopReplicaRequest_v4 = ns["_write_StopReplicaRequest_v4"]
     _py_decode_message = ns["decode_message"]
-    _py_r_array = ns["r_array"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_w_array = ns["w_array"]
-    _py_w_compact_array = ns["w_compact_array"]
     _OFF_StopReplicaPartitionState_partition_index = _offset(StopReplicaPartitionState, "partition_index")
     _OFF_StopReplicaPartitionState_leader_epoch = _offset(StopReplicaPartitionState, "leader_epoch")
     _OFF_StopReplicaPartitionState_delete_partition = _offset(StopReplicaPartitionState, "delete_partition")
@@ -1030,4 +1040,10 @@ def install(ns):
         3: write_v3,
         4: write_v4,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

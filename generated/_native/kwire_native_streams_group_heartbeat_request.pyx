@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "0f0452f5b8a75a23"
+KEY = "b796ca664977e1af"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -62,27 +79,9 @@ cdef object TopicInfo
 cdef object Topology
 cdef object _py__DECODERS
 cdef object _py__READERS
-cdef object _py__read_Endpoint_v0
-cdef object _py__read_KeyValue_v0
 cdef object _py__read_StreamsGroupHeartbeatRequest_v0
-cdef object _py__read_TaskIds_v0
-cdef object _py__read_TaskOffset_v0
-cdef object _py__read_Topology_v0
-cdef object _py__write_Endpoint_v0
-cdef object _py__write_KeyValue_v0
 cdef object _py__write_StreamsGroupHeartbeatRequest_v0
-cdef object _py__write_TaskIds_v0
-cdef object _py__write_TaskOffset_v0
-cdef object _py__write_Topology_v0
 cdef object _py_decode_message
-cdef object _py_r_compact_array
-cdef object _py_r_compact_nullable_array
-cdef object _py_r_compact_string
-cdef object _py_r_nullable_struct
-cdef object _py_w_compact_array
-cdef object _py_w_compact_nullable_array
-cdef object _py_w_compact_string
-cdef object _py_w_nullable_struct
 cdef Py_ssize_t _OFF_CopartitionGroup_source_topics
 cdef Py_ssize_t _OFF_CopartitionGroup_source_topic_regex
 cdef Py_ssize_t _OFF_CopartitionGroup_repartition_source_topics
@@ -151,6 +150,8 @@ cdef object _native_KeyValue_v0(bytes data, const unsigned char* d, Py_ssize_t n
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(KeyValue)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -158,6 +159,8 @@ cdef object _native_KeyValue_v0(bytes data, const unsigned char* d, Py_ssize_t n
         _put(o, _OFF_KeyValue_key, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -180,6 +183,8 @@ cdef object _native_TopicInfo_v0(bytes data, const unsigned char* d, Py_ssize_t 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicInfo)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -215,15 +220,15 @@ cdef object _native_TaskIds_v0(bytes data, const unsigned char* d, Py_ssize_t n,
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TaskIds)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
         _need(pos, ln, n)
         _put(o, _OFF_TaskIds_subtopology_id, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_TaskIds_partitions, v)
+    _put(o, _OFF_TaskIds_partitions, _n_array(d, n, &pos, True, False, _E_INT32))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -240,6 +245,8 @@ cdef object _native_TaskOffset_v0(bytes data, const unsigned char* d, Py_ssize_t
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TaskOffset)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -265,15 +272,9 @@ cdef object _native_CopartitionGroup_v0(bytes data, const unsigned char* d, Py_s
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(CopartitionGroup)
-    v, pos_obj = _py_r_compact_array(data, pos, 'h')
-    pos = pos_obj
-    _put(o, _OFF_CopartitionGroup_source_topics, v)
-    v, pos_obj = _py_r_compact_array(data, pos, 'h')
-    pos = pos_obj
-    _put(o, _OFF_CopartitionGroup_source_topic_regex, v)
-    v, pos_obj = _py_r_compact_array(data, pos, 'h')
-    pos = pos_obj
-    _put(o, _OFF_CopartitionGroup_repartition_source_topics, v)
+    _put(o, _OFF_CopartitionGroup_source_topics, _n_array(d, n, &pos, True, False, _E_INT16))
+    _put(o, _OFF_CopartitionGroup_source_topic_regex, _n_array(d, n, &pos, True, False, _E_INT16))
+    _put(o, _OFF_CopartitionGroup_repartition_source_topics, _n_array(d, n, &pos, True, False, _E_INT16))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -290,18 +291,16 @@ cdef object _native_Subtopology_v0(bytes data, const unsigned char* d, Py_ssize_
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(Subtopology)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
         _need(pos, ln, n)
         _put(o, _OFF_Subtopology_subtopology_id, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_compact_array(data, pos, _py_r_compact_string)
-    pos = pos_obj
-    _put(o, _OFF_Subtopology_source_topics, v)
-    v, pos_obj = _py_r_compact_array(data, pos, _py_r_compact_string)
-    pos = pos_obj
-    _put(o, _OFF_Subtopology_source_topic_regex, v)
+    _put(o, _OFF_Subtopology_source_topics, _n_array(d, n, &pos, True, False, _E_COMPACT_STRING))
+    _put(o, _OFF_Subtopology_source_topic_regex, _n_array(d, n, &pos, True, False, _E_COMPACT_STRING))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -311,9 +310,7 @@ cdef object _native_Subtopology_v0(bytes data, const unsigned char* d, Py_ssize_
         Py_INCREF(item)
         PyList_SET_ITEM(lst, i, item)
     _put(o, _OFF_Subtopology_state_changelog_topics, lst)
-    v, pos_obj = _py_r_compact_array(data, pos, _py_r_compact_string)
-    pos = pos_obj
-    _put(o, _OFF_Subtopology_repartition_sink_topics, v)
+    _put(o, _OFF_Subtopology_repartition_sink_topics, _n_array(d, n, &pos, True, False, _E_COMPACT_STRING))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -375,6 +372,8 @@ cdef object _native_Endpoint_v0(bytes data, const unsigned char* d, Py_ssize_t n
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(Endpoint)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -400,6 +399,8 @@ cdef object _native_StreamsGroupHeartbeatRequest_v0(bytes data, const unsigned c
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(StreamsGroupHeartbeatRequest)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -407,6 +408,8 @@ cdef object _native_StreamsGroupHeartbeatRequest_v0(bytes data, const unsigned c
         _put(o, _OFF_StreamsGroupHeartbeatRequest_group_id, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -418,6 +421,8 @@ cdef object _native_StreamsGroupHeartbeatRequest_v0(bytes data, const unsigned c
     _put(o, _OFF_StreamsGroupHeartbeatRequest_endpoint_information_epoch, _i32(d + pos + 4))
     pos += 8
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_StreamsGroupHeartbeatRequest_instance_id, None)
     elif ln < 0:
@@ -427,6 +432,8 @@ cdef object _native_StreamsGroupHeartbeatRequest_v0(bytes data, const unsigned c
         _put(o, _OFF_StreamsGroupHeartbeatRequest_instance_id, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_StreamsGroupHeartbeatRequest_rack_id, None)
     elif ln < 0:
@@ -438,19 +445,52 @@ cdef object _native_StreamsGroupHeartbeatRequest_v0(bytes data, const unsigned c
     _need(pos, 4, n)
     _put(o, _OFF_StreamsGroupHeartbeatRequest_rebalance_timeout_ms, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_nullable_struct(data, pos, _py__read_Topology_v0)
-    pos = pos_obj
-    _put(o, _OFF_StreamsGroupHeartbeatRequest_topology, v)
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py__read_TaskIds_v0)
-    pos = pos_obj
-    _put(o, _OFF_StreamsGroupHeartbeatRequest_active_tasks, v)
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py__read_TaskIds_v0)
-    pos = pos_obj
-    _put(o, _OFF_StreamsGroupHeartbeatRequest_standby_tasks, v)
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py__read_TaskIds_v0)
-    pos = pos_obj
-    _put(o, _OFF_StreamsGroupHeartbeatRequest_warmup_tasks, v)
+    _need(pos, 1, n)
+    if d[pos] >= 0x80:
+        pos += 1
+        _put(o, _OFF_StreamsGroupHeartbeatRequest_topology, None)
+    else:
+        pos += 1
+        _put(o, _OFF_StreamsGroupHeartbeatRequest_topology, _native_Topology_v0(data, d, n, &pos))
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_StreamsGroupHeartbeatRequest_active_tasks, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_TaskIds_v0(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_StreamsGroupHeartbeatRequest_active_tasks, lst)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_StreamsGroupHeartbeatRequest_standby_tasks, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_TaskIds_v0(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_StreamsGroupHeartbeatRequest_standby_tasks, lst)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_StreamsGroupHeartbeatRequest_warmup_tasks, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_TaskIds_v0(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_StreamsGroupHeartbeatRequest_warmup_tasks, lst)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_StreamsGroupHeartbeatRequest_process_id, None)
     elif ln < 0:
@@ -459,18 +499,49 @@ cdef object _native_StreamsGroupHeartbeatRequest_v0(bytes data, const unsigned c
         _need(pos, ln, n)
         _put(o, _OFF_StreamsGroupHeartbeatRequest_process_id, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_nullable_struct(data, pos, _py__read_Endpoint_v0)
-    pos = pos_obj
-    _put(o, _OFF_StreamsGroupHeartbeatRequest_user_endpoint, v)
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py__read_KeyValue_v0)
-    pos = pos_obj
-    _put(o, _OFF_StreamsGroupHeartbeatRequest_client_tags, v)
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py__read_TaskOffset_v0)
-    pos = pos_obj
-    _put(o, _OFF_StreamsGroupHeartbeatRequest_task_offsets, v)
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py__read_TaskOffset_v0)
-    pos = pos_obj
-    _put(o, _OFF_StreamsGroupHeartbeatRequest_task_end_offsets, v)
+    _need(pos, 1, n)
+    if d[pos] >= 0x80:
+        pos += 1
+        _put(o, _OFF_StreamsGroupHeartbeatRequest_user_endpoint, None)
+    else:
+        pos += 1
+        _put(o, _OFF_StreamsGroupHeartbeatRequest_user_endpoint, _native_Endpoint_v0(data, d, n, &pos))
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_StreamsGroupHeartbeatRequest_client_tags, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_KeyValue_v0(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_StreamsGroupHeartbeatRequest_client_tags, lst)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_StreamsGroupHeartbeatRequest_task_offsets, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_TaskOffset_v0(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_StreamsGroupHeartbeatRequest_task_offsets, lst)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_StreamsGroupHeartbeatRequest_task_end_offsets, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_TaskOffset_v0(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_StreamsGroupHeartbeatRequest_task_end_offsets, lst)
     _need(pos, 1, n)
     _put(o, _OFF_StreamsGroupHeartbeatRequest_shutdown_application, True if d[pos + 0] else False)
     pos += 1
@@ -571,9 +642,7 @@ cdef int _wnative_TaskIds_v0(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_TaskIds_partitions)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     if _get(o, _OFF_TaskIds_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -614,17 +683,11 @@ cdef int _wnative_CopartitionGroup_v0(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_CopartitionGroup_source_topics)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'h')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT16)
     v = _get(o, _OFF_CopartitionGroup_source_topic_regex)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'h')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT16)
     v = _get(o, _OFF_CopartitionGroup_repartition_source_topics)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'h')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT16)
     if _get(o, _OFF_CopartitionGroup_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -649,13 +712,9 @@ cdef int _wnative_Subtopology_v0(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_Subtopology_source_topics)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, _py_w_compact_string)
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_COMPACT_STRING)
     v = _get(o, _OFF_Subtopology_source_topic_regex)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, _py_w_compact_string)
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_COMPACT_STRING)
     v = _get(o, _OFF_Subtopology_state_changelog_topics)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -665,9 +724,7 @@ cdef int _wnative_Subtopology_v0(_Buf* b, object o) except -1:
             raise _Fallback()
         _wnative_TopicInfo_v0(b, item)
     v = _get(o, _OFF_Subtopology_repartition_sink_topics)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, _py_w_compact_string)
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_COMPACT_STRING)
     v = _get(o, _OFF_Subtopology_repartition_source_topics)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -794,21 +851,46 @@ cdef int _wnative_StreamsGroupHeartbeatRequest_v0(_Buf* b, object o) except -1:
     v = _get(o, _OFF_StreamsGroupHeartbeatRequest_rebalance_timeout_ms)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_StreamsGroupHeartbeatRequest_topology)
-    tmp = bytearray()
-    _py_w_nullable_struct(tmp, v, _py__write_Topology_v0)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_u8(b, 0xFF)
+    else:
+        if type(v) is not Topology:
+            raise _Fallback()
+        _w_u8(b, 1)
+        _wnative_Topology_v0(b, v)
     v = _get(o, _OFF_StreamsGroupHeartbeatRequest_active_tasks)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, _py__write_TaskIds_v0)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not TaskIds:
+                raise _Fallback()
+            _wnative_TaskIds_v0(b, item)
     v = _get(o, _OFF_StreamsGroupHeartbeatRequest_standby_tasks)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, _py__write_TaskIds_v0)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not TaskIds:
+                raise _Fallback()
+            _wnative_TaskIds_v0(b, item)
     v = _get(o, _OFF_StreamsGroupHeartbeatRequest_warmup_tasks)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, _py__write_TaskIds_v0)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not TaskIds:
+                raise _Fallback()
+            _wnative_TaskIds_v0(b, item)
     v = _get(o, _OFF_StreamsGroupHeartbeatRequest_process_id)
     if v is None:
         _w_u8(b, 0)
@@ -821,21 +903,46 @@ cdef int _wnative_StreamsGroupHeartbeatRequest_v0(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_StreamsGroupHeartbeatRequest_user_endpoint)
-    tmp = bytearray()
-    _py_w_nullable_struct(tmp, v, _py__write_Endpoint_v0)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_u8(b, 0xFF)
+    else:
+        if type(v) is not Endpoint:
+            raise _Fallback()
+        _w_u8(b, 1)
+        _wnative_Endpoint_v0(b, v)
     v = _get(o, _OFF_StreamsGroupHeartbeatRequest_client_tags)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, _py__write_KeyValue_v0)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not KeyValue:
+                raise _Fallback()
+            _wnative_KeyValue_v0(b, item)
     v = _get(o, _OFF_StreamsGroupHeartbeatRequest_task_offsets)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, _py__write_TaskOffset_v0)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not TaskOffset:
+                raise _Fallback()
+            _wnative_TaskOffset_v0(b, item)
     v = _get(o, _OFF_StreamsGroupHeartbeatRequest_task_end_offsets)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, _py__write_TaskOffset_v0)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not TaskOffset:
+                raise _Fallback()
+            _wnative_TaskOffset_v0(b, item)
     v = _get(o, _OFF_StreamsGroupHeartbeatRequest_shutdown_application)
     if v is True:
         _w_u8(b, 1)
@@ -871,6 +978,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -959,7 +1071,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, CopartitionGroup, Endpoint, KeyValue, StreamsGroupHeartbeatRequest, Subtopology, TaskIds, TaskOffset, TopicInfo, Topology, _py__DECODERS, _py__READERS, _py__read_Endpoint_v0, _py__read_KeyValue_v0, _py__read_StreamsGroupHeartbeatRequest_v0, _py__read_TaskIds_v0, _py__read_TaskOffset_v0, _py__read_Topology_v0, _py__write_Endpoint_v0, _py__write_KeyValue_v0, _py__write_StreamsGroupHeartbeatRequest_v0, _py__write_TaskIds_v0, _py__write_TaskOffset_v0, _py__write_Topology_v0, _py_decode_message, _py_r_compact_array, _py_r_compact_nullable_array, _py_r_compact_string, _py_r_nullable_struct, _py_w_compact_array, _py_w_compact_nullable_array, _py_w_compact_string, _py_w_nullable_struct, _OFF_CopartitionGroup_source_topics, _OFF_CopartitionGroup_source_topic_regex, _OFF_CopartitionGroup_repartition_source_topics, _OFF_CopartitionGroup_unknown_tags, _OFF_CopartitionGroup_wire_tags, _OFF_Endpoint_host, _OFF_Endpoint_port, _OFF_Endpoint_unknown_tags, _OFF_Endpoint_wire_tags, _OFF_KeyValue_key, _OFF_KeyValue_value, _OFF_KeyValue_unknown_tags, _OFF_KeyValue_wire_tags, _OFF_StreamsGroupHeartbeatRequest_group_id, _OFF_StreamsGroupHeartbeatRequest_member_id, _OFF_StreamsGroupHeartbeatRequest_member_epoch, _OFF_StreamsGroupHeartbeatRequest_endpoint_information_epoch, _OFF_StreamsGroupHeartbeatRequest_instance_id, _OFF_StreamsGroupHeartbeatRequest_rack_id, _OFF_StreamsGroupHeartbeatRequest_rebalance_timeout_ms, _OFF_StreamsGroupHeartbeatRequest_topology, _OFF_StreamsGroupHeartbeatRequest_active_tasks, _OFF_StreamsGroupHeartbeatRequest_standby_tasks, _OFF_StreamsGroupHeartbeatRequest_warmup_tasks, _OFF_StreamsGroupHeartbeatRequest_process_id, _OFF_StreamsGroupHeartbeatRequest_user_endpoint, _OFF_StreamsGroupHeartbeatRequest_client_tags, _OFF_StreamsGroupHeartbeatRequest_task_offsets, _OFF_StreamsGroupHeartbeatRequest_task_end_offsets, _OFF_StreamsGroupHeartbeatRequest_shutdown_application, _OFF_StreamsGroupHeartbeatRequest_unknown_tags, _OFF_StreamsGroupHeartbeatRequest_wire_tags, _OFF_Subtopology_subtopology_id, _OFF_Subtopology_source_topics, _OFF_Subtopology_source_topic_regex, _OFF_Subtopology_state_changelog_topics, _OFF_Subtopology_repartition_sink_topics, _OFF_Subtopology_repartition_source_topics, _OFF_Subtopology_copartition_groups, _OFF_Subtopology_unknown_tags, _OFF_Subtopology_wire_tags, _OFF_TaskIds_subtopology_id, _OFF_TaskIds_partitions, _OFF_TaskIds_unknown_tags, _OFF_TaskIds_wire_tags, _OFF_TaskOffset_subtopology_id, _OFF_TaskOffset_partition, _OFF_TaskOffset_offset, _OFF_TaskOffset_unknown_tags, _OFF_TaskOffset_wire_tags, _OFF_TopicInfo_name, _OFF_TopicInfo_partitions, _OFF_TopicInfo_replication_factor, _OFF_TopicInfo_topic_configs, _OFF_TopicInfo_unknown_tags, _OFF_TopicInfo_wire_tags, _OFF_Topology_epoch, _OFF_Topology_subtopologies, _OFF_Topology_unknown_tags, _OFF_Topology_wire_tags
+    global _BOUND, _py_encode, CopartitionGroup, Endpoint, KeyValue, StreamsGroupHeartbeatRequest, Subtopology, TaskIds, TaskOffset, TopicInfo, Topology, _py__DECODERS, _py__READERS, _py__read_StreamsGroupHeartbeatRequest_v0, _py__write_StreamsGroupHeartbeatRequest_v0, _py_decode_message, _OFF_CopartitionGroup_source_topics, _OFF_CopartitionGroup_source_topic_regex, _OFF_CopartitionGroup_repartition_source_topics, _OFF_CopartitionGroup_unknown_tags, _OFF_CopartitionGroup_wire_tags, _OFF_Endpoint_host, _OFF_Endpoint_port, _OFF_Endpoint_unknown_tags, _OFF_Endpoint_wire_tags, _OFF_KeyValue_key, _OFF_KeyValue_value, _OFF_KeyValue_unknown_tags, _OFF_KeyValue_wire_tags, _OFF_StreamsGroupHeartbeatRequest_group_id, _OFF_StreamsGroupHeartbeatRequest_member_id, _OFF_StreamsGroupHeartbeatRequest_member_epoch, _OFF_StreamsGroupHeartbeatRequest_endpoint_information_epoch, _OFF_StreamsGroupHeartbeatRequest_instance_id, _OFF_StreamsGroupHeartbeatRequest_rack_id, _OFF_StreamsGroupHeartbeatRequest_rebalance_timeout_ms, _OFF_StreamsGroupHeartbeatRequest_topology, _OFF_StreamsGroupHeartbeatRequest_active_tasks, _OFF_StreamsGroupHeartbeatRequest_standby_tasks, _OFF_StreamsGroupHeartbeatRequest_warmup_tasks, _OFF_StreamsGroupHeartbeatRequest_process_id, _OFF_StreamsGroupHeartbeatRequest_user_endpoint, _OFF_StreamsGroupHeartbeatRequest_client_tags, _OFF_StreamsGroupHeartbeatRequest_task_offsets, _OFF_StreamsGroupHeartbeatRequest_task_end_offsets, _OFF_StreamsGroupHeartbeatRequest_shutdown_application, _OFF_StreamsGroupHeartbeatRequest_unknown_tags, _OFF_StreamsGroupHeartbeatRequest_wire_tags, _OFF_Subtopology_subtopology_id, _OFF_Subtopology_source_topics, _OFF_Subtopology_source_topic_regex, _OFF_Subtopology_state_changelog_topics, _OFF_Subtopology_repartition_sink_topics, _OFF_Subtopology_repartition_source_topics, _OFF_Subtopology_copartition_groups, _OFF_Subtopology_unknown_tags, _OFF_Subtopology_wire_tags, _OFF_TaskIds_subtopology_id, _OFF_TaskIds_partitions, _OFF_TaskIds_unknown_tags, _OFF_TaskIds_wire_tags, _OFF_TaskOffset_subtopology_id, _OFF_TaskOffset_partition, _OFF_TaskOffset_offset, _OFF_TaskOffset_unknown_tags, _OFF_TaskOffset_wire_tags, _OFF_TopicInfo_name, _OFF_TopicInfo_partitions, _OFF_TopicInfo_replication_factor, _OFF_TopicInfo_topic_configs, _OFF_TopicInfo_unknown_tags, _OFF_TopicInfo_wire_tags, _OFF_Topology_epoch, _OFF_Topology_subtopologies, _OFF_Topology_unknown_tags, _OFF_Topology_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -974,27 +1086,9 @@ def install(ns):
     Topology = ns["Topology"]
     _py__DECODERS = ns["_DECODERS"]
     _py__READERS = ns["_READERS"]
-    _py__read_Endpoint_v0 = ns["_read_Endpoint_v0"]
-    _py__read_KeyValue_v0 = ns["_read_KeyValue_v0"]
     _py__read_StreamsGroupHeartbeatRequest_v0 = ns["_read_StreamsGroupHeartbeatRequest_v0"]
-    _py__read_TaskIds_v0 = ns["_read_TaskIds_v0"]
-    _py__read_TaskOffset_v0 = ns["_read_TaskOffset_v0"]
-    _py__read_Topology_v0 = ns["_read_Topology_v0"]
-    _py__write_Endpoint_v0 = ns["_write_Endpoint_v0"]
-    _py__write_KeyValue_v0 = ns["_write_KeyValue_v0"]
     _py__write_StreamsGroupHeartbeatRequest_v0 = ns["_write_StreamsGroupHeartbeatRequest_v0"]
-    _py__write_TaskIds_v0 = ns["_write_TaskIds_v0"]
-    _py__write_TaskOffset_v0 = ns["_write_TaskOffset_v0"]
-    _py__write_Topology_v0 = ns["_write_Topology_v0"]
     _py_decode_message = ns["decode_message"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_r_compact_nullable_array = ns["r_compact_nullable_array"]
-    _py_r_compact_string = ns["r_compact_string"]
-    _py_r_nullable_struct = ns["r_nullable_struct"]
-    _py_w_compact_array = ns["w_compact_array"]
-    _py_w_compact_nullable_array = ns["w_compact_nullable_array"]
-    _py_w_compact_string = ns["w_compact_string"]
-    _py_w_nullable_struct = ns["w_nullable_struct"]
     _OFF_CopartitionGroup_source_topics = _offset(CopartitionGroup, "source_topics")
     _OFF_CopartitionGroup_source_topic_regex = _offset(CopartitionGroup, "source_topic_regex")
     _OFF_CopartitionGroup_repartition_source_topics = _offset(CopartitionGroup, "repartition_source_topics")
@@ -1062,4 +1156,10 @@ def install(ns):
     writers = {
         0: write_v0,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "9d296ad2a00fdaa7"
+KEY = "6a1d3ca7fe0f2fb2"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -59,19 +76,9 @@ cdef object TaskIds
 cdef object TopicPartition
 cdef object _py__DECODERS
 cdef object _py__READERS
-cdef object _py__read_EndpointToPartitions_v0
-cdef object _py__read_Status_v0
 cdef object _py__read_StreamsGroupHeartbeatResponse_v0
-cdef object _py__read_TaskIds_v0
-cdef object _py__write_EndpointToPartitions_v0
-cdef object _py__write_Status_v0
 cdef object _py__write_StreamsGroupHeartbeatResponse_v0
-cdef object _py__write_TaskIds_v0
 cdef object _py_decode_message
-cdef object _py_r_compact_array
-cdef object _py_r_compact_nullable_array
-cdef object _py_w_compact_array
-cdef object _py_w_compact_nullable_array
 cdef Py_ssize_t _OFF_Endpoint_host
 cdef Py_ssize_t _OFF_Endpoint_port
 cdef Py_ssize_t _OFF_Endpoint_unknown_tags
@@ -117,15 +124,15 @@ cdef object _native_TaskIds_v0(bytes data, const unsigned char* d, Py_ssize_t n,
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TaskIds)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
         _need(pos, ln, n)
         _put(o, _OFF_TaskIds_subtopology_id, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_TaskIds_partitions, v)
+    _put(o, _OFF_TaskIds_partitions, _n_array(d, n, &pos, True, False, _E_INT32))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -142,15 +149,15 @@ cdef object _native_TopicPartition_v0(bytes data, const unsigned char* d, Py_ssi
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicPartition)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
         _need(pos, ln, n)
         _put(o, _OFF_TopicPartition_topic, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_TopicPartition_partitions, v)
+    _put(o, _OFF_TopicPartition_partitions, _n_array(d, n, &pos, True, False, _E_INT32))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -170,6 +177,8 @@ cdef object _native_Status_v0(bytes data, const unsigned char* d, Py_ssize_t n, 
     _put(o, _OFF_Status_status_code, <signed char>d[pos + 0])
     pos += 1
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -192,6 +201,8 @@ cdef object _native_Endpoint_v0(bytes data, const unsigned char* d, Py_ssize_t n
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(Endpoint)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -255,6 +266,8 @@ cdef object _native_StreamsGroupHeartbeatResponse_v0(bytes data, const unsigned 
     _put(o, _OFF_StreamsGroupHeartbeatResponse_error_code, _i16(d + pos + 4))
     pos += 6
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_StreamsGroupHeartbeatResponse_error_message, None)
     elif ln < 0:
@@ -264,6 +277,8 @@ cdef object _native_StreamsGroupHeartbeatResponse_v0(bytes data, const unsigned 
         _put(o, _OFF_StreamsGroupHeartbeatResponse_error_message, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -276,24 +291,69 @@ cdef object _native_StreamsGroupHeartbeatResponse_v0(bytes data, const unsigned 
     _put(o, _OFF_StreamsGroupHeartbeatResponse_acceptable_recovery_lag, _i32(d + pos + 8))
     _put(o, _OFF_StreamsGroupHeartbeatResponse_task_offset_interval_ms, _i32(d + pos + 12))
     pos += 16
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py__read_Status_v0)
-    pos = pos_obj
-    _put(o, _OFF_StreamsGroupHeartbeatResponse_status, v)
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py__read_TaskIds_v0)
-    pos = pos_obj
-    _put(o, _OFF_StreamsGroupHeartbeatResponse_active_tasks, v)
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py__read_TaskIds_v0)
-    pos = pos_obj
-    _put(o, _OFF_StreamsGroupHeartbeatResponse_standby_tasks, v)
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py__read_TaskIds_v0)
-    pos = pos_obj
-    _put(o, _OFF_StreamsGroupHeartbeatResponse_warmup_tasks, v)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_StreamsGroupHeartbeatResponse_status, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_Status_v0(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_StreamsGroupHeartbeatResponse_status, lst)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_StreamsGroupHeartbeatResponse_active_tasks, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_TaskIds_v0(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_StreamsGroupHeartbeatResponse_active_tasks, lst)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_StreamsGroupHeartbeatResponse_standby_tasks, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_TaskIds_v0(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_StreamsGroupHeartbeatResponse_standby_tasks, lst)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_StreamsGroupHeartbeatResponse_warmup_tasks, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_TaskIds_v0(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_StreamsGroupHeartbeatResponse_warmup_tasks, lst)
     _need(pos, 4, n)
     _put(o, _OFF_StreamsGroupHeartbeatResponse_endpoint_information_epoch, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_compact_nullable_array(data, pos, _py__read_EndpointToPartitions_v0)
-    pos = pos_obj
-    _put(o, _OFF_StreamsGroupHeartbeatResponse_partitions_by_user_endpoint, v)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_StreamsGroupHeartbeatResponse_partitions_by_user_endpoint, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_EndpointToPartitions_v0(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_StreamsGroupHeartbeatResponse_partitions_by_user_endpoint, lst)
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -322,9 +382,7 @@ cdef int _wnative_TaskIds_v0(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_TaskIds_partitions)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     if _get(o, _OFF_TaskIds_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -349,9 +407,7 @@ cdef int _wnative_TopicPartition_v0(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_TopicPartition_partitions)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     if _get(o, _OFF_TopicPartition_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -481,27 +537,62 @@ cdef int _wnative_StreamsGroupHeartbeatResponse_v0(_Buf* b, object o) except -1:
     v = _get(o, _OFF_StreamsGroupHeartbeatResponse_task_offset_interval_ms)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_StreamsGroupHeartbeatResponse_status)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, _py__write_Status_v0)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not Status:
+                raise _Fallback()
+            _wnative_Status_v0(b, item)
     v = _get(o, _OFF_StreamsGroupHeartbeatResponse_active_tasks)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, _py__write_TaskIds_v0)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not TaskIds:
+                raise _Fallback()
+            _wnative_TaskIds_v0(b, item)
     v = _get(o, _OFF_StreamsGroupHeartbeatResponse_standby_tasks)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, _py__write_TaskIds_v0)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not TaskIds:
+                raise _Fallback()
+            _wnative_TaskIds_v0(b, item)
     v = _get(o, _OFF_StreamsGroupHeartbeatResponse_warmup_tasks)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, _py__write_TaskIds_v0)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not TaskIds:
+                raise _Fallback()
+            _wnative_TaskIds_v0(b, item)
     v = _get(o, _OFF_StreamsGroupHeartbeatResponse_endpoint_information_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_StreamsGroupHeartbeatResponse_partitions_by_user_endpoint)
-    tmp = bytearray()
-    _py_w_compact_nullable_array(tmp, v, _py__write_EndpointToPartitions_v0)
-    _w_raw(b, tmp, len(tmp))
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not EndpointToPartitions:
+                raise _Fallback()
+            _wnative_EndpointToPartitions_v0(b, item)
     if _get(o, _OFF_StreamsGroupHeartbeatResponse_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -530,6 +621,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -618,7 +714,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, Endpoint, EndpointToPartitions, Status, StreamsGroupHeartbeatResponse, TaskIds, TopicPartition, _py__DECODERS, _py__READERS, _py__read_EndpointToPartitions_v0, _py__read_Status_v0, _py__read_StreamsGroupHeartbeatResponse_v0, _py__read_TaskIds_v0, _py__write_EndpointToPartitions_v0, _py__write_Status_v0, _py__write_StreamsGroupHeartbeatResponse_v0, _py__write_TaskIds_v0, _py_decode_message, _py_r_compact_array, _py_r_compact_nullable_array, _py_w_compact_array, _py_w_compact_nullable_array, _OFF_Endpoint_host, _OFF_Endpoint_port, _OFF_Endpoint_unknown_tags, _OFF_Endpoint_wire_tags, _OFF_EndpointToPartitions_user_endpoint, _OFF_EndpointToPartitions_active_partitions, _OFF_EndpointToPartitions_standby_partitions, _OFF_EndpointToPartitions_unknown_tags, _OFF_EndpointToPartitions_wire_tags, _OFF_Status_status_code, _OFF_Status_status_detail, _OFF_Status_unknown_tags, _OFF_Status_wire_tags, _OFF_StreamsGroupHeartbeatResponse_throttle_time_ms, _OFF_StreamsGroupHeartbeatResponse_error_code, _OFF_StreamsGroupHeartbeatResponse_error_message, _OFF_StreamsGroupHeartbeatResponse_member_id, _OFF_StreamsGroupHeartbeatResponse_member_epoch, _OFF_StreamsGroupHeartbeatResponse_heartbeat_interval_ms, _OFF_StreamsGroupHeartbeatResponse_acceptable_recovery_lag, _OFF_StreamsGroupHeartbeatResponse_task_offset_interval_ms, _OFF_StreamsGroupHeartbeatResponse_status, _OFF_StreamsGroupHeartbeatResponse_active_tasks, _OFF_StreamsGroupHeartbeatResponse_standby_tasks, _OFF_StreamsGroupHeartbeatResponse_warmup_tasks, _OFF_StreamsGroupHeartbeatResponse_endpoint_information_epoch, _OFF_StreamsGroupHeartbeatResponse_partitions_by_user_endpoint, _OFF_StreamsGroupHeartbeatResponse_unknown_tags, _OFF_StreamsGroupHeartbeatResponse_wire_tags, _OFF_TaskIds_subtopology_id, _OFF_TaskIds_partitions, _OFF_TaskIds_unknown_tags, _OFF_TaskIds_wire_tags, _OFF_TopicPartition_topic, _OFF_TopicPartition_partitions, _OFF_TopicPartition_unknown_tags, _OFF_TopicPartition_wire_tags
+    global _BOUND, _py_encode, Endpoint, EndpointToPartitions, Status, StreamsGroupHeartbeatResponse, TaskIds, TopicPartition, _py__DECODERS, _py__READERS, _py__read_StreamsGroupHeartbeatResponse_v0, _py__write_StreamsGroupHeartbeatResponse_v0, _py_decode_message, _OFF_Endpoint_host, _OFF_Endpoint_port, _OFF_Endpoint_unknown_tags, _OFF_Endpoint_wire_tags, _OFF_EndpointToPartitions_user_endpoint, _OFF_EndpointToPartitions_active_partitions, _OFF_EndpointToPartitions_standby_partitions, _OFF_EndpointToPartitions_unknown_tags, _OFF_EndpointToPartitions_wire_tags, _OFF_Status_status_code, _OFF_Status_status_detail, _OFF_Status_unknown_tags, _OFF_Status_wire_tags, _OFF_StreamsGroupHeartbeatResponse_throttle_time_ms, _OFF_StreamsGroupHeartbeatResponse_error_code, _OFF_StreamsGroupHeartbeatResponse_error_message, _OFF_StreamsGroupHeartbeatResponse_member_id, _OFF_StreamsGroupHeartbeatResponse_member_epoch, _OFF_StreamsGroupHeartbeatResponse_heartbeat_interval_ms, _OFF_StreamsGroupHeartbeatResponse_acceptable_recovery_lag, _OFF_StreamsGroupHeartbeatResponse_task_offset_interval_ms, _OFF_StreamsGroupHeartbeatResponse_status, _OFF_StreamsGroupHeartbeatResponse_active_tasks, _OFF_StreamsGroupHeartbeatResponse_standby_tasks, _OFF_StreamsGroupHeartbeatResponse_warmup_tasks, _OFF_StreamsGroupHeartbeatResponse_endpoint_information_epoch, _OFF_StreamsGroupHeartbeatResponse_partitions_by_user_endpoint, _OFF_StreamsGroupHeartbeatResponse_unknown_tags, _OFF_StreamsGroupHeartbeatResponse_wire_tags, _OFF_TaskIds_subtopology_id, _OFF_TaskIds_partitions, _OFF_TaskIds_unknown_tags, _OFF_TaskIds_wire_tags, _OFF_TopicPartition_topic, _OFF_TopicPartition_partitions, _OFF_TopicPartition_unknown_tags, _OFF_TopicPartition_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -630,19 +726,9 @@ def install(ns):
     TopicPartition = ns["TopicPartition"]
     _py__DECODERS = ns["_DECODERS"]
     _py__READERS = ns["_READERS"]
-    _py__read_EndpointToPartitions_v0 = ns["_read_EndpointToPartitions_v0"]
-    _py__read_Status_v0 = ns["_read_Status_v0"]
     _py__read_StreamsGroupHeartbeatResponse_v0 = ns["_read_StreamsGroupHeartbeatResponse_v0"]
-    _py__read_TaskIds_v0 = ns["_read_TaskIds_v0"]
-    _py__write_EndpointToPartitions_v0 = ns["_write_EndpointToPartitions_v0"]
-    _py__write_Status_v0 = ns["_write_Status_v0"]
     _py__write_StreamsGroupHeartbeatResponse_v0 = ns["_write_StreamsGroupHeartbeatResponse_v0"]
-    _py__write_TaskIds_v0 = ns["_write_TaskIds_v0"]
     _py_decode_message = ns["decode_message"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_r_compact_nullable_array = ns["r_compact_nullable_array"]
-    _py_w_compact_array = ns["w_compact_array"]
-    _py_w_compact_nullable_array = ns["w_compact_nullable_array"]
     _OFF_Endpoint_host = _offset(Endpoint, "host")
     _OFF_Endpoint_port = _offset(Endpoint, "port")
     _OFF_Endpoint_unknown_tags = _offset(Endpoint, "unknown_tags")
@@ -687,4 +773,10 @@ def install(ns):
     writers = {
         0: write_v0,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

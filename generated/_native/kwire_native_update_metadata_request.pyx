@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "ccfa46444eda9475"
+KEY = "985937eec5b5dfb5"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -78,12 +95,6 @@ cdef object _py__write_UpdateMetadataRequest_v6
 cdef object _py__write_UpdateMetadataRequest_v7
 cdef object _py__write_UpdateMetadataRequest_v8
 cdef object _py_decode_message
-cdef object _py_r_array
-cdef object _py_r_compact_array
-cdef object _py_r_uuid
-cdef object _py_w_array
-cdef object _py_w_compact_array
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_UpdateMetadataBroker_id
 cdef Py_ssize_t _OFF_UpdateMetadataBroker_v0_host
 cdef Py_ssize_t _OFF_UpdateMetadataBroker_v0_port
@@ -145,15 +156,11 @@ cdef object _native_UpdateMetadataPartitionState_v0(bytes data, const unsigned c
     _put(o, _OFF_UpdateMetadataPartitionState_leader, _i32(d + pos + 8))
     _put(o, _OFF_UpdateMetadataPartitionState_leader_epoch, _i32(d + pos + 12))
     pos += 16
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_UpdateMetadataPartitionState_isr, v)
+    _put(o, _OFF_UpdateMetadataPartitionState_isr, _n_array(d, n, &pos, False, False, _E_INT32))
     _need(pos, 4, n)
     _put(o, _OFF_UpdateMetadataPartitionState_zk_version, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_UpdateMetadataPartitionState_replicas, v)
+    _put(o, _OFF_UpdateMetadataPartitionState_replicas, _n_array(d, n, &pos, False, False, _E_INT32))
     _put(o, _OFF_UpdateMetadataPartitionState_offline_replicas, [])
     _put(o, _OFF_UpdateMetadataPartitionState_unknown_tags, {})
     _put(o, _OFF_UpdateMetadataPartitionState_wire_tags, None)
@@ -181,18 +188,12 @@ cdef object _native_UpdateMetadataPartitionState_v4(bytes data, const unsigned c
     _put(o, _OFF_UpdateMetadataPartitionState_leader, _i32(d + pos + 8))
     _put(o, _OFF_UpdateMetadataPartitionState_leader_epoch, _i32(d + pos + 12))
     pos += 16
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_UpdateMetadataPartitionState_isr, v)
+    _put(o, _OFF_UpdateMetadataPartitionState_isr, _n_array(d, n, &pos, False, False, _E_INT32))
     _need(pos, 4, n)
     _put(o, _OFF_UpdateMetadataPartitionState_zk_version, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_UpdateMetadataPartitionState_replicas, v)
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_UpdateMetadataPartitionState_offline_replicas, v)
+    _put(o, _OFF_UpdateMetadataPartitionState_replicas, _n_array(d, n, &pos, False, False, _E_INT32))
+    _put(o, _OFF_UpdateMetadataPartitionState_offline_replicas, _n_array(d, n, &pos, False, False, _E_INT32))
     _put(o, _OFF_UpdateMetadataPartitionState_unknown_tags, {})
     _put(o, _OFF_UpdateMetadataPartitionState_wire_tags, None)
     p[0] = pos
@@ -211,18 +212,12 @@ cdef object _native_UpdateMetadataPartitionState_v5(bytes data, const unsigned c
     _put(o, _OFF_UpdateMetadataPartitionState_leader, _i32(d + pos + 8))
     _put(o, _OFF_UpdateMetadataPartitionState_leader_epoch, _i32(d + pos + 12))
     pos += 16
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_UpdateMetadataPartitionState_isr, v)
+    _put(o, _OFF_UpdateMetadataPartitionState_isr, _n_array(d, n, &pos, False, False, _E_INT32))
     _need(pos, 4, n)
     _put(o, _OFF_UpdateMetadataPartitionState_zk_version, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_UpdateMetadataPartitionState_replicas, v)
-    v, pos_obj = _py_r_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_UpdateMetadataPartitionState_offline_replicas, v)
+    _put(o, _OFF_UpdateMetadataPartitionState_replicas, _n_array(d, n, &pos, False, False, _E_INT32))
+    _put(o, _OFF_UpdateMetadataPartitionState_offline_replicas, _n_array(d, n, &pos, False, False, _E_INT32))
     _put(o, _OFF_UpdateMetadataPartitionState_unknown_tags, {})
     _put(o, _OFF_UpdateMetadataPartitionState_wire_tags, None)
     p[0] = pos
@@ -241,18 +236,12 @@ cdef object _native_UpdateMetadataPartitionState_v6(bytes data, const unsigned c
     _put(o, _OFF_UpdateMetadataPartitionState_leader, _i32(d + pos + 8))
     _put(o, _OFF_UpdateMetadataPartitionState_leader_epoch, _i32(d + pos + 12))
     pos += 16
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_UpdateMetadataPartitionState_isr, v)
+    _put(o, _OFF_UpdateMetadataPartitionState_isr, _n_array(d, n, &pos, True, False, _E_INT32))
     _need(pos, 4, n)
     _put(o, _OFF_UpdateMetadataPartitionState_zk_version, _i32(d + pos + 0))
     pos += 4
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_UpdateMetadataPartitionState_replicas, v)
-    v, pos_obj = _py_r_compact_array(data, pos, 'i')
-    pos = pos_obj
-    _put(o, _OFF_UpdateMetadataPartitionState_offline_replicas, v)
+    _put(o, _OFF_UpdateMetadataPartitionState_replicas, _n_array(d, n, &pos, True, False, _E_INT32))
+    _put(o, _OFF_UpdateMetadataPartitionState_offline_replicas, _n_array(d, n, &pos, True, False, _E_INT32))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -301,6 +290,8 @@ cdef object _native_UpdateMetadataTopicState_v6(bytes data, const unsigned char*
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(UpdateMetadataTopicState)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -333,15 +324,15 @@ cdef object _native_UpdateMetadataTopicState_v7(bytes data, const unsigned char*
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(UpdateMetadataTopicState)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
         _need(pos, ln, n)
         _put(o, _OFF_UpdateMetadataTopicState_topic_name, _utf8(d + pos, ln))
         pos += ln
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_UpdateMetadataTopicState_topic_id, v)
+    _put(o, _OFF_UpdateMetadataTopicState_topic_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -432,6 +423,8 @@ cdef object _native_UpdateMetadataEndpoint_v6(bytes data, const unsigned char* d
     _put(o, _OFF_UpdateMetadataEndpoint_port, _i32(d + pos + 0))
     pos += 4
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -439,6 +432,8 @@ cdef object _native_UpdateMetadataEndpoint_v6(bytes data, const unsigned char* d
         _put(o, _OFF_UpdateMetadataEndpoint_host, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -610,6 +605,8 @@ cdef object _native_UpdateMetadataBroker_v6(bytes data, const unsigned char* d, 
         PyList_SET_ITEM(lst, i, item)
     _put(o, _OFF_UpdateMetadataBroker_endpoints, lst)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_UpdateMetadataBroker_rack, None)
     elif ln < 0:
@@ -1039,15 +1036,11 @@ cdef int _wnative_UpdateMetadataPartitionState_v0(_Buf* b, object o) except -1:
     v = _get(o, _OFF_UpdateMetadataPartitionState_leader_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_UpdateMetadataPartitionState_isr)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     v = _get(o, _OFF_UpdateMetadataPartitionState_zk_version)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_UpdateMetadataPartitionState_replicas)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     if _get(o, _OFF_UpdateMetadataPartitionState_unknown_tags):
         raise _Fallback()
     return 0
@@ -1079,19 +1072,13 @@ cdef int _wnative_UpdateMetadataPartitionState_v4(_Buf* b, object o) except -1:
     v = _get(o, _OFF_UpdateMetadataPartitionState_leader_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_UpdateMetadataPartitionState_isr)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     v = _get(o, _OFF_UpdateMetadataPartitionState_zk_version)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_UpdateMetadataPartitionState_replicas)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     v = _get(o, _OFF_UpdateMetadataPartitionState_offline_replicas)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     if _get(o, _OFF_UpdateMetadataPartitionState_unknown_tags):
         raise _Fallback()
     return 0
@@ -1112,19 +1099,13 @@ cdef int _wnative_UpdateMetadataPartitionState_v5(_Buf* b, object o) except -1:
     v = _get(o, _OFF_UpdateMetadataPartitionState_leader_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_UpdateMetadataPartitionState_isr)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     v = _get(o, _OFF_UpdateMetadataPartitionState_zk_version)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_UpdateMetadataPartitionState_replicas)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     v = _get(o, _OFF_UpdateMetadataPartitionState_offline_replicas)
-    tmp = bytearray()
-    _py_w_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, False, False, _E_INT32)
     if _get(o, _OFF_UpdateMetadataPartitionState_unknown_tags):
         raise _Fallback()
     return 0
@@ -1145,19 +1126,13 @@ cdef int _wnative_UpdateMetadataPartitionState_v6(_Buf* b, object o) except -1:
     v = _get(o, _OFF_UpdateMetadataPartitionState_leader_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_UpdateMetadataPartitionState_isr)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     v = _get(o, _OFF_UpdateMetadataPartitionState_zk_version)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_UpdateMetadataPartitionState_replicas)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     v = _get(o, _OFF_UpdateMetadataPartitionState_offline_replicas)
-    tmp = bytearray()
-    _py_w_compact_array(tmp, v, 'i')
-    _w_raw(b, tmp, len(tmp))
+    _nw_array(b, v, True, False, _E_INT32)
     if _get(o, _OFF_UpdateMetadataPartitionState_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -1243,9 +1218,7 @@ cdef int _wnative_UpdateMetadataTopicState_v7(_Buf* b, object o) except -1:
         _w_uvarint(b, ln + 1)
         _w_raw(b, cs, ln)
     v = _get(o, _OFF_UpdateMetadataTopicState_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_UpdateMetadataTopicState_partition_states)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -1815,7 +1788,45 @@ cdef int _wnative_UpdateMetadataRequest_v8(_Buf* b, object o) except -1:
     cdef const char* cs
     cdef double x
     cdef uint64_t u
-    raise _Fallback()  # known tagged fields: the Python writer decides what to write
+    if _get(o, _OFF_UpdateMetadataRequest_wire_tags) is not None:
+        raise _Fallback()  # a decoded tag order to keep: the Python writer keeps it
+    if o.type != 0:
+        raise _Fallback()  # tag 0 to write: the Python writer writes the body
+    v = _get(o, _OFF_UpdateMetadataRequest_controller_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataRequest_is_k_raft_controller)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_UpdateMetadataRequest_controller_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_UpdateMetadataRequest_broker_epoch)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    if len(o.ungrouped_partition_states) != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_UpdateMetadataRequest_topic_states)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not UpdateMetadataTopicState:
+            raise _Fallback()
+        _wnative_UpdateMetadataTopicState_v7(b, item)
+    v = _get(o, _OFF_UpdateMetadataRequest_live_brokers)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not UpdateMetadataBroker:
+            raise _Fallback()
+        _wnative_UpdateMetadataBroker_v6(b, item)
+    if _get(o, _OFF_UpdateMetadataRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
 
 
 def read_v0(bytes data, Py_ssize_t pos):
@@ -1928,6 +1939,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -2208,7 +2224,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, UpdateMetadataBroker, UpdateMetadataEndpoint, UpdateMetadataPartitionState, UpdateMetadataRequest, UpdateMetadataTopicState, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_UpdateMetadataRequest_v0, _py__read_UpdateMetadataRequest_v1, _py__read_UpdateMetadataRequest_v2, _py__read_UpdateMetadataRequest_v3, _py__read_UpdateMetadataRequest_v4, _py__read_UpdateMetadataRequest_v5, _py__read_UpdateMetadataRequest_v6, _py__read_UpdateMetadataRequest_v7, _py__read_UpdateMetadataRequest_v8, _py__write_UpdateMetadataRequest_v0, _py__write_UpdateMetadataRequest_v1, _py__write_UpdateMetadataRequest_v2, _py__write_UpdateMetadataRequest_v3, _py__write_UpdateMetadataRequest_v4, _py__write_UpdateMetadataRequest_v5, _py__write_UpdateMetadataRequest_v6, _py__write_UpdateMetadataRequest_v7, _py__write_UpdateMetadataRequest_v8, _py_decode_message, _py_r_array, _py_r_compact_array, _py_r_uuid, _py_w_array, _py_w_compact_array, _py_w_uuid, _OFF_UpdateMetadataBroker_id, _OFF_UpdateMetadataBroker_v0_host, _OFF_UpdateMetadataBroker_v0_port, _OFF_UpdateMetadataBroker_endpoints, _OFF_UpdateMetadataBroker_rack, _OFF_UpdateMetadataBroker_unknown_tags, _OFF_UpdateMetadataBroker_wire_tags, _OFF_UpdateMetadataEndpoint_port, _OFF_UpdateMetadataEndpoint_host, _OFF_UpdateMetadataEndpoint_listener, _OFF_UpdateMetadataEndpoint_security_protocol, _OFF_UpdateMetadataEndpoint_unknown_tags, _OFF_UpdateMetadataEndpoint_wire_tags, _OFF_UpdateMetadataPartitionState_topic_name, _OFF_UpdateMetadataPartitionState_partition_index, _OFF_UpdateMetadataPartitionState_controller_epoch, _OFF_UpdateMetadataPartitionState_leader, _OFF_UpdateMetadataPartitionState_leader_epoch, _OFF_UpdateMetadataPartitionState_isr, _OFF_UpdateMetadataPartitionState_zk_version, _OFF_UpdateMetadataPartitionState_replicas, _OFF_UpdateMetadataPartitionState_offline_replicas, _OFF_UpdateMetadataPartitionState_unknown_tags, _OFF_UpdateMetadataPartitionState_wire_tags, _OFF_UpdateMetadataRequest_controller_id, _OFF_UpdateMetadataRequest_is_k_raft_controller, _OFF_UpdateMetadataRequest_type, _OFF_UpdateMetadataRequest_controller_epoch, _OFF_UpdateMetadataRequest_broker_epoch, _OFF_UpdateMetadataRequest_ungrouped_partition_states, _OFF_UpdateMetadataRequest_topic_states, _OFF_UpdateMetadataRequest_live_brokers, _OFF_UpdateMetadataRequest_unknown_tags, _OFF_UpdateMetadataRequest_wire_tags, _OFF_UpdateMetadataTopicState_topic_name, _OFF_UpdateMetadataTopicState_topic_id, _OFF_UpdateMetadataTopicState_partition_states, _OFF_UpdateMetadataTopicState_unknown_tags, _OFF_UpdateMetadataTopicState_wire_tags
+    global _BOUND, _py_encode, UpdateMetadataBroker, UpdateMetadataEndpoint, UpdateMetadataPartitionState, UpdateMetadataRequest, UpdateMetadataTopicState, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_UpdateMetadataRequest_v0, _py__read_UpdateMetadataRequest_v1, _py__read_UpdateMetadataRequest_v2, _py__read_UpdateMetadataRequest_v3, _py__read_UpdateMetadataRequest_v4, _py__read_UpdateMetadataRequest_v5, _py__read_UpdateMetadataRequest_v6, _py__read_UpdateMetadataRequest_v7, _py__read_UpdateMetadataRequest_v8, _py__write_UpdateMetadataRequest_v0, _py__write_UpdateMetadataRequest_v1, _py__write_UpdateMetadataRequest_v2, _py__write_UpdateMetadataRequest_v3, _py__write_UpdateMetadataRequest_v4, _py__write_UpdateMetadataRequest_v5, _py__write_UpdateMetadataRequest_v6, _py__write_UpdateMetadataRequest_v7, _py__write_UpdateMetadataRequest_v8, _py_decode_message, _OFF_UpdateMetadataBroker_id, _OFF_UpdateMetadataBroker_v0_host, _OFF_UpdateMetadataBroker_v0_port, _OFF_UpdateMetadataBroker_endpoints, _OFF_UpdateMetadataBroker_rack, _OFF_UpdateMetadataBroker_unknown_tags, _OFF_UpdateMetadataBroker_wire_tags, _OFF_UpdateMetadataEndpoint_port, _OFF_UpdateMetadataEndpoint_host, _OFF_UpdateMetadataEndpoint_listener, _OFF_UpdateMetadataEndpoint_security_protocol, _OFF_UpdateMetadataEndpoint_unknown_tags, _OFF_UpdateMetadataEndpoint_wire_tags, _OFF_UpdateMetadataPartitionState_topic_name, _OFF_UpdateMetadataPartitionState_partition_index, _OFF_UpdateMetadataPartitionState_controller_epoch, _OFF_UpdateMetadataPartitionState_leader, _OFF_UpdateMetadataPartitionState_leader_epoch, _OFF_UpdateMetadataPartitionState_isr, _OFF_UpdateMetadataPartitionState_zk_version, _OFF_UpdateMetadataPartitionState_replicas, _OFF_UpdateMetadataPartitionState_offline_replicas, _OFF_UpdateMetadataPartitionState_unknown_tags, _OFF_UpdateMetadataPartitionState_wire_tags, _OFF_UpdateMetadataRequest_controller_id, _OFF_UpdateMetadataRequest_is_k_raft_controller, _OFF_UpdateMetadataRequest_type, _OFF_UpdateMetadataRequest_controller_epoch, _OFF_UpdateMetadataRequest_broker_epoch, _OFF_UpdateMetadataRequest_ungrouped_partition_states, _OFF_UpdateMetadataRequest_topic_states, _OFF_UpdateMetadataRequest_live_brokers, _OFF_UpdateMetadataRequest_unknown_tags, _OFF_UpdateMetadataRequest_wire_tags, _OFF_UpdateMetadataTopicState_topic_name, _OFF_UpdateMetadataTopicState_topic_id, _OFF_UpdateMetadataTopicState_partition_states, _OFF_UpdateMetadataTopicState_unknown_tags, _OFF_UpdateMetadataTopicState_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -2239,12 +2255,6 @@ def install(ns):
     _py__write_UpdateMetadataRequest_v7 = ns["_write_UpdateMetadataRequest_v7"]
     _py__write_UpdateMetadataRequest_v8 = ns["_write_UpdateMetadataRequest_v8"]
     _py_decode_message = ns["decode_message"]
-    _py_r_array = ns["r_array"]
-    _py_r_compact_array = ns["r_compact_array"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_array = ns["w_array"]
-    _py_w_compact_array = ns["w_compact_array"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_UpdateMetadataBroker_id = _offset(UpdateMetadataBroker, "id")
     _OFF_UpdateMetadataBroker_v0_host = _offset(UpdateMetadataBroker, "v0_host")
     _OFF_UpdateMetadataBroker_v0_port = _offset(UpdateMetadataBroker, "v0_port")
@@ -2307,4 +2317,10 @@ def install(ns):
         7: write_v7,
         8: write_v8,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "fc040884e791f5f5"
+KEY = "2c177bf00f77196c"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -59,8 +76,6 @@ cdef object _py__READERS
 cdef object _py__read_UpdateRaftVoterRequest_v0
 cdef object _py__write_UpdateRaftVoterRequest_v0
 cdef object _py_decode_message
-cdef object _py_r_uuid
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_KRaftVersionFeature_min_supported_version
 cdef Py_ssize_t _OFF_KRaftVersionFeature_max_supported_version
 cdef Py_ssize_t _OFF_KRaftVersionFeature_unknown_tags
@@ -86,6 +101,8 @@ cdef object _native_Listener_v0(bytes data, const unsigned char* d, Py_ssize_t n
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(Listener)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -93,6 +110,8 @@ cdef object _native_Listener_v0(bytes data, const unsigned char* d, Py_ssize_t n
         _put(o, _OFF_Listener_name, _utf8(d + pos, ln))
         pos += ln
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -137,6 +156,8 @@ cdef object _native_UpdateRaftVoterRequest_v0(bytes data, const unsigned char* d
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(UpdateRaftVoterRequest)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_UpdateRaftVoterRequest_cluster_id, None)
     elif ln < 0:
@@ -149,9 +170,7 @@ cdef object _native_UpdateRaftVoterRequest_v0(bytes data, const unsigned char* d
     _put(o, _OFF_UpdateRaftVoterRequest_current_leader_epoch, _i32(d + pos + 0))
     _put(o, _OFF_UpdateRaftVoterRequest_voter_id, _i32(d + pos + 4))
     pos += 8
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_UpdateRaftVoterRequest_voter_directory_id, v)
+    _put(o, _OFF_UpdateRaftVoterRequest_voter_directory_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -246,9 +265,7 @@ cdef int _wnative_UpdateRaftVoterRequest_v0(_Buf* b, object o) except -1:
     v = _get(o, _OFF_UpdateRaftVoterRequest_voter_id)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_UpdateRaftVoterRequest_voter_directory_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_UpdateRaftVoterRequest_listeners)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -289,6 +306,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -377,7 +399,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, KRaftVersionFeature, Listener, UpdateRaftVoterRequest, _py__DECODERS, _py__READERS, _py__read_UpdateRaftVoterRequest_v0, _py__write_UpdateRaftVoterRequest_v0, _py_decode_message, _py_r_uuid, _py_w_uuid, _OFF_KRaftVersionFeature_min_supported_version, _OFF_KRaftVersionFeature_max_supported_version, _OFF_KRaftVersionFeature_unknown_tags, _OFF_KRaftVersionFeature_wire_tags, _OFF_Listener_name, _OFF_Listener_host, _OFF_Listener_port, _OFF_Listener_unknown_tags, _OFF_Listener_wire_tags, _OFF_UpdateRaftVoterRequest_cluster_id, _OFF_UpdateRaftVoterRequest_current_leader_epoch, _OFF_UpdateRaftVoterRequest_voter_id, _OFF_UpdateRaftVoterRequest_voter_directory_id, _OFF_UpdateRaftVoterRequest_listeners, _OFF_UpdateRaftVoterRequest_k_raft_version_feature, _OFF_UpdateRaftVoterRequest_unknown_tags, _OFF_UpdateRaftVoterRequest_wire_tags
+    global _BOUND, _py_encode, KRaftVersionFeature, Listener, UpdateRaftVoterRequest, _py__DECODERS, _py__READERS, _py__read_UpdateRaftVoterRequest_v0, _py__write_UpdateRaftVoterRequest_v0, _py_decode_message, _OFF_KRaftVersionFeature_min_supported_version, _OFF_KRaftVersionFeature_max_supported_version, _OFF_KRaftVersionFeature_unknown_tags, _OFF_KRaftVersionFeature_wire_tags, _OFF_Listener_name, _OFF_Listener_host, _OFF_Listener_port, _OFF_Listener_unknown_tags, _OFF_Listener_wire_tags, _OFF_UpdateRaftVoterRequest_cluster_id, _OFF_UpdateRaftVoterRequest_current_leader_epoch, _OFF_UpdateRaftVoterRequest_voter_id, _OFF_UpdateRaftVoterRequest_voter_directory_id, _OFF_UpdateRaftVoterRequest_listeners, _OFF_UpdateRaftVoterRequest_k_raft_version_feature, _OFF_UpdateRaftVoterRequest_unknown_tags, _OFF_UpdateRaftVoterRequest_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -389,8 +411,6 @@ def install(ns):
     _py__read_UpdateRaftVoterRequest_v0 = ns["_read_UpdateRaftVoterRequest_v0"]
     _py__write_UpdateRaftVoterRequest_v0 = ns["_write_UpdateRaftVoterRequest_v0"]
     _py_decode_message = ns["decode_message"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_KRaftVersionFeature_min_supported_version = _offset(KRaftVersionFeature, "min_supported_version")
     _OFF_KRaftVersionFeature_max_supported_version = _offset(KRaftVersionFeature, "max_supported_version")
     _OFF_KRaftVersionFeature_unknown_tags = _offset(KRaftVersionFeature, "unknown_tags")
@@ -415,4 +435,10 @@ def install(ns):
     writers = {
         0: write_v0,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "8e262c1171483ca8"
+KEY = "2ffc612db3b853f4"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -64,8 +81,6 @@ cdef object _py__write_VoteRequest_v0
 cdef object _py__write_VoteRequest_v1
 cdef object _py__write_VoteRequest_v2
 cdef object _py_decode_message
-cdef object _py_r_uuid
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_PartitionData_partition_index
 cdef Py_ssize_t _OFF_PartitionData_replica_epoch
 cdef Py_ssize_t _OFF_PartitionData_replica_id
@@ -124,12 +139,8 @@ cdef object _native_PartitionData_v1(bytes data, const unsigned char* d, Py_ssiz
     _put(o, _OFF_PartitionData_replica_epoch, _i32(d + pos + 4))
     _put(o, _OFF_PartitionData_replica_id, _i32(d + pos + 8))
     pos += 12
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_PartitionData_replica_directory_id, v)
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_PartitionData_voter_directory_id, v)
+    _put(o, _OFF_PartitionData_replica_directory_id, _n_uuid(d, n, &pos))
+    _put(o, _OFF_PartitionData_voter_directory_id, _n_uuid(d, n, &pos))
     _need(pos, 12, n)
     _put(o, _OFF_PartitionData_last_offset_epoch, _i32(d + pos + 0))
     _put(o, _OFF_PartitionData_last_offset, _i64(d + pos + 4))
@@ -155,12 +166,8 @@ cdef object _native_PartitionData_v2(bytes data, const unsigned char* d, Py_ssiz
     _put(o, _OFF_PartitionData_replica_epoch, _i32(d + pos + 4))
     _put(o, _OFF_PartitionData_replica_id, _i32(d + pos + 8))
     pos += 12
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_PartitionData_replica_directory_id, v)
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_PartitionData_voter_directory_id, v)
+    _put(o, _OFF_PartitionData_replica_directory_id, _n_uuid(d, n, &pos))
+    _put(o, _OFF_PartitionData_voter_directory_id, _n_uuid(d, n, &pos))
     _need(pos, 13, n)
     _put(o, _OFF_PartitionData_last_offset_epoch, _i32(d + pos + 0))
     _put(o, _OFF_PartitionData_last_offset, _i64(d + pos + 4))
@@ -182,6 +189,8 @@ cdef object _native_TopicData_v0(bytes data, const unsigned char* d, Py_ssize_t 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicData)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -213,6 +222,8 @@ cdef object _native_TopicData_v1(bytes data, const unsigned char* d, Py_ssize_t 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicData)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -244,6 +255,8 @@ cdef object _native_TopicData_v2(bytes data, const unsigned char* d, Py_ssize_t 
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicData)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -275,6 +288,8 @@ cdef object _native_VoteRequest_v0(bytes data, const unsigned char* d, Py_ssize_
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(VoteRequest)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_VoteRequest_cluster_id, None)
     elif ln < 0:
@@ -309,6 +324,8 @@ cdef object _native_VoteRequest_v1(bytes data, const unsigned char* d, Py_ssize_
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(VoteRequest)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_VoteRequest_cluster_id, None)
     elif ln < 0:
@@ -345,6 +362,8 @@ cdef object _native_VoteRequest_v2(bytes data, const unsigned char* d, Py_ssize_
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(VoteRequest)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln == -1:
         _put(o, _OFF_VoteRequest_cluster_id, None)
     elif ln < 0:
@@ -412,13 +431,9 @@ cdef int _wnative_PartitionData_v1(_Buf* b, object o) except -1:
     v = _get(o, _OFF_PartitionData_replica_id)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_PartitionData_replica_directory_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_PartitionData_voter_directory_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_PartitionData_last_offset_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_PartitionData_last_offset)
@@ -444,13 +459,9 @@ cdef int _wnative_PartitionData_v2(_Buf* b, object o) except -1:
     v = _get(o, _OFF_PartitionData_replica_id)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_PartitionData_replica_directory_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_PartitionData_voter_directory_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_PartitionData_last_offset_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_PartitionData_last_offset)
@@ -704,6 +715,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
     raise KeyError(version)
 
 
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
+
+
 def direct(bytes data, Py_ssize_t pos, int version):
     """The compiled reader alone (no Python fallback): (value, end), or the exception that
     would send the read to Python. For the tests that hold the two builds to each other."""
@@ -838,7 +854,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, PartitionData, TopicData, VoteRequest, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_VoteRequest_v0, _py__read_VoteRequest_v1, _py__read_VoteRequest_v2, _py__write_VoteRequest_v0, _py__write_VoteRequest_v1, _py__write_VoteRequest_v2, _py_decode_message, _py_r_uuid, _py_w_uuid, _OFF_PartitionData_partition_index, _OFF_PartitionData_replica_epoch, _OFF_PartitionData_replica_id, _OFF_PartitionData_replica_directory_id, _OFF_PartitionData_voter_directory_id, _OFF_PartitionData_last_offset_epoch, _OFF_PartitionData_last_offset, _OFF_PartitionData_pre_vote, _OFF_PartitionData_unknown_tags, _OFF_PartitionData_wire_tags, _OFF_TopicData_topic_name, _OFF_TopicData_partitions, _OFF_TopicData_unknown_tags, _OFF_TopicData_wire_tags, _OFF_VoteRequest_cluster_id, _OFF_VoteRequest_voter_id, _OFF_VoteRequest_topics, _OFF_VoteRequest_unknown_tags, _OFF_VoteRequest_wire_tags
+    global _BOUND, _py_encode, PartitionData, TopicData, VoteRequest, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_VoteRequest_v0, _py__read_VoteRequest_v1, _py__read_VoteRequest_v2, _py__write_VoteRequest_v0, _py__write_VoteRequest_v1, _py__write_VoteRequest_v2, _py_decode_message, _OFF_PartitionData_partition_index, _OFF_PartitionData_replica_epoch, _OFF_PartitionData_replica_id, _OFF_PartitionData_replica_directory_id, _OFF_PartitionData_voter_directory_id, _OFF_PartitionData_last_offset_epoch, _OFF_PartitionData_last_offset, _OFF_PartitionData_pre_vote, _OFF_PartitionData_unknown_tags, _OFF_PartitionData_wire_tags, _OFF_TopicData_topic_name, _OFF_TopicData_partitions, _OFF_TopicData_unknown_tags, _OFF_TopicData_wire_tags, _OFF_VoteRequest_cluster_id, _OFF_VoteRequest_voter_id, _OFF_VoteRequest_topics, _OFF_VoteRequest_unknown_tags, _OFF_VoteRequest_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -855,8 +871,6 @@ def install(ns):
     _py__write_VoteRequest_v1 = ns["_write_VoteRequest_v1"]
     _py__write_VoteRequest_v2 = ns["_write_VoteRequest_v2"]
     _py_decode_message = ns["decode_message"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_PartitionData_partition_index = _offset(PartitionData, "partition_index")
     _OFF_PartitionData_replica_epoch = _offset(PartitionData, "replica_epoch")
     _OFF_PartitionData_replica_id = _offset(PartitionData, "replica_id")
@@ -887,4 +901,10 @@ def install(ns):
         1: write_v1,
         2: write_v2,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

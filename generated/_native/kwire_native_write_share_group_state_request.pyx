@@ -10,6 +10,7 @@ names the field and byte offset: errors are the pure-Python module's, byte for b
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport INT64_MIN, uint64_t
 from libc.string cimport memcpy
@@ -26,7 +27,23 @@ from kwire_native_common cimport (
     PyUnicode_AsUTF8AndSize,
     PyUnicode_CheckExact,
     _Buf,
+    _E_COMPACT_STRING,
+    _E_INT16,
+    _E_INT32,
+    _E_INT64,
+    _E_INT8,
+    _E_STRING,
+    _E_UUID,
+    _MAX_STRING_BYTES,
+    _fresh,
     _get,
+    _is_default,
+    _nw_array,
+    _nw_bytes,
+    _nw_uuid,
+    _n_array,
+    _n_bytes,
+    _n_uuid,
     _int_in,
     _w_be,
     _w_raw,
@@ -47,7 +64,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "605e847f23f1b0a3"
+KEY = "177fc7e837b4393c"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -62,8 +79,6 @@ cdef object _py__read_WriteShareGroupStateRequest_v1
 cdef object _py__write_WriteShareGroupStateRequest_v0
 cdef object _py__write_WriteShareGroupStateRequest_v1
 cdef object _py_decode_message
-cdef object _py_r_uuid
-cdef object _py_w_uuid
 cdef Py_ssize_t _OFF_PartitionData_partition
 cdef Py_ssize_t _OFF_PartitionData_state_epoch
 cdef Py_ssize_t _OFF_PartitionData_leader_epoch
@@ -176,9 +191,7 @@ cdef object _native_WriteStateData_v0(bytes data, const unsigned char* d, Py_ssi
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(WriteStateData)
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_WriteStateData_topic_id, v)
+    _put(o, _OFF_WriteStateData_topic_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -203,9 +216,7 @@ cdef object _native_WriteStateData_v1(bytes data, const unsigned char* d, Py_ssi
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(WriteStateData)
-    v, pos_obj = _py_r_uuid(data, pos)
-    pos = pos_obj
-    _put(o, _OFF_WriteStateData_topic_id, v)
+    _put(o, _OFF_WriteStateData_topic_id, _n_uuid(d, n, &pos))
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -231,6 +242,8 @@ cdef object _native_WriteShareGroupStateRequest_v0(bytes data, const unsigned ch
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(WriteShareGroupStateRequest)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -262,6 +275,8 @@ cdef object _native_WriteShareGroupStateRequest_v1(bytes data, const unsigned ch
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(WriteShareGroupStateRequest)
     ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
     if ln < 0:
         raise _Recheck()
     else:
@@ -374,9 +389,7 @@ cdef int _wnative_WriteStateData_v0(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_WriteStateData_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_WriteStateData_partitions)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -398,9 +411,7 @@ cdef int _wnative_WriteStateData_v1(_Buf* b, object o) except -1:
     cdef double x
     cdef uint64_t u
     v = _get(o, _OFF_WriteStateData_topic_id)
-    tmp = bytearray()
-    _py_w_uuid(tmp, v)
-    _w_raw(b, tmp, len(tmp))
+    _nw_uuid(b, v)
     v = _get(o, _OFF_WriteStateData_partitions)
     if not PyList_CheckExact(v):
         raise _Fallback()
@@ -510,6 +521,11 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         pos[0] = pos_obj
         return o
     raise KeyError(version)
+
+
+# _read for the compiled frame decoders (kwire_native_common.FrameRoutes): no Python call between
+# a frame's header and its body.
+READ = PyCapsule_New(<void*>_read, "kwire_native.read", NULL)
 
 
 def direct(bytes data, Py_ssize_t pos, int version):
@@ -622,7 +638,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, PartitionData, StateBatch, WriteShareGroupStateRequest, WriteStateData, _py__DECODERS, _py__READERS, _py__read_WriteShareGroupStateRequest_v0, _py__read_WriteShareGroupStateRequest_v1, _py__write_WriteShareGroupStateRequest_v0, _py__write_WriteShareGroupStateRequest_v1, _py_decode_message, _py_r_uuid, _py_w_uuid, _OFF_PartitionData_partition, _OFF_PartitionData_state_epoch, _OFF_PartitionData_leader_epoch, _OFF_PartitionData_start_offset, _OFF_PartitionData_delivery_complete_count, _OFF_PartitionData_state_batches, _OFF_PartitionData_unknown_tags, _OFF_PartitionData_wire_tags, _OFF_StateBatch_first_offset, _OFF_StateBatch_last_offset, _OFF_StateBatch_delivery_state, _OFF_StateBatch_delivery_count, _OFF_StateBatch_unknown_tags, _OFF_StateBatch_wire_tags, _OFF_WriteShareGroupStateRequest_group_id, _OFF_WriteShareGroupStateRequest_topics, _OFF_WriteShareGroupStateRequest_unknown_tags, _OFF_WriteShareGroupStateRequest_wire_tags, _OFF_WriteStateData_topic_id, _OFF_WriteStateData_partitions, _OFF_WriteStateData_unknown_tags, _OFF_WriteStateData_wire_tags
+    global _BOUND, _py_encode, PartitionData, StateBatch, WriteShareGroupStateRequest, WriteStateData, _py__DECODERS, _py__READERS, _py__read_WriteShareGroupStateRequest_v0, _py__read_WriteShareGroupStateRequest_v1, _py__write_WriteShareGroupStateRequest_v0, _py__write_WriteShareGroupStateRequest_v1, _py_decode_message, _OFF_PartitionData_partition, _OFF_PartitionData_state_epoch, _OFF_PartitionData_leader_epoch, _OFF_PartitionData_start_offset, _OFF_PartitionData_delivery_complete_count, _OFF_PartitionData_state_batches, _OFF_PartitionData_unknown_tags, _OFF_PartitionData_wire_tags, _OFF_StateBatch_first_offset, _OFF_StateBatch_last_offset, _OFF_StateBatch_delivery_state, _OFF_StateBatch_delivery_count, _OFF_StateBatch_unknown_tags, _OFF_StateBatch_wire_tags, _OFF_WriteShareGroupStateRequest_group_id, _OFF_WriteShareGroupStateRequest_topics, _OFF_WriteShareGroupStateRequest_unknown_tags, _OFF_WriteShareGroupStateRequest_wire_tags, _OFF_WriteStateData_topic_id, _OFF_WriteStateData_partitions, _OFF_WriteStateData_unknown_tags, _OFF_WriteStateData_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -637,8 +653,6 @@ def install(ns):
     _py__write_WriteShareGroupStateRequest_v0 = ns["_write_WriteShareGroupStateRequest_v0"]
     _py__write_WriteShareGroupStateRequest_v1 = ns["_write_WriteShareGroupStateRequest_v1"]
     _py_decode_message = ns["decode_message"]
-    _py_r_uuid = ns["r_uuid"]
-    _py_w_uuid = ns["w_uuid"]
     _OFF_PartitionData_partition = _offset(PartitionData, "partition")
     _OFF_PartitionData_state_epoch = _offset(PartitionData, "state_epoch")
     _OFF_PartitionData_leader_epoch = _offset(PartitionData, "leader_epoch")
@@ -670,4 +684,10 @@ def install(ns):
         0: write_v0,
         1: write_v1,
     }
-    return {"readers": readers, "decode": decode, "writers": writers, "encode": encode}
+    return {
+        "readers": readers,
+        "decode": decode,
+        "writers": writers,
+        "encode": encode,
+        "read": READ,
+    }

@@ -15,6 +15,33 @@ cdef extern from "Python.h":
 cdef Py_ssize_t _offset(object cls, str attr) except -1
 
 
+# Kafka's limit on a string's UTF-8 length (the Python runtime's MAX_STRING_BYTES): a longer
+# compact string is the checked decoder's to refuse.
+cdef enum:
+    _MAX_STRING_BYTES = 32767
+
+# Element kinds of the arrays _n_array reads (the runtime helpers' element readers).
+cdef enum:
+    _E_INT8 = 1
+    _E_INT16 = 2
+    _E_INT32 = 3
+    _E_INT64 = 4
+    _E_STRING = 5
+    _E_COMPACT_STRING = 6
+    _E_UUID = 7
+
+# The runtime helpers a value's read would otherwise call in Python (r_uuid, r_*bytes,
+# r_*array of integers, strings and uuids), in C; the same values, or an exception that sends
+# the body to the checked decoder.
+cdef object _fresh(object cls)
+cdef bint _is_default(object v, object cls) except -1
+cdef object _n_uuid(const unsigned char* d, Py_ssize_t n, Py_ssize_t* pos)
+cdef object _n_bytes(const unsigned char* d, Py_ssize_t n, Py_ssize_t* pos, bint compact,
+                     bint nullable)
+cdef object _n_array(const unsigned char* d, Py_ssize_t n, Py_ssize_t* pos, bint compact,
+                     bint nullable, int elem)
+
+
 cdef inline object _alloc(object cls):
     """A new instance without __init__ (as object.__new__), every slot empty."""
     return PyType_GenericAlloc(<PyTypeObject*>cls, 0)
@@ -171,3 +198,10 @@ cdef inline int64_t _int_in(object v, int64_t low, int64_t high) except? -1:
     if x < low or x > high:
         raise OverflowError("out of range")
     return x
+
+
+# The runtime writers a value's write would otherwise call in Python, in C: exact types only
+# (anything else raises, and the Python encoder writes the body and raises its errors).
+cdef int _nw_uuid(_Buf* b, object v) except -1
+cdef int _nw_bytes(_Buf* b, object v, bint compact, bint nullable) except -1
+cdef int _nw_array(_Buf* b, object v, bint compact, bint nullable, int elem) except -1

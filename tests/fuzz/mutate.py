@@ -74,6 +74,9 @@ def checked_decoders_only() -> Iterator[None]:
             for table in ("_REQUEST_READERS", "_RESPONSE_READERS"):
                 saved.append((module, table, getattr(module, table)))
                 setattr(module, table, {})
+            if hasattr(module, "_ROUTES"):  # nor the compiled frame decoders
+                saved.append((module, "_ROUTES", module._ROUTES))
+                module._ROUTES = [None, None]
     try:
         yield
     finally:

@@ -159,3 +159,85 @@ def test_compiled_reader_equals_python(
         assert py == compiled, (cut, py, compiled)
     py, compiled = python_then_compiled(cls.decode, body + b"\x00", version)
     assert py == compiled
+
+
+@needs_build
+@pytest.mark.parametrize("length", [32767, 32768, 40000])
+def test_compact_strings_past_kafkas_limit_fail_alike(
+    length: int, python_then_compiled: Any
+) -> None:
+    """Kafka caps a string at 32767 UTF-8 bytes; a compact length can say more. The compiled
+    reader once took such a string whole where the Python one refused it."""
+    cls = generated.ConsumerGroupHeartbeatRequest
+    tail = cls(group_id="g", member_id="m", member_epoch=0).encode(0)[2:]  # after group_id
+    n, head = length + 1, bytearray()
+    while n >= 0x80:
+        head.append((n & 0x7F) | 0x80)
+        n >>= 7
+    head.append(n)
+    body = bytes(head) + b"a" * length + tail
+    py, compiled = python_then_compiled(cls.decode, body, 0)
+    assert py == compiled
+    if length <= 32767:
+        assert py[0] == "value" and len(py[1].group_id) == length
+    else:
+        assert py[0] == "error" and "exceeds Kafka's limit of 32767 bytes" in py[1][1], py
+
+
+@needs_build
+def test_frames_are_read_in_one_compiled_call_and_anything_else_by_python() -> None:
+    """decode_request/decode_response go through the compiled frame decoder (header and body
+    in one C call); whatever it cannot read (a cut, an unknown key, a tagged header) it leaves
+    to the Python frame decoder, which gives the reference's value or error."""
+    requests, responses = generated._ROUTES
+    header = generated.RequestHeader(12, 4, 7, "client")
+    frame = generated.encode_request(header, generated.HeartbeatRequest("g", 3, "m"))[4:]
+    assert requests.request(frame) == (header, generated.HeartbeatRequest("g", 3, "m"))
+    assert requests.request(bytearray(frame)) == requests.request(frame)
+    assert requests.request(frame[:-1]) is None and requests.request(frame + b"\x00") is None
+    assert requests.request(b"\x7f\x00\x00\x04" + frame[4:]) is None  # no such api key
+    tagged = generated.RequestHeader(12, 4, 7, "client", unknown_tags={9: b"x"})
+    tagged_frame = generated.encode_request(tagged, generated.HeartbeatRequest("g", 3, "m"))[4:]
+    # A tagged header: its module hands the read to its Python fast reader, inside the call.
+    assert requests.request(tagged_frame)[0] == tagged == generated.decode_request(tagged_frame)[0]
+    assert requests.request(frame[:3]) is None
+    resp = generated.ResponseHeader(7)
+    body = generated.HeartbeatResponse(error_code=27)
+    rframe = generated.encode_response(resp, body, 4)[4:]
+    assert responses.response(rframe, 12, 4) == (resp, body)
+    assert responses.response(rframe, 12, 99) is None
+    assert responses.response(rframe, 70000, 4) is None
+    generated.set_backend("python")
+    try:
+        assert generated._ROUTES == [None, None]
+    finally:
+        generated.set_backend("compiled")
+    assert len(generated._ROUTES[0]) > 300
+
+
+@needs_build
+def test_tagged_struct_defaults_and_writes_match_python(python_then_compiled: Any) -> None:
+    """Tagged structs at their defaults are made and tested in C; one off its default, a kept
+    tag order or a value of another type sends the write to the Python writer: same bytes."""
+    from generated import fetch_response as fr
+
+    part = fr.PartitionData(partition_index=1, records=b"r")
+    moved = fr.PartitionData(
+        partition_index=2, current_leader=fr.LeaderIdAndEpoch(leader_id=3, leader_epoch=4)
+    )
+    msg = fr.FetchResponse(
+        responses=[fr.FetchableTopicResponse(topic="t", partitions=[part, moved])]
+    )
+    py_encode = next(e.python["encode"] for e in _runtime._INSTALLED if e.cls is fr.FetchResponse)
+    for v in (12, 16):
+        body = msg.encode(v)
+        assert body == py_encode(msg, v)
+        py, compiled = python_then_compiled(fr.FetchResponse.decode, body, v)
+        assert py == compiled and py[0] == "value"
+        assert compiled[1].responses[0].partitions == msg.responses[0].partitions
+        assert compiled[1].responses[0].partitions[0].diverging_epoch == fr.EpochEndOffset()
+    plain = fr.FetchResponse(responses=[fr.FetchableTopicResponse(topic="t", partitions=[part])])
+    assert _native("FetchResponse").encode_direct(plain, 12) == py_encode(plain, 12)
+    with pytest.raises(Exception) as raised:
+        _native("FetchResponse").encode_direct(msg, 12)  # a tagged field to write: Python's
+    assert type(raised.value).__name__ == "_Fallback"
