@@ -10,7 +10,9 @@ Run from the repository root::
 What it does, in order:
 
 1. Builds the corpus from seeded values (``--seed``): consumer-group requests and responses of
-   realistic shape (``build_corpus``), each also as a full frame (header + body).
+   realistic shape, and the data path and cluster map (ProduceRequest v9, FetchRequest and
+   FetchResponse v12 with real record batches, MetadataResponse v12 of 20 topics)
+   (``build_corpus``), each also as a full frame (header + body).
 2. Checks that kwire, kio and kafka-python agree byte for byte on every entry: all three encode
    the same value to the same bytes (body and frame), and each decodes every encoder's bytes to
    the same value.  Any disagreement is printed and the run exits 1 before timing anything.
@@ -179,6 +181,25 @@ class _Values:
         owned = [tp(topic=topics[0], partitions=sorted(self.rng.sample(range(12), 3)))]
         sub = _make(cls, 1, topics=topics, user_data=None, owned_partitions=owned)
         return encode_version_prefixed(sub, 1)
+
+    def batch(self, base_offset: int) -> bytes:
+        """A v2 record batch of 10 uncompressed records: a short key, a ~100-byte value."""
+        from records import Batch, Record, encode_batch
+
+        now = 1_732_000_000_000
+        recs = [
+            Record(
+                offset=base_offset + i,
+                timestamp=now + i,
+                key=f"key-{self.rng.randint(0, 999)}".encode(),
+                value=self.rng.randbytes(100),
+            )
+            for i in range(10)
+        ]
+        return encode_batch(
+            Batch(base_offset=base_offset, magic=2, base_timestamp=now, max_timestamp=now + 9,
+                  last_offset_delta=9, records=recs)
+        )  # fmt: skip
 
     def assignment(self, topics: list[str]) -> bytes:
         cls = generated.ConsumerProtocolAssignment
@@ -365,6 +386,113 @@ def build_corpus(seed: int = DEFAULT_SEED) -> list[Case]:
             )
         )  # fmt: skip
     add("DescribeGroupsResponse v5", _make(cls, 5, throttle_time_ms=0, groups=groups), 5)
+
+    # Beyond the group family (issue 14): the data path and the cluster map, whose records
+    # fields are opaque bytes to the codec (real v2 batches of 10 records of ~100-byte values).
+    # ProduceRequest v9 and FetchResponse v12: 3 topics x 4 partitions, one batch each.
+    data_topics = [val.topic() for _ in range(3)]
+    cls = g.ProduceRequest
+    ptopic = _struct_of(cls, "topic_data")
+    ppart = _struct_of(ptopic, "partition_data")
+    add(
+        "ProduceRequest v9",
+        _make(
+            cls, 9, transactional_id=None, acks=-1, timeout_ms=30000,
+            topic_data=[
+                ptopic(name=t, partition_data=[ppart(index=p, records=val.batch(0)) for p in range(4)])
+                for t in data_topics
+            ],
+        ),
+        9,
+    )  # fmt: skip
+
+    # FetchRequest v12: a consumer's incremental fetch of the same 12 partitions
+    cls = g.FetchRequest
+    ftopic = _struct_of(cls, "topics")
+    fpart = _struct_of(ftopic, "partitions")
+    add(
+        "FetchRequest v12",
+        _make(
+            cls, 12, replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=52428800,
+            isolation_level=1, session_id=val.rng.randint(1, 2**31 - 1), session_epoch=7,
+            topics=[
+                ftopic(
+                    topic=t,
+                    partitions=[
+                        _make(
+                            fpart, 12, partition=p, current_leader_epoch=3,
+                            fetch_offset=val.rng.randint(0, 2**32), last_fetched_epoch=3,
+                            log_start_offset=-1, partition_max_bytes=1048576,
+                        )
+                        for p in range(4)
+                    ],
+                )
+                for t in data_topics
+            ],
+            forgotten_topics_data=[], rack_id="",
+        ),
+        12,
+    )  # fmt: skip
+
+    cls = g.FetchResponse
+    rtopic = _struct_of(cls, "responses")
+    rpart = _struct_of(rtopic, "partitions")
+    fetch_parts = []
+    for t in data_topics:
+        parts = []
+        for p in range(4):
+            base = val.rng.randint(0, 2**32)
+            parts.append(
+                _make(
+                    rpart, 12, partition_index=p, error_code=0, high_watermark=base + 10,
+                    last_stable_offset=base + 10, log_start_offset=0, aborted_transactions=[],
+                    preferred_read_replica=-1, records=val.batch(base),
+                )
+            )  # fmt: skip
+        fetch_parts.append(rtopic(topic=t, partitions=parts))
+    add(
+        "FetchResponse v12",
+        _make(
+            cls, 12, throttle_time_ms=0, error_code=0, session_id=val.rng.randint(1, 2**31 - 1),
+            responses=fetch_parts,
+        ),
+        12,
+    )  # fmt: skip
+
+    # MetadataResponse v12: 3 brokers, 20 topics x 6 partitions, replication factor 3
+    cls = g.MetadataResponse
+    mbroker = _struct_of(cls, "brokers")
+    mtopic = _struct_of(cls, "topics")
+    mpart = _struct_of(mtopic, "partitions")
+    mtopics = []
+    for i in range(20):
+        mparts = []
+        for p in range(6):
+            replicas = [(p + k) % 3 for k in range(3)]
+            mparts.append(
+                mpart(
+                    error_code=0, partition_index=p, leader_id=replicas[0], leader_epoch=5,
+                    replica_nodes=replicas, isr_nodes=replicas, offline_replicas=[],
+                )
+            )  # fmt: skip
+        mtopics.append(
+            _make(
+                mtopic, 12, error_code=0, name=f"{val.topic()}.{i}", topic_id=val.uuid(),
+                is_internal=False, partitions=mparts, topic_authorized_operations=-2147483648,
+            )
+        )  # fmt: skip
+    add(
+        "MetadataResponse v12",
+        _make(
+            cls, 12, throttle_time_ms=0,
+            brokers=[
+                mbroker(node_id=b, host=f"broker-{b}.kafka.internal", port=9092, rack=f"az{b}")
+                for b in range(3)
+            ],
+            cluster_id="Yq1oNmXeQ2ypbZxu4c3Ytw", controller_id=1, topics=mtopics,
+        ),
+        12,
+    )  # fmt: skip
 
     for case in cases:
         case.body = case.obj.encode(case.version)
