@@ -16,7 +16,8 @@ $(STAMP): pyproject.toml
 # minutes on 2 cores the first time, only changed modules afterwards). KWIRE_PURE_PYTHON=1 skips
 # the build, and the tests then check the Python build alone.
 NATIVE_STAMP := generated/_native/.built
-NATIVE_SOURCES := $(wildcard generated/_native/*.pyx generated/_native/*.pxd) records/_compiled.pyx
+NATIVE_SOURCES := $(wildcard generated/_native/*.pyx generated/_native/*.pxd) records/_compiled.pyx \
+	udfs/_columns.pyx
 
 $(NATIVE_STAMP): $(STAMP) $(NATIVE_SOURCES)
 	@if [ -n "$$KWIRE_PURE_PYTHON" ]; then \

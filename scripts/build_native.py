@@ -40,12 +40,14 @@ def main(argv: list[str] | None = None) -> int:
         print("build_native: no sources in generated/_native (run make generate)", file=sys.stderr)
         return 1
     started = time.monotonic()
-    print(f"build_native: {len(sources) + 1} modules, {args.jobs} compile job(s)", flush=True)
     # Every module is top level (kwire_native_*), loaded from generated/_native by name; the
     # records loop (records/_compiled.pyx, hand-written: the record format is not a schema) is
     # built beside them so Spark's executors get it the same way.
     modules = [Extension(Path(s).stem, [s]) for s in sources]
     modules.append(Extension("kwire_native_records", ["records/_compiled.pyx"]))
+    # The UDF pack's scalar columns straight from the decoded objects' slots (udfs/_columns.pyx).
+    modules.append(Extension("kwire_native_columns", ["udfs/_columns.pyx"]))
+    print(f"build_native: {len(modules)} modules, {args.jobs} compile job(s)", flush=True)
     extensions = cythonize(
         modules,
         nthreads=args.jobs,

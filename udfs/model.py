@@ -8,6 +8,7 @@ columns through the `extras_of` hook, and `families.py` puts the two together.
 
 from __future__ import annotations
 
+import os
 import re
 from itertools import accumulate, chain, repeat
 from operator import attrgetter, is_
@@ -154,6 +155,25 @@ class _FieldColumn(Column):
         return [None if o is None or v not in rng else get(o) for o, v in zip(objs, versions)]
 
 
+def _load_columns() -> Any:
+    """The compiled column builder (udfs/_columns.pyx, built by `make setup` as
+    kwire_native_columns beside the compiled codecs), or None: not built, built for another
+    interface, or KWIRE_PURE_PYTHON set. Either way the columns are the same arrays."""
+    if os.environ.get("KWIRE_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    from generated._runtime import _load_native
+
+    try:
+        module = _load_native("columns")
+    except ImportError:
+        return None
+    return module if module is not None and getattr(module, "API", None) == 1 else None
+
+
+# In a box so tests can set it to None (the Python way) and back.
+COMPILED: list[Any] = [_load_columns()]
+
+
 class ScalarColumn(_FieldColumn):
     def __init__(self, info: Any, valid: range, element: str | None = None):
         super().__init__(info, valid)
@@ -163,8 +183,20 @@ class ScalarColumn(_FieldColumn):
         self.arrow_type = to_arrow_type(self.spark_type)
         self.convert = kafka_uuid if kind == "uuid" else None
         self.is_list = element is not None
+        self.kind = kind
 
     def build(self, objs: list[Any], versions: Any, ctx: Any) -> pa.Array:
+        compiled = COMPILED[0]
+        if (
+            compiled is not None
+            and not self.is_list
+            and (self.always or (isinstance(versions, int) and versions in self.versions))
+        ):
+            kind = compiled.kind_of(self.kind)
+            if kind is not None:
+                built = compiled.scalar(objs, self.name, kind, self.arrow_type)
+                if built is not None:
+                    return built
         vals = self.values(objs, versions)
         if vals is None:
             return pa.nulls(len(objs), self.arrow_type)
@@ -259,6 +291,9 @@ class UnknownTagsColumn(Column):
         self.arrow_type = to_arrow_type(self.spark_type)
 
     def build(self, objs: list[Any], versions: Any, ctx: Any) -> pa.Array:
+        compiled = COMPILED[0]
+        if compiled is not None and not compiled.any_tags(objs):
+            return pa.nulls(len(objs), self.arrow_type)
         vals = [
             None if o is None or not o.unknown_tags else list(o.unknown_tags.items()) for o in objs
         ]
