@@ -112,13 +112,20 @@ def ship_native(spark: SparkSession, master: str, how: str | None = None) -> str
 def _backend_here(_: object) -> str:
     import generated
     import records
+    from udfs import model
 
-    codecs, loop = generated.BACKEND, records.backend()
-    return codecs if codecs == loop else f"codecs {codecs}, records loop {loop}"
+    parts = {
+        "codecs": generated.BACKEND,
+        "records loop": records.backend(),
+        "column builder": "python" if model.COMPILED[0] is None else "compiled",
+    }
+    if len(set(parts.values())) == 1:
+        return generated.BACKEND
+    return ", ".join(f"{what} {backend}" for what, backend in parts.items())
 
 
 def executor_backend(spark: SparkSession) -> str:
-    """Which readers the executors decode with ("compiled" or "python", or each of the codecs'
-    and the records loop's where they differ): one tiny task asks."""
+    """Which readers the executors decode with ("compiled" or "python", or the codecs', the
+    records loop's and the column builder's where they differ): one tiny task asks."""
     found = spark.sparkContext.parallelize([0], 1).map(_backend_here).collect()
     return str(found[0])
