@@ -415,4 +415,4 @@ _ENCODERS = {
     3: _encode_AddOffsetsToTxnRequest_v3,
     4: _encode_AddOffsetsToTxnRequest_v3,
 }
-native_install(__name__, globals(), AddOffsetsToTxnRequest, "2e28e7fdc67a0485")
+native_install(__name__, globals(), AddOffsetsToTxnRequest, "debc25f9baef31b0")

@@ -326,4 +326,4 @@ _ENCODERS = {
     3: _encode_AddOffsetsToTxnResponse_v3,
     4: _encode_AddOffsetsToTxnResponse_v3,
 }
-native_install(__name__, globals(), AddOffsetsToTxnResponse, "2aabf1067d56a54a")
+native_install(__name__, globals(), AddOffsetsToTxnResponse, "4d2e7d4445e8000a")

@@ -1143,4 +1143,4 @@ _ENCODERS = {
     4: _encode_AddPartitionsToTxnRequest_v4,
     5: _encode_AddPartitionsToTxnRequest_v4,
 }
-native_install(__name__, globals(), AddPartitionsToTxnRequest, "30a1cdd1aa4ef786")
+native_install(__name__, globals(), AddPartitionsToTxnRequest, "3e6121e0b24c52f7")

@@ -1216,4 +1216,4 @@ _ENCODERS = {
     4: _encode_AddPartitionsToTxnResponse_v4,
     5: _encode_AddPartitionsToTxnResponse_v4,
 }
-native_install(__name__, globals(), AddPartitionsToTxnResponse, "148436187e2d623c")
+native_install(__name__, globals(), AddPartitionsToTxnResponse, "c3c439321d9760c4")

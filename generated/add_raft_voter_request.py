@@ -707,4 +707,4 @@ _ENCODERS = {
     0: _encode_AddRaftVoterRequest_v0,
     1: _encode_AddRaftVoterRequest_v1,
 }
-native_install(__name__, globals(), AddRaftVoterRequest, "05a8f53c52ea7f04")
+native_install(__name__, globals(), AddRaftVoterRequest, "d1306a17f40976c5")

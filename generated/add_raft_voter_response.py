@@ -284,4 +284,4 @@ _ENCODERS = {
     0: _encode_AddRaftVoterResponse_v0,
     1: _encode_AddRaftVoterResponse_v0,
 }
-native_install(__name__, globals(), AddRaftVoterResponse, "c12b70786eef1ff6")
+native_install(__name__, globals(), AddRaftVoterResponse, "538b562d6edc2d6b")

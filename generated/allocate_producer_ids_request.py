@@ -240,4 +240,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_AllocateProducerIdsRequest_v0,
 }
-native_install(__name__, globals(), AllocateProducerIdsRequest, "93392a1fefc642af")
+native_install(__name__, globals(), AllocateProducerIdsRequest, "7e24d32f86718989")

@@ -276,4 +276,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_AllocateProducerIdsResponse_v0,
 }
-native_install(__name__, globals(), AllocateProducerIdsResponse, "b0939b0916343578")
+native_install(__name__, globals(), AllocateProducerIdsResponse, "54f49832620ab7fd")

@@ -1129,4 +1129,4 @@ _ENCODERS = {
     0: _encode_AlterClientQuotasRequest_v0,
     1: _encode_AlterClientQuotasRequest_v1,
 }
-native_install(__name__, globals(), AlterClientQuotasRequest, "640a7155ab8c3342")
+native_install(__name__, globals(), AlterClientQuotasRequest, "aa26d8c4ea6df0e9")

@@ -929,4 +929,4 @@ _ENCODERS = {
     0: _encode_AlterClientQuotasResponse_v0,
     1: _encode_AlterClientQuotasResponse_v1,
 }
-native_install(__name__, globals(), AlterClientQuotasResponse, "3c41b4ad3abfb6f1")
+native_install(__name__, globals(), AlterClientQuotasResponse, "2eb3a4fee1cd0189")

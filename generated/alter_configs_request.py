@@ -906,4 +906,4 @@ _ENCODERS = {
     1: _encode_AlterConfigsRequest_v0,
     2: _encode_AlterConfigsRequest_v2,
 }
-native_install(__name__, globals(), AlterConfigsRequest, "0c3cec88765af936")
+native_install(__name__, globals(), AlterConfigsRequest, "9e3f33f9c3288d3f")

@@ -735,4 +735,4 @@ _ENCODERS = {
     1: _encode_AlterConfigsResponse_v0,
     2: _encode_AlterConfigsResponse_v2,
 }
-native_install(__name__, globals(), AlterConfigsResponse, "f3d201938490531e")
+native_install(__name__, globals(), AlterConfigsResponse, "91e8402bc2c72268")

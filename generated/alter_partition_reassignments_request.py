@@ -719,4 +719,4 @@ _ENCODERS = {
     0: _encode_AlterPartitionReassignmentsRequest_v0,
     1: _encode_AlterPartitionReassignmentsRequest_v1,
 }
-native_install(__name__, globals(), AlterPartitionReassignmentsRequest, "769612bab74e988a")
+native_install(__name__, globals(), AlterPartitionReassignmentsRequest, "b8e4e90ac5651527")

@@ -886,4 +886,4 @@ _ENCODERS = {
     0: _encode_AlterPartitionReassignmentsResponse_v0,
     1: _encode_AlterPartitionReassignmentsResponse_v1,
 }
-native_install(__name__, globals(), AlterPartitionReassignmentsResponse, "f9ae3c5a1f714f47")
+native_install(__name__, globals(), AlterPartitionReassignmentsResponse, "62a6c5e1b43822d4")

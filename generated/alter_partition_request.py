@@ -1639,4 +1639,4 @@ _ENCODERS = {
     2: _encode_AlterPartitionRequest_v2,
     3: _encode_AlterPartitionRequest_v3,
 }
-native_install(__name__, globals(), AlterPartitionRequest, "95c42648b24fa69d")
+native_install(__name__, globals(), AlterPartitionRequest, "44aa8d5479509a92")

@@ -1205,4 +1205,4 @@ _ENCODERS = {
     2: _encode_AlterPartitionResponse_v2,
     3: _encode_AlterPartitionResponse_v2,
 }
-native_install(__name__, globals(), AlterPartitionResponse, "5a368776125177bf")
+native_install(__name__, globals(), AlterPartitionResponse, "7f0d62e6e9247cf2")

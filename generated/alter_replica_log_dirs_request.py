@@ -819,4 +819,4 @@ _ENCODERS = {
     1: _encode_AlterReplicaLogDirsRequest_v0,
     2: _encode_AlterReplicaLogDirsRequest_v2,
 }
-native_install(__name__, globals(), AlterReplicaLogDirsRequest, "bd27dce0c5c6c379")
+native_install(__name__, globals(), AlterReplicaLogDirsRequest, "dc703928284d3a7c")

@@ -853,4 +853,4 @@ _ENCODERS = {
     1: _encode_AlterReplicaLogDirsResponse_v0,
     2: _encode_AlterReplicaLogDirsResponse_v2,
 }
-native_install(__name__, globals(), AlterReplicaLogDirsResponse, "380c2eebe576243a")
+native_install(__name__, globals(), AlterReplicaLogDirsResponse, "909a1e93dc193012")

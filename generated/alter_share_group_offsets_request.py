@@ -592,4 +592,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_AlterShareGroupOffsetsRequest_v0,
 }
-native_install(__name__, globals(), AlterShareGroupOffsetsRequest, "0b1b9aaf6cc14f55")
+native_install(__name__, globals(), AlterShareGroupOffsetsRequest, "6854c213284c89bf")

@@ -704,4 +704,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_AlterShareGroupOffsetsResponse_v0,
 }
-native_install(__name__, globals(), AlterShareGroupOffsetsResponse, "0eac887430b3d575")
+native_install(__name__, globals(), AlterShareGroupOffsetsResponse, "6702d93ac5d6022d")

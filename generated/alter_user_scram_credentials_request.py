@@ -667,4 +667,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_AlterUserScramCredentialsRequest_v0,
 }
-native_install(__name__, globals(), AlterUserScramCredentialsRequest, "cec4c63fd26a71af")
+native_install(__name__, globals(), AlterUserScramCredentialsRequest, "7b5cfbacab7736d2")

@@ -497,4 +497,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_AlterUserScramCredentialsResponse_v0,
 }
-native_install(__name__, globals(), AlterUserScramCredentialsResponse, "55156f878cd87133")
+native_install(__name__, globals(), AlterUserScramCredentialsResponse, "af1caa88caf498af")

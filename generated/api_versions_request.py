@@ -342,4 +342,4 @@ _ENCODERS = {
     3: _encode_ApiVersionsRequest_v3,
     4: _encode_ApiVersionsRequest_v3,
 }
-native_install(__name__, globals(), ApiVersionsRequest, "408e8178225d2b84")
+native_install(__name__, globals(), ApiVersionsRequest, "4faadbf5098fa98e")

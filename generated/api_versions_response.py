@@ -1134,4 +1134,4 @@ _ENCODERS = {
     3: _encode_ApiVersionsResponse_v3,
     4: _encode_ApiVersionsResponse_v3,
 }
-native_install(__name__, globals(), ApiVersionsResponse, "f879748bdd61f0d6")
+native_install(__name__, globals(), ApiVersionsResponse, "05c7e38cf417bb56")

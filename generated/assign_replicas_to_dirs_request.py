@@ -664,4 +664,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_AssignReplicasToDirsRequest_v0,
 }
-native_install(__name__, globals(), AssignReplicasToDirsRequest, "3dd545175487aaf0")
+native_install(__name__, globals(), AssignReplicasToDirsRequest, "f7d17f46f139ed50")

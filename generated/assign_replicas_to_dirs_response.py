@@ -682,4 +682,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_AssignReplicasToDirsResponse_v0,
 }
-native_install(__name__, globals(), AssignReplicasToDirsResponse, "b999321f1c52c921")
+native_install(__name__, globals(), AssignReplicasToDirsResponse, "4829cd91f5b89f15")

@@ -1128,4 +1128,4 @@ _ENCODERS = {
     0: _encode_BeginQuorumEpochRequest_v0,
     1: _encode_BeginQuorumEpochRequest_v1,
 }
-native_install(__name__, globals(), BeginQuorumEpochRequest, "362908f0b4c5bd85")
+native_install(__name__, globals(), BeginQuorumEpochRequest, "1e18082eb7c6ac75")

@@ -1008,4 +1008,4 @@ _ENCODERS = {
     0: _encode_BeginQuorumEpochResponse_v0,
     1: _encode_BeginQuorumEpochResponse_v1,
 }
-native_install(__name__, globals(), BeginQuorumEpochResponse, "263bc1d976371d6d")
+native_install(__name__, globals(), BeginQuorumEpochResponse, "20887dd5cad998a7")

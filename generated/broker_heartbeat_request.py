@@ -606,4 +606,4 @@ _ENCODERS = {
     1: _encode_BrokerHeartbeatRequest_v1,
     2: _encode_BrokerHeartbeatRequest_v2,
 }
-native_install(__name__, globals(), BrokerHeartbeatRequest, "786685b5d4ce771d")
+native_install(__name__, globals(), BrokerHeartbeatRequest, "7aee2cdbc383a888")

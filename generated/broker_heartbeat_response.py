@@ -289,4 +289,4 @@ _ENCODERS = {
     1: _encode_BrokerHeartbeatResponse_v0,
     2: _encode_BrokerHeartbeatResponse_v0,
 }
-native_install(__name__, globals(), BrokerHeartbeatResponse, "3cd03247a15080e4")
+native_install(__name__, globals(), BrokerHeartbeatResponse, "5d4d37005836e9c4")

@@ -1494,4 +1494,4 @@ _ENCODERS = {
     3: _encode_BrokerRegistrationRequest_v3,
     4: _encode_BrokerRegistrationRequest_v3,
 }
-native_install(__name__, globals(), BrokerRegistrationRequest, "51f8e8d1f0ff61a0")
+native_install(__name__, globals(), BrokerRegistrationRequest, "8730de10d798e336")

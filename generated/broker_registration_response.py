@@ -271,4 +271,4 @@ _ENCODERS = {
     3: _encode_BrokerRegistrationResponse_v0,
     4: _encode_BrokerRegistrationResponse_v0,
 }
-native_install(__name__, globals(), BrokerRegistrationResponse, "fe78dbc77e326acb")
+native_install(__name__, globals(), BrokerRegistrationResponse, "3cacc42ef1cfe23d")

@@ -281,4 +281,4 @@ _ENCODERS = {
     0: _encode_ConsumerGroupDescribeRequest_v0,
     1: _encode_ConsumerGroupDescribeRequest_v0,
 }
-native_install(__name__, globals(), ConsumerGroupDescribeRequest, "60302f8881160d39")
+native_install(__name__, globals(), ConsumerGroupDescribeRequest, "4c97756af30365c5")

@@ -1861,4 +1861,4 @@ _ENCODERS = {
     0: _encode_ConsumerGroupDescribeResponse_v0,
     1: _encode_ConsumerGroupDescribeResponse_v1,
 }
-native_install(__name__, globals(), ConsumerGroupDescribeResponse, "1dfaab40b6322ffd")
+native_install(__name__, globals(), ConsumerGroupDescribeResponse, "b7affdffda31bda9")

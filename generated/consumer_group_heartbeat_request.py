@@ -901,4 +901,4 @@ _ENCODERS = {
     0: _encode_ConsumerGroupHeartbeatRequest_v0,
     1: _encode_ConsumerGroupHeartbeatRequest_v1,
 }
-native_install(__name__, globals(), ConsumerGroupHeartbeatRequest, "8a4a0de96ca0690b")
+native_install(__name__, globals(), ConsumerGroupHeartbeatRequest, "4062758d0648f05f")

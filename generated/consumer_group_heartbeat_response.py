@@ -681,4 +681,4 @@ _ENCODERS = {
     0: _encode_ConsumerGroupHeartbeatResponse_v0,
     1: _encode_ConsumerGroupHeartbeatResponse_v0,
 }
-native_install(__name__, globals(), ConsumerGroupHeartbeatResponse, "18352b14069cee07")
+native_install(__name__, globals(), ConsumerGroupHeartbeatResponse, "7df6c4e3ef535458")

@@ -417,4 +417,4 @@ _ENCODERS = {
     2: _encode_ConsumerProtocolAssignment_v0,
     3: _encode_ConsumerProtocolAssignment_v0,
 }
-native_install(__name__, globals(), ConsumerProtocolAssignment, "1e5da0e26245fdab")
+native_install(__name__, globals(), ConsumerProtocolAssignment, "a5052ba0715249f2")

@@ -801,4 +801,4 @@ _ENCODERS = {
     2: _encode_ConsumerProtocolSubscription_v2,
     3: _encode_ConsumerProtocolSubscription_v3,
 }
-native_install(__name__, globals(), ConsumerProtocolSubscription, "d05aa04a0e9d1878")
+native_install(__name__, globals(), ConsumerProtocolSubscription, "49f819b030ddb5c6")

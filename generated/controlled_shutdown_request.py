@@ -386,4 +386,4 @@ _ENCODERS = {
     2: _encode_ControlledShutdownRequest_v2,
     3: _encode_ControlledShutdownRequest_v3,
 }
-native_install(__name__, globals(), ControlledShutdownRequest, "d292389e37e342f6")
+native_install(__name__, globals(), ControlledShutdownRequest, "8e949980c3e01e71")

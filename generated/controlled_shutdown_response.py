@@ -629,4 +629,4 @@ _ENCODERS = {
     2: _encode_ControlledShutdownResponse_v0,
     3: _encode_ControlledShutdownResponse_v3,
 }
-native_install(__name__, globals(), ControlledShutdownResponse, "6aaf9aaedc058aff")
+native_install(__name__, globals(), ControlledShutdownResponse, "c4491a6e42d4e4d4")

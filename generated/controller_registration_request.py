@@ -705,4 +705,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_ControllerRegistrationRequest_v0,
 }
-native_install(__name__, globals(), ControllerRegistrationRequest, "01c2d225fe104d26")
+native_install(__name__, globals(), ControllerRegistrationRequest, "40015672ce96d83d")

@@ -292,4 +292,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_ControllerRegistrationResponse_v0,
 }
-native_install(__name__, globals(), ControllerRegistrationResponse, "3480eb124fa2c675")
+native_install(__name__, globals(), ControllerRegistrationResponse, "255c670d00870b40")

@@ -1024,4 +1024,4 @@ _ENCODERS = {
     2: _encode_CreateAclsRequest_v2,
     3: _encode_CreateAclsRequest_v2,
 }
-native_install(__name__, globals(), CreateAclsRequest, "225c702ffe96e3d3")
+native_install(__name__, globals(), CreateAclsRequest, "8e87544ef6efc72a")

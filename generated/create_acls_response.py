@@ -638,4 +638,4 @@ _ENCODERS = {
     2: _encode_CreateAclsResponse_v2,
     3: _encode_CreateAclsResponse_v2,
 }
-native_install(__name__, globals(), CreateAclsResponse, "a4f635f815b26b3b")
+native_install(__name__, globals(), CreateAclsResponse, "5718afbbde450471")

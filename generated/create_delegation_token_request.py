@@ -927,4 +927,4 @@ _ENCODERS = {
     2: _encode_CreateDelegationTokenRequest_v2,
     3: _encode_CreateDelegationTokenRequest_v3,
 }
-native_install(__name__, globals(), CreateDelegationTokenRequest, "0ee6798b3ceeb351")
+native_install(__name__, globals(), CreateDelegationTokenRequest, "1eb1fb7c12f8f023")

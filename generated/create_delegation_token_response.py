@@ -866,4 +866,4 @@ _ENCODERS = {
     2: _encode_CreateDelegationTokenResponse_v2,
     3: _encode_CreateDelegationTokenResponse_v3,
 }
-native_install(__name__, globals(), CreateDelegationTokenResponse, "fa2488adfe790aa7")
+native_install(__name__, globals(), CreateDelegationTokenResponse, "cd2ea2b685fb165a")

@@ -832,4 +832,4 @@ _ENCODERS = {
     2: _encode_CreatePartitionsRequest_v2,
     3: _encode_CreatePartitionsRequest_v2,
 }
-native_install(__name__, globals(), CreatePartitionsRequest, "329bd8db28f1db18")
+native_install(__name__, globals(), CreatePartitionsRequest, "095e7a071a73a2ae")

@@ -717,4 +717,4 @@ _ENCODERS = {
     2: _encode_CreatePartitionsResponse_v2,
     3: _encode_CreatePartitionsResponse_v2,
 }
-native_install(__name__, globals(), CreatePartitionsResponse, "d338e4462fd14800")
+native_install(__name__, globals(), CreatePartitionsResponse, "4ab9a46abff8aa65")

@@ -1323,4 +1323,4 @@ _ENCODERS = {
     6: _encode_CreateTopicsRequest_v5,
     7: _encode_CreateTopicsRequest_v5,
 }
-native_install(__name__, globals(), CreateTopicsRequest, "b6b583e159123b4f")
+native_install(__name__, globals(), CreateTopicsRequest, "db1b2c60b64dc68b")

@@ -1547,4 +1547,4 @@ _ENCODERS = {
     6: _encode_CreateTopicsResponse_v5,
     7: _encode_CreateTopicsResponse_v7,
 }
-native_install(__name__, globals(), CreateTopicsResponse, "59de4e0ec644ff37")
+native_install(__name__, globals(), CreateTopicsResponse, "a8d42add1e995261")

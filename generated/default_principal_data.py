@@ -278,4 +278,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DefaultPrincipalData_v0,
 }
-native_install(__name__, globals(), DefaultPrincipalData, "6b0929b0f30333ff")
+native_install(__name__, globals(), DefaultPrincipalData, "d981dfc5f8e0e480")

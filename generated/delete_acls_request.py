@@ -1101,4 +1101,4 @@ _ENCODERS = {
     2: _encode_DeleteAclsRequest_v2,
     3: _encode_DeleteAclsRequest_v2,
 }
-native_install(__name__, globals(), DeleteAclsRequest, "3e4b2e4245d54a79")
+native_install(__name__, globals(), DeleteAclsRequest, "60be3455ca9da3e1")

@@ -1582,4 +1582,4 @@ _ENCODERS = {
     2: _encode_DeleteAclsResponse_v2,
     3: _encode_DeleteAclsResponse_v2,
 }
-native_install(__name__, globals(), DeleteAclsResponse, "8c9d7ab0c657d1f4")
+native_install(__name__, globals(), DeleteAclsResponse, "62487263e72a0e78")

@@ -313,4 +313,4 @@ _ENCODERS = {
     1: _encode_DeleteGroupsRequest_v0,
     2: _encode_DeleteGroupsRequest_v2,
 }
-native_install(__name__, globals(), DeleteGroupsRequest, "65958bcbcf132d17")
+native_install(__name__, globals(), DeleteGroupsRequest, "a66766076f13bb3f")

@@ -611,4 +611,4 @@ _ENCODERS = {
     1: _encode_DeleteGroupsResponse_v0,
     2: _encode_DeleteGroupsResponse_v2,
 }
-native_install(__name__, globals(), DeleteGroupsResponse, "0325219cc24765b1")
+native_install(__name__, globals(), DeleteGroupsResponse, "2e9540fee9092854")

@@ -798,4 +798,4 @@ _ENCODERS = {
     1: _encode_DeleteRecordsRequest_v0,
     2: _encode_DeleteRecordsRequest_v2,
 }
-native_install(__name__, globals(), DeleteRecordsRequest, "d67b8cd54256d5c5")
+native_install(__name__, globals(), DeleteRecordsRequest, "cadb355b667e3ba4")

@@ -848,4 +848,4 @@ _ENCODERS = {
     1: _encode_DeleteRecordsResponse_v0,
     2: _encode_DeleteRecordsResponse_v2,
 }
-native_install(__name__, globals(), DeleteRecordsResponse, "a2e6bbed0757d1b5")
+native_install(__name__, globals(), DeleteRecordsResponse, "b065d91e10fa00e2")

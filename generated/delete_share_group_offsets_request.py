@@ -437,4 +437,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DeleteShareGroupOffsetsRequest_v0,
 }
-native_install(__name__, globals(), DeleteShareGroupOffsetsRequest, "df2b322800f7c405")
+native_install(__name__, globals(), DeleteShareGroupOffsetsRequest, "e516a7cbe16d5e86")

@@ -567,4 +567,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DeleteShareGroupOffsetsResponse_v0,
 }
-native_install(__name__, globals(), DeleteShareGroupOffsetsResponse, "2ac145bb85c3e3f2")
+native_install(__name__, globals(), DeleteShareGroupOffsetsResponse, "023004d15af92242")

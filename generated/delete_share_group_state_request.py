@@ -541,4 +541,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DeleteShareGroupStateRequest_v0,
 }
-native_install(__name__, globals(), DeleteShareGroupStateRequest, "daa440b13f8215a7")
+native_install(__name__, globals(), DeleteShareGroupStateRequest, "942ccd7d679a2482")

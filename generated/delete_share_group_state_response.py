@@ -571,4 +571,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DeleteShareGroupStateResponse_v0,
 }
-native_install(__name__, globals(), DeleteShareGroupStateResponse, "61c47fd2426964ad")
+native_install(__name__, globals(), DeleteShareGroupStateResponse, "318f1924ade4131f")

@@ -632,4 +632,4 @@ _ENCODERS = {
     5: _encode_DeleteTopicsRequest_v4,
     6: _encode_DeleteTopicsRequest_v6,
 }
-native_install(__name__, globals(), DeleteTopicsRequest, "42f2172000a47769")
+native_install(__name__, globals(), DeleteTopicsRequest, "ba1714c6f4e831cb")

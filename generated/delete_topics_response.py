@@ -1264,4 +1264,4 @@ _ENCODERS = {
     5: _encode_DeleteTopicsResponse_v5,
     6: _encode_DeleteTopicsResponse_v6,
 }
-native_install(__name__, globals(), DeleteTopicsResponse, "a72867baf48d33aa")
+native_install(__name__, globals(), DeleteTopicsResponse, "d532dd92f4ac59ba")

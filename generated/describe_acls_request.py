@@ -707,4 +707,4 @@ _ENCODERS = {
     2: _encode_DescribeAclsRequest_v2,
     3: _encode_DescribeAclsRequest_v2,
 }
-native_install(__name__, globals(), DescribeAclsRequest, "b857cd564917a59b")
+native_install(__name__, globals(), DescribeAclsRequest, "d764208ea2e9eb62")

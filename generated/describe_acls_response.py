@@ -1321,4 +1321,4 @@ _ENCODERS = {
     2: _encode_DescribeAclsResponse_v2,
     3: _encode_DescribeAclsResponse_v2,
 }
-native_install(__name__, globals(), DescribeAclsResponse, "59d27da5c6f42029")
+native_install(__name__, globals(), DescribeAclsResponse, "ee97f4ed41d11dd8")

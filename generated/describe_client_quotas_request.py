@@ -685,4 +685,4 @@ _ENCODERS = {
     0: _encode_DescribeClientQuotasRequest_v0,
     1: _encode_DescribeClientQuotasRequest_v1,
 }
-native_install(__name__, globals(), DescribeClientQuotasRequest, "1f2523531bcf9384")
+native_install(__name__, globals(), DescribeClientQuotasRequest, "3697bbbb5f8e868f")

@@ -1224,4 +1224,4 @@ _ENCODERS = {
     0: _encode_DescribeClientQuotasResponse_v0,
     1: _encode_DescribeClientQuotasResponse_v1,
 }
-native_install(__name__, globals(), DescribeClientQuotasResponse, "bf80a1eb75f09727")
+native_install(__name__, globals(), DescribeClientQuotasResponse, "d8a68abe590a2e9e")

@@ -455,4 +455,4 @@ _ENCODERS = {
     1: _encode_DescribeClusterRequest_v1,
     2: _encode_DescribeClusterRequest_v2,
 }
-native_install(__name__, globals(), DescribeClusterRequest, "4bfd626615dceb7f")
+native_install(__name__, globals(), DescribeClusterRequest, "5e3384ee46f652ae")

@@ -1249,4 +1249,4 @@ _ENCODERS = {
     1: _encode_DescribeClusterResponse_v1,
     2: _encode_DescribeClusterResponse_v2,
 }
-native_install(__name__, globals(), DescribeClusterResponse, "25ca5b4e92691e32")
+native_install(__name__, globals(), DescribeClusterResponse, "026a94e02b3bd58b")

@@ -891,4 +891,4 @@ _ENCODERS = {
     3: _encode_DescribeConfigsRequest_v3,
     4: _encode_DescribeConfigsRequest_v4,
 }
-native_install(__name__, globals(), DescribeConfigsRequest, "e7a1a7c2274a02f5")
+native_install(__name__, globals(), DescribeConfigsRequest, "2521bf9c72619dab")

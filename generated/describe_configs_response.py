@@ -2254,4 +2254,4 @@ _ENCODERS = {
     3: _encode_DescribeConfigsResponse_v3,
     4: _encode_DescribeConfigsResponse_v4,
 }
-native_install(__name__, globals(), DescribeConfigsResponse, "f07d2c6807fb5810")
+native_install(__name__, globals(), DescribeConfigsResponse, "7a08087a830995cc")

@@ -585,4 +585,4 @@ _ENCODERS = {
     2: _encode_DescribeDelegationTokenRequest_v2,
     3: _encode_DescribeDelegationTokenRequest_v2,
 }
-native_install(__name__, globals(), DescribeDelegationTokenRequest, "127d4b92cc8e84e2")
+native_install(__name__, globals(), DescribeDelegationTokenRequest, "2d4add9cc929c479")

@@ -1552,4 +1552,4 @@ _ENCODERS = {
     2: _encode_DescribeDelegationTokenResponse_v2,
     3: _encode_DescribeDelegationTokenResponse_v3,
 }
-native_install(__name__, globals(), DescribeDelegationTokenResponse, "936596fb29ffad37")
+native_install(__name__, globals(), DescribeDelegationTokenResponse, "0691a64e3b225ec2")

@@ -432,4 +432,4 @@ _ENCODERS = {
     5: _encode_DescribeGroupsRequest_v5,
     6: _encode_DescribeGroupsRequest_v5,
 }
-native_install(__name__, globals(), DescribeGroupsRequest, "23f9bb113b93782b")
+native_install(__name__, globals(), DescribeGroupsRequest, "9c04b10298988ca7")

@@ -2546,4 +2546,4 @@ _ENCODERS = {
     5: _encode_DescribeGroupsResponse_v5,
     6: _encode_DescribeGroupsResponse_v6,
 }
-native_install(__name__, globals(), DescribeGroupsResponse, "4a48b566a9aa6a92")
+native_install(__name__, globals(), DescribeGroupsResponse, "7be6db6f347148e4")

@@ -539,4 +539,4 @@ _ENCODERS = {
     4: _encode_DescribeLogDirsRequest_v2,
     5: _encode_DescribeLogDirsRequest_v2,
 }
-native_install(__name__, globals(), DescribeLogDirsRequest, "763f9d3bd62b6076")
+native_install(__name__, globals(), DescribeLogDirsRequest, "b4086777fccfbc1b")

@@ -1750,4 +1750,4 @@ _ENCODERS = {
     4: _encode_DescribeLogDirsResponse_v4,
     5: _encode_DescribeLogDirsResponse_v5,
 }
-native_install(__name__, globals(), DescribeLogDirsResponse, "6173759cc9083d2c")
+native_install(__name__, globals(), DescribeLogDirsResponse, "9efc78b581bf3c32")

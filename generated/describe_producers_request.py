@@ -412,4 +412,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DescribeProducersRequest_v0,
 }
-native_install(__name__, globals(), DescribeProducersRequest, "9615315667aadab5")
+native_install(__name__, globals(), DescribeProducersRequest, "bd2bb8c687142341")

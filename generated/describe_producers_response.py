@@ -827,4 +827,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DescribeProducersResponse_v0,
 }
-native_install(__name__, globals(), DescribeProducersResponse, "c8fa4cb8b824e24b")
+native_install(__name__, globals(), DescribeProducersResponse, "08ced60c64f57f90")

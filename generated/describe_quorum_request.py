@@ -525,4 +525,4 @@ _ENCODERS = {
     1: _encode_DescribeQuorumRequest_v0,
     2: _encode_DescribeQuorumRequest_v0,
 }
-native_install(__name__, globals(), DescribeQuorumRequest, "ff3fc901384b44e1")
+native_install(__name__, globals(), DescribeQuorumRequest, "01b9542dfe514c5e")

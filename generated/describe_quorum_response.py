@@ -2221,4 +2221,4 @@ _ENCODERS = {
     1: _encode_DescribeQuorumResponse_v1,
     2: _encode_DescribeQuorumResponse_v2,
 }
-native_install(__name__, globals(), DescribeQuorumResponse, "0f7eeafd4d25b825")
+native_install(__name__, globals(), DescribeQuorumResponse, "83a7615d2ea26dc3")

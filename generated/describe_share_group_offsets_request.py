@@ -569,4 +569,4 @@ _ENCODERS = {
     0: _encode_DescribeShareGroupOffsetsRequest_v0,
     1: _encode_DescribeShareGroupOffsetsRequest_v0,
 }
-native_install(__name__, globals(), DescribeShareGroupOffsetsRequest, "4bcf4bbe74e51b26")
+native_install(__name__, globals(), DescribeShareGroupOffsetsRequest, "db7aad224747704e")

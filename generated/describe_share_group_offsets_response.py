@@ -1413,4 +1413,4 @@ _ENCODERS = {
     0: _encode_DescribeShareGroupOffsetsResponse_v0,
     1: _encode_DescribeShareGroupOffsetsResponse_v1,
 }
-native_install(__name__, globals(), DescribeShareGroupOffsetsResponse, "4855294b3332653d")
+native_install(__name__, globals(), DescribeShareGroupOffsetsResponse, "c34ad3fdad468171")

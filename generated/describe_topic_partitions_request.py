@@ -567,4 +567,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DescribeTopicPartitionsRequest_v0,
 }
-native_install(__name__, globals(), DescribeTopicPartitionsRequest, "6ea16f77814b3dd3")
+native_install(__name__, globals(), DescribeTopicPartitionsRequest, "3fda2cf66806b5b7")

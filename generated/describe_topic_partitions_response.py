@@ -910,4 +910,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DescribeTopicPartitionsResponse_v0,
 }
-native_install(__name__, globals(), DescribeTopicPartitionsResponse, "3d03be6ab0b16f58")
+native_install(__name__, globals(), DescribeTopicPartitionsResponse, "aba4c832aac31c6a")

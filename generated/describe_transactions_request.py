@@ -257,4 +257,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DescribeTransactionsRequest_v0,
 }
-native_install(__name__, globals(), DescribeTransactionsRequest, "87a6fcbbea9b5d53")
+native_install(__name__, globals(), DescribeTransactionsRequest, "a4834d3f38a156c4")

@@ -684,4 +684,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DescribeTransactionsResponse_v0,
 }
-native_install(__name__, globals(), DescribeTransactionsResponse, "18ab9930e88aacc8")
+native_install(__name__, globals(), DescribeTransactionsResponse, "e2d4099cec236026")

@@ -363,4 +363,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DescribeUserScramCredentialsRequest_v0,
 }
-native_install(__name__, globals(), DescribeUserScramCredentialsRequest, "f163c6ecb5ae8bb1")
+native_install(__name__, globals(), DescribeUserScramCredentialsRequest, "95db31df9ba888b0")

@@ -679,4 +679,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_DescribeUserScramCredentialsResponse_v0,
 }
-native_install(__name__, globals(), DescribeUserScramCredentialsResponse, "9ab7dc14e10f0391")
+native_install(__name__, globals(), DescribeUserScramCredentialsResponse, "95e904d362d63f70")

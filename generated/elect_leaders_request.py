@@ -658,4 +658,4 @@ _ENCODERS = {
     1: _encode_ElectLeadersRequest_v1,
     2: _encode_ElectLeadersRequest_v2,
 }
-native_install(__name__, globals(), ElectLeadersRequest, "2e0d0e5bd7433096")
+native_install(__name__, globals(), ElectLeadersRequest, "8458c12dd9d323e5")

@@ -1007,4 +1007,4 @@ _ENCODERS = {
     1: _encode_ElectLeadersResponse_v1,
     2: _encode_ElectLeadersResponse_v2,
 }
-native_install(__name__, globals(), ElectLeadersResponse, "ebd8479443f2717a")
+native_install(__name__, globals(), ElectLeadersResponse, "fda4191774f8dbe4")

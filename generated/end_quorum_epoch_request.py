@@ -1246,4 +1246,4 @@ _ENCODERS = {
     0: _encode_EndQuorumEpochRequest_v0,
     1: _encode_EndQuorumEpochRequest_v1,
 }
-native_install(__name__, globals(), EndQuorumEpochRequest, "df56bc9be1361c2a")
+native_install(__name__, globals(), EndQuorumEpochRequest, "7f3b8b4310fa73fe")

@@ -998,4 +998,4 @@ _ENCODERS = {
     0: _encode_EndQuorumEpochResponse_v0,
     1: _encode_EndQuorumEpochResponse_v1,
 }
-native_install(__name__, globals(), EndQuorumEpochResponse, "867bfdb787b2e46e")
+native_install(__name__, globals(), EndQuorumEpochResponse, "d755229ffe8f04e7")

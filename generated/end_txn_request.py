@@ -387,4 +387,4 @@ _ENCODERS = {
     4: _encode_EndTxnRequest_v3,
     5: _encode_EndTxnRequest_v3,
 }
-native_install(__name__, globals(), EndTxnRequest, "4f8fb99f7dd1583a")
+native_install(__name__, globals(), EndTxnRequest, "e3f0581b61a8204b")

@@ -434,4 +434,4 @@ _ENCODERS = {
     4: _encode_EndTxnResponse_v3,
     5: _encode_EndTxnResponse_v5,
 }
-native_install(__name__, globals(), EndTxnResponse, "e6756d97beae6bbd")
+native_install(__name__, globals(), EndTxnResponse, "892a603525d9e975")

@@ -295,4 +295,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_EnvelopeRequest_v0,
 }
-native_install(__name__, globals(), EnvelopeRequest, "cff60adf12404ca0")
+native_install(__name__, globals(), EnvelopeRequest, "e9fa06dccf7f5f52")

@@ -256,4 +256,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_EnvelopeResponse_v0,
 }
-native_install(__name__, globals(), EnvelopeResponse, "6e0999d674e581cc")
+native_install(__name__, globals(), EnvelopeResponse, "a1bb23715ce3f626")

@@ -354,4 +354,4 @@ _ENCODERS = {
     1: _encode_ExpireDelegationTokenRequest_v0,
     2: _encode_ExpireDelegationTokenRequest_v2,
 }
-native_install(__name__, globals(), ExpireDelegationTokenRequest, "402f0a84489cd6e6")
+native_install(__name__, globals(), ExpireDelegationTokenRequest, "2ef78147d304ce72")

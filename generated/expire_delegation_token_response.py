@@ -350,4 +350,4 @@ _ENCODERS = {
     1: _encode_ExpireDelegationTokenResponse_v0,
     2: _encode_ExpireDelegationTokenResponse_v2,
 }
-native_install(__name__, globals(), ExpireDelegationTokenResponse, "911f4a45e7ac704f")
+native_install(__name__, globals(), ExpireDelegationTokenResponse, "64dd61c7fac21d21")

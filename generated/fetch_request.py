@@ -4813,4 +4813,4 @@ _ENCODERS = {
     17: _encode_FetchRequest_v17,
     18: _encode_FetchRequest_v18,
 }
-native_install(__name__, globals(), FetchRequest, "929e9267119146ea")
+native_install(__name__, globals(), FetchRequest, "385c1eeee77e0f46")

@@ -3440,4 +3440,4 @@ _ENCODERS = {
     17: _encode_FetchResponse_v16,
     18: _encode_FetchResponse_v16,
 }
-native_install(__name__, globals(), FetchResponse, "b1257ace240cac62")
+native_install(__name__, globals(), FetchResponse, "5dd727f607163306")

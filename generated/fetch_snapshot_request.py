@@ -1120,4 +1120,4 @@ _ENCODERS = {
     0: _encode_FetchSnapshotRequest_v0,
     1: _encode_FetchSnapshotRequest_v1,
 }
-native_install(__name__, globals(), FetchSnapshotRequest, "fb635c7af0a0210c")
+native_install(__name__, globals(), FetchSnapshotRequest, "4ceb73ab35429ca0")

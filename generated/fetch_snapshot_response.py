@@ -1156,4 +1156,4 @@ _ENCODERS = {
     0: _encode_FetchSnapshotResponse_v0,
     1: _encode_FetchSnapshotResponse_v1,
 }
-native_install(__name__, globals(), FetchSnapshotResponse, "83c0e1e7f23880e1")
+native_install(__name__, globals(), FetchSnapshotResponse, "495048e6ba335589")

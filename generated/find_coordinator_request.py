@@ -574,4 +574,4 @@ _ENCODERS = {
     5: _encode_FindCoordinatorRequest_v4,
     6: _encode_FindCoordinatorRequest_v4,
 }
-native_install(__name__, globals(), FindCoordinatorRequest, "3e71ac0fe119fdc1")
+native_install(__name__, globals(), FindCoordinatorRequest, "1485819cd65b3248")

@@ -1018,4 +1018,4 @@ _ENCODERS = {
     5: _encode_FindCoordinatorResponse_v4,
     6: _encode_FindCoordinatorResponse_v4,
 }
-native_install(__name__, globals(), FindCoordinatorResponse, "3d0ad400f6efff0d")
+native_install(__name__, globals(), FindCoordinatorResponse, "9f51207cd4a93593")

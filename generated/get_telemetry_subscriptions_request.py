@@ -241,4 +241,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_GetTelemetrySubscriptionsRequest_v0,
 }
-native_install(__name__, globals(), GetTelemetrySubscriptionsRequest, "a5fcbf253e1107e9")
+native_install(__name__, globals(), GetTelemetrySubscriptionsRequest, "48705161036f9680")

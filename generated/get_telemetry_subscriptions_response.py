@@ -424,4 +424,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_GetTelemetrySubscriptionsResponse_v0,
 }
-native_install(__name__, globals(), GetTelemetrySubscriptionsResponse, "08aa1e893b31d057")
+native_install(__name__, globals(), GetTelemetrySubscriptionsResponse, "78f8495a2a87ff25")

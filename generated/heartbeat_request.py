@@ -556,4 +556,4 @@ _ENCODERS = {
     3: _encode_HeartbeatRequest_v3,
     4: _encode_HeartbeatRequest_v4,
 }
-native_install(__name__, globals(), HeartbeatRequest, "918d26e652b466ba")
+native_install(__name__, globals(), HeartbeatRequest, "fc9df3b9c52b4c88")

@@ -383,4 +383,4 @@ _ENCODERS = {
     3: _encode_HeartbeatResponse_v1,
     4: _encode_HeartbeatResponse_v4,
 }
-native_install(__name__, globals(), HeartbeatResponse, "b8c8f45de606f36e")
+native_install(__name__, globals(), HeartbeatResponse, "2467eec992296356")

@@ -957,4 +957,4 @@ _ENCODERS = {
     0: _encode_IncrementalAlterConfigsRequest_v0,
     1: _encode_IncrementalAlterConfigsRequest_v1,
 }
-native_install(__name__, globals(), IncrementalAlterConfigsRequest, "3c1fa0919fb7285c")
+native_install(__name__, globals(), IncrementalAlterConfigsRequest, "3e211aed74349848")

@@ -751,4 +751,4 @@ _ENCODERS = {
     0: _encode_IncrementalAlterConfigsResponse_v0,
     1: _encode_IncrementalAlterConfigsResponse_v1,
 }
-native_install(__name__, globals(), IncrementalAlterConfigsResponse, "4e597b0d02d0b8c0")
+native_install(__name__, globals(), IncrementalAlterConfigsResponse, "c059ee1aac3bd89b")

@@ -712,4 +712,4 @@ _ENCODERS = {
     5: _encode_InitProducerIdRequest_v3,
     6: _encode_InitProducerIdRequest_v6,
 }
-native_install(__name__, globals(), InitProducerIdRequest, "4622edc724e9d84a")
+native_install(__name__, globals(), InitProducerIdRequest, "c9ace15a0cd7beda")

@@ -530,4 +530,4 @@ _ENCODERS = {
     5: _encode_InitProducerIdResponse_v2,
     6: _encode_InitProducerIdResponse_v6,
 }
-native_install(__name__, globals(), InitProducerIdResponse, "2b549e2ab71db91a")
+native_install(__name__, globals(), InitProducerIdResponse, "a7fff0997d2d0403")

@@ -567,4 +567,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_InitializeShareGroupStateRequest_v0,
 }
-native_install(__name__, globals(), InitializeShareGroupStateRequest, "b3705318d12f3a66")
+native_install(__name__, globals(), InitializeShareGroupStateRequest, "43b9c941838c76a3")

@@ -573,4 +573,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_InitializeShareGroupStateResponse_v0,
 }
-native_install(__name__, globals(), InitializeShareGroupStateResponse, "5ca92743decab6e3")
+native_install(__name__, globals(), InitializeShareGroupStateResponse, "93c6d2389c4f8120")

@@ -1728,4 +1728,4 @@ _ENCODERS = {
     8: _encode_JoinGroupRequest_v8,
     9: _encode_JoinGroupRequest_v8,
 }
-native_install(__name__, globals(), JoinGroupRequest, "1f01febb0ac35921")
+native_install(__name__, globals(), JoinGroupRequest, "e5d7ee5c021e42d7")

@@ -2190,4 +2190,4 @@ _ENCODERS = {
     8: _encode_JoinGroupResponse_v7,
     9: _encode_JoinGroupResponse_v9,
 }
-native_install(__name__, globals(), JoinGroupResponse, "acda248af38eb7df")
+native_install(__name__, globals(), JoinGroupResponse, "877c2d558a66a60d")

@@ -234,4 +234,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_KRaftVersionRecord_v0,
 }
-native_install(__name__, globals(), KRaftVersionRecord, "4f17006766727fe4")
+native_install(__name__, globals(), KRaftVersionRecord, "1b5e9b07f2f66bb5")

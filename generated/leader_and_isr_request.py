@@ -3528,4 +3528,4 @@ _ENCODERS = {
     6: _encode_LeaderAndIsrRequest_v6,
     7: _encode_LeaderAndIsrRequest_v7,
 }
-native_install(__name__, globals(), LeaderAndIsrRequest, "1a176e81834099ae")
+native_install(__name__, globals(), LeaderAndIsrRequest, "67688104626f7b00")

@@ -1028,4 +1028,4 @@ _ENCODERS = {
     6: _encode_LeaderAndIsrResponse_v5,
     7: _encode_LeaderAndIsrResponse_v5,
 }
-native_install(__name__, globals(), LeaderAndIsrResponse, "19fea2f5f7d46b3a")
+native_install(__name__, globals(), LeaderAndIsrResponse, "e6c73a35c62812cd")

@@ -683,4 +683,4 @@ _ENCODERS = {
     0: _encode_LeaderChangeMessage_v0,
     1: _encode_LeaderChangeMessage_v1,
 }
-native_install(__name__, globals(), LeaderChangeMessage, "f3a3bb7195440186")
+native_install(__name__, globals(), LeaderChangeMessage, "857b8f55c5527bef")

@@ -1121,4 +1121,4 @@ _ENCODERS = {
     4: _encode_LeaveGroupRequest_v4,
     5: _encode_LeaveGroupRequest_v5,
 }
-native_install(__name__, globals(), LeaveGroupRequest, "8d6fddcb4093a5c0")
+native_install(__name__, globals(), LeaveGroupRequest, "5cbc2b2ea4dd7e53")

@@ -862,4 +862,4 @@ _ENCODERS = {
     4: _encode_LeaveGroupResponse_v4,
     5: _encode_LeaveGroupResponse_v4,
 }
-native_install(__name__, globals(), LeaveGroupResponse, "fa01fc3be84f0846")
+native_install(__name__, globals(), LeaveGroupResponse, "a69bbf7e452ebd27")

@@ -328,4 +328,4 @@ _ENCODERS = {
     0: _encode_ListConfigResourcesRequest_v0,
     1: _encode_ListConfigResourcesRequest_v1,
 }
-native_install(__name__, globals(), ListConfigResourcesRequest, "bf40d3551072fb48")
+native_install(__name__, globals(), ListConfigResourcesRequest, "ce364a3db298708d")

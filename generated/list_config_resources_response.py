@@ -661,4 +661,4 @@ _ENCODERS = {
     0: _encode_ListConfigResourcesResponse_v0,
     1: _encode_ListConfigResourcesResponse_v1,
 }
-native_install(__name__, globals(), ListConfigResourcesResponse, "fcf0b42ccda9f115")
+native_install(__name__, globals(), ListConfigResourcesResponse, "55d885959820f682")

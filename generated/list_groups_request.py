@@ -498,4 +498,4 @@ _ENCODERS = {
     4: _encode_ListGroupsRequest_v4,
     5: _encode_ListGroupsRequest_v5,
 }
-native_install(__name__, globals(), ListGroupsRequest, "019cf17cd69c3a16")
+native_install(__name__, globals(), ListGroupsRequest, "b506c14afa0224a0")

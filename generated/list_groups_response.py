@@ -1345,4 +1345,4 @@ _ENCODERS = {
     4: _encode_ListGroupsResponse_v4,
     5: _encode_ListGroupsResponse_v5,
 }
-native_install(__name__, globals(), ListGroupsResponse, "cc4afda5ace6af70")
+native_install(__name__, globals(), ListGroupsResponse, "a971423140f2a0da")

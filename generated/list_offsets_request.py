@@ -1676,4 +1676,4 @@ _ENCODERS = {
     10: _encode_ListOffsetsRequest_v10,
     11: _encode_ListOffsetsRequest_v10,
 }
-native_install(__name__, globals(), ListOffsetsRequest, "91a40dc7c896a00e")
+native_install(__name__, globals(), ListOffsetsRequest, "45d01d1871645131")

@@ -1608,4 +1608,4 @@ _ENCODERS = {
     10: _encode_ListOffsetsResponse_v6,
     11: _encode_ListOffsetsResponse_v6,
 }
-native_install(__name__, globals(), ListOffsetsResponse, "398cf881f2611b01")
+native_install(__name__, globals(), ListOffsetsResponse, "a30c44fedcfdace8")

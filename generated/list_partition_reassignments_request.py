@@ -417,4 +417,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_ListPartitionReassignmentsRequest_v0,
 }
-native_install(__name__, globals(), ListPartitionReassignmentsRequest, "1473d7d4fe7495ac")
+native_install(__name__, globals(), ListPartitionReassignmentsRequest, "fa4b1090cf5e4682")

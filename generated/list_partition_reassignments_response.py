@@ -679,4 +679,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_ListPartitionReassignmentsResponse_v0,
 }
-native_install(__name__, globals(), ListPartitionReassignmentsResponse, "23b5c01cc954a97d")
+native_install(__name__, globals(), ListPartitionReassignmentsResponse, "58a43ce6863e62c6")

@@ -532,4 +532,4 @@ _ENCODERS = {
     1: _encode_ListTransactionsRequest_v1,
     2: _encode_ListTransactionsRequest_v2,
 }
-native_install(__name__, globals(), ListTransactionsRequest, "f3d1830fcd4df15d")
+native_install(__name__, globals(), ListTransactionsRequest, "969ab7fa76db9920")

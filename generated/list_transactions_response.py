@@ -523,4 +523,4 @@ _ENCODERS = {
     1: _encode_ListTransactionsResponse_v0,
     2: _encode_ListTransactionsResponse_v0,
 }
-native_install(__name__, globals(), ListTransactionsResponse, "55ab42f09c5a293b")
+native_install(__name__, globals(), ListTransactionsResponse, "16d8ac05d793d75f")

@@ -1250,4 +1250,4 @@ _ENCODERS = {
     12: _encode_MetadataRequest_v11,
     13: _encode_MetadataRequest_v11,
 }
-native_install(__name__, globals(), MetadataRequest, "ea221630bd0ec694")
+native_install(__name__, globals(), MetadataRequest, "37842503048cb1ca")

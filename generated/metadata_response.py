@@ -4326,4 +4326,4 @@ _ENCODERS = {
     12: _encode_MetadataResponse_v12,
     13: _encode_MetadataResponse_v13,
 }
-native_install(__name__, globals(), MetadataResponse, "3a684573cbd2c97e")
+native_install(__name__, globals(), MetadataResponse, "750fbd4c660955d8")

@@ -2751,4 +2751,4 @@ _ENCODERS = {
     9: _encode_OffsetCommitRequest_v8,
     10: _encode_OffsetCommitRequest_v10,
 }
-native_install(__name__, globals(), OffsetCommitRequest, "5a371d8e0dad2670")
+native_install(__name__, globals(), OffsetCommitRequest, "ce7f518c277eb59d")

@@ -1177,4 +1177,4 @@ _ENCODERS = {
     9: _encode_OffsetCommitResponse_v8,
     10: _encode_OffsetCommitResponse_v10,
 }
-native_install(__name__, globals(), OffsetCommitResponse, "2f5708b4b1bfdbf5")
+native_install(__name__, globals(), OffsetCommitResponse, "5e4c6c461a8fda9c")

@@ -508,4 +508,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_OffsetDeleteRequest_v0,
 }
-native_install(__name__, globals(), OffsetDeleteRequest, "f140ae27e0f700db")
+native_install(__name__, globals(), OffsetDeleteRequest, "9c406d3122ac4ab0")

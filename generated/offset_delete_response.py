@@ -525,4 +525,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_OffsetDeleteResponse_v0,
 }
-native_install(__name__, globals(), OffsetDeleteResponse, "931653f7b71a6d67")
+native_install(__name__, globals(), OffsetDeleteResponse, "35f0a83a0936d3fb")

@@ -1966,4 +1966,4 @@ _ENCODERS = {
     9: _encode_OffsetFetchRequest_v9,
     10: _encode_OffsetFetchRequest_v10,
 }
-native_install(__name__, globals(), OffsetFetchRequest, "628288e7be4bcdc8")
+native_install(__name__, globals(), OffsetFetchRequest, "6a9de7ceea62127e")

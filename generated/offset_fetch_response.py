@@ -2521,4 +2521,4 @@ _ENCODERS = {
     9: _encode_OffsetFetchResponse_v8,
     10: _encode_OffsetFetchResponse_v10,
 }
-native_install(__name__, globals(), OffsetFetchResponse, "8cf334068d971c5a")
+native_install(__name__, globals(), OffsetFetchResponse, "a9cb33eb9ccb196a")

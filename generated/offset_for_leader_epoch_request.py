@@ -1188,4 +1188,4 @@ _ENCODERS = {
     3: _encode_OffsetForLeaderEpochRequest_v3,
     4: _encode_OffsetForLeaderEpochRequest_v4,
 }
-native_install(__name__, globals(), OffsetForLeaderEpochRequest, "81d90de5bcfe631e")
+native_install(__name__, globals(), OffsetForLeaderEpochRequest, "e335c58d96df256a")

@@ -1216,4 +1216,4 @@ _ENCODERS = {
     3: _encode_OffsetForLeaderEpochResponse_v2,
     4: _encode_OffsetForLeaderEpochResponse_v4,
 }
-native_install(__name__, globals(), OffsetForLeaderEpochResponse, "3ab0486076434761")
+native_install(__name__, globals(), OffsetForLeaderEpochResponse, "096b84f690b69429")

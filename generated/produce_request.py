@@ -1328,4 +1328,4 @@ _ENCODERS = {
     12: _encode_ProduceRequest_v9,
     13: _encode_ProduceRequest_v13,
 }
-native_install(__name__, globals(), ProduceRequest, "5d706ec6095d1d3b")
+native_install(__name__, globals(), ProduceRequest, "8e20edcbc1fa7e40")

@@ -3189,4 +3189,4 @@ _ENCODERS = {
     12: _encode_ProduceResponse_v10,
     13: _encode_ProduceResponse_v13,
 }
-native_install(__name__, globals(), ProduceResponse, "339f63a75ad0fe80")
+native_install(__name__, globals(), ProduceResponse, "bede779e9c3449e4")

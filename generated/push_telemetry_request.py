@@ -302,4 +302,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_PushTelemetryRequest_v0,
 }
-native_install(__name__, globals(), PushTelemetryRequest, "b12b1d2db0948554")
+native_install(__name__, globals(), PushTelemetryRequest, "2dd35b84b1bc342b")

@@ -241,4 +241,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_PushTelemetryResponse_v0,
 }
-native_install(__name__, globals(), PushTelemetryResponse, "dc0e41092d83d418")
+native_install(__name__, globals(), PushTelemetryResponse, "33d9dbafb09ccbe5")

@@ -551,4 +551,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_ReadShareGroupStateRequest_v0,
 }
-native_install(__name__, globals(), ReadShareGroupStateRequest, "fdce1b8755b25868")
+native_install(__name__, globals(), ReadShareGroupStateRequest, "c06a91bcd325daff")

@@ -751,4 +751,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_ReadShareGroupStateResponse_v0,
 }
-native_install(__name__, globals(), ReadShareGroupStateResponse, "b4dcce94117e8d39")
+native_install(__name__, globals(), ReadShareGroupStateResponse, "190d855ae2ad87f2")

@@ -563,4 +563,4 @@ _ENCODERS = {
     0: _encode_ReadShareGroupStateSummaryRequest_v0,
     1: _encode_ReadShareGroupStateSummaryRequest_v0,
 }
-native_install(__name__, globals(), ReadShareGroupStateSummaryRequest, "139a2d6062d43d85")
+native_install(__name__, globals(), ReadShareGroupStateSummaryRequest, "c77679c0521d7280")

@@ -985,4 +985,4 @@ _ENCODERS = {
     0: _encode_ReadShareGroupStateSummaryResponse_v0,
     1: _encode_ReadShareGroupStateSummaryResponse_v1,
 }
-native_install(__name__, globals(), ReadShareGroupStateSummaryResponse, "8f12292da1347f7e")
+native_install(__name__, globals(), ReadShareGroupStateSummaryResponse, "26bb23c3f4ef23c0")

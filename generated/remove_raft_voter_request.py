@@ -275,4 +275,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_RemoveRaftVoterRequest_v0,
 }
-native_install(__name__, globals(), RemoveRaftVoterRequest, "188319c4b156ed6d")
+native_install(__name__, globals(), RemoveRaftVoterRequest, "4c5b54d9b4835a6f")

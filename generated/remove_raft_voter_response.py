@@ -282,4 +282,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_RemoveRaftVoterResponse_v0,
 }
-native_install(__name__, globals(), RemoveRaftVoterResponse, "3738953180ae04d5")
+native_install(__name__, globals(), RemoveRaftVoterResponse, "112a22b5d6eb4082")

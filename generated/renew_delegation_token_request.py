@@ -343,4 +343,4 @@ _ENCODERS = {
     1: _encode_RenewDelegationTokenRequest_v0,
     2: _encode_RenewDelegationTokenRequest_v2,
 }
-native_install(__name__, globals(), RenewDelegationTokenRequest, "d59a14668c537896")
+native_install(__name__, globals(), RenewDelegationTokenRequest, "1b429070139566a4")

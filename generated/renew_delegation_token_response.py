@@ -346,4 +346,4 @@ _ENCODERS = {
     1: _encode_RenewDelegationTokenResponse_v0,
     2: _encode_RenewDelegationTokenResponse_v2,
 }
-native_install(__name__, globals(), RenewDelegationTokenResponse, "9cfa2395f598f3a5")
+native_install(__name__, globals(), RenewDelegationTokenResponse, "c350f99f3660f0fc")

@@ -451,4 +451,4 @@ _ENCODERS = {
     1: _encode_RequestHeader_v1,
     2: _encode_RequestHeader_v2,
 }
-native_install(__name__, globals(), RequestHeader, "36a45eed8bbc4f1a")
+native_install(__name__, globals(), RequestHeader, "5feee081b6438293")

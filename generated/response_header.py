@@ -286,4 +286,4 @@ _ENCODERS = {
     0: _encode_ResponseHeader_v0,
     1: _encode_ResponseHeader_v1,
 }
-native_install(__name__, globals(), ResponseHeader, "a2e2bc368ee1d320")
+native_install(__name__, globals(), ResponseHeader, "21313839e147dd6c")

@@ -313,4 +313,4 @@ _ENCODERS = {
     1: _encode_SaslAuthenticateRequest_v0,
     2: _encode_SaslAuthenticateRequest_v2,
 }
-native_install(__name__, globals(), SaslAuthenticateRequest, "1cc4e75686631b9f")
+native_install(__name__, globals(), SaslAuthenticateRequest, "e937bcedf22f5ae7")

@@ -539,4 +539,4 @@ _ENCODERS = {
     1: _encode_SaslAuthenticateResponse_v1,
     2: _encode_SaslAuthenticateResponse_v2,
 }
-native_install(__name__, globals(), SaslAuthenticateResponse, "a8a03c2e6a02c0bd")
+native_install(__name__, globals(), SaslAuthenticateResponse, "23d0a884e41c6788")

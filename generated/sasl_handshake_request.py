@@ -223,4 +223,4 @@ _ENCODERS = {
     0: _encode_SaslHandshakeRequest_v0,
     1: _encode_SaslHandshakeRequest_v0,
 }
-native_install(__name__, globals(), SaslHandshakeRequest, "d092380600ad1e88")
+native_install(__name__, globals(), SaslHandshakeRequest, "8c6dbdcfc999099a")

@@ -248,4 +248,4 @@ _ENCODERS = {
     0: _encode_SaslHandshakeResponse_v0,
     1: _encode_SaslHandshakeResponse_v0,
 }
-native_install(__name__, globals(), SaslHandshakeResponse, "b6b4db7d5d32083b")
+native_install(__name__, globals(), SaslHandshakeResponse, "32586a63a5c61c14")

@@ -1000,4 +1000,4 @@ _ENCODERS = {
     1: _encode_ShareAcknowledgeRequest_v0,
     2: _encode_ShareAcknowledgeRequest_v2,
 }
-native_install(__name__, globals(), ShareAcknowledgeRequest, "c169b0940d52d6dd")
+native_install(__name__, globals(), ShareAcknowledgeRequest, "c4b0eb0d6990ed72")

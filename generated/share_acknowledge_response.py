@@ -1267,4 +1267,4 @@ _ENCODERS = {
     1: _encode_ShareAcknowledgeResponse_v0,
     2: _encode_ShareAcknowledgeResponse_v2,
 }
-native_install(__name__, globals(), ShareAcknowledgeResponse, "4d221f0dd6a440d5")
+native_install(__name__, globals(), ShareAcknowledgeResponse, "cd3d439054cbd216")

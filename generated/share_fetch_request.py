@@ -1830,4 +1830,4 @@ _ENCODERS = {
     1: _encode_ShareFetchRequest_v1,
     2: _encode_ShareFetchRequest_v2,
 }
-native_install(__name__, globals(), ShareFetchRequest, "1cb8402b2a3a8a86")
+native_install(__name__, globals(), ShareFetchRequest, "93dea59d60dd6a56")

@@ -1753,4 +1753,4 @@ _ENCODERS = {
     1: _encode_ShareFetchResponse_v1,
     2: _encode_ShareFetchResponse_v1,
 }
-native_install(__name__, globals(), ShareFetchResponse, "3174ab487e96b2b9")
+native_install(__name__, globals(), ShareFetchResponse, "9b3f7f9ecbde8e16")

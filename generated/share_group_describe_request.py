@@ -279,4 +279,4 @@ _ENCODERS = {
     0: _encode_ShareGroupDescribeRequest_v0,
     1: _encode_ShareGroupDescribeRequest_v0,
 }
-native_install(__name__, globals(), ShareGroupDescribeRequest, "41d538afcb72d7f1")
+native_install(__name__, globals(), ShareGroupDescribeRequest, "cfe35c2d9cd4444d")

@@ -1131,4 +1131,4 @@ _ENCODERS = {
     0: _encode_ShareGroupDescribeResponse_v0,
     1: _encode_ShareGroupDescribeResponse_v0,
 }
-native_install(__name__, globals(), ShareGroupDescribeResponse, "e58d579edcca669c")
+native_install(__name__, globals(), ShareGroupDescribeResponse, "e410adcc13af245e")

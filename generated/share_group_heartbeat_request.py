@@ -381,4 +381,4 @@ _ENCODERS = {
     0: _encode_ShareGroupHeartbeatRequest_v0,
     1: _encode_ShareGroupHeartbeatRequest_v0,
 }
-native_install(__name__, globals(), ShareGroupHeartbeatRequest, "8cf3e97e4c7f0325")
+native_install(__name__, globals(), ShareGroupHeartbeatRequest, "244d1cf7e915c69b")

@@ -675,4 +675,4 @@ _ENCODERS = {
     0: _encode_ShareGroupHeartbeatResponse_v0,
     1: _encode_ShareGroupHeartbeatResponse_v0,
 }
-native_install(__name__, globals(), ShareGroupHeartbeatResponse, "d9a4e0fdb8949ad7")
+native_install(__name__, globals(), ShareGroupHeartbeatResponse, "e2096849541d580f")

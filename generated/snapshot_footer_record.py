@@ -222,4 +222,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_SnapshotFooterRecord_v0,
 }
-native_install(__name__, globals(), SnapshotFooterRecord, "b791d463a4631d08")
+native_install(__name__, globals(), SnapshotFooterRecord, "6c6111fc95c04239")

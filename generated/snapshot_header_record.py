@@ -241,4 +241,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_SnapshotHeaderRecord_v0,
 }
-native_install(__name__, globals(), SnapshotHeaderRecord, "c6318a8352d95402")
+native_install(__name__, globals(), SnapshotHeaderRecord, "ba9b9715ea656a5e")

@@ -1688,4 +1688,4 @@ _ENCODERS = {
     3: _encode_StopReplicaRequest_v3,
     4: _encode_StopReplicaRequest_v4,
 }
-native_install(__name__, globals(), StopReplicaRequest, "b72d21a9cdf4078b")
+native_install(__name__, globals(), StopReplicaRequest, "3c3b2274eecd5d47")

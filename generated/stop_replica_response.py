@@ -653,4 +653,4 @@ _ENCODERS = {
     3: _encode_StopReplicaResponse_v2,
     4: _encode_StopReplicaResponse_v2,
 }
-native_install(__name__, globals(), StopReplicaResponse, "3228da6a14c42704")
+native_install(__name__, globals(), StopReplicaResponse, "c5f39109eaf214c9")

@@ -273,4 +273,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_StreamsGroupDescribeRequest_v0,
 }
-native_install(__name__, globals(), StreamsGroupDescribeRequest, "9c9f889869960137")
+native_install(__name__, globals(), StreamsGroupDescribeRequest, "a67667ddab67be6d")

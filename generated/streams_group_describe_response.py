@@ -2320,4 +2320,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_StreamsGroupDescribeResponse_v0,
 }
-native_install(__name__, globals(), StreamsGroupDescribeResponse, "da27c58d91e55ed3")
+native_install(__name__, globals(), StreamsGroupDescribeResponse, "81e39ef72c2b610b")

@@ -1902,4 +1902,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_StreamsGroupHeartbeatRequest_v0,
 }
-native_install(__name__, globals(), StreamsGroupHeartbeatRequest, "b796ca664977e1af")
+native_install(__name__, globals(), StreamsGroupHeartbeatRequest, "76b834b16aec2334")

@@ -1260,4 +1260,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_StreamsGroupHeartbeatResponse_v0,
 }
-native_install(__name__, globals(), StreamsGroupHeartbeatResponse, "6a1d3ca7fe0f2fb2")
+native_install(__name__, globals(), StreamsGroupHeartbeatResponse, "d5f2361b057cc890")

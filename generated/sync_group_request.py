@@ -1424,4 +1424,4 @@ _ENCODERS = {
     4: _encode_SyncGroupRequest_v4,
     5: _encode_SyncGroupRequest_v5,
 }
-native_install(__name__, globals(), SyncGroupRequest, "9f9b1760e93037d7")
+native_install(__name__, globals(), SyncGroupRequest, "930c839f17131162")

@@ -634,4 +634,4 @@ _ENCODERS = {
     4: _encode_SyncGroupResponse_v4,
     5: _encode_SyncGroupResponse_v5,
 }
-native_install(__name__, globals(), SyncGroupResponse, "873bf9ca2ba666fb")
+native_install(__name__, globals(), SyncGroupResponse, "2242e827080bbecb")

@@ -1632,4 +1632,4 @@ _ENCODERS = {
     4: _encode_TxnOffsetCommitRequest_v3,
     5: _encode_TxnOffsetCommitRequest_v3,
 }
-native_install(__name__, globals(), TxnOffsetCommitRequest, "9726cdc1b6f572e9")
+native_install(__name__, globals(), TxnOffsetCommitRequest, "9ea36dc9a9b057b4")

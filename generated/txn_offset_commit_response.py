@@ -859,4 +859,4 @@ _ENCODERS = {
     4: _encode_TxnOffsetCommitResponse_v3,
     5: _encode_TxnOffsetCommitResponse_v3,
 }
-native_install(__name__, globals(), TxnOffsetCommitResponse, "d99825214c98d533")
+native_install(__name__, globals(), TxnOffsetCommitResponse, "7a73fb4c4e2bfb78")

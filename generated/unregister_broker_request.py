@@ -224,4 +224,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_UnregisterBrokerRequest_v0,
 }
-native_install(__name__, globals(), UnregisterBrokerRequest, "dc890e54e566e130")
+native_install(__name__, globals(), UnregisterBrokerRequest, "dbb39c2b2e763106")

@@ -284,4 +284,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_UnregisterBrokerResponse_v0,
 }
-native_install(__name__, globals(), UnregisterBrokerResponse, "5eb7b886a13e7725")
+native_install(__name__, globals(), UnregisterBrokerResponse, "f7392dfe54593d47")

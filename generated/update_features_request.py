@@ -715,4 +715,4 @@ _ENCODERS = {
     1: _encode_UpdateFeaturesRequest_v1,
     2: _encode_UpdateFeaturesRequest_v1,
 }
-native_install(__name__, globals(), UpdateFeaturesRequest, "745c841e65800176")
+native_install(__name__, globals(), UpdateFeaturesRequest, "0de9698334fd30db")

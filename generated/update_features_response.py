@@ -650,4 +650,4 @@ _ENCODERS = {
     1: _encode_UpdateFeaturesResponse_v0,
     2: _encode_UpdateFeaturesResponse_v2,
 }
-native_install(__name__, globals(), UpdateFeaturesResponse, "69bc3ce0b83ce652")
+native_install(__name__, globals(), UpdateFeaturesResponse, "9d313ef39ab77466")

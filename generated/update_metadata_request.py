@@ -3750,4 +3750,4 @@ _ENCODERS = {
     7: _encode_UpdateMetadataRequest_v7,
     8: _encode_UpdateMetadataRequest_v8,
 }
-native_install(__name__, globals(), UpdateMetadataRequest, "985937eec5b5dfb5")
+native_install(__name__, globals(), UpdateMetadataRequest, "f480c871e1e76908")

@@ -312,4 +312,4 @@ _ENCODERS = {
     7: _encode_UpdateMetadataResponse_v6,
     8: _encode_UpdateMetadataResponse_v6,
 }
-native_install(__name__, globals(), UpdateMetadataResponse, "727ec4f262720942")
+native_install(__name__, globals(), UpdateMetadataResponse, "6373ccd5d48e003e")

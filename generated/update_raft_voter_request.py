@@ -668,4 +668,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_UpdateRaftVoterRequest_v0,
 }
-native_install(__name__, globals(), UpdateRaftVoterRequest, "2c177bf00f77196c")
+native_install(__name__, globals(), UpdateRaftVoterRequest, "147fffd6a674db2b")

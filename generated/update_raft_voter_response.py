@@ -431,4 +431,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_UpdateRaftVoterResponse_v0,
 }
-native_install(__name__, globals(), UpdateRaftVoterResponse, "0e3881d95e6c1386")
+native_install(__name__, globals(), UpdateRaftVoterResponse, "8424e7cc81438119")

@@ -1430,4 +1430,4 @@ _ENCODERS = {
     1: _encode_VoteRequest_v1,
     2: _encode_VoteRequest_v2,
 }
-native_install(__name__, globals(), VoteRequest, "2ffc612db3b853f4")
+native_install(__name__, globals(), VoteRequest, "375ba75807ffae55")

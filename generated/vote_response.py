@@ -863,4 +863,4 @@ _ENCODERS = {
     1: _encode_VoteResponse_v1,
     2: _encode_VoteResponse_v1,
 }
-native_install(__name__, globals(), VoteResponse, "c8b6b8db235aa772")
+native_install(__name__, globals(), VoteResponse, "17751a3d311c67f5")

@@ -725,4 +725,4 @@ _DECODERS = {
 _ENCODERS = {
     0: _encode_VotersRecord_v0,
 }
-native_install(__name__, globals(), VotersRecord, "2a2215546c7085a8")
+native_install(__name__, globals(), VotersRecord, "54c8965d0d1338f2")

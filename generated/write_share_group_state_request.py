@@ -1093,4 +1093,4 @@ _ENCODERS = {
     0: _encode_WriteShareGroupStateRequest_v0,
     1: _encode_WriteShareGroupStateRequest_v1,
 }
-native_install(__name__, globals(), WriteShareGroupStateRequest, "177fc7e837b4393c")
+native_install(__name__, globals(), WriteShareGroupStateRequest, "da69530335c4cf7b")

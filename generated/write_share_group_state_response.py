@@ -575,4 +575,4 @@ _ENCODERS = {
     0: _encode_WriteShareGroupStateResponse_v0,
     1: _encode_WriteShareGroupStateResponse_v0,
 }
-native_install(__name__, globals(), WriteShareGroupStateResponse, "51af1461ce1c7d64")
+native_install(__name__, globals(), WriteShareGroupStateResponse, "3ec7716747ff5cbb")

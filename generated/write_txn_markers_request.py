@@ -1097,4 +1097,4 @@ _ENCODERS = {
     1: _encode_WriteTxnMarkersRequest_v1,
     2: _encode_WriteTxnMarkersRequest_v2,
 }
-native_install(__name__, globals(), WriteTxnMarkersRequest, "fea7b58a3a3b3b74")
+native_install(__name__, globals(), WriteTxnMarkersRequest, "158fbdbdec5358ad")

@@ -1023,4 +1023,4 @@ _ENCODERS = {
     1: _encode_WriteTxnMarkersResponse_v1,
     2: _encode_WriteTxnMarkersResponse_v1,
 }
-native_install(__name__, globals(), WriteTxnMarkersResponse, "8a5b4bef5f4be7a1")
+native_install(__name__, globals(), WriteTxnMarkersResponse, "4ed6fb6a7a79abfa")

@@ -61,6 +61,7 @@ class _Names:
     def __init__(self, classes: set[str]) -> None:
         self.classes = classes
         self.py: set[str] = set()
+        self.plans: set[str] = set()  # classes whose defaults the module makes (their plans kept)
 
     def default(self, source: str) -> str:
         """A field default's Python source as the compiled module spells it."""
@@ -68,7 +69,9 @@ class _Names:
             return source
         m = _CALL.match(source)
         if m and m.group(1) in self.classes:
-            return f"_fresh({m.group(1)})"  # a fresh struct at its defaults, without __init__
+            # a fresh struct at its defaults, without __init__, from the plan install() kept
+            self.plans.add(m.group(1))
+            return f"_fresh_in(_PLAN_{m.group(1)})"
         try:
             value = ast.literal_eval(source)
         except ValueError:
@@ -272,6 +275,8 @@ def render_native(message: Message, source: str, module: str) -> str:
         "py_globals": [f"_py_{n}" for n in py_names],
         "offsets": sorted(offsets.items()),
         "offset_globals": [f"_OFF_{c}_{a}" for c, attrs in sorted(offsets.items()) for a in attrs],
+        "plans": sorted(names.plans),
+        "plan_globals": [f"_PLAN_{c}" for c in sorted(names.plans)],
         "codecs": view.codecs,
         "versions": versions,
         "wversions": wversions,

@@ -34,6 +34,8 @@ cdef enum:
 # r_*array of integers, strings and uuids), in C; the same values, or an exception that sends
 # the body to the checked decoder.
 cdef object _fresh(object cls)
+cdef object _plan(object cls)
+cdef object _fresh_in(object plan)
 cdef bint _is_default(object v, object cls) except -1
 cdef object _n_uuid(const unsigned char* d, Py_ssize_t n, Py_ssize_t* pos)
 cdef object _n_bytes(const unsigned char* d, Py_ssize_t n, Py_ssize_t* pos, bint compact,

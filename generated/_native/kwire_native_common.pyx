@@ -204,8 +204,10 @@ cdef class _Plan:
     cdef int* kinds
     cdef bint* compared
     cdef list values  # the default, nested class or factory per slot (None for a list or dict)
+    cdef object cls
 
     def __cinit__(self, object cls):
+        self.cls = cls
         fields = dataclasses.fields(cls)
         self.n = len(fields)
         self.offs = <Py_ssize_t*>PyMem_Malloc(max(self.n, 1) * sizeof(Py_ssize_t))
@@ -245,13 +247,23 @@ cdef inline _Plan _plan_of(object cls):
     return <_Plan>plan
 
 
+cdef object _plan(object cls):
+    """cls's plan, for a module to keep (its _fresh_in calls then skip the lookup)."""
+    return _plan_of(cls)
+
+
 cdef object _fresh(object cls):
     """What cls() returns (a generated struct with every field at its default), without the
     dataclass __init__: the default read of a tagged or absent struct field."""
-    cdef _Plan plan = _plan_of(cls)
+    return _fresh_in(_plan_of(cls))
+
+
+cdef object _fresh_in(object p):
+    """_fresh of the class whose plan p is (from _plan)."""
+    cdef _Plan plan = <_Plan>p
     cdef Py_ssize_t i
     cdef int kind
-    o = PyType_GenericAlloc(<PyTypeObject*>cls, 0)
+    o = PyType_GenericAlloc(<PyTypeObject*>plan.cls, 0)
     for i in range(plan.n):
         kind = plan.kinds[i]
         if kind == _K_VALUE:

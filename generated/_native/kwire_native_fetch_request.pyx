@@ -35,9 +35,10 @@ from kwire_native_common cimport (
     _E_STRING,
     _E_UUID,
     _MAX_STRING_BYTES,
-    _fresh,
+    _fresh_in,
     _get,
     _is_default,
+    _plan,
     _nw_array,
     _nw_bytes,
     _nw_uuid,
@@ -64,7 +65,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "929e9267119146ea"
+KEY = "385c1eeee77e0f46"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -139,6 +140,7 @@ cdef Py_ssize_t _OFF_ReplicaState_replica_id
 cdef Py_ssize_t _OFF_ReplicaState_replica_epoch
 cdef Py_ssize_t _OFF_ReplicaState_unknown_tags
 cdef Py_ssize_t _OFF_ReplicaState_wire_tags
+cdef object _PLAN_ReplicaState  # how to make ReplicaState() (kept by install: no lookup per default)
 
 
 cdef object _native_ReplicaState_v15(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
@@ -591,7 +593,7 @@ cdef object _native_FetchRequest_v0(bytes data, const unsigned char* d, Py_ssize
     _need(pos, 4, n)
     _put(o, _OFF_FetchRequest_replica_id, _i32(d + pos + 0))
     pos += 4
-    _put(o, _OFF_FetchRequest_replica_state, _fresh(ReplicaState))
+    _put(o, _OFF_FetchRequest_replica_state, _fresh_in(_PLAN_ReplicaState))
     _need(pos, 8, n)
     _put(o, _OFF_FetchRequest_max_wait_ms, _i32(d + pos + 0))
     _put(o, _OFF_FetchRequest_min_bytes, _i32(d + pos + 4))
@@ -628,7 +630,7 @@ cdef object _native_FetchRequest_v3(bytes data, const unsigned char* d, Py_ssize
     _need(pos, 4, n)
     _put(o, _OFF_FetchRequest_replica_id, _i32(d + pos + 0))
     pos += 4
-    _put(o, _OFF_FetchRequest_replica_state, _fresh(ReplicaState))
+    _put(o, _OFF_FetchRequest_replica_state, _fresh_in(_PLAN_ReplicaState))
     _need(pos, 12, n)
     _put(o, _OFF_FetchRequest_max_wait_ms, _i32(d + pos + 0))
     _put(o, _OFF_FetchRequest_min_bytes, _i32(d + pos + 4))
@@ -665,7 +667,7 @@ cdef object _native_FetchRequest_v4(bytes data, const unsigned char* d, Py_ssize
     _need(pos, 4, n)
     _put(o, _OFF_FetchRequest_replica_id, _i32(d + pos + 0))
     pos += 4
-    _put(o, _OFF_FetchRequest_replica_state, _fresh(ReplicaState))
+    _put(o, _OFF_FetchRequest_replica_state, _fresh_in(_PLAN_ReplicaState))
     _need(pos, 13, n)
     _put(o, _OFF_FetchRequest_max_wait_ms, _i32(d + pos + 0))
     _put(o, _OFF_FetchRequest_min_bytes, _i32(d + pos + 4))
@@ -702,7 +704,7 @@ cdef object _native_FetchRequest_v5(bytes data, const unsigned char* d, Py_ssize
     _need(pos, 4, n)
     _put(o, _OFF_FetchRequest_replica_id, _i32(d + pos + 0))
     pos += 4
-    _put(o, _OFF_FetchRequest_replica_state, _fresh(ReplicaState))
+    _put(o, _OFF_FetchRequest_replica_state, _fresh_in(_PLAN_ReplicaState))
     _need(pos, 13, n)
     _put(o, _OFF_FetchRequest_max_wait_ms, _i32(d + pos + 0))
     _put(o, _OFF_FetchRequest_min_bytes, _i32(d + pos + 4))
@@ -739,7 +741,7 @@ cdef object _native_FetchRequest_v7(bytes data, const unsigned char* d, Py_ssize
     _need(pos, 4, n)
     _put(o, _OFF_FetchRequest_replica_id, _i32(d + pos + 0))
     pos += 4
-    _put(o, _OFF_FetchRequest_replica_state, _fresh(ReplicaState))
+    _put(o, _OFF_FetchRequest_replica_state, _fresh_in(_PLAN_ReplicaState))
     _need(pos, 21, n)
     _put(o, _OFF_FetchRequest_max_wait_ms, _i32(d + pos + 0))
     _put(o, _OFF_FetchRequest_min_bytes, _i32(d + pos + 4))
@@ -786,7 +788,7 @@ cdef object _native_FetchRequest_v9(bytes data, const unsigned char* d, Py_ssize
     _need(pos, 4, n)
     _put(o, _OFF_FetchRequest_replica_id, _i32(d + pos + 0))
     pos += 4
-    _put(o, _OFF_FetchRequest_replica_state, _fresh(ReplicaState))
+    _put(o, _OFF_FetchRequest_replica_state, _fresh_in(_PLAN_ReplicaState))
     _need(pos, 21, n)
     _put(o, _OFF_FetchRequest_max_wait_ms, _i32(d + pos + 0))
     _put(o, _OFF_FetchRequest_min_bytes, _i32(d + pos + 4))
@@ -833,7 +835,7 @@ cdef object _native_FetchRequest_v11(bytes data, const unsigned char* d, Py_ssiz
     _need(pos, 4, n)
     _put(o, _OFF_FetchRequest_replica_id, _i32(d + pos + 0))
     pos += 4
-    _put(o, _OFF_FetchRequest_replica_state, _fresh(ReplicaState))
+    _put(o, _OFF_FetchRequest_replica_state, _fresh_in(_PLAN_ReplicaState))
     _need(pos, 21, n)
     _put(o, _OFF_FetchRequest_max_wait_ms, _i32(d + pos + 0))
     _put(o, _OFF_FetchRequest_min_bytes, _i32(d + pos + 4))
@@ -887,7 +889,7 @@ cdef object _native_FetchRequest_v12(bytes data, const unsigned char* d, Py_ssiz
     _need(pos, 4, n)
     _put(o, _OFF_FetchRequest_replica_id, _i32(d + pos + 0))
     pos += 4
-    _put(o, _OFF_FetchRequest_replica_state, _fresh(ReplicaState))
+    _put(o, _OFF_FetchRequest_replica_state, _fresh_in(_PLAN_ReplicaState))
     _need(pos, 21, n)
     _put(o, _OFF_FetchRequest_max_wait_ms, _i32(d + pos + 0))
     _put(o, _OFF_FetchRequest_min_bytes, _i32(d + pos + 4))
@@ -942,7 +944,7 @@ cdef object _native_FetchRequest_v13(bytes data, const unsigned char* d, Py_ssiz
     _need(pos, 4, n)
     _put(o, _OFF_FetchRequest_replica_id, _i32(d + pos + 0))
     pos += 4
-    _put(o, _OFF_FetchRequest_replica_state, _fresh(ReplicaState))
+    _put(o, _OFF_FetchRequest_replica_state, _fresh_in(_PLAN_ReplicaState))
     _need(pos, 21, n)
     _put(o, _OFF_FetchRequest_max_wait_ms, _i32(d + pos + 0))
     _put(o, _OFF_FetchRequest_min_bytes, _i32(d + pos + 4))
@@ -1031,7 +1033,7 @@ cdef object _native_FetchRequest_v15(bytes data, const unsigned char* d, Py_ssiz
         _put(o, _OFF_FetchRequest_rack_id, _utf8(d + pos, ln))
         pos += ln
     _put(o, _OFF_FetchRequest_cluster_id, None)
-    _put(o, _OFF_FetchRequest_replica_state, _fresh(ReplicaState))
+    _put(o, _OFF_FetchRequest_replica_state, _fresh_in(_PLAN_ReplicaState))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -1084,7 +1086,7 @@ cdef object _native_FetchRequest_v17(bytes data, const unsigned char* d, Py_ssiz
         _put(o, _OFF_FetchRequest_rack_id, _utf8(d + pos, ln))
         pos += ln
     _put(o, _OFF_FetchRequest_cluster_id, None)
-    _put(o, _OFF_FetchRequest_replica_state, _fresh(ReplicaState))
+    _put(o, _OFF_FetchRequest_replica_state, _fresh_in(_PLAN_ReplicaState))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -1137,7 +1139,7 @@ cdef object _native_FetchRequest_v18(bytes data, const unsigned char* d, Py_ssiz
         _put(o, _OFF_FetchRequest_rack_id, _utf8(d + pos, ln))
         pos += ln
     _put(o, _OFF_FetchRequest_cluster_id, None)
-    _put(o, _OFF_FetchRequest_replica_state, _fresh(ReplicaState))
+    _put(o, _OFF_FetchRequest_replica_state, _fresh_in(_PLAN_ReplicaState))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -2867,7 +2869,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, FetchPartition, FetchRequest, FetchTopic, ForgottenTopic, ReplicaState, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_FetchRequest_v0, _py__read_FetchRequest_v11, _py__read_FetchRequest_v12, _py__read_FetchRequest_v13, _py__read_FetchRequest_v15, _py__read_FetchRequest_v17, _py__read_FetchRequest_v18, _py__read_FetchRequest_v3, _py__read_FetchRequest_v4, _py__read_FetchRequest_v5, _py__read_FetchRequest_v7, _py__read_FetchRequest_v9, _py__write_FetchRequest_v0, _py__write_FetchRequest_v11, _py__write_FetchRequest_v12, _py__write_FetchRequest_v13, _py__write_FetchRequest_v15, _py__write_FetchRequest_v17, _py__write_FetchRequest_v18, _py__write_FetchRequest_v3, _py__write_FetchRequest_v4, _py__write_FetchRequest_v5, _py__write_FetchRequest_v7, _py__write_FetchRequest_v9, _py_decode_message, _OFF_FetchPartition_partition, _OFF_FetchPartition_current_leader_epoch, _OFF_FetchPartition_fetch_offset, _OFF_FetchPartition_last_fetched_epoch, _OFF_FetchPartition_log_start_offset, _OFF_FetchPartition_partition_max_bytes, _OFF_FetchPartition_replica_directory_id, _OFF_FetchPartition_high_watermark, _OFF_FetchPartition_unknown_tags, _OFF_FetchPartition_wire_tags, _OFF_FetchRequest_cluster_id, _OFF_FetchRequest_replica_id, _OFF_FetchRequest_replica_state, _OFF_FetchRequest_max_wait_ms, _OFF_FetchRequest_min_bytes, _OFF_FetchRequest_max_bytes, _OFF_FetchRequest_isolation_level, _OFF_FetchRequest_session_id, _OFF_FetchRequest_session_epoch, _OFF_FetchRequest_topics, _OFF_FetchRequest_forgotten_topics_data, _OFF_FetchRequest_rack_id, _OFF_FetchRequest_unknown_tags, _OFF_FetchRequest_wire_tags, _OFF_FetchTopic_topic, _OFF_FetchTopic_topic_id, _OFF_FetchTopic_partitions, _OFF_FetchTopic_unknown_tags, _OFF_FetchTopic_wire_tags, _OFF_ForgottenTopic_topic, _OFF_ForgottenTopic_topic_id, _OFF_ForgottenTopic_partitions, _OFF_ForgottenTopic_unknown_tags, _OFF_ForgottenTopic_wire_tags, _OFF_ReplicaState_replica_id, _OFF_ReplicaState_replica_epoch, _OFF_ReplicaState_unknown_tags, _OFF_ReplicaState_wire_tags
+    global _BOUND, _py_encode, FetchPartition, FetchRequest, FetchTopic, ForgottenTopic, ReplicaState, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_FetchRequest_v0, _py__read_FetchRequest_v11, _py__read_FetchRequest_v12, _py__read_FetchRequest_v13, _py__read_FetchRequest_v15, _py__read_FetchRequest_v17, _py__read_FetchRequest_v18, _py__read_FetchRequest_v3, _py__read_FetchRequest_v4, _py__read_FetchRequest_v5, _py__read_FetchRequest_v7, _py__read_FetchRequest_v9, _py__write_FetchRequest_v0, _py__write_FetchRequest_v11, _py__write_FetchRequest_v12, _py__write_FetchRequest_v13, _py__write_FetchRequest_v15, _py__write_FetchRequest_v17, _py__write_FetchRequest_v18, _py__write_FetchRequest_v3, _py__write_FetchRequest_v4, _py__write_FetchRequest_v5, _py__write_FetchRequest_v7, _py__write_FetchRequest_v9, _py_decode_message, _OFF_FetchPartition_partition, _OFF_FetchPartition_current_leader_epoch, _OFF_FetchPartition_fetch_offset, _OFF_FetchPartition_last_fetched_epoch, _OFF_FetchPartition_log_start_offset, _OFF_FetchPartition_partition_max_bytes, _OFF_FetchPartition_replica_directory_id, _OFF_FetchPartition_high_watermark, _OFF_FetchPartition_unknown_tags, _OFF_FetchPartition_wire_tags, _OFF_FetchRequest_cluster_id, _OFF_FetchRequest_replica_id, _OFF_FetchRequest_replica_state, _OFF_FetchRequest_max_wait_ms, _OFF_FetchRequest_min_bytes, _OFF_FetchRequest_max_bytes, _OFF_FetchRequest_isolation_level, _OFF_FetchRequest_session_id, _OFF_FetchRequest_session_epoch, _OFF_FetchRequest_topics, _OFF_FetchRequest_forgotten_topics_data, _OFF_FetchRequest_rack_id, _OFF_FetchRequest_unknown_tags, _OFF_FetchRequest_wire_tags, _OFF_FetchTopic_topic, _OFF_FetchTopic_topic_id, _OFF_FetchTopic_partitions, _OFF_FetchTopic_unknown_tags, _OFF_FetchTopic_wire_tags, _OFF_ForgottenTopic_topic, _OFF_ForgottenTopic_topic_id, _OFF_ForgottenTopic_partitions, _OFF_ForgottenTopic_unknown_tags, _OFF_ForgottenTopic_wire_tags, _OFF_ReplicaState_replica_id, _OFF_ReplicaState_replica_epoch, _OFF_ReplicaState_unknown_tags, _OFF_ReplicaState_wire_tags, _PLAN_ReplicaState
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -2942,6 +2944,7 @@ def install(ns):
     _OFF_ReplicaState_replica_epoch = _offset(ReplicaState, "replica_epoch")
     _OFF_ReplicaState_unknown_tags = _offset(ReplicaState, "unknown_tags")
     _OFF_ReplicaState_wire_tags = _offset(ReplicaState, "wire_tags")
+    _PLAN_ReplicaState = _plan(ReplicaState)
     _py_encode = ns["FetchRequest"].__dict__["encode"]
     readers = {
         0: read_v0,

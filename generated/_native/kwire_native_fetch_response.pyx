@@ -35,9 +35,10 @@ from kwire_native_common cimport (
     _E_STRING,
     _E_UUID,
     _MAX_STRING_BYTES,
-    _fresh,
+    _fresh_in,
     _get,
     _is_default,
+    _plan,
     _nw_array,
     _nw_bytes,
     _nw_uuid,
@@ -64,7 +65,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "b1257ace240cac62"
+KEY = "5dd727f607163306"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -145,6 +146,9 @@ cdef Py_ssize_t _OFF_SnapshotId_end_offset
 cdef Py_ssize_t _OFF_SnapshotId_epoch
 cdef Py_ssize_t _OFF_SnapshotId_unknown_tags
 cdef Py_ssize_t _OFF_SnapshotId_wire_tags
+cdef object _PLAN_EpochEndOffset  # how to make EpochEndOffset() (kept by install: no lookup per default)
+cdef object _PLAN_LeaderIdAndEpoch  # how to make LeaderIdAndEpoch() (kept by install: no lookup per default)
+cdef object _PLAN_SnapshotId  # how to make SnapshotId() (kept by install: no lookup per default)
 
 
 cdef object _native_EpochEndOffset_v12(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
@@ -250,9 +254,9 @@ cdef object _native_PartitionData_v0(bytes data, const unsigned char* d, Py_ssiz
     pos += 14
     _put(o, _OFF_PartitionData_last_stable_offset, -1)
     _put(o, _OFF_PartitionData_log_start_offset, -1)
-    _put(o, _OFF_PartitionData_diverging_epoch, _fresh(EpochEndOffset))
-    _put(o, _OFF_PartitionData_current_leader, _fresh(LeaderIdAndEpoch))
-    _put(o, _OFF_PartitionData_snapshot_id, _fresh(SnapshotId))
+    _put(o, _OFF_PartitionData_diverging_epoch, _fresh_in(_PLAN_EpochEndOffset))
+    _put(o, _OFF_PartitionData_current_leader, _fresh_in(_PLAN_LeaderIdAndEpoch))
+    _put(o, _OFF_PartitionData_snapshot_id, _fresh_in(_PLAN_SnapshotId))
     _put(o, _OFF_PartitionData_aborted_transactions, [])
     _put(o, _OFF_PartitionData_preferred_read_replica, -1)
     _put(o, _OFF_PartitionData_records, _n_bytes(d, n, &pos, False, True))
@@ -274,9 +278,9 @@ cdef object _native_PartitionData_v4(bytes data, const unsigned char* d, Py_ssiz
     _put(o, _OFF_PartitionData_last_stable_offset, _i64(d + pos + 14))
     pos += 22
     _put(o, _OFF_PartitionData_log_start_offset, -1)
-    _put(o, _OFF_PartitionData_diverging_epoch, _fresh(EpochEndOffset))
-    _put(o, _OFF_PartitionData_current_leader, _fresh(LeaderIdAndEpoch))
-    _put(o, _OFF_PartitionData_snapshot_id, _fresh(SnapshotId))
+    _put(o, _OFF_PartitionData_diverging_epoch, _fresh_in(_PLAN_EpochEndOffset))
+    _put(o, _OFF_PartitionData_current_leader, _fresh_in(_PLAN_LeaderIdAndEpoch))
+    _put(o, _OFF_PartitionData_snapshot_id, _fresh_in(_PLAN_SnapshotId))
     _need(pos, 4, n)
     k = _i32(d + pos)
     pos += 4
@@ -311,9 +315,9 @@ cdef object _native_PartitionData_v5(bytes data, const unsigned char* d, Py_ssiz
     _put(o, _OFF_PartitionData_last_stable_offset, _i64(d + pos + 14))
     _put(o, _OFF_PartitionData_log_start_offset, _i64(d + pos + 22))
     pos += 30
-    _put(o, _OFF_PartitionData_diverging_epoch, _fresh(EpochEndOffset))
-    _put(o, _OFF_PartitionData_current_leader, _fresh(LeaderIdAndEpoch))
-    _put(o, _OFF_PartitionData_snapshot_id, _fresh(SnapshotId))
+    _put(o, _OFF_PartitionData_diverging_epoch, _fresh_in(_PLAN_EpochEndOffset))
+    _put(o, _OFF_PartitionData_current_leader, _fresh_in(_PLAN_LeaderIdAndEpoch))
+    _put(o, _OFF_PartitionData_snapshot_id, _fresh_in(_PLAN_SnapshotId))
     _need(pos, 4, n)
     k = _i32(d + pos)
     pos += 4
@@ -348,9 +352,9 @@ cdef object _native_PartitionData_v11(bytes data, const unsigned char* d, Py_ssi
     _put(o, _OFF_PartitionData_last_stable_offset, _i64(d + pos + 14))
     _put(o, _OFF_PartitionData_log_start_offset, _i64(d + pos + 22))
     pos += 30
-    _put(o, _OFF_PartitionData_diverging_epoch, _fresh(EpochEndOffset))
-    _put(o, _OFF_PartitionData_current_leader, _fresh(LeaderIdAndEpoch))
-    _put(o, _OFF_PartitionData_snapshot_id, _fresh(SnapshotId))
+    _put(o, _OFF_PartitionData_diverging_epoch, _fresh_in(_PLAN_EpochEndOffset))
+    _put(o, _OFF_PartitionData_current_leader, _fresh_in(_PLAN_LeaderIdAndEpoch))
+    _put(o, _OFF_PartitionData_snapshot_id, _fresh_in(_PLAN_SnapshotId))
     _need(pos, 4, n)
     k = _i32(d + pos)
     pos += 4
@@ -403,9 +407,9 @@ cdef object _native_PartitionData_v12(bytes data, const unsigned char* d, Py_ssi
     _put(o, _OFF_PartitionData_preferred_read_replica, _i32(d + pos + 0))
     pos += 4
     _put(o, _OFF_PartitionData_records, _n_bytes(d, n, &pos, True, True))
-    _put(o, _OFF_PartitionData_diverging_epoch, _fresh(EpochEndOffset))
-    _put(o, _OFF_PartitionData_current_leader, _fresh(LeaderIdAndEpoch))
-    _put(o, _OFF_PartitionData_snapshot_id, _fresh(SnapshotId))
+    _put(o, _OFF_PartitionData_diverging_epoch, _fresh_in(_PLAN_EpochEndOffset))
+    _put(o, _OFF_PartitionData_current_leader, _fresh_in(_PLAN_LeaderIdAndEpoch))
+    _put(o, _OFF_PartitionData_snapshot_id, _fresh_in(_PLAN_SnapshotId))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -2370,7 +2374,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, AbortedTransaction, EpochEndOffset, FetchResponse, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData, SnapshotId, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_FetchResponse_v0, _py__read_FetchResponse_v1, _py__read_FetchResponse_v11, _py__read_FetchResponse_v12, _py__read_FetchResponse_v13, _py__read_FetchResponse_v16, _py__read_FetchResponse_v4, _py__read_FetchResponse_v5, _py__read_FetchResponse_v7, _py__write_FetchResponse_v0, _py__write_FetchResponse_v1, _py__write_FetchResponse_v11, _py__write_FetchResponse_v12, _py__write_FetchResponse_v13, _py__write_FetchResponse_v16, _py__write_FetchResponse_v4, _py__write_FetchResponse_v5, _py__write_FetchResponse_v7, _py_decode_message, _OFF_AbortedTransaction_producer_id, _OFF_AbortedTransaction_first_offset, _OFF_AbortedTransaction_unknown_tags, _OFF_AbortedTransaction_wire_tags, _OFF_EpochEndOffset_epoch, _OFF_EpochEndOffset_end_offset, _OFF_EpochEndOffset_unknown_tags, _OFF_EpochEndOffset_wire_tags, _OFF_FetchResponse_throttle_time_ms, _OFF_FetchResponse_error_code, _OFF_FetchResponse_session_id, _OFF_FetchResponse_responses, _OFF_FetchResponse_node_endpoints, _OFF_FetchResponse_unknown_tags, _OFF_FetchResponse_wire_tags, _OFF_FetchableTopicResponse_topic, _OFF_FetchableTopicResponse_topic_id, _OFF_FetchableTopicResponse_partitions, _OFF_FetchableTopicResponse_unknown_tags, _OFF_FetchableTopicResponse_wire_tags, _OFF_LeaderIdAndEpoch_leader_id, _OFF_LeaderIdAndEpoch_leader_epoch, _OFF_LeaderIdAndEpoch_unknown_tags, _OFF_LeaderIdAndEpoch_wire_tags, _OFF_NodeEndpoint_node_id, _OFF_NodeEndpoint_host, _OFF_NodeEndpoint_port, _OFF_NodeEndpoint_rack, _OFF_NodeEndpoint_unknown_tags, _OFF_NodeEndpoint_wire_tags, _OFF_PartitionData_partition_index, _OFF_PartitionData_error_code, _OFF_PartitionData_high_watermark, _OFF_PartitionData_last_stable_offset, _OFF_PartitionData_log_start_offset, _OFF_PartitionData_diverging_epoch, _OFF_PartitionData_current_leader, _OFF_PartitionData_snapshot_id, _OFF_PartitionData_aborted_transactions, _OFF_PartitionData_preferred_read_replica, _OFF_PartitionData_records, _OFF_PartitionData_unknown_tags, _OFF_PartitionData_wire_tags, _OFF_SnapshotId_end_offset, _OFF_SnapshotId_epoch, _OFF_SnapshotId_unknown_tags, _OFF_SnapshotId_wire_tags
+    global _BOUND, _py_encode, AbortedTransaction, EpochEndOffset, FetchResponse, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData, SnapshotId, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_FetchResponse_v0, _py__read_FetchResponse_v1, _py__read_FetchResponse_v11, _py__read_FetchResponse_v12, _py__read_FetchResponse_v13, _py__read_FetchResponse_v16, _py__read_FetchResponse_v4, _py__read_FetchResponse_v5, _py__read_FetchResponse_v7, _py__write_FetchResponse_v0, _py__write_FetchResponse_v1, _py__write_FetchResponse_v11, _py__write_FetchResponse_v12, _py__write_FetchResponse_v13, _py__write_FetchResponse_v16, _py__write_FetchResponse_v4, _py__write_FetchResponse_v5, _py__write_FetchResponse_v7, _py_decode_message, _OFF_AbortedTransaction_producer_id, _OFF_AbortedTransaction_first_offset, _OFF_AbortedTransaction_unknown_tags, _OFF_AbortedTransaction_wire_tags, _OFF_EpochEndOffset_epoch, _OFF_EpochEndOffset_end_offset, _OFF_EpochEndOffset_unknown_tags, _OFF_EpochEndOffset_wire_tags, _OFF_FetchResponse_throttle_time_ms, _OFF_FetchResponse_error_code, _OFF_FetchResponse_session_id, _OFF_FetchResponse_responses, _OFF_FetchResponse_node_endpoints, _OFF_FetchResponse_unknown_tags, _OFF_FetchResponse_wire_tags, _OFF_FetchableTopicResponse_topic, _OFF_FetchableTopicResponse_topic_id, _OFF_FetchableTopicResponse_partitions, _OFF_FetchableTopicResponse_unknown_tags, _OFF_FetchableTopicResponse_wire_tags, _OFF_LeaderIdAndEpoch_leader_id, _OFF_LeaderIdAndEpoch_leader_epoch, _OFF_LeaderIdAndEpoch_unknown_tags, _OFF_LeaderIdAndEpoch_wire_tags, _OFF_NodeEndpoint_node_id, _OFF_NodeEndpoint_host, _OFF_NodeEndpoint_port, _OFF_NodeEndpoint_rack, _OFF_NodeEndpoint_unknown_tags, _OFF_NodeEndpoint_wire_tags, _OFF_PartitionData_partition_index, _OFF_PartitionData_error_code, _OFF_PartitionData_high_watermark, _OFF_PartitionData_last_stable_offset, _OFF_PartitionData_log_start_offset, _OFF_PartitionData_diverging_epoch, _OFF_PartitionData_current_leader, _OFF_PartitionData_snapshot_id, _OFF_PartitionData_aborted_transactions, _OFF_PartitionData_preferred_read_replica, _OFF_PartitionData_records, _OFF_PartitionData_unknown_tags, _OFF_PartitionData_wire_tags, _OFF_SnapshotId_end_offset, _OFF_SnapshotId_epoch, _OFF_SnapshotId_unknown_tags, _OFF_SnapshotId_wire_tags, _PLAN_EpochEndOffset, _PLAN_LeaderIdAndEpoch, _PLAN_SnapshotId
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -2451,6 +2455,9 @@ def install(ns):
     _OFF_SnapshotId_epoch = _offset(SnapshotId, "epoch")
     _OFF_SnapshotId_unknown_tags = _offset(SnapshotId, "unknown_tags")
     _OFF_SnapshotId_wire_tags = _offset(SnapshotId, "wire_tags")
+    _PLAN_EpochEndOffset = _plan(EpochEndOffset)
+    _PLAN_LeaderIdAndEpoch = _plan(LeaderIdAndEpoch)
+    _PLAN_SnapshotId = _plan(SnapshotId)
     _py_encode = ns["FetchResponse"].__dict__["encode"]
     readers = {
         0: read_v0,

@@ -35,9 +35,10 @@ from kwire_native_common cimport (
     _E_STRING,
     _E_UUID,
     _MAX_STRING_BYTES,
-    _fresh,
+    _fresh_in,
     _get,
     _is_default,
+    _plan,
     _nw_array,
     _nw_bytes,
     _nw_uuid,
@@ -64,7 +65,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "339f63a75ad0fe80"
+KEY = "bede779e9c3449e4"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -128,6 +129,7 @@ cdef Py_ssize_t _OFF_TopicProduceResponse_topic_id
 cdef Py_ssize_t _OFF_TopicProduceResponse_partition_responses
 cdef Py_ssize_t _OFF_TopicProduceResponse_unknown_tags
 cdef Py_ssize_t _OFF_TopicProduceResponse_wire_tags
+cdef object _PLAN_LeaderIdAndEpoch  # how to make LeaderIdAndEpoch() (kept by install: no lookup per default)
 
 
 cdef object _native_BatchIndexAndErrorMessage_v8(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
@@ -217,7 +219,7 @@ cdef object _native_PartitionProduceResponse_v0(bytes data, const unsigned char*
     _put(o, _OFF_PartitionProduceResponse_log_start_offset, -1)
     _put(o, _OFF_PartitionProduceResponse_record_errors, [])
     _put(o, _OFF_PartitionProduceResponse_error_message, None)
-    _put(o, _OFF_PartitionProduceResponse_current_leader, _fresh(LeaderIdAndEpoch))
+    _put(o, _OFF_PartitionProduceResponse_current_leader, _fresh_in(_PLAN_LeaderIdAndEpoch))
     _put(o, _OFF_PartitionProduceResponse_unknown_tags, {})
     _put(o, _OFF_PartitionProduceResponse_wire_tags, None)
     p[0] = pos
@@ -238,7 +240,7 @@ cdef object _native_PartitionProduceResponse_v2(bytes data, const unsigned char*
     _put(o, _OFF_PartitionProduceResponse_log_start_offset, -1)
     _put(o, _OFF_PartitionProduceResponse_record_errors, [])
     _put(o, _OFF_PartitionProduceResponse_error_message, None)
-    _put(o, _OFF_PartitionProduceResponse_current_leader, _fresh(LeaderIdAndEpoch))
+    _put(o, _OFF_PartitionProduceResponse_current_leader, _fresh_in(_PLAN_LeaderIdAndEpoch))
     _put(o, _OFF_PartitionProduceResponse_unknown_tags, {})
     _put(o, _OFF_PartitionProduceResponse_wire_tags, None)
     p[0] = pos
@@ -259,7 +261,7 @@ cdef object _native_PartitionProduceResponse_v5(bytes data, const unsigned char*
     pos += 30
     _put(o, _OFF_PartitionProduceResponse_record_errors, [])
     _put(o, _OFF_PartitionProduceResponse_error_message, None)
-    _put(o, _OFF_PartitionProduceResponse_current_leader, _fresh(LeaderIdAndEpoch))
+    _put(o, _OFF_PartitionProduceResponse_current_leader, _fresh_in(_PLAN_LeaderIdAndEpoch))
     _put(o, _OFF_PartitionProduceResponse_unknown_tags, {})
     _put(o, _OFF_PartitionProduceResponse_wire_tags, None)
     p[0] = pos
@@ -300,7 +302,7 @@ cdef object _native_PartitionProduceResponse_v8(bytes data, const unsigned char*
         _need(pos, ln, n)
         _put(o, _OFF_PartitionProduceResponse_error_message, _utf8(d + pos, ln))
         pos += ln
-    _put(o, _OFF_PartitionProduceResponse_current_leader, _fresh(LeaderIdAndEpoch))
+    _put(o, _OFF_PartitionProduceResponse_current_leader, _fresh_in(_PLAN_LeaderIdAndEpoch))
     _put(o, _OFF_PartitionProduceResponse_unknown_tags, {})
     _put(o, _OFF_PartitionProduceResponse_wire_tags, None)
     p[0] = pos
@@ -339,7 +341,7 @@ cdef object _native_PartitionProduceResponse_v9(bytes data, const unsigned char*
         _need(pos, ln, n)
         _put(o, _OFF_PartitionProduceResponse_error_message, _utf8(d + pos, ln))
         pos += ln
-    _put(o, _OFF_PartitionProduceResponse_current_leader, _fresh(LeaderIdAndEpoch))
+    _put(o, _OFF_PartitionProduceResponse_current_leader, _fresh_in(_PLAN_LeaderIdAndEpoch))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -382,7 +384,7 @@ cdef object _native_PartitionProduceResponse_v10(bytes data, const unsigned char
         _need(pos, ln, n)
         _put(o, _OFF_PartitionProduceResponse_error_message, _utf8(d + pos, ln))
         pos += ln
-    _put(o, _OFF_PartitionProduceResponse_current_leader, _fresh(LeaderIdAndEpoch))
+    _put(o, _OFF_PartitionProduceResponse_current_leader, _fresh_in(_PLAN_LeaderIdAndEpoch))
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -2127,7 +2129,7 @@ def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, ProduceResponse, TopicProduceResponse, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_ProduceResponse_v0, _py__read_ProduceResponse_v1, _py__read_ProduceResponse_v10, _py__read_ProduceResponse_v13, _py__read_ProduceResponse_v2, _py__read_ProduceResponse_v5, _py__read_ProduceResponse_v8, _py__read_ProduceResponse_v9, _py__write_ProduceResponse_v0, _py__write_ProduceResponse_v1, _py__write_ProduceResponse_v10, _py__write_ProduceResponse_v13, _py__write_ProduceResponse_v2, _py__write_ProduceResponse_v5, _py__write_ProduceResponse_v8, _py__write_ProduceResponse_v9, _py_decode_message, _OFF_BatchIndexAndErrorMessage_batch_index, _OFF_BatchIndexAndErrorMessage_batch_index_error_message, _OFF_BatchIndexAndErrorMessage_unknown_tags, _OFF_BatchIndexAndErrorMessage_wire_tags, _OFF_LeaderIdAndEpoch_leader_id, _OFF_LeaderIdAndEpoch_leader_epoch, _OFF_LeaderIdAndEpoch_unknown_tags, _OFF_LeaderIdAndEpoch_wire_tags, _OFF_NodeEndpoint_node_id, _OFF_NodeEndpoint_host, _OFF_NodeEndpoint_port, _OFF_NodeEndpoint_rack, _OFF_NodeEndpoint_unknown_tags, _OFF_NodeEndpoint_wire_tags, _OFF_PartitionProduceResponse_index, _OFF_PartitionProduceResponse_error_code, _OFF_PartitionProduceResponse_base_offset, _OFF_PartitionProduceResponse_log_append_time_ms, _OFF_PartitionProduceResponse_log_start_offset, _OFF_PartitionProduceResponse_record_errors, _OFF_PartitionProduceResponse_error_message, _OFF_PartitionProduceResponse_current_leader, _OFF_PartitionProduceResponse_unknown_tags, _OFF_PartitionProduceResponse_wire_tags, _OFF_ProduceResponse_responses, _OFF_ProduceResponse_throttle_time_ms, _OFF_ProduceResponse_node_endpoints, _OFF_ProduceResponse_unknown_tags, _OFF_ProduceResponse_wire_tags, _OFF_TopicProduceResponse_name, _OFF_TopicProduceResponse_topic_id, _OFF_TopicProduceResponse_partition_responses, _OFF_TopicProduceResponse_unknown_tags, _OFF_TopicProduceResponse_wire_tags
+    global _BOUND, _py_encode, BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, ProduceResponse, TopicProduceResponse, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_ProduceResponse_v0, _py__read_ProduceResponse_v1, _py__read_ProduceResponse_v10, _py__read_ProduceResponse_v13, _py__read_ProduceResponse_v2, _py__read_ProduceResponse_v5, _py__read_ProduceResponse_v8, _py__read_ProduceResponse_v9, _py__write_ProduceResponse_v0, _py__write_ProduceResponse_v1, _py__write_ProduceResponse_v10, _py__write_ProduceResponse_v13, _py__write_ProduceResponse_v2, _py__write_ProduceResponse_v5, _py__write_ProduceResponse_v8, _py__write_ProduceResponse_v9, _py_decode_message, _OFF_BatchIndexAndErrorMessage_batch_index, _OFF_BatchIndexAndErrorMessage_batch_index_error_message, _OFF_BatchIndexAndErrorMessage_unknown_tags, _OFF_BatchIndexAndErrorMessage_wire_tags, _OFF_LeaderIdAndEpoch_leader_id, _OFF_LeaderIdAndEpoch_leader_epoch, _OFF_LeaderIdAndEpoch_unknown_tags, _OFF_LeaderIdAndEpoch_wire_tags, _OFF_NodeEndpoint_node_id, _OFF_NodeEndpoint_host, _OFF_NodeEndpoint_port, _OFF_NodeEndpoint_rack, _OFF_NodeEndpoint_unknown_tags, _OFF_NodeEndpoint_wire_tags, _OFF_PartitionProduceResponse_index, _OFF_PartitionProduceResponse_error_code, _OFF_PartitionProduceResponse_base_offset, _OFF_PartitionProduceResponse_log_append_time_ms, _OFF_PartitionProduceResponse_log_start_offset, _OFF_PartitionProduceResponse_record_errors, _OFF_PartitionProduceResponse_error_message, _OFF_PartitionProduceResponse_current_leader, _OFF_PartitionProduceResponse_unknown_tags, _OFF_PartitionProduceResponse_wire_tags, _OFF_ProduceResponse_responses, _OFF_ProduceResponse_throttle_time_ms, _OFF_ProduceResponse_node_endpoints, _OFF_ProduceResponse_unknown_tags, _OFF_ProduceResponse_wire_tags, _OFF_TopicProduceResponse_name, _OFF_TopicProduceResponse_topic_id, _OFF_TopicProduceResponse_partition_responses, _OFF_TopicProduceResponse_unknown_tags, _OFF_TopicProduceResponse_wire_tags, _PLAN_LeaderIdAndEpoch
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -2191,6 +2193,7 @@ def install(ns):
     _OFF_TopicProduceResponse_partition_responses = _offset(TopicProduceResponse, "partition_responses")
     _OFF_TopicProduceResponse_unknown_tags = _offset(TopicProduceResponse, "unknown_tags")
     _OFF_TopicProduceResponse_wire_tags = _offset(TopicProduceResponse, "wire_tags")
+    _PLAN_LeaderIdAndEpoch = _plan(LeaderIdAndEpoch)
     _py_encode = ns["ProduceResponse"].__dict__["encode"]
     readers = {
         0: read_v0,

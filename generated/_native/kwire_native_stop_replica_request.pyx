@@ -35,9 +35,10 @@ from kwire_native_common cimport (
     _E_STRING,
     _E_UUID,
     _MAX_STRING_BYTES,
-    _fresh,
+    _fresh_in,
     _get,
     _is_default,
+    _plan,
     _nw_array,
     _nw_bytes,
     _nw_uuid,
@@ -64,7 +65,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "b72d21a9cdf4078b"
+KEY = "3c3b2274eecd5d47"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
