@@ -245,9 +245,17 @@ def _read_v2_records_python(
     return p
 
 
+def install_compiled(module: Any, v2_reader: Callable[..., int]) -> None:
+    """Binds the compiled module to this package's classes and its v2 fallback reader (tests
+    bind a counting one)."""
+    module.install(
+        v2_reader, Record, Batch, LOG_APPEND_TIME, CREATE_TIME, CODEC_NAMES[0], zlib.crc32
+    )
+
+
 def _load_compiled() -> Any:
-    """The compiled twin of the records loop (records/_compiled.pyx, built by `make setup` as
-    kwire_native_records beside the compiled codecs), or None: not built, built for another
+    """The compiled twins of the records loops (records/_compiled.pyx, built by `make setup`
+    as kwire_native_records beside the compiled codecs), or None: not built, built for another
     interface, or KWIRE_PURE_PYTHON set."""
     if os.environ.get("KWIRE_PURE_PYTHON", "") not in ("", "0"):
         return None
@@ -257,29 +265,32 @@ def _load_compiled() -> Any:
         module = _load_native("records")
     except ImportError:
         return None  # built for another Python
-    if module is None or getattr(module, "API", None) != 1:
+    if module is None or getattr(module, "API", None) != 2:
         return None
-    module.install(_read_v2_records_python, Record, LOG_APPEND_TIME)
-    return module.read_v2_records
+    install_compiled(module, _read_v2_records_python)
+    return module
 
 
-_COMPILED = _load_compiled()
-# The reader in use, in a box so set_backend can swap it: compiled when built, else Python.
+_NATIVE = _load_compiled()
+_COMPILED: Callable[..., int] | None = None if _NATIVE is None else _NATIVE.read_v2_records
+# The readers in use, in boxes so set_backend can swap them: compiled when built, else Python.
 _READ_V2: list[Callable[..., int]] = [_COMPILED or _read_v2_records_python]
+_LEGACY: list[Any] = [_NATIVE]  # the module whose read_legacy / read_inner serve, or None
 
 
 def backend() -> str:
-    """Which records loop decodes: "compiled" or "python" (the reference)."""
+    """Which records loops decode: "compiled" or "python" (the reference)."""
     return "compiled" if _READ_V2[0] is _COMPILED else "python"
 
 
 def set_backend(name: str) -> None:
-    """Switches the records loop between "compiled" (needs the build) and "python"."""
+    """Switches the records loops between "compiled" (needs the build) and "python"."""
     if name not in ("python", "compiled"):
         raise ValueError(f"unknown backend {name!r}: 'python' or 'compiled'")
     if name == "compiled" and _COMPILED is None:
         raise RuntimeError("the compiled records reader is not built (make setup)")
-    _READ_V2[0] = _COMPILED if name == "compiled" else _read_v2_records_python
+    _READ_V2[0] = _COMPILED if name == "compiled" and _COMPILED else _read_v2_records_python
+    _LEGACY[0] = _NATIVE if name == "compiled" else None
 
 
 def _read_headers(
@@ -514,7 +525,9 @@ def _decode_legacy(data: bytes, pos: int, size: int, cap: int) -> Batch:
         return batch
     where = f"the decompressed payload of the message at byte {pos}"
     try:
-        _read_inner(inner, batch)
+        native = _LEGACY[0]
+        if native is None or not native.read_inner(inner, batch):
+            _read_inner(inner, batch)
     except RecordsDecodeError as exc:
         _fail(batch, MALFORMED, _relocate(exc, 0, where))
     return batch
@@ -669,6 +682,16 @@ def iter_batches(
                 f"partial entry at byte {pos}: {12 + size} bytes declared, {left} present",
             )
             return
+        native = _LEGACY[0]
+        if magic != 2 and native is not None:
+            # A run of uncompressed legacy messages, one Batch each, read in C up to the first
+            # entry it does not decide; that entry is the Python reader's.
+            run: list[Batch] = []
+            end = native.read_legacy(buf, pos, n, run)
+            if run:
+                yield from run
+                pos = end
+                continue
         try:
             if magic == 2:
                 yield _decode_v2(buf, pos, size, max_decompressed)

@@ -1,14 +1,17 @@
-"""The compiled records loop (records/_compiled.pyx, built by `make setup`) held to the Python
-reference: batches drawn from every v2 codec, the same bytes damaged (byte flips, cuts), the
-hand-made faults and the extremes decode to equal batches -- records, statuses, error texts and
-offsets -- under both; and a clean batch is read by the compiled loop itself, not by its
-Python fallback.
+"""The compiled records loops (records/_compiled.pyx, built by `make setup`) held to the Python
+reference: batches drawn from every codec of every format (v2 batches, legacy message sets of
+magic 0 and 1, plain and compressed), the same bytes damaged (byte flips, cuts), the hand-made
+faults and the extremes decode to equal batches -- records, statuses, error texts, offsets, and
+the CRCs, positions and sizes equality leaves out -- under both; and clean input is read by the
+compiled loops themselves, not by their Python fallbacks.
 """
 
 from __future__ import annotations
 
+import gzip
 import os
 import struct
+import zlib
 from typing import Any, Iterator
 
 import crc32c
@@ -28,6 +31,7 @@ needs_build = pytest.mark.skipif(
     "KWIRE_PURE_PYTHON is set: only the Python loop is tested",
 )
 V2 = [v for v in VARIANTS if v.magic == 2]
+LEGACY = [v for v in VARIANTS if v.magic != 2]
 
 
 def test_the_compiled_loop_is_in_use_where_it_was_built() -> None:
@@ -54,6 +58,10 @@ def both(data: bytes, **kw: Any) -> tuple[list[R.Batch], list[R.Batch]]:
 def same(python: list[R.Batch], compiled: list[R.Batch]) -> None:
     assert compiled == python
     for p, c in zip(python, compiled):
+        # Every Batch slot, the ones equality leaves out (crc, position, size...) included.
+        assert [getattr(c, name) for name in R.Batch.__slots__] == [
+            getattr(p, name) for name in R.Batch.__slots__
+        ]
         # Record fields one by one: equality of ints hides nothing, but types must agree too.
         for rp, rc in zip(p.records, c.records):
             assert [type(x) for x in vars_of(rc)] == [type(x) for x in vars_of(rp)]
@@ -79,11 +87,11 @@ def fallback() -> Iterator[Counting]:
     import kwire_native_records as native  # loaded by records.decode
 
     counting = Counting()
-    native.install(counting, R.Record, R.model.LOG_APPEND_TIME)
+    D.install_compiled(native, counting)
     try:
         yield counting
     finally:
-        native.install(D._read_v2_records_python, R.Record, R.model.LOG_APPEND_TIME)
+        D.install_compiled(native, D._read_v2_records_python)
 
 
 @needs_build
@@ -185,3 +193,108 @@ def test_set_backend_refuses_what_is_not_there() -> None:
     if not BUILT:
         with pytest.raises(RuntimeError, match="not built"):
             R.set_backend("compiled")
+
+
+@needs_build
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(LEGACY).flatmap(batches))
+def test_drawn_message_sets_decode_alike(base: list[R.Batch]) -> None:
+    same(*both(R.encode_records(base)))
+
+
+@needs_build
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    base=st.sampled_from(LEGACY).flatmap(batches),
+    flips=st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=4),
+    cut=st.integers(0, 10_000),
+)
+def test_damaged_message_sets_decode_alike(
+    base: list[R.Batch], flips: list[tuple[int, int]], cut: int
+) -> None:
+    """Flips anywhere (sizes, magic, attributes, CRCs, lengths, compressed payloads) and cuts:
+    the compiled legacy readers stop where the reference would report, and hand over."""
+    raw = bytearray(R.encode_records(base))
+    if raw:
+        for at, value in flips:
+            raw[at % len(raw)] = value
+    data = bytes(raw[: len(raw) - cut % max(len(raw) // 4, 1)])
+    same(*both(data, max_decompressed=1 << 20))
+
+
+def _legacy(offset: int, value: bytes, *, magic: int = 1, attributes: int = 0,
+            timestamp: int = 0, key: bytes | None = None) -> bytes:  # fmt: skip
+    body = bytes([magic, attributes])
+    if magic == 1:
+        body += struct.pack(">q", timestamp)
+    body += struct.pack(">i", -1) if key is None else struct.pack(">i", len(key)) + key
+    body += struct.pack(">i", len(value)) + value
+    crc = struct.pack(">I", zlib.crc32(body))
+    return struct.pack(">qi", offset, 4 + len(body)) + crc + body
+
+
+def _wrapper(inner: bytes, offset: int, *, attributes: int = 1, timestamp: int = 0) -> bytes:
+    return _legacy(offset, gzip.compress(inner), attributes=attributes, timestamp=timestamp)
+
+
+LEGACY_EXTREMES = {
+    "offset near 2**63": _legacy(2**63 - 1, b"v"),
+    "negative offset": _legacy(-5, b"v", magic=0),
+    "timestamp near -2**63": _legacy(0, b"v", timestamp=-(2**63)),
+    "log append time, unused attribute bits": _legacy(3, b"v", attributes=0x08 | 0xF0),
+    "magic 0 with attribute bit 3": _legacy(3, b"v", magic=0, attributes=0x08),
+    "empty value, null key": _legacy(0, b""),
+    "wrapper below its last inner offset": _wrapper(_legacy(0, b"a") + _legacy(9, b"b"), 4),
+    "wrapper offset near 2**63": _wrapper(_legacy(0, b"a") + _legacy(1, b"b"), 2**63 - 1),
+    "inner offsets near -2**63": _wrapper(_legacy(-(2**63), b"a"), 7),
+    "log append wrapper": _wrapper(
+        _legacy(0, b"a", timestamp=5) + _legacy(1, b"b", timestamp=77), 10,
+        attributes=0x09, timestamp=77,
+    ),
+    "magic 0 inside magic 1": _wrapper(_legacy(0, b"a", magic=0) + _legacy(1, b"b"), 10),
+    "nested compression": _wrapper(_legacy(0, b"a", attributes=1), 3),
+    "empty wrapper payload": _wrapper(b"", 3),
+    "bad inner crc": _wrapper(_legacy(0, b"a")[:12] + b"\0\0\0\0" + _legacy(0, b"a")[16:], 3),
+    "a clean run then a cut": _legacy(0, b"a") + _legacy(1, b"b") + _legacy(2, b"c")[:-3],
+}  # fmt: skip
+
+
+@needs_build
+@pytest.mark.parametrize("name", sorted(LEGACY_EXTREMES))
+def test_legacy_extremes_decode_alike(name: str) -> None:
+    same(*both(LEGACY_EXTREMES[name]))
+
+
+@needs_build
+def test_clean_message_sets_are_read_by_the_compiled_readers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls = {"message": 0, "inner": 0}
+
+    def counted(name: str, fn: Any) -> Any:
+        def wrapper(*args: Any) -> Any:
+            calls[name] += 1
+            return fn(*args)
+
+        return wrapper
+
+    monkeypatch.setattr(D, "_decode_legacy", counted("message", D._decode_legacy))
+    monkeypatch.setattr(D, "_read_inner", counted("inner", D._read_inner))
+    R.set_backend("compiled")
+    recs = [R.Record(i, 1000 + i, b"k%d" % i, b"v" * 50) for i in range(40)]
+    for magic in (0, 1):
+        plain = R.encode_records(R.make_message_set(recs, magic=magic))
+        assert [r.offset for b in R.decode_records(plain) for r in b.records] == list(range(40))
+    assert calls == {"message": 0, "inner": 0}
+    packed = R.encode_records(R.make_message_set(recs, magic=1, compression="gzip"))
+    (batch,) = R.decode_records(packed)
+    assert batch.status == R.OK and [r.value for r in batch.records] == [b"v" * 50] * 40
+    assert calls == {"message": 1, "inner": 0}  # the wrapper is Python's, its inner loop not
+    # A damaged message in the middle: the run before it is compiled, it and the rest Python's.
+    # (the last byte of message 20's value: its CRC no longer matches).
+    twentieth = R.decode_records(plain)[20]
+    raw = bytearray(plain)
+    raw[twentieth.position + twentieth.size - 1] ^= 0xFF
+    decoded = R.decode_records(bytes(raw))
+    assert [b.status for b in decoded] == [R.OK] * 20 + [R.CRC_MISMATCH] + [R.OK] * 19
+    assert calls["message"] == 2  # the damaged one, then the next (the compiled run from 22 on)
