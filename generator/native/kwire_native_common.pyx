@@ -347,14 +347,20 @@ cdef inline int _nw_len(_Buf* b, Py_ssize_t n, bint compact, int width) except -
     return _w_be(b, <uint64_t>n, width)
 
 
+cdef inline int _nw_null(_Buf* b, bint compact, bint nullable) except -1:
+    """A null bytes field or array: length -1 (0 compact), refused where the field is not
+    nullable (the Python writer then raises the error that names it)."""
+    if not nullable:
+        raise TypeError("null")
+    if compact:
+        return _w_u8(b, 0)
+    return _w_be(b, 0xFFFFFFFF, 4)
+
+
 cdef int _nw_bytes(_Buf* b, object v, bint compact, bint nullable) except -1:
     cdef Py_ssize_t ln
     if v is None:
-        if not nullable:
-            raise TypeError("null")
-        if compact:
-            return _w_u8(b, 0)
-        return _w_be(b, 0xFFFFFFFF, 4)
+        return _nw_null(b, compact, nullable)
     if not PyBytes_CheckExact(v):
         raise TypeError("not bytes")
     ln = PyBytes_GET_SIZE(v)
@@ -366,11 +372,7 @@ cdef int _nw_array(_Buf* b, object v, bint compact, bint nullable, int elem) exc
     cdef Py_ssize_t ln
     cdef const char* cs
     if v is None:
-        if not nullable:
-            raise TypeError("null")
-        if compact:
-            return _w_u8(b, 0)
-        return _w_be(b, 0xFFFFFFFF, 4)
+        return _nw_null(b, compact, nullable)
     if not PyList_CheckExact(v):
         raise TypeError("not a list")
     _nw_len(b, len(<list>v), compact, 4)
