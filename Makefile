@@ -37,7 +37,7 @@ generate: $(STAMP)
 
 # The tests expect the compiled build unless KWIRE_PURE_PYTHON is set (then they test Python alone).
 test: $(STAMP) $(NATIVE_STAMP)
-	KWIRE_EXPECT_COMPILED=$$([ -n "$$KWIRE_PURE_PYTHON" ] && echo 0 || echo 1) $(BIN)/python -m pytest -q -n 2 --dist loadgroup tests
+	KWIRE_EXPECT_COMPILED=$$([ -n "$$KWIRE_PURE_PYTHON" ] && echo 0 || echo 1) $(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=12 tests
 
 # The exhaustive matrices make test samples: every message and version of every API through the
 # property round trips (40 examples each), both peers (25 each), the Arrow columns, the upstream
