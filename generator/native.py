@@ -14,7 +14,7 @@ from typing import Any
 
 from .model import FIXED, INT_RANGES, Message
 from .plan import Codec, plan_message
-from .render import _decorate, _environment, _Obj
+from .views import Obj, decorate, environment
 
 NATIVE_FIXED = {
     "bool": "True if d[pos + {o}] else False",
@@ -242,7 +242,7 @@ def native_source(message: Message, source: str, module: str) -> tuple[str, str]
 def render_native(message: Message, source: str, module: str) -> str:
     view = plan_message(message)
     for codec in view.codecs:
-        _decorate(codec, view.class_names)
+        decorate(codec, view.class_names)
     classes = sorted({c.class_name for c in view.codecs})
     names = _Names(set(classes))
     for codec in view.codecs:
@@ -281,8 +281,8 @@ def render_native(message: Message, source: str, module: str) -> str:
         "versions": versions,
         "wversions": wversions,
     }
-    template = _environment().get_template("native.pyx.j2")
-    return template.render(view=_Obj(context))
+    template = environment().get_template("native.pyx.j2")
+    return template.render(view=Obj(context))
 
 
 def common_sources() -> dict[str, str]:
