@@ -4,9 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup native generate test sweep lint clean demo capture fuzz bench bench-scale
+.PHONY: setup native generate test sweep lint clean demo capture fuzz bench bench-scale wheel wheel-check
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test,native]'
@@ -16,8 +16,8 @@ $(STAMP): pyproject.toml
 # minutes on 2 cores the first time, only changed modules afterwards). KWIRE_PURE_PYTHON=1 skips
 # the build, and the tests then check the Python build alone.
 NATIVE_STAMP := generated/_native/.built
-NATIVE_SOURCES := $(wildcard generated/_native/*.pyx generated/_native/*.pxd) records/_compiled.pyx \
-	udfs/_columns.pyx
+NATIVE_SOURCES := $(wildcard generated/_native/*.pyx generated/_native/*.pxd) kwire/records/_compiled.pyx \
+	kwire/spark/_columns.pyx setup.py
 
 $(NATIVE_STAMP): $(STAMP) $(NATIVE_SOURCES)
 	@if [ -n "$$KWIRE_PURE_PYTHON" ]; then \
@@ -44,15 +44,15 @@ test: $(STAMP) $(NATIVE_STAMP)
 # schemas compiled as they are, the systematic fuzz seeds and mutations, and the regenerate check
 # formatting every module.
 sweep: $(STAMP)
-	KWIRE_SWEEP=1 $(BIN)/python -m pytest -q -n 2 tests/generated tests/fuzz tests/udfs/test_model.py \
+	KWIRE_SWEEP=1 $(BIN)/python -m pytest -q -n 2 tests/generated tests/fuzz tests/spark/test_model.py \
 		tests/generator/test_upstream.py tests/generator/test_generated_is_current.py
 
 lint: $(STAMP)
-	$(BIN)/black --check generator generated capture groups records udfs tests benchmarks scripts
-	$(BIN)/mypy generated generator capture groups records udfs
+	$(BIN)/black --check generator generated kwire tests benchmarks scripts setup.py
+	$(BIN)/mypy generated generator kwire
 
 demo: $(STAMP) $(NATIVE_STAMP)
-	$(BIN)/python -m udfs.demo
+	$(BIN)/python -m kwire.demo
 
 # Remakes tests/data/capture (needs root for `unshare -n`, plus tcpdump, dumpcap and tshark).
 capture: $(STAMP)
@@ -83,6 +83,18 @@ bench: $(STAMP)
 bench-scale: $(STAMP)
 	$(BIN)/python -m benchmarks.scale
 
+# The wheel and sdist a user installs (python -m build: an isolated build from the sdist, so the
+# wheel's compiled modules are compiled from the committed .pyx; about 4 minutes on 2 cores).
+wheel: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+
+# The wheel as a user gets it: installed in a fresh venv outside the checkout, then `kwire decode`,
+# `kwire groups` and `kwire report` run on a bundled capture from a directory elsewhere.
+wheel-check: wheel
+	$(BIN)/python scripts/wheel_check.py dist
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .hypothesis out
-	rm -f generated/_native/*.c generated/_native/*.so $(NATIVE_STAMP)
+	rm -rf dist
+	rm -f generated/_native/*.c generated/_native/*.so kwire/*/_*.c kwire/*/_*.so $(NATIVE_STAMP)

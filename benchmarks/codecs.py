@@ -184,7 +184,7 @@ class _Values:
 
     def batch(self, base_offset: int) -> bytes:
         """A v2 record batch of 10 uncompressed records: a short key, a ~100-byte value."""
-        from records import Batch, Record, encode_batch
+        from kwire.records import Batch, Record, encode_batch
 
         now = 1_732_000_000_000
         recs = [

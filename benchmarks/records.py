@@ -43,7 +43,7 @@ if sys.path and Path(sys.path[0] or ".").resolve() == HERE:
 elif str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import records as R  # noqa: E402
+from kwire import records as R  # noqa: E402
 
 DEFAULT_JSON = HERE / "results" / "records.json"
 DEFAULT_SEED = 20240611

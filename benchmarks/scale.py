@@ -18,16 +18,16 @@ in the page cache):
    -e kafka.request_key -e kafka.correlation_id`` (the Kafka dissector on for every broker port)
    over every ring file in turn, its output counted (one line per packet) and dropped; the
    reference for what a packet dissector does with the same bytes.
-2. ``single``: ``python -m capture RING -o TMP/frames.parquet -p PORTS --summary-json ...`` in a
+2. ``single``: ``kwire capture RING -o TMP/frames.parquet -p PORTS --summary-json ...`` in a
    subprocess: the single-process reference (its packet count and its frames table's row count
    are what the other variants are checked against).
 3. ``local1``, ``local2``, ``cluster2``: the capture on Spark
-   (``udfs.spark_capture.capture_frames(spark, [RING], ports)``, its frames written as Parquet)
+   (``kwire.spark.spark_capture.capture_frames(spark, [RING], ports)``, its frames written as Parquet)
    on ``local[1]``, ``local[2]`` and a standalone cluster of two workers with one core each (the
-   master and workers started as tests/udfs/test_cluster.py does, with its ``Cluster``). Each in
+   master and workers started as tests/spark/test_cluster.py does, with its ``Cluster``). Each in
    its own process (``--variant``, so JVMs do not mix): one warm-up run, then the timed runs
    (the write only, not the session's start).
-4. ``job``: the decode job end to end at its defaults, ``python -m udfs.job RING -o TMP/out -p
+4. ``job``: the decode job end to end at its defaults, ``kwire decode RING -o TMP/out -p
    PORTS`` (local[*], capture on Spark, requests, responses and records), wall clock once, with
    the peak resident memory of its whole process tree (driver Python, JVM, Python workers: the
    sum of VmRSS over the process and all its descendants, from /proc every 0.25 s). Its frames
@@ -271,12 +271,12 @@ def run_tshark(files: list[Path], ports: list[int], args: argparse.Namespace) ->
 
 
 def run_single(ring: Path, ports: list[int], tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """`python -m capture RING -o TMP/frames.parquet` in a subprocess, wall clock."""
+    """`kwire capture RING -o TMP/frames.parquet` in a subprocess, wall clock."""
     out, summary = tmp / "frames.parquet", tmp / "capture-summary.json"
-    cmd = [sys.executable, "-m", "capture", str(ring), "-o", str(out)]
+    cmd = [sys.executable, "-m", "kwire", "capture", str(ring), "-o", str(out)]
     cmd += ["-p", ",".join(map(str, ports)), "--summary-json", str(summary), "-q"]
     result: dict[str, Any] = {
-        "command": "python -m capture RING -o TMP/frames.parquet -p PORTS --summary-json S -q",
+        "command": "kwire capture RING -o TMP/frames.parquet -p PORTS --summary-json S -q",
         "seconds": [],
         "memory": [],
     }
@@ -284,7 +284,7 @@ def run_single(ring: Path, ports: list[int], tmp: Path, args: argparse.Namespace
         say(f"  single process capture: run {repeat + 1}/{args.repeats}")
         took, proc, memory = run_timed(cmd, args.timeout, cwd=ROOT)
         if proc.returncode != 0:
-            raise RuntimeError(f"python -m capture exited {proc.returncode}: {_tail(proc.stderr)}")
+            raise RuntimeError(f"kwire capture exited {proc.returncode}: {_tail(proc.stderr)}")
         result["seconds"].append(took)
         result["memory"].append(memory)
     data = json.loads(summary.read_text())
@@ -305,7 +305,7 @@ def spark_variant(args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {"variant": args.variant, "cores": cores, "seconds": []}
     try:
         if master == "cluster":
-            from tests.udfs.test_cluster import Cluster
+            from tests.spark.test_cluster import Cluster
 
             base = out / "cluster"
             base.mkdir()
@@ -318,8 +318,8 @@ def spark_variant(args: argparse.Namespace) -> dict[str, Any]:
             conf += [("spark.executor.cores", "1"), ("spark.executor.memory", "1g")]
             conf += [("spark.cores.max", "2")]
         result["master"] = "standalone, 2 workers x 1 core" if cluster else master
-        from udfs.session import build_session
-        from udfs.spark_capture import capture_frames
+        from kwire.spark.session import build_session
+        from kwire.spark.spark_capture import capture_frames
 
         spark = build_session(master, "kwire-bench-scale", conf=conf)
         try:
@@ -371,14 +371,14 @@ def spawn_spark(variant: str, args: argparse.Namespace, tmp: Path) -> dict[str, 
 def run_job(ring: Path, ports: list[int], tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     """The decode job at its defaults, wall clock, with its process tree's peak memory."""
     out = tmp / "out"
-    cmd = [sys.executable, "-m", "udfs.job", str(ring), "-o", str(out)]
+    cmd = [sys.executable, "-m", "kwire", "decode", str(ring), "-o", str(out)]
     cmd += ["-p", ",".join(map(str, ports))]
     say("  decode job (local[*], defaults): one run")
     took, proc, memory = run_timed(cmd, args.timeout, cwd=ROOT)
     if proc.returncode != 0:
-        raise RuntimeError(f"udfs.job exited {proc.returncode}: {_tail(proc.stderr, 25)}")
+        raise RuntimeError(f"kwire decode exited {proc.returncode}: {_tail(proc.stderr, 25)}")
     result = {
-        "command": "python -m udfs.job RING -o TMP/out -p PORTS",
+        "command": "kwire decode RING -o TMP/out -p PORTS",
         "seconds": [took],
         "memory": memory,
         "frames_rows": parquet_rows(out / "frames.parquet"),
@@ -649,7 +649,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_json:
         ring_arg = given if not given.is_absolute() else Path(given.name)
         report = {
-            "benchmark": "kwire capture at scale: tshark, python -m capture, capture on Spark, "
+            "benchmark": "kwire capture at scale: tshark, kwire capture, capture on Spark, "
             "the decode job",
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "command": " ".join(

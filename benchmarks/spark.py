@@ -55,7 +55,7 @@ The variants (each writes the input rows' ``frame`` plus what it derives):
 * ``kwire_pruned``: ``udfs.decode_requests(df, fields=[<family>.group_id ...])`` for the four
   families of the mix: header + group id only.
 
-Spark: ``udfs.session.build_session`` on ``local[*]`` (the 2 cores), WARN logs,
+Spark: ``kwire.spark.session.build_session`` on ``local[*]`` (the 2 cores), WARN logs,
 ``spark.sql.execution.arrow.maxRecordsPerBatch`` = ``--arrow-batch`` (default 10000, Spark's
 default) for every variant, ``spark.sql.files.maxPartitionBytes`` = the largest input file so
 each file is one task.  Peak memory is sampled (every 0.2 s, from /proc) as the sum of the
@@ -180,7 +180,7 @@ class KioDecoder:
         )
         from kio.static.constants import EntityType
 
-        from udfs.api import plan
+        from kwire.spark.api import plan
 
         self.plan = plan("request")
         self.arrow_fields = list(self.plan.arrow_type)
@@ -305,7 +305,7 @@ class KioDecoder:
 
 
 def _snake(name: str) -> str:
-    from udfs.model import snake
+    from kwire.spark.model import snake
 
     return snake(name)
 
@@ -370,8 +370,8 @@ def _strip_index(path: str) -> str:
 
 def check_kio(data: Path) -> dict[str, Any]:
     """kio's decoder and kwire's agree on a sample, but for the columns only kwire fills."""
-    from udfs.api import plan
-    from udfs.decode import decode_request_array
+    from kwire.spark.api import plan
+    from kwire.spark.decode import decode_request_array
 
     frames = pq.read_table(data_files(data)[0]).column("frame").combine_chunks()[:SAMPLE]
     dec = KioDecoder()
@@ -403,8 +403,8 @@ def python_only(data: Path, rows: int = 50_000, repeats: int = 3) -> dict[str, A
     """Rows/s of the Python side alone, on one core, outside Spark: kwire's batch decoder (what
     kwire_full runs per Arrow batch) and the kio variant's, on the first `rows` frames in
     batches of 10,000 (Spark's default Arrow batch). Separates decoding from Spark's share."""
-    from udfs.api import plan
-    from udfs.decode import decode_request_array
+    from kwire.spark.api import plan
+    from kwire.spark.decode import decode_request_array
 
     frames = pq.read_table(data_files(data)[0]).column("frame").combine_chunks()[:rows]
     batches = [frames[i : i + 10_000] for i in range(0, len(frames), 10_000)]
@@ -465,13 +465,13 @@ def build(variant: str, spark: Any, path: str) -> Any:
     if variant == "kio":
         from pyspark.sql.types import BinaryType, StructField, StructType
 
-        from udfs.api import plan
+        from kwire.spark.api import plan
 
         schema = StructType(
             [StructField("frame", BinaryType())] + plan("request").spark_type.fields
         )
         return df.mapInArrow(this.kio_map, schema)
-    import udfs
+    from kwire import spark as udfs
 
     if variant == "kwire_full":
         return udfs.decode_requests(df)
@@ -615,7 +615,7 @@ class MemorySampler:
 
 def run_variant(args: argparse.Namespace) -> dict[str, Any]:
     """In the child process: warm up, then time `repeats` writes of the whole table."""
-    from udfs.session import build_session
+    from kwire.spark.session import build_session
 
     data = Path(args.data)
     files = data_files(data)
@@ -643,7 +643,7 @@ def run_variant(args: argparse.Namespace) -> dict[str, Any]:
         if args.run_variant == "sink_floor":
             # kwire_full's output, decoded once (untimed), is read back and written again: the
             # Spark side of a full decode with no Python at all, which caps kwire_full.
-            import udfs
+            from kwire import spark as udfs
 
             decoded = out / "decoded"
             udfs.decode_requests(spark.read.parquet(str(data))).write.parquet(str(decoded))

@@ -1,6 +1,6 @@
 """A first look at kwire's codecs: encode a consumer-group exchange, decode it back, show errors.
 
-Run with `make demo` (until the Spark decode job is the main job) or `python examples/decode_demo.py`.
+Run with `python examples/decode_demo.py` (`make demo` runs the Spark decode job on real captures).
 """
 
 from __future__ import annotations

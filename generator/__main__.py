@@ -21,7 +21,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "inputs", nargs="*", type=Path, help="schema files or directories (default: schemas/)"
     )
-    parser.add_argument("--out", type=Path, help="output package directory (default: generated/)")
+    parser.add_argument(
+        "-o",
+        "--output",
+        "--out",
+        dest="out",
+        type=Path,
+        help="output package directory (default: generated/)",
+    )
     parser.add_argument(
         "--no-format", action="store_true", help="skip black (faster; for throwaway output)"
     )
@@ -32,28 +39,48 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     args = parser.parse_args(argv)
-    inputs = args.inputs or [ROOT / "schemas"]
-    out = args.out or (ROOT / "generated" if not args.inputs else None)
+    return run_compiler(args.inputs, args.out, not args.no_format, not args.no_native, args.quiet)
+
+
+def run_compiler(
+    inputs: list[Path], out: Path | None, format: bool, native: bool, quiet: bool
+) -> int:
+    """Compiles `inputs` (default: a checkout's schemas/) into `out` (default: its generated/);
+    0 done, 1 a schema has problems (each printed, nothing written), 2 nothing to compile."""
+    if not inputs:
+        if not (ROOT / "schemas").is_dir():
+            print(
+                "kwire generate: no schemas given, and this is not a kwire checkout with schemas/: "
+                "give SCHEMA_DIR_OR_FILE... -o OUT_DIR",
+                file=sys.stderr,
+            )
+            return 2
+        inputs = [ROOT / "schemas"]
+        out = out or ROOT / "generated"
     if out is None:
-        parser.error("--out is required when schema paths are given")
+        print(
+            "kwire generate: -o/--output DIR is required when schema paths are given",
+            file=sys.stderr,
+        )
+        return 2
     started = time.perf_counter()
     try:
-        files = compile_schemas(inputs, format=not args.no_format, native_target=not args.no_native)
+        files = compile_schemas(inputs, format=format, native_target=native)
     except SchemaError as e:
         for problem in e.problems:
             print(problem, file=sys.stderr)
         print(f"{len(e.problems)} problem(s); nothing was written", file=sys.stderr)
         return 1
     write_package(files, out)
-    if not args.quiet:
+    if not quiet:
         took = time.perf_counter() - started
         modules = [n for n in files if "/" not in n and n not in ("__init__.py", "_runtime.py")]
-        native = [n for n in files if n.endswith(".pyx")]
+        compiled = [n for n in files if n.endswith(".pyx")]
         print(
             f"compiled {len(modules)} schemas into {out} in {took:.1f}s"
             + (
-                f" (and {len(native)} compiled-target sources in {out / '_native'})"
-                if native
+                f" (and {len(compiled)} compiled-target sources in {out / '_native'})"
+                if compiled
                 else ""
             )
         )

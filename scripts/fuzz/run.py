@@ -342,8 +342,9 @@ import json, os, sys, time
 sys.path.insert(0, {root!r})
 sys.setrecursionlimit(10000)
 import atheris
-with atheris.instrument_imports(include=["generated", "capture", "tests.fuzz"]):
-    import generated, capture
+with atheris.instrument_imports(include=["generated", "kwire.capture", "kwire.records", "tests.fuzz"]):
+    import generated
+    from kwire import capture
     from tests.fuzz import harness, pcaps
 from collections import Counter
 targets = [t for t in harness.all_targets()]

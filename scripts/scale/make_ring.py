@@ -739,7 +739,7 @@ def inside(args: argparse.Namespace) -> None:
             "seed": args.seed,
             "rate_mb": args.rate_mb,
         },
-        "read_with": "python -m capture DIR/ring.pcap* -p "
+        "read_with": "kwire capture DIR/ring.pcap* -p "
         + ",".join(str(p) for p in mock_ports + ([TANSU_PORT] if tansu else [])),
         "broker_ports": mock_ports + ([TANSU_PORT] if tansu else []),
         "brokers": {

@@ -11,7 +11,7 @@ from typing import Any
 
 import dpkt
 
-import capture
+from kwire import capture
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "capture"
 

@@ -40,11 +40,11 @@ def test_keep_auth_bytes_keeps_them(tmp_path: Path) -> None:
 def test_cli_redacts_unless_asked(tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
-    from capture.__main__ import main
+    from kwire.cli import main
 
     source = str(_as_sasl(tmp_path))
     for flags, kept in (([], False), (["--keep-auth-bytes"], True)):
         out = tmp_path / f"f{len(flags)}.parquet"
-        assert main([source, "-o", str(out), "-q", *flags]) == 0
+        assert main(["capture", source, "-o", str(out), "-q", *flags]) == 0
         sasl = [r for r in pq.read_table(out).to_pylist() if r["api_key"] == 17]
         assert sasl and all((r["frame"] is not None) == kept for r in sasl)

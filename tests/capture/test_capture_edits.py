@@ -9,7 +9,7 @@ from pathlib import Path
 import dpkt
 import pytest
 
-import capture
+from kwire import capture
 from capture_helpers import (
     by_name,
     capture_path,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-import capture
+from kwire import capture
 from capture_helpers import DATA, by_name, capture_path, read_packets, write_pcapng
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -23,7 +23,7 @@ STATIC = by_name("mock_static_members.pcapng")
 def run_cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     return subprocess.run(
-        [sys.executable, "-m", "capture", *args],
+        [sys.executable, "-m", "kwire", "capture", *args],
         capture_output=True,
         text=True,
         cwd=cwd,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from capture import kafka
+from kwire.capture import kafka
 
 
 def request(

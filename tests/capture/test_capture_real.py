@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-import capture
+from kwire import capture
 from capture_helpers import (
     capture_path,
     counts,

@@ -159,7 +159,7 @@ def build(
 def add_records(corpus: Corpus) -> None:
     """Seeds for the records target: a field per format and codec (v2 batches, magic 0/1
     message sets with their wrappers), a transaction marker, and a mixed field."""
-    import records as R
+    from kwire import records as R
 
     recs = [R.Record(offset=i, timestamp=1_700_000_000_000 + i, key=b"k%d" % i, value=b"v" * i)
             for i in range(3)]  # fmt: skip

@@ -224,7 +224,7 @@ RECORDS_CAP = 256 << 10
 
 
 def _records_call(data: bytes) -> Any:
-    import records  # imported here: the message targets need only the standard library
+    from kwire import records  # imported here: the message targets need only the standard library
 
     batches = records.decode_records(data, max_decompressed=RECORDS_CAP)
     for b in batches:

@@ -186,7 +186,7 @@ def read_capture(
     Timestamps come back as int microseconds: a corrupted capture can carry times that Arrow
     holds but Python's datetime cannot (after year 9999); check_capture reports those.
     """
-    import capture
+    from kwire import capture
     import pyarrow as pa
 
     summary = capture.Summary()
@@ -221,7 +221,7 @@ def check_capture(
     Every complete frame it yields is then decoded (decode_request / decode_response), which
     must keep the decoding contract. Returns the outcome kinds; raises Crash or Violation.
     """
-    import capture
+    from kwire import capture
     import generated as g
 
     with open(path, "wb") as f:

@@ -204,7 +204,7 @@ def test_huge_record_length_in_a_small_file_allocates_nothing_big(
     claiming 200 MB made Python's buffered read allocate 200 MB before seeing the file end."""
     import tracemalloc
 
-    import capture
+    from kwire import capture
 
     claim = 200 * 1024 * 1024
     if kind == "pcap":

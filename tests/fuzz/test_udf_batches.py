@@ -16,8 +16,8 @@ import pytest
 
 import generated as g
 from tests.fuzz import mutate
-from udfs.api import plan
-from udfs.decode import decode_request_array, decode_response_array
+from kwire.spark.api import plan
+from kwire.spark.decode import decode_request_array, decode_response_array
 
 BATCHES = 6
 PER_BATCH = 300

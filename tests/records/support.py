@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-import records as R
+from kwire import records as R
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The compiled records loops (records/_compiled.pyx, built by `make setup`) held to the Python
+"""The compiled records loops (kwire/records/_compiled.pyx, built by `make setup`) held to the Python
 reference: batches drawn from every codec of every format (v2 batches, legacy message sets of
 magic 0 and 1, plain and compressed), the same bytes damaged (byte flips, cuts), the hand-made
 faults and the extremes decode to equal batches -- records, statuses, error texts, offsets, and
@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import records as R
-from records import decode as D
+from kwire import records as R
+from kwire.records import decode as D
 
 from .support import VARIANTS, batches, v2_record_bytes
 
@@ -37,7 +37,7 @@ LEGACY = [v for v in VARIANTS if v.magic != 2]
 def test_the_compiled_loop_is_in_use_where_it_was_built() -> None:
     if os.environ.get("KWIRE_EXPECT_COMPILED") == "1":
         assert R.backend() == "compiled", (
-            "KWIRE_EXPECT_COMPILED=1 but the records loop is Python: kwire_native_records did "
+            "KWIRE_EXPECT_COMPILED=1 but the records loop is Python: kwire.records._compiled did "
             "not build or does not import (python scripts/build_native.py says why)"
         )
 
@@ -84,7 +84,7 @@ class Counting:
 
 @pytest.fixture
 def fallback() -> Iterator[Counting]:
-    import kwire_native_records as native  # loaded by records.decode
+    from kwire.records import _compiled as native
 
     counting = Counting()
     D.install_compiled(native, counting)

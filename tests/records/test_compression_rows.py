@@ -10,8 +10,8 @@ import cramjam
 import pyarrow as pa
 import pytest
 
-import records as R
-from records.compression import LZ4_MAGIC, XERIAL_MAGIC, lz4_header_checksums, xxh32
+from kwire import records as R
+from kwire.records.compression import LZ4_MAGIC, XERIAL_MAGIC, lz4_header_checksums, xxh32
 
 
 def test_xxh32_reference_vectors() -> None:

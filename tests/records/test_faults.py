@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import records as R
-from records.compression import XERIAL_HEADER
+from kwire import records as R
+from kwire.records.compression import XERIAL_HEADER
 
 from .support import VARIANTS, batches, v2_record_bytes
 

@@ -24,7 +24,7 @@ from kafka.record import MemoryRecords as KpMemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder as KpDefaultBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder as KpLegacyBuilder
 
-import records as R
+from kwire import records as R
 
 from .support import VARIANTS, Variant, batches, record_inputs
 

@@ -9,7 +9,7 @@ report), "consumed" (every record a consumer returned), "admin" (each admin call
 dissector read them when the capture was made, so the comparison with Wireshark needs no tshark
 here (a live check runs where tshark is installed).
 
-Records are read the way the job does (udfs.explode.explode_batch over the frames table), no
+Records are read the way the job does (kwire.spark.explode.explode_batch over the frames table), no
 Spark. Peer defects found on the way are pinned in tests/quirks.py.
 """
 
@@ -23,11 +23,11 @@ from typing import Any
 
 import pytest
 
-import capture
+from kwire import capture
 import generated as g
-import records
+from kwire import records
 from tests.quirks import is_mock_control_batch_crc
-from udfs.explode import explode_batch
+from kwire.spark.explode import explode_batch
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "capture"

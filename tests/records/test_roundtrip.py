@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-import records as R
+from kwire import records as R
 
 from .support import VARIANTS, Variant, batches
 

@@ -1,0 +1,410 @@
+"""The capture step split in two, for engines that run it in parallel (the decode job on Spark).
+
+1. `read_segments`: one capture file -> its TCP segments as Arrow rows, each with the flow it
+   belongs to and its place in the capture (the file's first packet time, the file's index, the
+   packet's index in the file), then one row with the file's statistics.
+2. `track_segments`: segments regrouped by flow (any set of whole flows), in capture order ->
+   frames, with the same connection tracker, reassembly and pairing as `read_frames`, then one row
+   with the tracker's statistics.
+
+Between them the engine moves each flow's segments to one place and sorts them by `ORDER`. For
+the same packets, however they are split over files, the frames are the rows `read_frames` gives
+(tests/spark/test_capture_spark.py). Nothing here imports Spark: both halves are plain iterators
+of record batches, so they are tested and reused without it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, BinaryIO
+
+import pyarrow as pa
+
+from .engine import Tracker
+from .packets import SUPPORTED_LINKTYPES, Segment, Skip, decode
+from .pcapfile import CaptureFileError, FileStats, is_capture_head, iter_packets
+from .summary import Summary
+from .table import SCHEMA, BatchBuilder
+
+# The file's first packet time orders ring files as `expand_paths` does: files without one last.
+NO_TIME = (1 << 63) - 1
+
+SEGMENT_SCHEMA = pa.schema(
+    [
+        # A 64-bit digest of the connection's two ends (either direction): the regrouping key.
+        pa.field("flow", pa.int64()),
+        pa.field("file_time", pa.int64()),
+        pa.field("file_index", pa.int32()),
+        # The place of the run's first segment among the file's TCP segments.
+        pa.field("packet", pa.int64()),
+        # The connection's two ends, the lower (address, port) first.
+        pa.field("a_addr", pa.string()),
+        pa.field("a_port", pa.int32()),
+        pa.field("b_addr", pa.string()),
+        pa.field("b_port", pa.int32()),
+        # One entry per segment of the run: 0 when sent by end a, 1 by end b.
+        pa.field("side", pa.list_(pa.int8())),
+        pa.field("ts_us", pa.list_(pa.int64())),
+        pa.field("seq", pa.list_(pa.int64())),
+        pa.field("ack", pa.list_(pa.int64())),
+        pa.field("flags", pa.list_(pa.int32())),
+        pa.field("length", pa.list_(pa.int32())),
+        pa.field("missing", pa.list_(pa.int32())),
+        # The segments' payloads one after the other (`length` cuts them apart).
+        pa.field("payload", pa.binary()),
+        # Set on the file's last row only, which carries no segment: Summary.state() as JSON.
+        pa.field("stats", pa.string()),
+    ]
+)
+ORDER = ("file_time", "file_index", "packet")
+
+# The frames rows, plus the tracker's statistics on one extra row per task (all else null).
+FRAMES_SCHEMA = pa.schema(
+    [f.with_nullable(True) for f in SCHEMA] + [pa.field("stats", pa.string())]
+)
+
+# A run is a flow's consecutive segments within one file, moved as one row: a 300 kB frame in
+# MTU-sized packets is ~200 segments, and rows, not bytes, are what a shuffle and a sort pay
+# for. A run ends at RUN_BYTES of payload or RUN_SEGMENTS segments; runs waiting in a task
+# are flushed when together they hold more than RUNS_BYTES.
+RUN_BYTES = 256 * 1024
+RUN_SEGMENTS = 2048
+RUNS_BYTES = 32 * 1024 * 1024
+# Rows per record batch, and the payload bytes at which a batch is cut sooner.
+SEGMENT_BATCH_ROWS = 1024
+SEGMENT_BATCH_BYTES = 8 * 1024 * 1024
+# Frames per batch, and the bytes at which a batch is cut sooner (frames can be tens of MB).
+FRAME_BATCH_ROWS = 2048
+FRAME_BATCH_BYTES = 16 * 1024 * 1024
+# Reads from remote storage go through a buffer of this size.
+READ_BUFFER = 1 << 20
+
+
+def flow_key(a: str, ap: int, b: str, bp: int) -> int:
+    """The same signed 64-bit number for both directions of a connection, in every process."""
+    lo, hi = sorted(((a, ap), (b, bp)))
+    text = f"{lo[0]}|{lo[1]}|{hi[0]}|{hi[1]}".encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big", signed=True)
+
+
+def local_path(path: str) -> str | None:
+    """The local file a path names (a plain path or a file: URL), or None for remote storage."""
+    if path.startswith("file://"):
+        return path[len("file://") :] or "/"
+    if path.startswith("file:"):
+        return path[len("file:") :]
+    return None if "://" in path else path
+
+
+def open_capture(path: str) -> BinaryIO:
+    """Opens a local path, a file: URL, or any URL pyarrow's filesystems read (s3://, hdfs://,
+    gs://, ...; s3a:// and s3n:// are read as s3://)."""
+    local = local_path(path)
+    if local is not None:
+        return open(local, "rb")
+    from pyarrow import fs
+
+    url = path
+    for alias in ("s3a://", "s3n://"):
+        if url.startswith(alias):
+            url = "s3://" + url[len(alias) :]
+    filesystem, inner = fs.FileSystem.from_uri(url)
+    raw: Any = filesystem.open_input_file(inner)
+    return io.BufferedReader(raw, buffer_size=READ_BUFFER)
+
+
+class _Run:
+    __slots__ = (
+        "first",
+        "size",
+        "side",
+        "ts",
+        "seq",
+        "ack",
+        "flags",
+        "length",
+        "missing",
+        "payload",
+    )
+
+    def __init__(self, first: int) -> None:
+        self.first = first
+        self.size = 0
+        self.side: list[int] = []
+        self.ts: list[int] = []
+        self.seq: list[int] = []
+        self.ack: list[int] = []
+        self.flags: list[int] = []
+        self.length: list[int] = []
+        self.missing: list[int] = []
+        self.payload: list[bytes] = []
+
+
+class _Runs:
+    """Runs being filled, per flow, and the finished rows of the current batch."""
+
+    def __init__(self, file_index: int) -> None:
+        self.file_index = file_index
+        self.file_time = NO_TIME
+        self.open: dict[tuple[str, int, str, int], _Run] = {}
+        self.open_bytes = 0
+        self.rows: list[tuple[tuple[str, int, str, int], _Run]] = []
+        self.rows_bytes = 0
+        self.keys: dict[tuple[str, int, str, int], tuple[tuple[str, int, str, int], int]] = {}
+
+    def add(self, seg: Segment, n: int, ts: int) -> None:
+        key = (seg.src, seg.sport, seg.dst, seg.dport)
+        known = self.keys.get(key)
+        if known is None:
+            if (seg.src, seg.sport) <= (seg.dst, seg.dport):
+                known = (key, 0)
+            else:
+                known = ((seg.dst, seg.dport, seg.src, seg.sport), 1)
+            if len(self.keys) > 100_000:
+                self.keys.clear()
+            self.keys[key] = known
+        ends, side = known
+        run = self.open.get(ends)
+        if run is None:
+            run = self.open[ends] = _Run(n)
+        run.side.append(side)
+        run.ts.append(ts)
+        run.seq.append(seg.seq)
+        run.ack.append(seg.ack)
+        run.flags.append(seg.flags)
+        run.length.append(len(seg.payload))
+        run.missing.append(seg.missing)
+        run.payload.append(seg.payload)
+        size = len(seg.payload)
+        run.size += size
+        self.open_bytes += size
+        if len(run.side) >= RUN_SEGMENTS or run.size >= RUN_BYTES:
+            self._finish(ends, run)
+        if self.open_bytes > RUNS_BYTES:
+            for ends, run in list(self.open.items()):
+                self._finish(ends, run)
+
+    def _finish(self, ends: tuple[str, int, str, int], run: _Run) -> None:
+        del self.open[ends]
+        self.open_bytes -= run.size
+        self.rows.append((ends, run))
+        self.rows_bytes += run.size
+
+    def full(self) -> bool:
+        return len(self.rows) >= SEGMENT_BATCH_ROWS or self.rows_bytes >= SEGMENT_BATCH_BYTES
+
+    def flush(self) -> None:
+        for ends, run in list(self.open.items()):
+            self._finish(ends, run)
+
+    def take(self) -> pa.RecordBatch:
+        rows, self.rows, self.rows_bytes = self.rows, [], 0
+        n = len(rows)
+        arrays = [
+            pa.array([flow_key(*e) for e, _ in rows], pa.int64()),
+            pa.array([self.file_time] * n, pa.int64()),
+            pa.array([self.file_index] * n, pa.int32()),
+            pa.array([r.first for _, r in rows], pa.int64()),
+            pa.array([e[0] for e, _ in rows], pa.string()),
+            pa.array([e[1] for e, _ in rows], pa.int32()),
+            pa.array([e[2] for e, _ in rows], pa.string()),
+            pa.array([e[3] for e, _ in rows], pa.int32()),
+            pa.array([r.side for _, r in rows], pa.list_(pa.int8())),
+            pa.array([r.ts for _, r in rows], pa.list_(pa.int64())),
+            pa.array([r.seq for _, r in rows], pa.list_(pa.int64())),
+            pa.array([r.ack for _, r in rows], pa.list_(pa.int64())),
+            pa.array([r.flags for _, r in rows], pa.list_(pa.int32())),
+            pa.array([r.length for _, r in rows], pa.list_(pa.int32())),
+            pa.array([r.missing for _, r in rows], pa.list_(pa.int32())),
+            pa.array([b"".join(r.payload) for _, r in rows], pa.binary()),
+            pa.nulls(n, pa.string()),
+        ]
+        return pa.RecordBatch.from_arrays(arrays, schema=SEGMENT_SCHEMA)
+
+
+def read_segments(
+    file_index: int,
+    path: str,
+    *,
+    in_directory: bool = False,
+    size: int | None = None,
+    opener: Callable[[str], BinaryIO] = open_capture,
+    progress: Callable[[int], None] | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """The TCP segments of one capture file, then its statistics row (see SEGMENT_SCHEMA).
+
+    A file inside a directory that is not a capture is passed over (as `read_frames` does); a
+    file named on its own that cannot be read gets an error in its statistics. `progress` is
+    called with the bytes read so far, now and then.
+    """
+    summary = Summary()
+    if size is None:
+        local = local_path(path)
+        try:
+            size = os.path.getsize(local) if local is not None else 0
+        except OSError:
+            size = 0
+    stats = FileStats(path, size=size)
+    entry: dict[str, Any] = {"path": path, "bytes": stats.size}
+    runs = _Runs(file_index)
+    n = 0
+    try:
+        f = opener(path)
+    except (OSError, ValueError) as e:
+        entry["error"] = f"cannot open: {getattr(e, 'strerror', None) or e}"
+        f = None
+    if f is not None:
+        with f:
+            if in_directory and not _looks_like_capture(f):
+                entry = {"path": path, "skipped": "not a capture file (in a directory)"}
+            else:
+                summary.file_bytes += stats.size
+                try:
+                    for packet in iter_packets(f, stats):
+                        summary.packets += 1
+                        if runs.file_time == NO_TIME:
+                            runs.file_time = packet.ts_us
+                        try:
+                            seg = decode(packet.linktype, packet.data, packet.orig_len)
+                        except Skip as why:
+                            summary.skipped_packets[str(why)] += 1
+                            continue
+                        summary.tcp_segments += 1
+                        runs.add(seg, n, packet.ts_us)
+                        n += 1
+                        if runs.full():
+                            yield runs.take()
+                            if progress is not None:
+                                progress(f.tell())
+                except CaptureFileError as e:
+                    entry["error"] = str(e)
+                finally:
+                    entry["format"] = stats.format
+                    entry["packets"] = stats.packets
+                    entry["link_types"] = sorted(
+                        SUPPORTED_LINKTYPES.get(t, f"unsupported ({t})") for t in stats.linktypes
+                    )
+                if stats.warning:
+                    entry["warning"] = stats.warning
+    runs.flush()
+    if runs.rows:
+        yield runs.take()
+    summary.files.append(entry)
+    last: list[Any] = [None] * len(SEGMENT_SCHEMA)
+    last[1], last[2], last[-1] = runs.file_time, file_index, json.dumps(summary.state())
+    yield pa.RecordBatch.from_pylist([dict(zip(SEGMENT_SCHEMA.names, last))], schema=SEGMENT_SCHEMA)
+
+
+def _looks_like_capture(f: BinaryIO) -> bool:
+    head = f.read(4)
+    f.seek(0)
+    return is_capture_head(head)
+
+
+def track_segments(
+    batches: Iterable[pa.RecordBatch],
+    paths: list[str],
+    broker_ports: Iterable[int],
+    *,
+    infer_direction: bool = True,
+    keep_auth_bytes: bool = False,
+    batch_rows: int = FRAME_BATCH_ROWS,
+    batch_bytes: int = FRAME_BATCH_BYTES,
+) -> Iterator[pa.RecordBatch]:
+    """Frames (FRAMES_SCHEMA) from segments of whole flows in capture order, then one row with
+    the tracker's statistics. `paths[file_index]` names each segment's file (source_file)."""
+    summary = Summary()
+    builder = BatchBuilder(batch_rows, batch_bytes)
+    tracker = Tracker(broker_ports, infer_direction, builder.add, summary, keep_auth_bytes)
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        cols = [batch.column(name).to_pylist() for name in _TRACKED]
+        for index, a, ap, b, bp, sides, tss, seqs, acks, flagss, lengths, missings, blob in zip(
+            *cols
+        ):
+            if blob is None:
+                continue  # a statistics row, should one come this far
+            tracker.src = paths[index]
+            ends = ((a, ap, b, bp), (b, bp, a, ap))
+            pos = 0
+            for side, ts, seq, ack, flags, length, missing in zip(
+                sides, tss, seqs, acks, flagss, lengths, missings
+            ):
+                src, sport, dst, dport = ends[side]
+                payload = blob[pos : pos + length]
+                pos += length
+                segment = Segment(src, sport, dst, dport, seq, ack, flags, payload, missing)
+                tracker.segment(segment, ts)
+                if builder.full():
+                    yield _with_stats(builder.take(), None)
+    tracker.finish()
+    if builder.rows:
+        yield _with_stats(builder.take(), None)
+    row: dict[str, Any] = {name: None for name in FRAMES_SCHEMA.names}
+    row["stats"] = json.dumps(summary.state())
+    yield pa.RecordBatch.from_pylist([row], schema=FRAMES_SCHEMA)
+
+
+_TRACKED = (
+    "file_index",
+    "a_addr",
+    "a_port",
+    "b_addr",
+    "b_port",
+    "side",
+    "ts_us",
+    "seq",
+    "ack",
+    "flags",
+    "length",
+    "missing",
+    "payload",
+)
+
+
+def _with_stats(batch: pa.RecordBatch, stats: str | None) -> pa.RecordBatch:
+    arrays = list(batch.columns) + [pa.nulls(batch.num_rows, pa.string())]
+    return pa.RecordBatch.from_arrays(arrays, schema=FRAMES_SCHEMA)
+
+
+def merge_stats(file_states: Iterable[str], tracker_states: Iterable[str]) -> Summary:
+    """One summary from the statistics rows of both halves, files in capture order."""
+    files = []
+    total = Summary()
+    for text in file_states:
+        part = Summary.from_state(json.loads(text))
+        files.extend(part.files)
+        part.files = []
+        total.merge(part)
+    for text in tracker_states:
+        total.merge(Summary.from_state(json.loads(text)))
+    # Files passed over in directories are listed first, as `read_frames` lists them.
+    total.files = [f for f in files if "skipped" in f] + [f for f in files if "skipped" not in f]
+    return total
+
+
+def file_order(entries: Iterable[tuple[int, int | None]]) -> list[int]:
+    """File indexes in the order the capture is read: by first packet time, then as given."""
+    keyed = sorted(entries, key=lambda e: (e[1] is None or e[1] == NO_TIME, e[1] or 0, e[0]))
+    return [i for i, _ in keyed]
+
+
+def expand_local(paths: Iterable[str]) -> list[tuple[str, bool]]:
+    """Local files named, and the files inside local directories named (by name), each with
+    whether it came from a directory. Order by time happens when the files are read."""
+    out: list[tuple[str, bool]] = []
+    for p in paths:
+        local = local_path(p)
+        if local is not None and os.path.isdir(local):
+            for name in sorted(os.listdir(local)):
+                full = os.path.join(p, name)
+                if not name.startswith(".") and os.path.isfile(os.path.join(local, name)):
+                    out.append((full, True))
+        else:
+            out.append((p, False))
+    return out

@@ -1,0 +1,858 @@
+"""OUT/groups/: the consumer groups' tables, built with Spark from the decoded tables.
+
+Requests are paired with their responses by a join (connection, correlation id, the response
+after the request; a window keeps the first). Then:
+- `commits`, `progress`, `latency`, `clients`, `coordinators` are Spark SQL over the pairs
+  (explodes, joins, windows, percentiles);
+- `generations`, `members`, `assignments`, `assignment_changes` need a group's events in order:
+  the protocol events (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
+  ConsumerGroupHeartbeat) are narrowed to small rows and each group's are read in order by
+  kwire.groups.history on an executor (`groupBy(group_id).applyInPandas`), so the work spreads over the
+  cluster by group and nothing is collected on the driver but topic names.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from kwire.groups.errors import NAMES
+from kwire.groups.history import history
+from kwire.groups.schema import TABLES
+from pyspark.sql.types import LongType, StructField, StructType, TimestampType
+
+# Columns of the narrowed protocol events handed to kwire.groups.history.
+EVENTS = (
+    "group_id string, kind string, ts timestamp, resp_ts timestamp, connection_id string, "
+    "client_addr string, client_id string, software string, member_id string, "
+    "req_member_id string, instance_id string, generation int, req_generation int, error int, "
+    "leader string, assignor string, session_timeout_ms int, rebalance_timeout_ms int, "
+    "reason string, detail string"
+)
+REBALANCE_APIS = (11, 14)  # JoinGroup, SyncGroup: their latency is the group's wait
+
+
+def pair_all(requests: DataFrame, responses: DataFrame) -> DataFrame:
+    """The group APIs' requests, each with its response: one join and one window for all of
+    them (per API they would be a dozen stages of near-empty tasks). Columns: the request's,
+    `req_<api>` and `resp_<api>` structs, and the response's time, latency and status."""
+    apis = [a for a in _GROUP_APIS if a in requests.columns]
+    if not apis:
+        return requests.limit(0)
+    any_api = F.lit(False)
+    for a in apis:
+        any_api = any_api | F.col(a).isNotNull()
+    rq = requests.where(any_api).select(
+        "connection_id",
+        "client_addr",
+        "client_port",
+        "broker_addr",
+        "broker_port",
+        "client_id",
+        "correlation_id",
+        F.col("api_version").alias("version"),
+        F.col("ts_first").alias("ts"),
+        *[F.col(a).alias(f"req_{a}") for a in apis],
+    )
+    present = [a for a in apis if a in responses.columns]
+    rs_any = F.lit(False)
+    for a in present:
+        rs_any = rs_any | F.col(a).isNotNull()
+    raw_error = F.col("raw_error") if "raw_error" in responses.columns else F.lit(None)
+    rs_any = rs_any | raw_error.isNotNull()
+    rs = responses.where(rs_any).select(
+        F.col("connection_id").alias("r_conn"),
+        F.col("correlation_id").alias("r_corr"),
+        F.col("ts_first").alias("resp_ts"),
+        F.col("latency_us"),
+        F.col("status").alias("resp_status"),
+        raw_error.cast("int").alias("resp_raw_error"),
+        *[F.col(a).alias(f"resp_{a}") for a in present],
+    )
+    joined = rq.join(
+        rs,
+        (rq.connection_id == rs.r_conn) & (rq.correlation_id == rs.r_corr) & (rs.resp_ts >= rq.ts),
+        "left",
+    )
+    first = Window.partitionBy("connection_id", "correlation_id", "ts").orderBy(
+        F.col("resp_ts").asc_nulls_last()
+    )
+    out = (
+        joined.withColumn("_n", F.row_number().over(first))
+        .where("_n = 1")
+        .drop("_n", "r_conn", "r_corr")
+    )
+    for a in apis:
+        if a not in present:
+            out = out.withColumn(f"resp_{a}", F.lit(None))
+    return out
+
+
+_PAIR_BASE = (
+    "connection_id",
+    "client_addr",
+    "client_port",
+    "broker_addr",
+    "broker_port",
+    "client_id",
+    "correlation_id",
+    "version",
+    "ts",
+    "resp_ts",
+    "latency_us",
+    "resp_status",
+    "resp_raw_error",
+)
+
+
+def paired(pairs: DataFrame, family: str) -> DataFrame:
+    """Each request of a family with its response's struct (`resp`, null if none decoded)."""
+    return pairs.where(F.col(f"req_{family}").isNotNull()).select(
+        *_PAIR_BASE,
+        F.col(f"req_{family}").alias("req"),
+        F.col(f"resp_{family}").alias("resp"),
+    )
+
+
+def _has(df: DataFrame, family: str) -> bool:
+    return family in df.columns
+
+
+def _software(requests: DataFrame) -> DataFrame:
+    """client_addr, client_port -> 'name version' from ApiVersions v3+ requests."""
+    if not _has(requests, "api_versions"):
+        return requests.sparkSession.createDataFrame([], "connection_id string, software string")
+    return (
+        requests.where(F.col("api_versions.client_software_name").isNotNull())
+        .groupBy("connection_id")
+        .agg(
+            F.first(
+                F.concat_ws(
+                    " ",
+                    F.col("api_versions.client_software_name"),
+                    F.col("api_versions.client_software_version"),
+                )
+            ).alias("software")
+        )
+    )
+
+
+_EVENT_TYPES = [tuple(f.split(" ")) for f in EVENTS.split(", ")]
+
+
+def _event(pairs: DataFrame, family: str, kind: str, **columns: Any) -> DataFrame:
+    """One family's events in EVENTS' columns: the given expressions, the pair's own columns
+    (ts, resp_ts, connection, client), and typed nulls for the rest."""
+    df = paired(pairs, family)
+    own = {"group_id": F.col("req.group_id"), "kind": F.lit(kind)}
+    for name in ("ts", "resp_ts", "connection_id", "client_addr", "client_id"):
+        own[name] = F.col(name)
+    own.update(columns)
+    return df.select(
+        *[own.get(name, F.lit(None)).cast(kind_).alias(name) for name, kind_ in _EVENT_TYPES[:-1]]
+        + [own.get("detail", F.lit(None)).cast("string").alias("detail")]
+    )
+
+
+def _topic_map(entries: Any, key: str, value: str) -> Any:
+    """[{key, value}] -> map(key -> value), empty for null."""
+    return F.map_from_entries(
+        F.transform(F.coalesce(entries, F.array()), lambda t: F.struct(t[key], t[value]))
+    )
+
+
+def events(requests: DataFrame, pairs: DataFrame) -> DataFrame:
+    """The protocol events of every group, narrowed to EVENTS (software is joined last)."""
+    parts: list[DataFrame] = []
+    if _has(requests, "join_group"):
+        topics = F.col("req.protocols")[0]["consumer_subscription"]["topics"]
+        members = F.transform("resp.members", lambda m: m["member_id"])
+        parts.append(
+            _event(
+                pairs,
+                "join_group",
+                "join",
+                member_id=F.col("resp.member_id"),
+                req_member_id=F.col("req.member_id"),
+                instance_id=F.col("req.group_instance_id"),
+                generation=F.col("resp.generation_id"),
+                error=F.coalesce(F.col("resp.error_code"), F.col("resp_raw_error")),
+                leader=F.col("resp.leader"),
+                assignor=F.col("resp.protocol_name"),
+                session_timeout_ms=F.col("req.session_timeout_ms"),
+                rebalance_timeout_ms=F.col("req.rebalance_timeout_ms"),
+                reason=F.col("req.reason"),
+                detail=F.to_json(F.struct(topics.alias("topics"), members.alias("members"))),
+            )
+        )
+    if _has(requests, "sync_group"):
+        per_member = F.map_from_entries(
+            F.transform(
+                F.coalesce(F.col("req.assignments"), F.array()),
+                lambda a: F.struct(
+                    a["member_id"],
+                    _topic_map(
+                        a["consumer_assignment"]["assigned_partitions"], "topic", "partitions"
+                    ),
+                ),
+            )
+        )
+        own = _topic_map(
+            F.col("resp.consumer_assignment.assigned_partitions"), "topic", "partitions"
+        )
+        has_own = F.col("resp.consumer_assignment").isNotNull()
+        parts.append(
+            _event(
+                pairs,
+                "sync_group",
+                "sync",
+                member_id=F.col("req.member_id"),
+                req_member_id=F.col("req.member_id"),
+                instance_id=F.col("req.group_instance_id"),
+                generation=F.col("req.generation_id"),
+                req_generation=F.col("req.generation_id"),
+                error=F.coalesce(F.col("resp.error_code"), F.col("resp_raw_error")),
+                assignor=F.col("req.protocol_name"),
+                detail=F.to_json(
+                    F.struct(per_member.alias("assignments"), F.when(has_own, own).alias("own"))
+                ),
+            )
+        )
+    for family, kind, generation in (
+        ("heartbeat", "heartbeat", "req.generation_id"),
+        ("offset_commit", "commit", "req.generation_id_or_member_epoch"),
+    ):
+        if _has(requests, family):
+            parts.append(
+                _event(
+                    pairs,
+                    family,
+                    kind,
+                    member_id=F.col("req.member_id"),
+                    req_member_id=F.col("req.member_id"),
+                    instance_id=F.col("req.group_instance_id"),
+                    generation=F.col(generation),
+                    req_generation=F.col(generation),
+                    error=(
+                        F.coalesce(F.col("resp.error_code"), F.col("resp_raw_error"))
+                        if kind == "heartbeat"
+                        else F.lit(None)
+                    ),
+                )
+            )
+    if _has(requests, "leave_group"):
+        # v0-2 name one member_id; v3+ a list of members, each with its reason.
+        leaving = F.when(
+            F.size(F.coalesce(F.col("req.members"), F.array())) > 0,
+            F.transform("req.members", lambda m: F.array(m["member_id"], m["reason"])),
+        ).otherwise(F.array(F.array(F.col("req.member_id"), F.lit(None).cast("string"))))
+        first = F.col("req.members")[0]
+        parts.append(
+            _event(
+                pairs,
+                "leave_group",
+                "leave",
+                member_id=F.coalesce(F.col("req.member_id"), first["member_id"]),
+                req_member_id=F.col("req.member_id"),
+                instance_id=first["group_instance_id"],
+                error=F.coalesce(F.col("resp.error_code"), F.col("resp_raw_error")),
+                reason=first["reason"],
+                detail=F.to_json(F.struct(leaving.alias("leaving"))),
+            )
+        )
+    if _has(requests, "consumer_group_heartbeat"):
+        assignment = _topic_map(F.col("resp.assignment.topic_partitions"), "topic_id", "partitions")
+        parts.append(
+            _event(
+                pairs,
+                "consumer_group_heartbeat",
+                "cgh",
+                member_id=F.coalesce(F.col("resp.member_id"), F.col("req.member_id")),
+                req_member_id=F.col("req.member_id"),
+                instance_id=F.col("req.instance_id"),
+                generation=F.col("resp.member_epoch"),
+                req_generation=F.col("req.member_epoch"),
+                error=F.col("resp.error_code"),
+                assignor=F.col("req.server_assignor"),
+                rebalance_timeout_ms=F.col("req.rebalance_timeout_ms"),
+                detail=F.to_json(
+                    F.struct(
+                        F.when(F.col("resp.assignment").isNotNull(), assignment).alias(
+                            "assignment_ids"
+                        ),
+                        F.col("req.server_assignor").alias("assignor"),
+                    )
+                ),
+            )
+        )
+    spark = requests.sparkSession
+    if not parts:
+        return spark.createDataFrame([], EVENTS)
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.unionByName(p)
+    # The software column comes from the connection's ApiVersions request.
+    out = out.drop("software").join(_software(requests), "connection_id", "left")
+    # One partition set keyed by group: the union of the families would otherwise carry every
+    # family's shuffle partitions side by side.
+    return (
+        out.select(*[name for name, _ in _EVENT_TYPES])
+        .where(F.col("group_id").isNotNull())
+        .repartition("group_id")
+    )
+
+
+def topic_names(responses: DataFrame) -> dict[str, str]:
+    """Topic id -> name from the Metadata responses of the capture (a small collect)."""
+    if not _has(responses, "metadata"):
+        return {}
+    rows = (
+        responses.where(F.col("metadata").isNotNull())
+        .select(F.explode("metadata.topics").alias("t"))
+        .select("t.topic_id", "t.name")
+        .where("name IS NOT NULL AND topic_id IS NOT NULL")
+        .distinct()
+        .collect()
+    )
+    return {r["topic_id"]: r["name"] for r in rows}
+
+
+PER_GROUP = ("generations", "members", "assignments", "assignment_changes")
+# One pass per group gives all four tables as (table, row as JSON); times as epoch µs.
+HISTORY_ROWS = "table string, row string"
+_EPOCH = datetime(1970, 1, 1)
+
+
+def _json_value(v: Any) -> Any:
+    if isinstance(v, datetime):
+        return (v.replace(tzinfo=None) - _EPOCH) // timedelta(microseconds=1)
+    if isinstance(v, float):
+        if v != v:  # NaN: JSON has none, and the tables mean null
+            return None
+        return int(v) if v.is_integer() else v
+    return v
+
+
+_INT_EVENTS = (
+    "generation",
+    "req_generation",
+    "error",
+    "session_timeout_ms",
+    "rebalance_timeout_ms",
+)
+
+
+def _histories(names: dict[str, str], capture_end: datetime | None) -> Any:
+    def run(pdf: pd.DataFrame) -> pd.DataFrame:
+        import json
+
+        pdf = pdf.sort_values(["ts", "kind"], kind="stable")
+        rows: list[dict[str, Any]] = [
+            {str(k): (None if _missing(v) else v) for k, v in r.items()}
+            for r in pdf.to_dict("records")
+        ]
+        for r in rows:
+            for key in _INT_EVENTS:
+                # pandas holds nullable ints as floats
+                if r.get(key) is not None:
+                    r[key] = int(r[key])
+            for key in ("ts", "resp_ts"):
+                if r.get(key) is not None:
+                    r[key] = pd.Timestamp(r[key]).to_pydatetime()
+            if r["kind"] == "cgh" and r.get("detail"):
+                d = json.loads(r["detail"])
+                ids = d.pop("assignment_ids", None)
+                if ids is not None:
+                    d["assignment"] = {names.get(k, k): v for k, v in ids.items()}
+                r["detail"] = json.dumps(d)
+        told = history(rows[0]["group_id"], rows, capture_end)
+        out = [
+            (table, json.dumps({k: _json_value(v) for k, v in row.items()}))
+            for table in PER_GROUP
+            for row in told[table]
+        ]
+        return pd.DataFrame(out, columns=["table", "row"])
+
+    return run
+
+
+def _from_history(rows: DataFrame, table: str) -> DataFrame:
+    """One table's rows back from JSON, timestamps from epoch µs."""
+    schema = TABLES[table]
+    as_json = StructType(
+        [
+            StructField(f.name, LongType() if isinstance(f.dataType, TimestampType) else f.dataType)
+            for f in schema
+        ]
+    )
+    parsed = rows.where(F.col("table") == table).select(F.from_json("row", as_json).alias("r"))
+    return parsed.select(
+        *[
+            (
+                F.timestamp_micros(F.col(f"r.{f.name}"))
+                if isinstance(f.dataType, TimestampType)
+                else F.col(f"r.{f.name}")
+            ).alias(f.name)
+            for f in schema
+        ]
+    )
+
+
+def _missing(v: Any) -> bool:
+    try:
+        return bool(pd.isna(v)) if not isinstance(v, (list, dict, str, bytes)) else False
+    except (TypeError, ValueError):
+        return False
+
+
+def build(spark: SparkSession, requests: DataFrame, responses: DataFrame) -> dict[str, DataFrame]:
+    """The nine tables (lazy DataFrames) from the decoded requests and responses."""
+    # The decoded tables are wide (a struct per API): keep only what the group tables read, so
+    # every query below plans against a few columns, not a thousand.
+    requests = requests.select(*[c for c in requests.columns if c in _REQUEST_COLUMNS])
+    responses = _narrow_responses(responses)
+    pairs = pair_all(requests, responses).cache()
+    ev = events(requests, pairs).cache()
+    names = topic_names(responses)
+    end_row = requests.agg(F.unix_micros(F.max("ts_last")).alias("end")).first()
+    capture_end = None
+    if end_row is not None and end_row["end"] is not None:
+        # Naive UTC, as the session (and the executors' pandas) see timestamps.
+        capture_end = datetime(1970, 1, 1) + timedelta(microseconds=end_row["end"])
+    told = ev.groupBy("group_id").applyInPandas(_histories(names, capture_end), HISTORY_ROWS)
+    told = told.cache()
+    tables: dict[str, DataFrame] = {table: _from_history(told, table) for table in PER_GROUP}
+    tables["commits"] = commits(requests, pairs)
+    ends = ev.groupBy("group_id").agg(F.max(F.coalesce("resp_ts", "ts")).alias("end_ts"))
+    tables["progress"] = progress(tables["commits"], requests, responses, names, ends)
+    tables["latency"] = latency(responses)
+    tables["clients"] = clients(requests, ev)
+    tables["coordinators"] = coordinators(requests, pairs)
+    return tables
+
+
+_BASE = (
+    "connection_id",
+    "client_addr",
+    "client_port",
+    "broker_addr",
+    "broker_port",
+    "direction",
+    "ts_first",
+    "ts_last",
+    "api_key",
+    "api_version",
+    "correlation_id",
+    "client_id",
+    "latency_us",
+    "status",
+)
+_GROUP_APIS = (
+    "join_group",
+    "sync_group",
+    "heartbeat",
+    "leave_group",
+    "offset_commit",
+    "consumer_group_heartbeat",
+    "find_coordinator",
+    "api_versions",
+)
+_REQUEST_COLUMNS = frozenset(_BASE + _GROUP_APIS + ("list_offsets",))
+
+
+_FETCH_PARTITION = ("partition_index", "error_code", "high_watermark")
+_LIST_OFFSETS_PARTITION = ("partition_index", "error_code", "timestamp", "offset")
+
+
+def _keep(array: str, fields: tuple[str, ...], inner: str, inner_fields: tuple[str, ...]) -> Any:
+    """An array<struct> column with only `fields` of each element and, of its array `inner`,
+    only `inner_fields`: the group tables read a few numbers of wide response structs."""
+    return F.transform(
+        array,
+        lambda r: F.struct(
+            *[r[f].alias(f) for f in fields],
+            F.transform(r[inner], lambda p: F.struct(*[p[f].alias(f) for f in inner_fields])).alias(
+                inner
+            ),
+        ),
+    )
+
+
+def _narrow_responses(responses: DataFrame) -> DataFrame:
+    cols = [F.col(c) for c in responses.columns if c in _BASE + _GROUP_APIS + ("metadata",)]
+    if "fetch" in responses.columns:
+        # Only the high watermarks: never the records.
+        kept = _keep("fetch.responses", ("topic", "topic_id"), "partitions", _FETCH_PARTITION)
+        cols.append(F.struct(kept.alias("responses")).alias("fetch"))
+    if "list_offsets" in responses.columns:
+        # A partition answered with timestamp -1 was asked for its latest offset: the log end.
+        kept = _keep("list_offsets.topics", ("name",), "partitions", _LIST_OFFSETS_PARTITION)
+        cols.append(F.struct(kept.alias("topics")).alias("list_offsets"))
+    if "metadata" in responses.columns:
+        cols = [c for c in cols if str(c) != str(F.col("metadata"))]
+        cols.append(
+            F.struct(
+                F.transform(
+                    "metadata.topics",
+                    lambda t: F.struct(t["topic_id"].alias("topic_id"), t["name"].alias("name")),
+                ).alias("topics")
+            ).alias("metadata")
+        )
+    if "frame" in responses.columns:
+        cols.append(_raw_error().alias("raw_error"))
+    return responses.select(*cols)
+
+
+# Classic group APIs: (first version with throttle_time_ms, first flexible version).
+_ERROR_AT = {11: (2, 6), 12: (1, 4), 13: (1, 4), 14: (1, 4)}
+
+
+def _raw_error() -> Any:
+    """The error code of a classic group API response the decoder refused (status malformed),
+    read from the frame: it sits after the correlation id, the header's tag buffer (flexible
+    versions) and throttle_time_ms (where the version has it). librdkafka's mock answers a
+    failed SyncGroup with a null assignment, which the schema does not allow: without this the
+    failure (INVALID_REQUEST) was lost and the request looked unanswered."""
+    out = F.lit(None).cast("int")
+    for key, (throttled, flexible) in _ERROR_AT.items():
+        v = F.col("api_version")
+        pos = 5 + F.when(v >= flexible, 1).otherwise(0) + F.when(v >= throttled, 4).otherwise(0)
+        raw = F.conv(F.hex(F.substring("frame", pos, 2)), 16, 10).cast("int")
+        code = F.when(raw >= 32768, raw - 65536).otherwise(raw)
+        is_it = (F.col("status") == "malformed") & (F.col("api_key") == key)
+        out = F.when(is_it & (F.length("frame") >= pos + 1), code).otherwise(out)
+    return out
+
+
+def _error_name(col: Any) -> Any:
+    mapping = F.create_map(*[x for code, name in NAMES.items() for x in (F.lit(code), F.lit(name))])
+    return F.when(col.isNull() | (col == 0), None).otherwise(
+        F.coalesce(mapping[col.cast("int")], F.concat(F.lit("ERROR_"), col.cast("string")))
+    )
+
+
+def commits(requests: DataFrame, pairs: DataFrame) -> DataFrame:
+    if not _has(requests, "offset_commit"):
+        return requests.sparkSession.createDataFrame([], TABLES["commits"])
+    c = paired(pairs, "offset_commit")
+    t = c.select("*", F.posexplode("req.topics").alias("ti", "topic"))
+    p = t.select("*", F.posexplode("topic.partitions").alias("pi", "part"))
+    resp_err = F.col("resp.topics")[F.col("ti")]["partitions"][F.col("pi")]["error_code"]
+    return p.select(
+        F.col("ts"),
+        F.col("req.group_id").alias("group_id"),
+        F.col("req.member_id").alias("member_id"),
+        F.col("req.group_instance_id").alias("group_instance_id"),
+        F.col("req.generation_id_or_member_epoch").alias("generation"),
+        F.col("topic.name").alias("topic"),
+        F.col("part.partition_index").alias("partition"),
+        F.col("part.committed_offset").alias("offset"),
+        F.col("part.committed_leader_epoch").alias("leader_epoch"),
+        F.col("part.committed_metadata").alias("metadata"),
+        F.when(F.col("resp").isNull(), F.lit("no response"))
+        .otherwise(_error_name(resp_err))
+        .alias("error"),
+        F.col("latency_us"),
+        F.concat_ws(":", "broker_addr", F.col("broker_port").cast("string")).alias("coordinator"),
+    )
+
+
+def log_end_offsets(requests: DataFrame, responses: DataFrame, names: dict[str, str]) -> DataFrame:
+    """The latest log end offset seen per topic and partition: Fetch responses' high watermarks
+    and the answers to ListOffsets requests for the latest offset (timestamp -1; the answer
+    says -1 for the earliest too, so the request decides), whichever came last."""
+    spark = responses.sparkSession
+    seen = []
+    if _has(responses, "fetch"):
+        f = responses.where(F.col("fetch").isNotNull()).select(
+            "ts_first", F.explode("fetch.responses").alias("r")
+        )
+        mapping = F.create_map(*[x for k, v in names.items() for x in (F.lit(k), F.lit(v))])
+        topic = F.coalesce(F.col("r.topic"), mapping[F.col("r.topic_id")] if names else F.lit(None))
+        p = f.select("ts_first", topic.alias("topic"), F.explode("r.partitions").alias("p"))
+        p = p.where("p.error_code = 0 AND p.high_watermark >= 0")
+        seen.append(
+            p.select(
+                "topic",
+                F.col("p.partition_index").alias("partition"),
+                F.col("p.high_watermark").alias("hw"),
+                F.col("ts_first").alias("hw_ts"),
+                F.lit("fetch high watermark").alias("hw_source"),
+            )
+        )
+    if _has(responses, "list_offsets") and _has(requests, "list_offsets"):
+        keys = ["connection_id", "correlation_id"]
+        asked = (
+            requests.where(F.col("list_offsets").isNotNull())
+            .select(*keys, F.explode("list_offsets.topics").alias("t"))
+            .select(*keys, F.col("t.name").alias("topic"), F.explode("t.partitions").alias("q"))
+            .where("q.timestamp = -1")
+            .select(*keys, "topic", F.col("q.partition_index").alias("partition"))
+        )
+        answered = (
+            responses.where(F.col("list_offsets").isNotNull())
+            .select(*keys, "ts_first", F.explode("list_offsets.topics").alias("t"))
+            .select(
+                *keys,
+                "ts_first",
+                F.col("t.name").alias("topic"),
+                F.explode("t.partitions").alias("p"),
+            )
+            .where("p.error_code = 0 AND p.offset >= 0")
+            .withColumn("partition", F.col("p.partition_index"))
+        )
+        latest = answered.join(asked, [*keys, "topic", "partition"], "inner")
+        seen.append(
+            latest.select(
+                "topic",
+                "partition",
+                F.col("p.offset").alias("hw"),
+                F.col("ts_first").alias("hw_ts"),
+                F.lit("list offsets (latest)").alias("hw_source"),
+            )
+        )
+    if not seen:
+        return spark.createDataFrame(
+            [], "topic string, partition int, hw long, hw_ts timestamp, hw_source string"
+        )
+    every = seen[0] if len(seen) == 1 else seen[0].unionByName(seen[1])
+    last = Window.partitionBy("topic", "partition").orderBy(F.col("hw_ts").desc())
+    return every.withColumn("_n", F.row_number().over(last)).where("_n = 1").drop("_n")
+
+
+# A partition is STOPped only after this long without a commit (twice the clients' default
+# auto-commit interval of 5 s), however short its committing span was.
+STOP_AFTER_MS = 10_000
+
+
+def progress(
+    commits_df: DataFrame,
+    requests: DataFrame,
+    responses: DataFrame,
+    names: dict[str, str],
+    group_end: DataFrame,
+) -> DataFrame:
+    """Burrow's verdicts per group and partition over the capture window: ERR (the last commit
+    attempt failed), REWIND (a committed offset went back), then, as Burrow does, nothing is
+    wrong unless the partition lags at the end (its log end offset, from a Fetch high watermark
+    or a ListOffsets answer for the latest offset, is past the last committed offset): STOP
+    when no commit came from the last one to the group's last traffic for longer than the
+    partition's committing span (and at least STOP_AFTER_MS), STALL when the last commits
+    repeat one offset; else OK. Where the capture shows no log end offset the lag is unknown
+    (`lag` null): the verdict is OK and `lag_source` is empty. Offsets are those of successful
+    commits: a failed commit committed nothing. `group_end` holds each group's last traffic
+    (group_id, end_ts)."""
+    w = Window.partitionBy("group_id", "topic", "partition").orderBy("ts")
+    ok = commits_df.where("error IS NULL").withColumn("prev", F.lag("offset").over(w))
+    attempts = commits_df.groupBy("group_id", "topic", "partition").agg(
+        F.count("*").alias("attempts"), F.max_by("error", "ts").alias("last_error")
+    )
+    agg = ok.groupBy("group_id", "topic", "partition").agg(
+        F.min("ts").alias("first_commit_at"),
+        F.max("ts").alias("last_commit_at"),
+        F.min_by("offset", "ts").alias("first_offset"),
+        F.max_by("offset", "ts").alias("last_offset"),
+        F.count("*").alias("commits"),
+        F.max(F.when(F.col("offset") < F.col("prev"), 1).otherwise(0)).alias("rewound"),
+        F.max_by(F.col("offset") == F.col("prev"), "ts").alias("repeating"),
+    )
+    hw = log_end_offsets(requests, responses, names)
+    joined = (
+        attempts.join(agg, ["group_id", "topic", "partition"], "left")
+        .join(hw, ["topic", "partition"], "left")
+        .join(group_end, ["group_id"], "left")
+    )
+    lag = F.when(
+        F.col("hw").isNotNull() & F.col("last_offset").isNotNull(),
+        F.greatest(F.col("hw") - F.col("last_offset"), F.lit(0)),
+    )
+    quiet_ms = (F.unix_micros("end_ts") - F.unix_micros("last_commit_at")) / 1000
+    span_ms = (F.unix_micros("last_commit_at") - F.unix_micros("first_commit_at")) / 1000
+    status = (
+        F.when(F.col("last_error").isNotNull() | F.col("last_offset").isNull(), "ERR")
+        .when(F.col("rewound") == 1, "REWIND")
+        .when(
+            lag > 0,
+            F.when((quiet_ms > span_ms) & (quiet_ms > STOP_AFTER_MS), "STOP").when(
+                F.coalesce(F.col("repeating"), F.lit(False)), "STALL"
+            ),
+        )
+        .otherwise("OK")
+    )
+    return joined.select(
+        "group_id",
+        "topic",
+        "partition",
+        "first_commit_at",
+        "last_commit_at",
+        "first_offset",
+        "last_offset",
+        F.coalesce(F.col("commits"), F.lit(0)).alias("commits"),
+        F.coalesce(status, F.lit("OK")).alias("status"),
+        F.col("hw").alias("log_end_offset"),
+        lag.alias("lag"),
+        F.when(lag.isNotNull(), F.col("hw_source")).alias("lag_source"),
+    )
+
+
+def latency(responses: DataFrame) -> DataFrame:
+    from kwire.spark.summary import api_name
+
+    names = F.create_map(*[x for k in range(0, 100) for x in (F.lit(k), F.lit(api_name(k)))])
+    r = responses.where("latency_us IS NOT NULL AND api_key IS NOT NULL")
+    ms = F.col("latency_us") / 1000.0
+    return (
+        r.groupBy(
+            "api_key",
+            "api_version",
+            F.concat_ws(":", "broker_addr", F.col("broker_port").cast("string")).alias("broker"),
+            "client_id",
+        )
+        .agg(
+            F.count("*").alias("requests"),
+            F.sum(F.when(F.col("status") != "ok", 1).otherwise(0)).alias("errors"),
+            F.percentile_approx(ms, 0.5).alias("p50_ms"),
+            F.percentile_approx(ms, 0.95).alias("p95_ms"),
+            F.percentile_approx(ms, 0.99).alias("p99_ms"),
+            F.max(ms).alias("max_ms"),
+        )
+        .select(
+            F.col("api_key").cast("short").alias("api_key"),
+            names[F.col("api_key").cast("int")].alias("api_name"),
+            F.col("api_version").cast("short").alias("api_version"),
+            "broker",
+            "client_id",
+            "requests",
+            "errors",
+            F.col("p50_ms").cast("double"),
+            F.col("p95_ms").cast("double"),
+            F.col("p99_ms").cast("double"),
+            F.col("max_ms").cast("double"),
+            F.when(
+                F.col("api_key").isin(*REBALANCE_APIS),
+                F.lit("rebalance wait: the group's time, not the broker's"),
+            ).alias("note"),
+        )
+    )
+
+
+def clients(requests: DataFrame, ev: DataFrame) -> DataFrame:
+    soft = _software(requests)
+    conns = requests.groupBy("connection_id", "client_addr", "client_port").agg(
+        F.first("client_id", ignorenulls=True).alias("client_id"),
+        F.min("ts_first").alias("first_seen"),
+        F.max("ts_last").alias("last_seen"),
+    )
+    members = ev.groupBy("connection_id").agg(
+        F.sort_array(F.collect_set("member_id")).alias("member_ids"),
+        F.sort_array(F.collect_set("group_id")).alias("group_ids"),
+    )
+    return (
+        conns.join(soft, "connection_id", "left")
+        .join(members, "connection_id", "left")
+        .select(
+            "connection_id",
+            "client_addr",
+            "client_port",
+            "client_id",
+            F.split("software", " ", 2)[0].alias("software_name"),
+            F.split("software", " ", 2)[1].alias("software_version"),
+            "first_seen",
+            "last_seen",
+            F.coalesce("member_ids", F.array().cast("array<string>")).alias("member_ids"),
+            F.coalesce("group_ids", F.array().cast("array<string>")).alias("group_ids"),
+        )
+    )
+
+
+def coordinators(requests: DataFrame, pairs: DataFrame) -> DataFrame:
+    spark = requests.sparkSession
+    if not _has(requests, "find_coordinator"):
+        return spark.createDataFrame([], TABLES["coordinators"])
+    fc = paired(pairs, "find_coordinator").where("resp IS NOT NULL")
+    old = fc.where("req.key IS NOT NULL AND req.key_type = 0").select(
+        "resp_ts",
+        F.col("req.key").alias("group_id"),
+        F.col("resp.node_id").alias("node_id"),
+        F.col("resp.host").alias("host"),
+        F.col("resp.port").alias("port"),
+        F.col("resp.error_code").alias("error"),
+    )
+    new = (
+        fc.where("resp.coordinators IS NOT NULL AND coalesce(req.key_type, 0) = 0")
+        .select("resp_ts", F.explode("resp.coordinators").alias("c"))
+        .select(
+            "resp_ts",
+            F.col("c.key").alias("group_id"),
+            F.col("c.node_id").alias("node_id"),
+            F.col("c.host").alias("host"),
+            F.col("c.port").alias("port"),
+            F.col("c.error_code").alias("error"),
+        )
+    )
+    found = old.unionByName(new)
+    w = Window.partitionBy("group_id").orderBy("resp_ts")
+    changes = (
+        found.where("error = 0")
+        .withColumn("prev", F.lag("node_id").over(w))
+        .where("prev IS NULL OR prev != node_id")
+        .withColumn("to_ts", F.lead("resp_ts").over(w))
+    )
+    errors = found.groupBy("group_id").agg(
+        F.sum(F.when(F.col("error") == 16, 1).otherwise(0)).alias("not_coordinator_errors"),
+        (
+            (
+                F.max(F.when(F.col("error") == 14, F.col("resp_ts")).cast("double"))
+                - F.min(F.when(F.col("error") == 14, F.col("resp_ts")).cast("double"))
+            )
+            * 1000.0
+        ).alias("load_in_progress_ms"),
+    )
+    return changes.join(errors, "group_id", "left").select(
+        "group_id",
+        "node_id",
+        "host",
+        "port",
+        F.col("resp_ts").alias("from_ts"),
+        "to_ts",
+        F.coalesce("not_coordinator_errors", F.lit(0)).cast("long").alias("not_coordinator_errors"),
+        F.col("load_in_progress_ms").cast("double"),
+    )
+
+
+def write(tables: dict[str, DataFrame], out: str) -> list[tuple[str, str]]:
+    """Writes OUT/groups/<table> (Parquet) for each table; returns (name, path)."""
+    written = []
+    for name, df in tables.items():
+        schema = TABLES[name]
+        typed = df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema])
+        path = os.path.join(out, "groups", name)
+        typed.write.mode("overwrite").parquet(path)
+        written.append((f"groups/{name}", path))
+    return written
+
+
+def build_and_write(
+    spark: SparkSession, requests: DataFrame, responses: DataFrame, out: str
+) -> list[tuple[str, str]]:
+    """build() then write(), with few shuffle partitions: the group tables are small next to
+    the frames (protocol events, not records), and Spark's 200 would be hundreds of near-empty
+    tasks per join, window and grouped map."""
+    key = "spark.sql.shuffle.partitions"
+    before = spark.conf.get(key)
+    spark.conf.set(key, str(max(2, 2 * spark.sparkContext.defaultParallelism)))
+    try:
+        return write(build(spark, requests, responses), out)
+    finally:
+        if before is not None:
+            spark.conf.set(key, before)
+
+
+def iter_tables() -> Iterator[str]:
+    yield from TABLES

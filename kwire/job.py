@@ -1,0 +1,363 @@
+"""The decode job: `kwire decode FRAMES_OR_PCAPS... -o OUT [--master URL]`.
+
+Captures (pcap/pcapng files, directories of them, or remote URLs) go through the capture step
+first, on the executors (kwire/spark/spark_capture.py; `--capture-on driver` runs the single-process
+`kwire.capture` reader instead), into OUT/frames.parquet; frames tables (Parquet files or
+directories) are read as they are. Requests and responses are decoded on Spark
+and written to OUT/requests and OUT/responses, partitioned by api_key; the records inside Produce
+requests and Fetch / ShareFetch responses are exploded to OUT/records, one row per record; a short
+summary follows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from kwire.spark.api import decode_requests, decode_responses
+from kwire.spark.explode import records_table
+from kwire.spark.model import FAMILIES
+from kwire.spark.progress import Progress, describe_outputs
+from kwire.spark.summary import Summary, summarize
+from kwire.options import add_broker_ports, add_overwrite, add_quiet, add_spark
+
+PCAP_MAGIC = {
+    b"\xa1\xb2\xc3\xd4",
+    b"\xd4\xc3\xb2\xa1",
+    b"\xa1\xb2\x3c\x4d",
+    b"\x4d\x3c\xb2\xa1",
+    b"\x0a\x0d\x0d\x0a",
+}
+
+
+class JobError(Exception):
+    """A problem with the job's inputs or options, reported in one line."""
+
+
+def say(message: str) -> None:
+    print(f"kwire: {message}", file=sys.stderr, flush=True)
+
+
+CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap")
+
+
+def _remote_kind(url: str) -> str:
+    """A remote input is a capture when its name says so (name.pcap, name.pcapng, name.cap, ring
+    files name.pcap0, name.pcap1, ...), else a frames table: the driver does not read remote
+    bytes to tell."""
+    name = url.rstrip("/").rsplit("/", 1)[-1].lower()
+    stem = name.rstrip("0123456789")
+    return "capture" if stem.endswith(CAPTURE_SUFFIXES) else "parquet"
+
+
+def _kind(path: str) -> str:
+    """'parquet' or 'capture', by content (directories: by what they hold)."""
+    if "://" in path and not path.startswith("file:"):
+        return _remote_kind(path)
+    p = Path(
+        path.removeprefix("file://") if path.startswith("file://") else path.removeprefix("file:")
+    )
+    if not p.exists():
+        raise JobError(f"{path}: no such file or directory")
+    if p.is_dir():
+        if any(p.rglob("*.parquet")):
+            return "parquet"
+        return "capture"
+    with open(p, "rb") as f:
+        head = f.read(4)
+    if head == b"PAR1":
+        return "parquet"
+    if head in PCAP_MAGIC:
+        return "capture"
+    raise JobError(f"{path}: neither a frames table (Parquet) nor a pcap/pcapng capture")
+
+
+def run_capture(captures: list[str], out: str, broker_ports: list[int] | None) -> str:
+    """Runs the capture step on the driver, in one process; returns the frames table's path."""
+    from kwire import capture
+
+    frames = os.path.join(out, "frames.parquet")
+    os.makedirs(out, exist_ok=True)
+    ports = broker_ports or list(capture.DEFAULT_BROKER_PORTS)
+    say(f"capture: {len(captures)} file(s) -> {frames} (broker ports {ports})")
+    summary = capture.write_parquet(captures, frames, ports, errors="report")
+    _report_capture(summary)
+    return frames
+
+
+def run_capture_on_spark(
+    spark: SparkSession,
+    captures: list[str],
+    out: str,
+    broker_ports: list[int] | None,
+    progress: Progress | None = None,
+) -> str:
+    """Runs the capture step on the executors; returns the frames table's path."""
+    from kwire.capture import DEFAULT_BROKER_PORTS
+
+    from kwire.spark.spark_capture import capture_frames
+
+    frames = os.path.join(out, "frames.parquet")
+    ports = broker_ports or list(DEFAULT_BROKER_PORTS)
+    try:
+        run = capture_frames(spark, captures, ports)
+    except FileNotFoundError as e:
+        raise JobError(str(e)) from None
+    total = sum(size for _, _, size in run.files)
+    detail = f"{len(run.files)} file(s), {total / 1e6:,.1f} MB, broker ports {ports}"
+    say(f"capture on Spark: {detail} -> {frames}")
+    if progress is not None:
+        progress.start("capture", detail)
+    run.frames.write.mode("overwrite").parquet(frames)
+    _report_capture(run.summary())
+    return frames
+
+
+def _report_capture(summary: Any) -> None:
+    failed = [f for f in summary.files if f.get("error")]
+    for f in failed:
+        say(f"capture: {f['path']}: {f['error']}")
+    frames = summary.frames["request"] + summary.frames["response"]
+    say(
+        f"capture: {summary.packets:,} packets, {frames:,} frames "
+        f"({summary.frames['request']:,} requests, {summary.frames['response']:,} responses)"
+    )
+    if failed and len(failed) == len([f for f in summary.files if "skipped" not in f]):
+        raise JobError("no capture could be read")
+
+
+def decode_frames(
+    frames: DataFrame, families: Sequence[str] | None = None
+) -> tuple[DataFrame, DataFrame]:
+    """The frames table -> (decoded requests, decoded responses)."""
+    if "direction" not in frames.columns or "frame" not in frames.columns:
+        raise JobError("a frames table needs `frame` and `direction` columns")
+    requests = decode_requests(frames.where(F.col("direction") == "request"), families=families)
+    responses = decode_responses(frames.where(F.col("direction") == "response"), families=families)
+    return requests, responses
+
+
+def present_families(frames: DataFrame) -> list[str] | None:
+    """The families whose api keys occur in the frames table (a distinct over its small api_key
+    column), so the decoded tables carry a struct column per API present rather than all 93:
+    writing 93 mostly-null structs per row costs about three times the Parquet sink of a few
+    (README, Performance). None when the table has no api_key column: then all families."""
+    if "api_key" not in frames.columns:
+        return None
+    keys = {
+        r[0] for r in frames.select("api_key").where("api_key IS NOT NULL").distinct().collect()
+    }
+    return [name for name, key in FAMILIES.items() if key in keys]
+
+
+# Bytes of frames a task holds in one batch: Parquet's vectorized reader and the Arrow batches
+# to the Python workers are sized in rows, so the job picks the rows from the frames' sizes.
+BATCH_BYTES = 32 * 1024 * 1024
+READER_ROWS = 4096  # Spark's defaults, kept when frames are small
+ARROW_ROWS = 10000
+
+
+def size_batches(spark: SparkSession, frames: DataFrame) -> tuple[int, int]:
+    """Sets the reader and Arrow batch rows so a batch of frames is about BATCH_BYTES: rows =
+    BATCH_BYTES / the 99.9th percentile frame length (one pass over the small frame_length
+    column). A batch of 4096 frames of 300 kB (a Produce/Fetch-heavy ring) would be 1.2 GB in
+    one column vector: that, not the data's size, is what ran the JVM out of heap. Returns
+    (reader rows, Arrow rows); leaves settings the user gave with --conf alone."""
+    if "frame_length" not in frames.columns:
+        return READER_ROWS, ARROW_ROWS
+    row = frames.agg(
+        F.percentile_approx("frame_length", 0.999).alias("p"), F.max("frame_length").alias("m")
+    ).first()
+    typical = max(int(row["p"] or 0), 1) if row is not None else 1
+    rows = max(1, BATCH_BYTES // typical)
+    chosen = []
+    for key, default in (
+        ("spark.sql.parquet.columnarReaderBatchSize", READER_ROWS),
+        ("spark.sql.execution.arrow.maxRecordsPerBatch", ARROW_ROWS),
+    ):
+        if key in USER_CONF:
+            chosen.append(int(spark.conf.get(key) or default))
+            continue
+        value = min(default, rows)
+        spark.conf.set(key, str(value))
+        chosen.append(value)
+    return chosen[0], chosen[1]
+
+
+USER_CONF: set[str] = set()
+
+
+def write(df: DataFrame, path: str, mode: str) -> None:
+    df.write.mode(mode).partitionBy("api_key").parquet(path)
+
+
+# -- command line -------------------------------------------------------------------------------
+
+DESCRIPTION = (
+    "Decode captured Kafka traffic (pcap/pcapng captures, ring directories, or frames tables) "
+    "on Spark into typed Parquet tables under OUT: frames.parquet, requests and responses "
+    "(partitioned by api key), records (one row per record) and groups/ (what happened to each "
+    "consumer group). Columns and statuses: docs/outputs.md."
+)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Adds the decode job's options to `parser` (`kwire decode`)."""
+    parser.add_argument(
+        "inputs",
+        nargs="+",
+        help="pcap/pcapng files, directories of them, frames Parquet files or dirs",
+    )
+    parser.add_argument("-o", "--output", required=True, metavar="OUT", help="output directory")
+    parser.add_argument(
+        "--families",
+        help="comma-separated message families to decode (default: those present), "
+        f"from: {', '.join(FAMILIES)}",
+    )
+    parser.add_argument(
+        "--no-records", action="store_true", help="skip OUT/records (the records inside frames)"
+    )
+    parser.add_argument("--no-summary", action="store_true", help="skip the summary")
+    parser.add_argument(
+        "--no-groups",
+        action="store_true",
+        help="skip OUT/groups (the consumer groups' generations, members, commits, ...)",
+    )
+    parser.add_argument(
+        "--capture-on",
+        choices=("spark", "driver"),
+        default="spark",
+        help="where captures are read: by the executors in parallel (default) or by one "
+        "process on the driver (the reference, `kwire capture`)",
+    )
+    add_broker_ports(parser)
+    add_spark(parser)
+    add_overwrite(parser, "the tables in OUT")
+    add_quiet(parser)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="kwire decode", description=DESCRIPTION)
+    configure(parser)
+    return parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace, spark: SparkSession | None = None) -> Summary | None:
+    """Runs the job; uses `spark` if given (tests), else starts a session on args.master."""
+    from kwire.spark.session import ExecutorSetupError, build_session, executor_setup
+
+    start = time.monotonic()
+    out = args.output
+    families = [f.strip() for f in args.families.split(",")] if args.families else None
+    if families:
+        unknown = [f for f in families if f not in FAMILIES]
+        if unknown:
+            raise JobError(f"unknown families {unknown}; known: {', '.join(FAMILIES)}")
+    for sub in ("requests", "responses", "records", "groups"):
+        target = os.path.join(out, sub)
+        if "://" not in out and os.path.exists(target) and not args.overwrite:
+            raise JobError(f"{target} exists; give --overwrite to replace it")
+    kinds = [(p, _kind(p)) for p in args.inputs]
+    tables = [p for p, k in kinds if k == "parquet"]
+    captures = [p for p, k in kinds if k == "capture"]
+    if captures and args.capture_on == "driver":
+        tables.append(run_capture(captures, out, args.broker_ports))
+    USER_CONF.clear()
+    USER_CONF.update(key for key, _ in args.conf)
+    if spark is None:
+        say(f"starting Spark on {args.master}")
+        spark = build_session(args.master, "kwire-decode", args.conf)
+    sc = spark.sparkContext
+    # The frames table written on Spark keeps the capture's timestamp type (us, UTC).
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+    try:
+        readers, where = executor_setup(spark)
+    except ExecutorSetupError as e:
+        raise JobError(str(e)) from None
+    say(
+        f"Spark {spark.version} on {sc.master}, default parallelism {sc.defaultParallelism}, "
+        f"readers on the executors: {readers} (kwire from {where})"
+    )
+    progress = None if args.quiet else Progress(spark)
+    with progress if progress is not None else contextlib.nullcontext():
+        outputs = _decode(spark, args, tables, captures, families, progress)
+    elapsed = time.monotonic() - start
+    if args.no_summary:
+        return None
+    summary = summarize(
+        spark.read.parquet(os.path.join(out, "requests")),
+        spark.read.parquet(os.path.join(out, "responses")),
+    )
+    print(
+        f"\nkwire decode: {summary.requests} requests, {summary.response_count} responses "
+        f"in {elapsed:.1f} s -> {out}\n"
+    )
+    print(summary.format(), flush=True)
+    print(describe_outputs(outputs), flush=True)
+    return summary
+
+
+def _decode(
+    spark: SparkSession,
+    args: argparse.Namespace,
+    tables: list[str],
+    captures: list[str],
+    families: list[str] | None,
+    progress: Progress | None,
+) -> list[tuple[str, str]]:
+    """The job's Spark steps; returns (name, path) of what it wrote."""
+    out = args.output
+    outputs: list[tuple[str, str]] = []
+    if captures and args.capture_on == "spark":
+        tables.append(run_capture_on_spark(spark, captures, out, args.broker_ports, progress))
+    if captures:
+        outputs.append(("frames", os.path.join(out, "frames.parquet")))
+    frames = spark.read.parquet(*tables)
+    if progress is not None:
+        progress.start("inspect frames")
+    reader_rows, arrow_rows = size_batches(spark, frames)
+    if reader_rows < READER_ROWS:
+        say(f"large frames: batches of {reader_rows} rows to the reader, {arrow_rows} to Python")
+    if families is None:
+        families = present_families(frames)
+        if families is not None:
+            say(f"{len(families)} of the {len(FAMILIES)} APIs occur: {', '.join(families)}")
+    requests, responses = decode_frames(frames, families)
+    mode = "overwrite"
+    for name, df in (("requests", requests), ("responses", responses)):
+        t = time.monotonic()
+        if progress is not None:
+            progress.start(f"decode {name}")
+        write(df, os.path.join(out, name), mode)
+        say(f"decoded {name} -> {os.path.join(out, name)} ({time.monotonic() - t:.1f} s)")
+        outputs.append((name, os.path.join(out, name)))
+    if not args.no_records:
+        t = time.monotonic()
+        if progress is not None:
+            progress.start("explode records")
+        target = os.path.join(out, "records")
+        decoded = spark.read.parquet(os.path.join(out, "responses"))
+        records_table(frames, decoded).write.mode(mode).parquet(target)
+        say(f"exploded records -> {target} ({time.monotonic() - t:.1f} s)")
+        outputs.append(("records", target))
+    if not args.no_groups:
+        from kwire.groups.build import build_and_write
+
+        t = time.monotonic()
+        if progress is not None:
+            progress.start("group tables")
+        requests_table = spark.read.parquet(os.path.join(out, "requests"))
+        responses_table = spark.read.parquet(os.path.join(out, "responses"))
+        outputs.extend(build_and_write(spark, requests_table, responses_table, out))
+        say(f"group tables -> {os.path.join(out, 'groups')} ({time.monotonic() - t:.1f} s)")
+    if progress is not None:
+        progress.start("summary")
+    return outputs

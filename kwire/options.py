@@ -1,0 +1,61 @@
+"""The options the kwire commands share: one name, one meaning, one parser (-p/--broker-ports,
+--master, --conf, -q/--quiet, --overwrite)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def ports(text: str) -> list[int]:
+    """-p/--broker-ports: comma-separated TCP ports, each 1-65535."""
+    try:
+        found = [int(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port list: {text!r}") from None
+    if not found or any(not 0 < p < 65536 for p in found):
+        raise argparse.ArgumentTypeError(f"ports are 1-65535: {text!r}")
+    return found
+
+
+def conf(text: str) -> tuple[str, str]:
+    """--conf KEY=VALUE: a Spark setting."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def add_broker_ports(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-p",
+        "--broker-ports",
+        type=ports,
+        action="extend",
+        metavar="PORT[,PORT...]",
+        help="TCP ports the brokers listen on (default 9092; repeatable); connections on other "
+        "ports are still read when their frames show which side is the broker",
+    )
+
+
+def add_spark(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--master", default="local[*]", help="Spark master URL (default local[*], this machine)"
+    )
+    parser.add_argument(
+        "--conf",
+        type=conf,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting, as spark-submit takes it (repeatable)",
+    )
+
+
+def add_quiet(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress lines while it runs"
+    )
+
+
+def add_overwrite(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--overwrite", action="store_true", help=f"replace {what} if it exists")

@@ -1,0 +1,226 @@
+"""The Spark face of the UDF pack: DataFrame functions and SQL functions over Arrow batches.
+
+Decoding runs in Spark's Python workers as Arrow-native scalar UDFs (`arrow_udf`): Spark sends
+only the frame column (and, for responses, the paired request's api key and version) in Arrow
+batches, gets back one Arrow struct per row, and keeps every other column on the JVM side.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, Iterable, Sequence
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, StringType, StructType
+
+import generated
+from kwire.spark.decode import (
+    HEADER_COLUMNS,
+    INCOMPLETE,
+    REDACTED,
+    Plan,
+    decode_request_array,
+    decode_response_array,
+)
+
+_DECODED = "__kwire_decoded"
+CAPTURE_ERROR = "capture_error"
+
+
+def _key(values: Iterable[str] | None) -> tuple[str, ...] | None:
+    if values is None:
+        return None
+    if isinstance(values, str):
+        return (values,)
+    return tuple(values)
+
+
+@lru_cache(maxsize=64)
+def plan(
+    direction: str,
+    families: tuple[str, ...] | None = None,
+    fields: tuple[str, ...] | None = None,
+) -> Plan:
+    """The decode plan (families, columns, types), built once per process and cached."""
+    return Plan(direction, families, fields)
+
+
+def request_type(
+    families: Sequence[str] | None = None, fields: Sequence[str] | None = None
+) -> StructType:
+    """The struct `kafka_decode_request` returns: header, error and one struct per family."""
+    return plan("request", _key(families), _key(fields)).spark_type
+
+
+def response_type(
+    families: Sequence[str] | None = None, fields: Sequence[str] | None = None
+) -> StructType:
+    """The struct `kafka_decode_response` returns: header, error and one struct per family."""
+    return plan("response", _key(families), _key(fields)).spark_type
+
+
+def _arrow_udf(fn: Any, return_type: DataType) -> Any:
+    try:
+        from pyspark.sql.functions import arrow_udf
+    except ImportError as e:  # pragma: no cover - pyspark < 4.1
+        raise RuntimeError("kwire's UDF pack needs pyspark >= 4.1 (arrow_udf)") from e
+    # The type hints (pa.Array in, pa.Array out) make it a scalar Arrow UDF.
+    return arrow_udf(fn, returnType=return_type)  # type: ignore[call-overload]
+
+
+def request_udf(families: Sequence[str] | None = None, fields: Sequence[str] | None = None) -> Any:
+    """An Arrow UDF: frame (binary) -> struct<api_key, api_version, correlation_id, client_id,
+    error, family...>. Only the plan's parameters travel to executors; the plan is rebuilt there."""
+    fam, fld = _key(families), _key(fields)
+    p = plan("request", fam, fld)
+
+    def kafka_decode_request(frames: pa.Array) -> pa.Array:
+        return decode_request_array(frames, plan("request", fam, fld))
+
+    return _arrow_udf(kafka_decode_request, p.spark_type)
+
+
+def response_udf(families: Sequence[str] | None = None, fields: Sequence[str] | None = None) -> Any:
+    """An Arrow UDF: (frame, api_key, api_version) -> struct<api_key, api_version,
+    correlation_id, error, family...>; key and version are the paired request's."""
+    fam, fld = _key(families), _key(fields)
+    p = plan("response", fam, fld)
+
+    def kafka_decode_response(
+        frames: pa.Array, api_keys: pa.Array, api_versions: pa.Array
+    ) -> pa.Array:
+        return decode_response_array(frames, api_keys, api_versions, plan("response", fam, fld))
+
+    return _arrow_udf(kafka_decode_response, p.spark_type)
+
+
+def _q(name: str) -> Column:
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def _finish(
+    df: DataFrame, decoded: Column, p: Plan, frame: str, client_id: Column | None
+) -> DataFrame:
+    """Input columns in place (header and error columns replaced), then one column per family."""
+    d = df.withColumn(_DECODED, decoded)
+    s = _q(_DECODED)
+    types = {f.name: f.dataType for f in p.spark_type.fields}
+    have = set(df.columns)
+
+    def header(name: str) -> Column:
+        if name == "client_id" and client_id is not None:
+            return client_id.alias(name)
+        value = s[name] if name in types else F.lit(None).cast(StringType())
+        if name in have:  # a null or short frame: keep what the capture step knew
+            value = F.coalesce(value, _q(name).cast(types.get(name, StringType())))
+        return value.alias(name)
+
+    def error() -> Column:
+        # Why this row has no typed message: the decode error, or for a missing frame what the
+        # capture step said. Capture's own notes on complete frames ("request without
+        # response") stay in capture_error and do not mark a decoded row as failed.
+        mine = s["error"]
+        frame_null = _q(frame).isNull()
+        if "error" in have:
+            missing = F.coalesce(_q("error").cast(StringType()), F.lit("frame is null"))
+        else:
+            missing = F.lit("frame is null")
+        return F.coalesce(mine, F.when(frame_null, missing)).alias("error")
+
+    def status() -> Column:
+        # A row without a frame: the capture step dropped SASL bytes (its reason starts with
+        # "redacted") or could not complete the frame; otherwise the UDF's own verdict.
+        reason = _q("error").cast(StringType()) if "error" in have else F.lit(None)
+        no_frame = F.when(reason.startswith(REDACTED), F.lit(REDACTED)).otherwise(F.lit(INCOMPLETE))
+        return F.when(_q(frame).isNull(), no_frame).otherwise(s["status"]).alias("status")
+
+    out: list[Column] = []
+    families = set(p.family_names)
+    for c in df.columns:
+        if c in HEADER_COLUMNS:
+            out.append(header(c))
+        elif c == "error":
+            out.append(_q(c).alias(CAPTURE_ERROR))
+            out.append(error())
+            out.append(status())
+        elif c not in families and c not in (_DECODED, CAPTURE_ERROR, "status"):
+            out.append(_q(c))
+    out.extend(header(name) for name in HEADER_COLUMNS if name not in have)
+    if "error" not in have:
+        out.append(error())
+        out.append(status())
+    out.extend(s[name].alias(name) for name in p.family_names)
+    return d.select(*out)
+
+
+def decode_requests(
+    df: DataFrame,
+    column: str = "frame",
+    families: Sequence[str] | None = None,
+    fields: Sequence[str] | None = None,
+) -> DataFrame:
+    """Decodes request frames: every input row comes out once, with api_key, api_version,
+    correlation_id, client_id, error, and one struct column per message family (null unless
+    the row is that family). `families` / `fields` (dotted paths such as
+    "join_group.protocols.consumer_subscription.topics") limit what is built and returned."""
+    p = plan("request", _key(families), _key(fields))
+    decoded = request_udf(families, fields)(_q(column))
+    return _finish(df, decoded, p, column, None)
+
+
+def decode_responses(
+    df: DataFrame,
+    column: str = "frame",
+    api_key: str = "api_key",
+    api_version: str = "api_version",
+    families: Sequence[str] | None = None,
+    fields: Sequence[str] | None = None,
+) -> DataFrame:
+    """Decodes response frames, taking api key and version from the paired request's columns
+    (`api_key`, `api_version` in a capture frames table). Same columns as decode_requests;
+    client_id is carried over from the input when it has one (responses do not repeat it)."""
+    p = plan("response", _key(families), _key(fields))
+    decoded = response_udf(families, fields)(_q(column), _q(api_key), _q(api_version))
+    client = (
+        _q("client_id").cast(StringType())
+        if "client_id" in df.columns
+        else F.lit(None).cast(StringType())
+    )
+    return _finish(df, decoded, p, column, client)
+
+
+def api_names() -> dict[int, str]:
+    """Api key -> name: the generated package's, and capture's list of every Kafka api key."""
+    names: dict[int, str] = {}
+    try:
+        from kwire.capture.kafka import API_NAMES
+
+        names.update(API_NAMES)
+    except ImportError:
+        pass
+    names.update({key: info.name for key, info in generated.REGISTRY.items()})
+    return names
+
+
+def register(
+    spark: SparkSession,
+    families: Sequence[str] | None = None,
+    fields: Sequence[str] | None = None,
+) -> list[str]:
+    """Registers SQL functions; returns their names.
+
+    kafka_decode_request(frame)                          -> struct (see request_type())
+    kafka_decode_response(frame, api_key, api_version)   -> struct (see response_type())
+    kafka_api_name(api_key)                              -> e.g. 'JoinGroup', null if unknown
+    """
+    spark.udf.register("kafka_decode_request", request_udf(families, fields))
+    spark.udf.register("kafka_decode_response", response_udf(families, fields))
+    names = api_names()
+
+    def kafka_api_name(keys: pa.Array) -> pa.Array:
+        return pa.array([names.get(k) for k in keys.to_pylist()], pa.string())
+
+    spark.udf.register("kafka_api_name", _arrow_udf(kafka_api_name, StringType()))
+    return ["kafka_decode_request", "kafka_decode_response", "kafka_api_name"]

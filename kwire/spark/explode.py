@@ -1,0 +1,174 @@
+"""OUT/records: one row per record in Produce requests and Fetch / ShareFetch responses.
+
+Frames are exploded on the executors (`mapInArrow`): each frame is decoded with the generated
+codecs, each partition's `records` field is read by the `records` package (record batches v2 and
+message sets v0/v1, any codec, CRC checked, decompression capped), and rows leave in Arrow batches
+of bounded size, so a Fetch response of tens of MB never becomes one giant batch and nothing is
+collected on the driver. A batch that cannot be read is one row with its `batch_status` and null
+record columns. Topic names missing from a frame (Produce v13+, Fetch v13+, ShareFetch carry
+topic ids) are resolved from the Metadata responses of the same capture by a Spark join.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Iterator
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+import generated
+from kwire import records
+from generated import KwireError, kafka_uuid
+
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+# Where the records of a message live: (direction, api key) -> (topic list, topic name attr or
+# None, topic id attr or None, partition list, partition index attr, records attr).
+# tests/spark/test_explode.py checks that these are all the request and response fields of type
+# `records` in the generated package. FetchSnapshot (KRaft controllers) carries a slice of a
+# snapshot that need not start or end on a batch boundary: its cut batches show as such.
+RECORD_FIELDS: dict[tuple[str, int], tuple[str, str | None, str | None, str, str, str]] = {
+    ("request", 0): ("topic_data", "name", "topic_id", "partition_data", "index", "records"),
+    ("response", 1): (
+        "responses", "topic", "topic_id", "partitions", "partition_index", "records"
+    ),
+    ("response", 59): ("topics", "name", None, "partitions", "index", "unaligned_records"),
+    ("response", 78): (
+        "responses", None, "topic_id", "partitions", "partition_index", "records"
+    ),
+}  # fmt: skip
+
+FRAME_FIELDS = [
+    pa.field("connection_id", pa.string()),
+    pa.field("direction", pa.string()),
+    pa.field("api_key", pa.int16()),
+    pa.field("api_version", pa.int16()),
+    pa.field("correlation_id", pa.int32()),
+    pa.field("client_id", pa.string()),
+    pa.field("frame_ts", TIMESTAMP),
+    pa.field("topic", pa.string()),
+    pa.field("topic_id", pa.string()),
+    pa.field("partition", pa.int32()),
+]
+SCHEMA = pa.schema(FRAME_FIELDS + list(records.arrow_schema()))
+INPUT_COLUMNS = [
+    "connection_id", "direction", "api_key", "api_version", "client_id", "ts_first", "frame"
+]  # fmt: skip
+
+MAX_ROWS = 8192
+MAX_BYTES = 16 << 20
+_ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
+
+
+def _partitions(direction: str, api_key: int, message: Any) -> Iterator[tuple[Any, ...]]:
+    """(topic, topic id, partition, records bytes) for each partition of a decoded message."""
+    topics, name_attr, id_attr, parts, index_attr, data_attr = RECORD_FIELDS[(direction, api_key)]
+    for t in getattr(message, topics):
+        name = getattr(t, name_attr) if name_attr else None
+        topic_id = kafka_uuid(getattr(t, id_attr)) if id_attr else _ZERO_UUID
+        for p in getattr(t, parts):
+            yield (
+                name or None,
+                None if topic_id == _ZERO_UUID else topic_id,
+                getattr(p, index_attr),
+                getattr(p, data_attr),
+            )
+
+
+def _decode(row: dict[str, Any]) -> tuple[Any, Any] | None:
+    try:
+        if row["direction"] == "request":
+            return generated.decode_request(row["frame"])
+        return generated.decode_response(row["frame"], row["api_key"], row["api_version"])
+    except KwireError:
+        return None  # the frame's error is in OUT/requests or OUT/responses
+
+
+def explode_batch(
+    batch: pa.RecordBatch, max_decompressed: int = records.DEFAULT_MAX_DECOMPRESSED
+) -> Iterator[pa.RecordBatch]:
+    """One Arrow batch of frames -> Arrow batches of record rows (SCHEMA), bounded in size."""
+    prefixes: list[tuple[Any, ...]] = []
+    rows: list[tuple[Any, ...]] = []
+    size = 0
+    for row in batch.to_pylist():
+        key = (row["direction"], row["api_key"])
+        if row["frame"] is None or key not in RECORD_FIELDS:
+            continue
+        decoded = _decode(row)
+        if decoded is None:
+            continue
+        header, message = decoded
+        frame = (
+            row["connection_id"],
+            row["direction"],
+            row["api_key"],
+            row["api_version"],
+            header.correlation_id,
+            # A response header has no client id: the capture gives the paired request's.
+            header.client_id if row["direction"] == "request" else row["client_id"],
+            row["ts_first"],
+        )
+        for topic, topic_id, partition, data in _partitions(*key, message):
+            prefix = frame + (topic, topic_id, partition)
+            for r in records.iter_rows(data, max_decompressed=max_decompressed):
+                prefixes.append(prefix)
+                rows.append(r)
+                size += 64 + len(r[16] or b"") + len(r[17] or b"")
+                if len(rows) >= MAX_ROWS or size >= MAX_BYTES:
+                    yield _arrow(prefixes, rows)
+                    prefixes, rows, size = [], [], 0
+    if rows:
+        yield _arrow(prefixes, rows)
+
+
+def _arrow(prefixes: list[tuple[Any, ...]], rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
+    (tail,) = records.rows_to_arrow(rows, max_rows=len(rows) + 1, max_bytes=1 << 62)
+    head = [pa.array([p[i] for p in prefixes], type=f.type) for i, f in enumerate(FRAME_FIELDS)]
+    return pa.RecordBatch.from_arrays(head + tail.columns, schema=SCHEMA)
+
+
+def _explode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        yield from explode_batch(batch)
+
+
+def records_table(frames: DataFrame, responses: DataFrame | None = None) -> DataFrame:
+    """The OUT/records rows of a frames table; `responses` (decoded) resolves topic ids."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    types = {
+        "connection_id": "string",
+        "client_id": "string",
+        "ts_first": "timestamp",
+        "api_version": "smallint",
+    }
+    for name, kind in types.items():  # a frames table made elsewhere may lack these
+        if name not in frames.columns:
+            frames = frames.withColumn(name, F.lit(None).cast(kind))
+    if "api_key" not in frames.columns:  # requests carry it in the frame; responses cannot
+        key = F.conv(F.hex(F.substring("frame", 1, 2)), 16, 10).cast("smallint")
+        frames = frames.withColumn("api_key", F.when(F.col("direction") == "request", key))
+    wanted = F.lit(False)
+    for direction, api_key in RECORD_FIELDS:
+        wanted = wanted | ((F.col("direction") == direction) & (F.col("api_key") == api_key))
+    out = (
+        frames.where(wanted & F.col("frame").isNotNull())
+        .select(*INPUT_COLUMNS)
+        .mapInArrow(_explode, from_arrow_schema(SCHEMA))
+    )
+    if responses is None or "metadata" not in responses.columns:
+        return out
+    names = (
+        responses.where(F.col("api_key") == 3)
+        .select(F.explode("metadata.topics").alias("t"))
+        .select(F.col("t.topic_id").alias("_id"), F.col("t.name").alias("_name"))
+        .where(F.col("_id").isNotNull() & (F.col("_id") != _ZERO_UUID) & F.col("_name").isNotNull())
+        .groupBy("_id")
+        .agg(F.min("_name").alias("_name"))
+    )
+    columns = [
+        F.coalesce("topic", "_name").alias("topic") if c == "topic" else c for c in SCHEMA.names
+    ]
+    return out.join(names, out["topic_id"] == names["_id"], "left").select(*columns)

@@ -1,0 +1,127 @@
+"""A SparkSession for kwire's jobs: quiet logs, UTC timestamps, and executors that can import kwire.
+
+Executors import `kwire` and `generated` as the driver does. Local masters run them with the
+driver's own Python, so nothing needs shipping. On a cluster, the workers need kwire installed
+the ways Spark documents for Python dependencies (docs/cluster.md): the wheel installed on every
+worker (PYSPARK_PYTHON naming that interpreter), or a packed environment sent with the job
+(`--conf spark.archives=kwire-env.tar.gz#env` with PYSPARK_PYTHON=./env/bin/python). A wheel
+carries the compiled readers built for its platform; a pure-Python one (KWIRE_PURE_PYTHON=1 at
+build time) runs anywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Iterable
+
+from pyspark.sql import SparkSession
+
+LOG4J = Path(__file__).resolve().with_name("log4j2.properties")
+DRIVER_MEMORY = "1g"
+
+
+def _is_local(master: str) -> bool:
+    return master.startswith("local")
+
+
+def build_session(
+    master: str = "local[*]",
+    app_name: str = "kwire",
+    conf: Iterable[tuple[str, str]] = (),
+    log_level: str = "WARN",
+) -> SparkSession:
+    """Starts (or joins) a session on `master` with WARN logs (see the module's docstring for how
+    executors get kwire)."""
+    settings: dict[str, str] = {
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        # Timestamps as the frames table has them (microseconds, UTC), not legacy INT96.
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+        # Message structs are wide; keep plan strings whole instead of warning about them.
+        "spark.sql.debug.maxToStringFields": "1000",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J}",
+    }
+    # Executors run the Python that runs the driver (it has pyarrow and the same pyspark) unless
+    # PYSPARK_PYTHON names another: on a real cluster, set it to the workers' interpreter.
+    # pyspark takes the executors' Python from this variable, not from spark.pyspark.python.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if _is_local(master) or "127.0.0.1" in master or "localhost" in master:
+        settings["spark.driver.host"] = "127.0.0.1"
+        settings["spark.driver.bindAddress"] = "127.0.0.1"
+    if _is_local(master):
+        # Local mode runs every task inside the driver's JVM. Spark's 1g heap is enough once
+        # batches are sized in bytes (kwire.job.size_batches): the 1.2 GB benchmark ring peaks at
+        # about 3.4 GB for the whole process tree (JVM heap and off-heap Arrow and Parquet
+        # buffers, Python workers, this process); 1.5g would add about 0.5 GB of RSS for nothing.
+        settings["spark.driver.memory"] = DRIVER_MEMORY
+    settings.update(dict(conf))
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(log_level)
+    return spark
+
+
+class ExecutorSetupError(Exception):
+    """The executors cannot import kwire (named in the message, with the way to fix it)."""
+
+
+def _backend_here(_: object) -> tuple[str, str]:
+    import generated
+    from kwire import records
+    from kwire.spark import model
+
+    parts = {
+        "codecs": generated.BACKEND,
+        "records loop": records.backend(),
+        "column builder": "python" if model.COMPILED[0] is None else "compiled",
+    }
+    where = str(Path(records.__file__).resolve().parents[1])  # the kwire package
+    if len(set(parts.values())) == 1:
+        return generated.BACKEND, where
+    return ", ".join(f"{what} {backend}" for what, backend in parts.items()), where
+
+
+def executor_setup(spark: SparkSession) -> tuple[str, str]:
+    """(which readers the executors decode with, where their kwire package is): "compiled" or
+    "python", or the codecs', the records loop's and the column builder's where they differ.
+    One tiny task asks; an executor that cannot import kwire raises ExecutorSetupError."""
+    sc = spark.sparkContext
+    level = _log_level(spark)
+    # A probe that fails logs each lost attempt with the executor's Python traceback at WARN:
+    # the one line below says what went wrong instead.
+    sc.setLogLevel("ERROR")
+    try:
+        found = sc.parallelize([0], 1).map(_backend_here).collect()
+    except Exception as e:  # a Py4JJavaError carrying the executor's Python traceback
+        text = str(e)
+        for module in ("kwire", "generated", "pyarrow", "pandas"):
+            if f"No module named '{module}'" in text:
+                raise ExecutorSetupError(
+                    f"the executors' Python cannot import {module}: install the kwire wheel on "
+                    "the workers (PYSPARK_PYTHON naming that interpreter) or send a packed "
+                    "environment with --conf spark.archives=ENV.tar.gz#env and "
+                    "PYSPARK_PYTHON=./env/bin/python (docs/cluster.md)"
+                ) from None
+        raise
+    finally:
+        sc.setLogLevel(level)
+    return str(found[0][0]), str(found[0][1])
+
+
+def _log_level(spark: SparkSession) -> str:
+    """The driver's log level now (log4j's root logger), WARN when it cannot be read."""
+    try:
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        return str(jvm.org.apache.logging.log4j.LogManager.getRootLogger().getLevel().toString())
+    except Exception:
+        return "WARN"
+
+
+def executor_backend(spark: SparkSession) -> str:
+    """Which readers the executors decode with (see executor_setup)."""
+    return executor_setup(spark)[0]

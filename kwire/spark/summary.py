@@ -1,0 +1,225 @@
+"""The decode job's summary: what was decoded, what failed, which consumer groups were seen."""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass, field
+from functools import reduce
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from kwire.spark.api import api_names
+from kwire.spark.decode import STATUSES
+from kwire.spark.model import FAMILIES
+
+NO_SCHEMA = "unknown api key"
+_NAMES = api_names()
+
+
+def api_name(key: Any) -> str:
+    if key is None:
+        return "?"
+    return _NAMES.get(key, f"ApiKey{key}")
+
+
+@dataclass
+class Summary:
+    by_version: list[tuple[Any, Any, int, int]] = field(default_factory=list)
+    responses: dict[Any, tuple[int, int]] = field(default_factory=dict)
+    no_schema: dict[Any, int] = field(default_factory=dict)
+    top_errors: list[tuple[str, str, int]] = field(default_factory=list)
+    groups: list[dict[str, Any]] = field(default_factory=list)
+    # (direction, status) -> rows: ok, unsupported, malformed, incomplete, unpaired, redacted.
+    statuses: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    @property
+    def requests(self) -> int:
+        return sum(n for _, _, n, _ in self.by_version)
+
+    @property
+    def request_errors(self) -> int:
+        return sum(e for _, _, _, e in self.by_version)
+
+    @property
+    def response_count(self) -> int:
+        return sum(n for n, _ in self.responses.values())
+
+    @property
+    def response_errors(self) -> int:
+        return sum(e for _, e in self.responses.values())
+
+    def format(self) -> str:
+        lines = ["rows by status"]
+        for direction in ("request", "response"):
+            counts = {st: n for (d, st), n in self.statuses.items() if d == direction}
+            text = ", ".join(f"{st} {counts[st]:,}" for st in STATUSES if st in counts)
+            lines.append(f"  {direction}s: {text or 'none'}")
+        lines.append("")
+        lines.append("requests per api key and version")
+        rows = [[api_name(k), k, v, n, e] for k, v, n, e in self.by_version]
+        lines.append(_table(rows, ["api", "key", "version", "requests", "errors"]))
+        lines.append("")
+        lines.extend(
+            textwrap.wrap(
+                ", ".join(
+                    f"{api_name(k)} {n}" + (f" ({e} errors)" if e else "")
+                    for k, (n, e) in sorted(self.responses.items(), key=_key_order)
+                ),
+                width=100,
+                initial_indent="responses per api key (the paired request's): ",
+                subsequent_indent="  ",
+            )
+        )
+        lines.append("")
+        no_schema = sum(self.no_schema.values())
+        lines.append(
+            f"errors: {self.request_errors} of {self.requests} requests, {self.response_errors} "
+            f"of {self.response_count} responses"
+            + (f"; {no_schema} of them are api keys kwire has no schema for" if no_schema else "")
+        )
+        if self.no_schema:
+            lines.extend(
+                textwrap.wrap(
+                    ", ".join(
+                        f"{api_name(k)} {n}"
+                        for k, n in sorted(self.no_schema.items(), key=_key_order)
+                    ),
+                    width=100,
+                    initial_indent="  no schema: ",
+                    subsequent_indent="    ",
+                )
+            )
+        for direction, error, n in self.top_errors:
+            text = error if len(error) <= 110 else error[:107] + "..."
+            lines.append(f"  {n:>6}  {direction:<8}  {text}")
+        lines.append("")
+        lines.append(f"consumer groups seen: {len(self.groups)}")
+        if self.groups:
+            rows = [
+                [g["group_id"], g["requests"], g["clients"], g["members"], ",".join(g["topics"])]
+                for g in self.groups
+            ]
+            lines.append(
+                _table(rows, ["group", "requests", "clients", "members", "subscribed topics"])
+            )
+        return "\n".join(lines)
+
+
+def _key_order(item: tuple[Any, Any]) -> tuple[bool, int]:
+    return (item[0] is None, item[0] or 0)
+
+
+def _table(rows: list[list[Any]], header: list[str]) -> str:
+    cells = [header] + [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    out = []
+    for j, r in enumerate(cells):
+        parts = [c.rjust(w) if j and c.isdigit() else c.ljust(w) for c, w in zip(r, widths)]
+        out.append(("  " + "  ".join(parts)).rstrip())
+    return "\n".join(out)
+
+
+def _struct_fields(df: DataFrame, name: str) -> list[str]:
+    if name not in df.columns:
+        return []
+    return list(df.schema[name].dataType.fieldNames())  # type: ignore[attr-defined]
+
+
+def _groups(requests: DataFrame) -> list[dict[str, Any]]:
+    """Groups named at the top of request messages (a group_id field), with their members and
+    the topics their consumers subscribe to (JoinGroup payloads, ConsumerGroupHeartbeat)."""
+    parts = []
+    for name in FAMILIES:
+        fields = _struct_fields(requests, name)
+        if "group_id" not in fields:
+            continue
+        member = F.col(name)["member_id"] if "member_id" in fields else F.lit(None)
+        parts.append(
+            requests.where(F.col(name).isNotNull()).select(
+                F.col(name)["group_id"].alias("group_id"),
+                member.cast("string").alias("member_id"),
+                F.col("client_id"),
+            )
+        )
+    if not parts:
+        return []
+    topics = []
+    jg = _struct_fields(requests, "join_group")
+    if "protocols" in jg:
+        topics.append(
+            requests.where(F.col("join_group").isNotNull())
+            .select(
+                F.col("join_group.group_id").alias("group_id"),
+                F.explode("join_group.protocols").alias("p"),
+            )
+            .select("group_id", F.explode("p.consumer_subscription.topics").alias("topic"))
+        )
+    if "subscribed_topic_names" in _struct_fields(requests, "consumer_group_heartbeat"):
+        topics.append(
+            requests.where(F.col("consumer_group_heartbeat").isNotNull()).select(
+                F.col("consumer_group_heartbeat.group_id").alias("group_id"),
+                F.explode("consumer_group_heartbeat.subscribed_topic_names").alias("topic"),
+            )
+        )
+    stats = (
+        reduce(DataFrame.unionByName, parts)
+        .where(F.col("group_id").isNotNull())
+        .groupBy("group_id")
+        .agg(
+            F.count(F.lit(1)).alias("requests"),
+            F.countDistinct("client_id").alias("clients"),
+            F.countDistinct(F.when(F.col("member_id") != "", F.col("member_id"))).alias("members"),
+        )
+    )
+    if topics:
+        subscribed = (
+            reduce(DataFrame.unionByName, topics)
+            .groupBy("group_id")
+            .agg(F.array_sort(F.collect_set("topic")).alias("topics"))
+        )
+        stats = stats.join(subscribed, "group_id", "left")
+    else:
+        stats = stats.withColumn("topics", F.lit(None).cast("array<string>"))
+    return [
+        {**r.asDict(), "topics": r["topics"] or []} for r in stats.orderBy("group_id").collect()
+    ]
+
+
+def summarize(requests: DataFrame, responses: DataFrame, top: int = 8) -> Summary:
+    s = Summary()
+    for direction, df in (("request", requests), ("response", responses)):
+        if "status" in df.columns:
+            for r in df.groupBy("status").count().collect():
+                s.statuses[(direction, r["status"])] = r["count"]
+    no_schema = F.col("error").startswith(NO_SCHEMA)
+    for r in (
+        requests.groupBy("api_key", "api_version")
+        .agg(F.count(F.lit(1)).alias("n"), F.count("error").alias("errors"))
+        .orderBy("api_key", "api_version")
+        .collect()
+    ):
+        s.by_version.append((r["api_key"], r["api_version"], r["n"], r["errors"]))
+    for r in (
+        responses.groupBy("api_key")
+        .agg(F.count(F.lit(1)).alias("n"), F.count("error").alias("errors"))
+        .collect()
+    ):
+        s.responses[r["api_key"]] = (r["n"], r["errors"])
+    both = requests.select(F.lit("request").alias("d"), "api_key", "error").unionByName(
+        responses.select(F.lit("response").alias("d"), "api_key", "error")
+    )
+    for r in both.where(no_schema).groupBy("api_key").count().collect():
+        s.no_schema[r["api_key"]] = r["count"]
+    for r in (
+        both.where(F.col("error").isNotNull() & ~no_schema)
+        .groupBy("d", "error")
+        .count()
+        .orderBy(F.desc("count"), "error")
+        .limit(top)
+        .collect()
+    ):
+        s.top_errors.append((r["d"], r["error"], r["count"]))
+    s.groups = _groups(requests)
+    return s

@@ -1,0 +1,65 @@
+"""One small local Spark session for the suites that need one (per xdist worker), and the decode
+job over the group captures that the group, story and report tests share."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator["SparkSession"]:  # type: ignore[name-defined]  # noqa: F821
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("kwire-udfs-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+        .config("spark.driver.memory", "1g")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+# The captures whose consumer groups the group tests read (their group ids differ; broker ports
+# are inferred). Ground-truth scenario captures join this list as they are made.
+GROUP_CAPTURES = [
+    "mock_group_classic.pcap",
+    "mock_static_members.pcapng",
+    "mock_cooperative_sticky_sll2.pcap",
+    "mock_consumer_protocol_sll.pcap",
+    "mock_gt_eager_kill.pcap",
+    "mock_gt_poll_static.pcap",
+    "mock_gt_coop_848.pcap",
+    "mock_gt_progress.pcap",
+]
+
+
+@pytest.fixture(scope="session")
+def groups_out(spark: "SparkSession", tmp_path_factory: pytest.TempPathFactory) -> "Path":  # type: ignore[name-defined]  # noqa: F821
+    """One decode job over every group capture, shared by the group, story and report tests.
+
+    The files using it carry `pytest.mark.xdist_group("groups_job")` and the test command
+    distributes with --dist loadgroup, so the job runs once, on one worker.
+    """
+    from pathlib import Path
+
+    from kwire import job
+
+    data = Path(__file__).resolve().parent / "data" / "capture"
+    target = tmp_path_factory.mktemp("groups") / "out"
+    inputs = [str(data / capture) for capture in GROUP_CAPTURES]
+    args = job.parse_args([*inputs, "-o", str(target), "--no-records", "--no-summary", "--quiet"])
+    job.run(args, spark=spark)
+    return target

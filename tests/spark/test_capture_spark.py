@@ -1,0 +1,201 @@
+"""The capture step on Spark gives the frames `kwire capture` gives, for any file layout.
+
+The reference is the single-process reader (capture.frames_table); the distributed path reads
+files in parallel, regroups segments by TCP flow and reassembles each flow with the same tracker.
+They must agree row for row (as multisets: row order is not part of the contract) and on the
+summary, on every real capture and on a synthetic ring (tests/capture/ring.py) cut into files
+in several ways: one file, cuts inside frames (a ring rotated mid-frame), pcap and pcapng mixed,
+files named in shuffled order, a directory with a stray non-capture file.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import SparkSession
+
+from kwire import capture
+from kwire.capture import distributed as dist
+from kwire import job
+from kwire.spark.spark_capture import capture_frames
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "capture"
+sys.path.insert(0, str(ROOT / "tests" / "capture"))
+import ring  # noqa: E402
+
+REAL = sorted(DATA.glob("*.json"))
+
+
+def _multiset(table: pa.Table, source_file: bool = True) -> Counter[str]:
+    rows = table.select(capture.SCHEMA.names).to_pylist()
+    if not source_file:
+        for r in rows:
+            del r["source_file"]
+    return Counter(json.dumps(r, default=str, sort_keys=True) for r in rows)
+
+
+def _in_python(paths: Iterable[str], ports: list[int]) -> tuple[pa.Table, capture.Summary]:
+    """Both halves of kwire.capture.distributed without Spark: read every file, regroup, track."""
+    files = dist.expand_local(paths)
+    segments, stats = [], []
+    for i, (path, in_dir) in enumerate(files):
+        for batch in dist.read_segments(i, path, in_directory=in_dir):
+            t = pa.Table.from_batches([batch])
+            done = t.filter(pc.is_valid(t["stats"]))
+            stats += [(r["file_time"], r["file_index"], r["stats"]) for r in done.to_pylist()]
+            segments.append(t.filter(pc.is_null(t["stats"])))
+    # Regroup by flow across several "tasks", each in capture order.
+    table = pa.concat_tables(segments)
+    frames, tracked = [], []
+    for part in range(4):
+        mine = table.filter(pc.equal(pc.bit_wise_and(table["flow"], 3), part))
+        mine = mine.sort_by([(c, "ascending") for c in dist.ORDER])
+        for batch in dist.track_segments(mine.to_batches(500), [p for p, _ in files], ports):
+            t = pa.Table.from_batches([batch])
+            tracked += [s for s in t["stats"].to_pylist() if s]
+            frames.append(t.filter(pc.is_null(t["stats"])).drop(["stats"]))
+    stats.sort(key=lambda e: (e[0] == dist.NO_TIME, e[0], e[1]))
+    return pa.concat_tables(frames), dist.merge_stats([s for *_, s in stats], tracked)
+
+
+def _reference(paths: list[str], ports: list[int]) -> tuple[pa.Table, capture.Summary]:
+    summary = capture.Summary()
+    return capture.frames_table(paths, ports, summary=summary, errors="report"), summary
+
+
+@pytest.mark.parametrize("meta", REAL, ids=[p.stem for p in REAL])
+def test_real_captures_split_in_two_halves_equal_the_reference(meta: Path) -> None:
+    record = json.loads(meta.read_text())
+    paths = [str(DATA / record["capture"])]
+    for ports in (record["broker_ports"], []):  # known broker ports, and direction inferred
+        want, want_summary = _reference(paths, ports)
+        got, got_summary = _in_python(paths, ports)
+        assert _multiset(got) == _multiset(want)
+        assert got_summary.as_dict() == want_summary.as_dict()
+
+
+@pytest.fixture(scope="module")
+def ring_capture(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    packets, frames = ring.ring_packets()
+    base = tmp_path_factory.mktemp("ring")
+    n = len(packets)
+    layouts: dict[str, list[str]] = {}
+    one = ring.write(base / "one", [packets])
+    layouts["one file"] = [str(p) for p in one]
+    five = ring.write(base / "five", ring.split(packets, [n // 5 * k + 7 for k in range(1, 5)]))
+    layouts["five files cut mid-frame"] = [str(p) for p in five]
+    cuts = sorted(random.Random(3).sample(range(1, n), 6))
+    mixed = [str(p) for p in ring.write(base / "mixed", ring.split(packets, cuts), "mixed")]
+    random.Random(4).shuffle(mixed)
+    layouts["seven pcap and pcapng files in shuffled order"] = mixed
+    directory = base / "dir"
+    ring.write(directory, ring.split(packets, [n // 3, 2 * n // 3]), "pcapng")
+    (directory / "notes.txt").write_text("not a capture\n")
+    layouts["a directory with a stray file"] = [str(directory)]
+    reference, summary = _reference(layouts["one file"], [9092])
+    return {"layouts": layouts, "frames": frames, "reference": reference, "summary": summary}
+
+
+def test_the_ring_is_whole(ring_capture: dict[str, Any]) -> None:
+    """Ground truth from the generator: every frame it sent is a row, none has an error, and the
+    several-MB Fetch response is one of them."""
+    reference = ring_capture["reference"]
+    assert reference.num_rows == ring_capture["frames"]
+    assert reference.column("error").null_count == reference.num_rows
+    assert max(reference.column("frame_length").to_pylist()) > 3_000_000
+    assert ring_capture["summary"].retransmitted_bytes > 0
+
+
+def test_every_layout_in_python_equals_the_single_process_reader(
+    ring_capture: dict[str, Any],
+) -> None:
+    want = _multiset(ring_capture["reference"], source_file=False)
+    for name, paths in ring_capture["layouts"].items():
+        single, single_summary = _reference(paths, [9092])
+        got, got_summary = _in_python(paths, [9092])
+        # source_file differs between layouts; everything else is the one file's rows.
+        assert _multiset(got) == _multiset(single), name
+        assert got_summary.as_dict() == single_summary.as_dict(), name
+        # Only the file names differ from the one-file capture.
+        assert _multiset(single, source_file=False) == want, name
+
+
+@pytest.mark.parametrize(
+    "layout",
+    ["five files cut mid-frame", "seven pcap and pcapng files in shuffled order",
+     "a directory with a stray file"],
+)  # fmt: skip
+def test_spark_capture_equals_the_single_process_reader(
+    spark: SparkSession, ring_capture: dict[str, Any], layout: str, tmp_path: Path
+) -> None:
+    paths = ring_capture["layouts"][layout]
+    want, want_summary = _reference(paths, [9092])
+    run = capture_frames(spark, paths, [9092])
+    run.frames.write.parquet(str(tmp_path / "frames"))
+    got = pq.read_table(tmp_path / "frames")
+    assert got.num_rows == ring_capture["frames"]
+    assert _multiset(got) == _multiset(want)
+    assert run.summary().as_dict() == want_summary.as_dict()
+
+
+def test_spark_capture_reads_file_urls(spark: SparkSession, tmp_path: Path) -> None:
+    meta = json.loads((DATA / "mock_group_classic.json").read_text())
+    path = DATA / meta["capture"]
+    want, _ = _reference([str(path)], meta["broker_ports"])
+    run = capture_frames(spark, [path.as_uri()], meta["broker_ports"])
+    got = pa.Table.from_pylist(
+        [r.asDict() for r in run.frames.collect()], schema=dist.FRAMES_SCHEMA.remove(17)
+    )
+    assert _multiset(got, source_file=False) == _multiset(want, source_file=False)
+    assert set(got.column("source_file").to_pylist()) == {path.as_uri()}
+
+
+def test_job_captures_on_spark_as_on_the_driver(spark: SparkSession, tmp_path: Path) -> None:
+    meta = json.loads((DATA / "mock_static_members.json").read_text())
+    path = str(DATA / meta["capture"])
+    tables = {}
+    for where in ("spark", "driver"):
+        out = tmp_path / where
+        args = job.parse_args(
+            [path, "-o", str(out), "--capture-on", where, "--no-records", "--no-groups"]
+            + ["--families", "heartbeat"]
+        )
+        job.run(args, spark=spark)
+        tables[where] = pq.read_table(out / "frames.parquet")
+    assert _multiset(tables["spark"]) == _multiset(tables["driver"])
+
+
+def test_job_accounts_for_every_frame_of_a_ring_cut_mid_frame(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The decode job on a ring of three files whose Fetch response is 24 MB and crosses both
+    file boundaries: every frame the generator sent is a frames row and a decoded row."""
+    packets, frames = ring.ring_packets(big=24 * 1024 * 1024)
+    n = len(packets)
+    parts = ring.split(packets, [n // 3, 2 * n // 3])
+    # The big response's segments (broker port 9092 -> client port 45000) are in every file.
+    fetch = (9092).to_bytes(2, "big") + (45000).to_bytes(2, "big")
+    assert all(any(p[34:38] == fetch and len(p) > 1000 for _, p in part) for part in parts)
+    files = ring.write(tmp_path / "ring", parts)
+    out = tmp_path / "out"
+    args = job.parse_args([str(tmp_path / "ring"), "-o", str(out), "--no-groups"])
+    summary = job.run(args, spark=spark)
+    assert summary is not None
+    table = pq.read_table(out / "frames.parquet")
+    assert table.num_rows == frames
+    assert max(table.column("frame_length").to_pylist()) > 24_000_000
+    assert summary.requests + summary.response_count == frames
+    lengths = pq.read_table(out / "frames.parquet", columns=["source_file", "frame_length"])
+    sources = {s for s, n in zip(*lengths.to_pydict().values()) if n and n > 24_000_000}
+    assert sources and sources <= {str(f) for f in files}

@@ -1,0 +1,116 @@
+"""The decode job on the shared local session: frames tables and, when present, real captures."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+import generated as g
+from benchmarks import synth
+from tests.quirks import MOCK_CONTROL_BATCH_CRC, MOCK_QUIRKS
+from kwire import job
+
+ROOT = Path(__file__).resolve().parents[2]
+CAPTURES = sorted(
+    p for p in (ROOT / "tests" / "data").rglob("*") if p.suffix in (".pcap", ".pcapng")
+)
+
+
+def run_job(spark: SparkSession, inputs: list[str], out: Path) -> job.Summary:
+    args = job.parse_args([*inputs, "-o", str(out)])
+    summary = job.run(args, spark=spark)
+    assert summary is not None
+    return summary
+
+
+def test_job_on_a_frames_table(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = synth.frames_table()
+    frames = tmp_path / "frames.parquet"
+    pq.write_table(table, frames)
+    summary = run_job(spark, [str(frames)], tmp_path / "out")
+    requests = sum(1 for d in table.column("direction").to_pylist() if d == "request")
+    assert summary.requests == requests
+    assert summary.response_count == table.num_rows - requests
+    assert summary.request_errors == 5 and summary.response_errors == 0
+    assert summary.no_schema == {1000: 1}
+    assert summary.statuses == {
+        ("request", "ok"): requests - 5,
+        ("request", "malformed"): 2,
+        ("request", "unsupported"): 2,
+        ("request", "incomplete"): 1,
+        ("response", "ok"): table.num_rows - requests,
+    }
+    assert [g["group_id"] for g in summary.groups] == ["group-0", "group-1", "group-2"]
+    assert summary.groups[2]["topics"] == ["topic-a", "topic-b", "topic-c"]
+    assert all(g["members"] == 3 for g in summary.groups)
+    # Partitioned by api key; the partition column comes back on read.
+    assert (tmp_path / "out" / "requests" / "api_key=11").is_dir()
+    back = spark.read.parquet(str(tmp_path / "out" / "requests"))
+    assert back.where("api_key = 11").select("join_group.group_id").distinct().count() == 3
+    printed = capsys.readouterr().out
+    assert "consumer groups seen: 3" in printed
+    assert "HeartbeatRequest: version 77 is not supported (valid: 0-4)" in printed
+    # A second run into the same place needs --overwrite.
+    with pytest.raises(job.JobError, match="exists; give --overwrite"):
+        job.run(job.parse_args([str(frames), "-o", str(tmp_path / "out")]), spark=spark)
+
+
+def test_job_rejects_what_it_cannot_read(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"hello world")
+    with pytest.raises(job.JobError, match="neither a frames table"):
+        job.run(job.parse_args([str(junk), "-o", str(tmp_path / "o")]))
+    with pytest.raises(job.JobError, match="no such file"):
+        job.run(job.parse_args([str(tmp_path / "nope"), "-o", str(tmp_path / "o")]))
+
+
+@pytest.mark.skipif(not CAPTURES, reason="no captures under tests/data")
+@pytest.mark.skipif(
+    importlib.util.find_spec("capture") is None, reason="the capture package is not importable"
+)
+def test_job_on_real_captures(spark: SparkSession, tmp_path: Path) -> None:
+    summary = run_job(spark, [str(p) for p in CAPTURES], tmp_path / "out")
+    frames = pq.read_table(tmp_path / "out" / "frames.parquet")
+    requests = sum(1 for d in frames.column("direction").to_pylist() if d == "request")
+    assert summary.requests == requests
+    assert summary.response_count == frames.num_rows - requests
+    # Everything decodes (every api key has a schema now), except the answers librdkafka's
+    # mock really sends out of spec (tests/quirks.py; test_capture_decode.py explains them).
+    decode_errors = (
+        summary.request_errors + summary.response_errors - sum(summary.no_schema.values())
+    )
+    # (The summary lists the 8 most frequent errors; there are more quirks than that.)
+    quirks = {("response", message) for _, _, _, message in MOCK_QUIRKS}
+    top = {(d, e) for d, e, _ in summary.top_errors}
+    assert top <= quirks and len(top) == min(len(quirks), 8)
+    assert summary.no_schema == {}
+    assert decode_errors >= sum(n for _, _, n in summary.top_errors) > 0
+    # Every request of an api key we have a schema for decodes.
+    assert all(errors == 0 for key, _, _, errors in summary.by_version if key in g.REGISTRY)
+    assert len(summary.groups) >= 3
+    # OUT/records: the records of every Produce request and Fetch response, with the design's
+    # columns; topics named by id only are resolved from Metadata responses by the join
+    # (tests/spark/test_explode.py holds the values against what the scenarios produced).
+    records = spark.read.parquet(str(tmp_path / "out" / "records"))
+    design = """connection_id direction api_key api_version correlation_id client_id frame_ts topic
+        topic_id partition batch_index batch_offset magic compression timestamp_type
+        is_transactional is_control producer_id producer_epoch base_sequence
+        partition_leader_epoch batch_status batch_error offset sequence timestamp key value
+        headers control_type""".split()
+    assert records.columns == design
+    by_api = {r["api_key"]: r["count"] for r in records.groupBy("api_key").count().collect()}
+    assert set(by_api) == {0, 1} and all(by_api.values())
+    # Only the mock's transaction markers, whose CRC is zero (tests/quirks.py), do not read ok.
+    assert (
+        records.where("batch_status != 'ok'")
+        .where(~(F.col("is_control") & F.col("batch_error").startswith(MOCK_CONTROL_BATCH_CRC)))
+        .count()
+        == 0
+    )
