@@ -9,8 +9,9 @@ The data of ProduceRequest, FetchResponse and ShareFetchResponse ``records`` fie
 * :func:`iter_rows`, :data:`ROW_COLUMNS`, :func:`arrow_schema`, :func:`rows_to_arrow`: the flat
   OUT/records rows for the Spark job.
 
-Facts behind the code: ../shared/records-wire.md beside the checkout (Kafka's record formats and
-codecs); every deviation from it is noted where it matters.
+Facts behind the code: Kafka's record formats and codecs as the Apache Kafka documentation
+("Message Format") and its Java client define them; where kwire reads more leniently or more
+strictly, the code says so where it matters.
 """
 
 from .compression import DEFAULT_MAX_DECOMPRESSED, compress, decompress
