@@ -101,10 +101,9 @@ def extensions() -> list[Any]:
         return []
     from Cython.Build import cythonize
 
-    modules = []
-    for name, pyx in extension_sources():
-        ext = Extension(name, [pyx], extra_compile_args=COMPILE_ARGS)
-        modules.append(ext)
+    modules = [
+        Extension(name, [pyx], extra_compile_args=COMPILE_ARGS) for name, pyx in extension_sources()
+    ]
     built = cythonize(
         modules,
         nthreads=os.cpu_count() or 1,
@@ -112,8 +111,7 @@ def extensions() -> list[Any]:
         compiler_directives={"language_level": 3},
     )
     by_name = dict(extension_sources())
-    for ext in built:
-        ext.extra_compile_args = COMPILE_ARGS
+    for ext in built:  # cythonize keeps each Extension's compile arguments
         ext.kwire_sources = _depends(by_name[ext.name])
     return list(built)
 

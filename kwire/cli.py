@@ -19,7 +19,6 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from kwire import __version__
 from kwire.options import add_broker_ports, add_overwrite, add_quiet
@@ -239,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
 
 
-def entry(**_: Any) -> None:
+def entry() -> None:
     """The console script: exits with main's code (BrokenPipe when piped into `head` is quiet)."""
     try:
         code = main()
