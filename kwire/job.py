@@ -22,6 +22,7 @@ from typing import Any, Sequence
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from kwire.capture.distributed import SPLIT_BYTES, SplitError
 from kwire.spark.api import decode_requests, decode_responses
 from kwire.spark.explode import records_table
 from kwire.spark.model import FAMILIES
@@ -99,6 +100,7 @@ def run_capture_on_spark(
     out: str,
     broker_ports: list[int] | None,
     progress: Progress | None = None,
+    split_size: int = SPLIT_BYTES,
 ) -> str:
     """Runs the capture step on the executors; returns the frames table's path."""
     from kwire.capture import DEFAULT_BROKER_PORTS
@@ -108,7 +110,7 @@ def run_capture_on_spark(
     frames = os.path.join(out, "frames.parquet")
     ports = broker_ports or list(DEFAULT_BROKER_PORTS)
     try:
-        run = capture_frames(spark, captures, ports)
+        run = capture_frames(spark, captures, ports, split_size=split_size)
     except FileNotFoundError as e:
         raise JobError(str(e)) from None
     total = sum(size for _, _, size in run.files)
@@ -117,7 +119,11 @@ def run_capture_on_spark(
     if progress is not None:
         progress.start("capture", detail)
     run.frames.write.mode("overwrite").parquet(frames)
-    _report_capture(run.summary())
+    try:
+        summary = run.summary()
+    except SplitError as e:
+        raise JobError(str(e)) from None
+    _report_capture(summary)
     return frames
 
 
@@ -238,10 +244,30 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="where captures are read: by the executors in parallel (default) or by one "
         "process on the driver (the reference, `kwire capture`)",
     )
+    parser.add_argument(
+        "--split-size",
+        type=_size,
+        default=SPLIT_BYTES,
+        metavar="BYTES",
+        help="bytes of capture per task on Spark: every file is read in ranges of this size "
+        "(default 128m, as Spark's file sources; k, m and g suffixes)",
+    )
     add_broker_ports(parser)
     add_spark(parser)
     add_overwrite(parser, "the tables in OUT")
     add_quiet(parser)
+
+
+def _size(text: str) -> int:
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    t = text.strip().lower().removesuffix("b")
+    try:
+        value = int(float(t[:-1]) * units[t[-1]]) if t and t[-1] in units else int(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 128m, 4096)") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"the split size must be at least 1 byte, not {text!r}")
+    return value
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -317,7 +343,9 @@ def _decode(
     out = args.output
     outputs: list[tuple[str, str]] = []
     if captures and args.capture_on == "spark":
-        tables.append(run_capture_on_spark(spark, captures, out, args.broker_ports, progress))
+        tables.append(
+            run_capture_on_spark(spark, captures, out, args.broker_ports, progress, args.split_size)
+        )
     if captures:
         outputs.append(("frames", os.path.join(out, "frames.parquet")))
     frames = spark.read.parquet(*tables)

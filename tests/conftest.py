@@ -15,6 +15,13 @@ def spark() -> Iterator["SparkSession"]:  # type: ignore[name-defined]  # noqa: 
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # The S3 tests read from a local S3-compatible server (moto's), which takes any key. The
+    # Python workers inherit the environment the JVM starts with, so the keys are set here; the
+    # AWS SDK is told never to ask a cloud metadata address for credentials.
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        os.environ.setdefault(key, "kwire-test")
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
     session = (
         SparkSession.builder.master("local[2]")
         .appName("kwire-udfs-tests")

@@ -19,6 +19,7 @@ import hashlib
 import io
 import json
 import os
+from dataclasses import dataclass
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO
 
@@ -26,7 +27,15 @@ import pyarrow as pa
 
 from .engine import Tracker
 from .packets import SUPPORTED_LINKTYPES, Segment, Skip, decode
-from .pcapfile import CaptureFileError, FileStats, is_capture_head, iter_packets
+from .pcapfile import (
+    CaptureFileError,
+    FileStats,
+    Packet,
+    Source,
+    is_capture_head,
+    iter_range,
+    read_head,
+)
 from .summary import Summary
 from .table import SCHEMA, BatchBuilder
 
@@ -39,8 +48,8 @@ SEGMENT_SCHEMA = pa.schema(
         pa.field("flow", pa.int64()),
         pa.field("file_time", pa.int64()),
         pa.field("file_index", pa.int32()),
-        # The place of the run's first segment among the file's TCP segments.
-        pa.field("packet", pa.int64()),
+        # The byte offset of the record of the run's first segment in its file.
+        pa.field("offset", pa.int64()),
         # The connection's two ends, the lower (address, port) first.
         pa.field("a_addr", pa.string()),
         pa.field("a_port", pa.int32()),
@@ -60,7 +69,7 @@ SEGMENT_SCHEMA = pa.schema(
         pa.field("stats", pa.string()),
     ]
 )
-ORDER = ("file_time", "file_index", "packet")
+ORDER = ("file_time", "file_index", "offset")
 
 # The frames rows, plus the tracker's statistics on one extra row per task (all else null).
 FRAMES_SCHEMA = pa.schema(
@@ -106,15 +115,59 @@ def open_capture(path: str) -> BinaryIO:
     local = local_path(path)
     if local is not None:
         return open(local, "rb")
-    from pyarrow import fs
-
-    url = path
-    for alias in ("s3a://", "s3n://"):
-        if url.startswith(alias):
-            url = "s3://" + url[len(alias) :]
-    filesystem, inner = fs.FileSystem.from_uri(url)
+    filesystem, inner, _, _ = _remote(path)
     raw: Any = filesystem.open_input_file(inner)
     return io.BufferedReader(raw, buffer_size=READ_BUFFER)
+
+
+def _remote(url: str) -> tuple[Any, str, str, str]:
+    """(pyarrow filesystem, path inside it, the URL's scheme, its query) of a remote URL."""
+    from pyarrow import fs
+
+    scheme = url.split("://", 1)[0]
+    inner_url = url
+    if scheme in ("s3a", "s3n"):
+        inner_url = "s3://" + url.split("://", 1)[1]
+    query = inner_url.split("?", 1)[1] if "?" in inner_url else ""
+    filesystem, inner = fs.FileSystem.from_uri(inner_url)
+    return filesystem, inner, scheme, query
+
+
+def list_files(paths: Iterable[str]) -> list[tuple[str, bool, int]]:
+    """(path, came from a directory, size) of every file named or inside a directory named
+    (by name; hidden files passed over), local or in any store pyarrow's filesystems reach. A
+    path that does not exist is kept (its reading reports it)."""
+    out: list[tuple[str, bool, int]] = []
+    for p in paths:
+        local = local_path(p)
+        if local is not None:
+            if os.path.isdir(local):
+                for name, in_dir in expand_local([p]):
+                    out.append((name, in_dir, _local_size(name)))
+            else:
+                out.append((p, False, _local_size(p)))
+            continue
+        from pyarrow import fs
+
+        filesystem, inner, scheme, query = _remote(p)
+        info = filesystem.get_file_info(inner)
+        if info.type == fs.FileType.Directory:
+            children = filesystem.get_file_info(fs.FileSelector(inner, recursive=False))
+            for child in sorted(children, key=lambda c: c.path):
+                if child.type != fs.FileType.File or child.base_name.startswith("."):
+                    continue
+                url = f"{scheme}://{child.path}" + (f"?{query}" if query else "")
+                out.append((url, True, int(child.size or 0)))
+        else:
+            out.append((p, False, int(info.size or 0)))
+    return out
+
+
+def _local_size(path: str) -> int:
+    try:
+        return os.path.getsize(local_path(path) or path)
+    except OSError:
+        return 0
 
 
 class _Run:
@@ -226,83 +279,147 @@ class _Runs:
         return pa.RecordBatch.from_arrays(arrays, schema=SEGMENT_SCHEMA)
 
 
+@dataclass(frozen=True)
+class Range:
+    """Bytes [start, end) of one capture file: its task reads the packets that start there."""
+
+    file_index: int
+    path: str
+    start: int
+    end: int
+    size: int
+    in_directory: bool = False
+
+
+# Spark's own defaults for file sources: a task reads about 128 MB, and opening a file counts as
+# 4 MB when small files are packed into one task (spark.sql.files.maxPartitionBytes,
+# spark.sql.files.openCostInBytes).
+SPLIT_BYTES = 128 * 1024 * 1024
+OPEN_COST = 4 * 1024 * 1024
+
+
+def plan_ranges(
+    files: Iterable[tuple[str, bool, int]],
+    split_bytes: int = SPLIT_BYTES,
+    open_cost: int = OPEN_COST,
+) -> list[list[Range]]:
+    """Tasks of byte ranges: each file (path, in a directory, size) cut into ranges of at most
+    `split_bytes`, consecutive ranges packed into one task while the task stays within
+    `split_bytes` (each range counting `open_cost` more), as Spark packs file splits."""
+    if split_bytes < 1:
+        raise ValueError("the split size must be at least one byte")
+    tasks: list[list[Range]] = []
+    current: list[Range] = []
+    load = 0
+    for index, (path, in_dir, size) in enumerate(files):
+        starts = range(0, max(size, 1), split_bytes)
+        for start in starts:
+            end = min(start + split_bytes, size) if start + split_bytes < size else max(size, 1)
+            piece = Range(index, path, start, end, size, in_dir)
+            cost = (end - start) + open_cost
+            if current and load + cost > split_bytes:
+                tasks.append(current)
+                current, load = [], 0
+            current.append(piece)
+            load += cost
+    if current:
+        tasks.append(current)
+    return tasks
+
+
+def read_range_packets(
+    piece: Range,
+    entry: dict[str, Any],
+    opener: Callable[[str], BinaryIO] = open_capture,
+    progress: Callable[[int], None] | None = None,
+) -> Iterator[tuple[int, Packet]]:
+    """(byte offset, packet) of every packet record starting in the range; what happened goes
+    into `entry`: the range's part of the file's summary entry (format, packets, link types,
+    warning or error) and where it synchronised and ended (`synced`, `next`). The first packet
+    time of the file goes into entry["file_time"]."""
+    stats = FileStats(piece.path, size=piece.size)
+    entry.update(path=piece.path, size=piece.size, start=piece.start, end=piece.end)
+    try:
+        f = opener(piece.path)
+    except (OSError, ValueError) as e:
+        entry["error"] = f"cannot open: {getattr(e, 'strerror', None) or e}"
+        entry["head_error"] = True
+        return
+    with f:
+        src = Source(f, piece.size)
+        if piece.in_directory and not is_capture_head(src.get(0, 4)):
+            entry.clear()
+            entry.update(path=piece.path, skipped="not a capture file (in a directory)")
+            return
+        try:
+            try:
+                head = read_head(src, stats)
+            except CaptureFileError:
+                entry["head_error"] = True
+                raise
+            entry["file_time"] = NO_TIME if head.first_ts is None else head.first_ts
+            entry["data_start"] = head.data_start
+            last = 0
+            for offset, packet in iter_range(src, head, stats, piece.start, piece.end):
+                yield offset, packet
+                if progress is not None and offset - last > (4 << 20):
+                    last = offset
+                    progress(offset - piece.start)
+        except CaptureFileError as e:
+            entry["error"] = str(e)
+        finally:
+            entry["format"] = stats.format
+            entry["packets"] = stats.packets
+            entry["link_types"] = sorted(
+                SUPPORTED_LINKTYPES.get(t, f"unsupported ({t})") for t in stats.linktypes
+            )
+            entry["synced"], entry["next"] = stats.synced, stats.next
+            if stats.warnings:
+                entry["warnings"] = stats.warnings
+
+
 def read_segments(
-    file_index: int,
-    path: str,
+    ranges: Iterable[Range],
     *,
-    in_directory: bool = False,
-    size: int | None = None,
     opener: Callable[[str], BinaryIO] = open_capture,
     progress: Callable[[int], None] | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """The TCP segments of one capture file, then its statistics row (see SEGMENT_SCHEMA).
-
-    A file inside a directory that is not a capture is passed over (as `read_frames` does); a
-    file named on its own that cannot be read gets an error in its statistics. `progress` is
-    called with the bytes read so far, now and then.
-    """
-    summary = Summary()
-    if size is None:
-        local = local_path(path)
-        try:
-            size = os.path.getsize(local) if local is not None else 0
-        except OSError:
-            size = 0
-    stats = FileStats(path, size=size)
-    entry: dict[str, Any] = {"path": path, "bytes": stats.size}
-    runs = _Runs(file_index)
-    n = 0
-    try:
-        f = opener(path)
-    except (OSError, ValueError) as e:
-        entry["error"] = f"cannot open: {getattr(e, 'strerror', None) or e}"
-        f = None
-    if f is not None:
-        with f:
-            if in_directory and not _looks_like_capture(f):
-                entry = {"path": path, "skipped": "not a capture file (in a directory)"}
-            else:
-                summary.file_bytes += stats.size
-                try:
-                    for packet in iter_packets(f, stats):
-                        summary.packets += 1
-                        if runs.file_time == NO_TIME:
-                            runs.file_time = packet.ts_us
-                        try:
-                            seg = decode(packet.linktype, packet.data, packet.orig_len)
-                        except Skip as why:
-                            summary.skipped_packets[str(why)] += 1
-                            continue
-                        summary.tcp_segments += 1
-                        runs.add(seg, n, packet.ts_us)
-                        n += 1
-                        if runs.full():
-                            yield runs.take()
-                            if progress is not None:
-                                progress(f.tell())
-                except CaptureFileError as e:
-                    entry["error"] = str(e)
-                finally:
-                    entry["format"] = stats.format
-                    entry["packets"] = stats.packets
-                    entry["link_types"] = sorted(
-                        SUPPORTED_LINKTYPES.get(t, f"unsupported ({t})") for t in stats.linktypes
-                    )
-                if stats.warning:
-                    entry["warning"] = stats.warning
-    runs.flush()
-    if runs.rows:
-        yield runs.take()
-    summary.files.append(entry)
-    last: list[Any] = [None] * len(SEGMENT_SCHEMA)
-    last[1], last[2], last[-1] = runs.file_time, file_index, json.dumps(summary.state())
-    yield pa.RecordBatch.from_pylist([dict(zip(SEGMENT_SCHEMA.names, last))], schema=SEGMENT_SCHEMA)
-
-
-def _looks_like_capture(f: BinaryIO) -> bool:
-    head = f.read(4)
-    f.seek(0)
-    return is_capture_head(head)
+    """The TCP segments of the given byte ranges, each range's then followed by one statistics
+    row (see SEGMENT_SCHEMA). A file inside a directory that is not a capture is passed over (as
+    `read_frames` does); a file named on its own that cannot be read gets an error in its
+    statistics (from the file's first range only). `progress` is called with bytes read now and
+    then."""
+    for piece in ranges:
+        summary = Summary()
+        entry: dict[str, Any] = {}
+        runs = _Runs(piece.file_index)
+        for offset, packet in read_range_packets(piece, entry, opener, progress):
+            summary.packets += 1
+            try:
+                seg = decode(packet.linktype, packet.data, packet.orig_len)
+            except Skip as why:
+                summary.skipped_packets[str(why)] += 1
+                continue
+            summary.tcp_segments += 1
+            runs.add(seg, offset, packet.ts_us)
+            if runs.full():
+                runs.file_time = entry.get("file_time", NO_TIME)
+                yield runs.take()
+        runs.file_time = entry.get("file_time", NO_TIME)
+        runs.flush()
+        if runs.rows:
+            yield runs.take()
+        if "skipped" not in entry and "error" not in entry:
+            summary.file_bytes += piece.end - piece.start if piece.size else 0
+        if piece.start > 0 and ("skipped" in entry or entry.get("head_error")):
+            entry = {}  # the file's first range reports it
+        summary.files.append(entry)
+        last: list[Any] = [None] * len(SEGMENT_SCHEMA)
+        last[1], last[2] = runs.file_time, piece.file_index
+        last[3], last[-1] = piece.start, json.dumps(summary.state())
+        yield pa.RecordBatch.from_pylist(
+            [dict(zip(SEGMENT_SCHEMA.names, last))], schema=SEGMENT_SCHEMA
+        )
 
 
 def track_segments(
@@ -372,20 +489,73 @@ def _with_stats(batch: pa.RecordBatch, stats: str | None) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=FRAMES_SCHEMA)
 
 
+class SplitError(CaptureFileError):
+    """Two byte ranges of one file disagree on where a packet record starts."""
+
+
 def merge_stats(file_states: Iterable[str], tracker_states: Iterable[str]) -> Summary:
-    """One summary from the statistics rows of both halves, files in capture order."""
-    files = []
+    """One summary from the statistics rows of both halves, ranges in capture order (file time,
+    file index, start). The ranges of each file become the one entry `read_frames` gives it.
+    Raises SplitError when a range synchronised somewhere other than where the range before it
+    ended (a record look-alike inside a packet's bytes): the frames cannot be trusted then."""
+    parts: dict[str, list[dict[str, Any]]] = {}
     total = Summary()
     for text in file_states:
         part = Summary.from_state(json.loads(text))
-        files.extend(part.files)
+        for entry in part.files:
+            if entry:
+                parts.setdefault(entry["path"], []).append(entry)
         part.files = []
         total.merge(part)
     for text in tracker_states:
         total.merge(Summary.from_state(json.loads(text)))
+    files = [_merge_entries(entries) for entries in parts.values()]
     # Files passed over in directories are listed first, as `read_frames` lists them.
     total.files = [f for f in files if "skipped" in f] + [f for f in files if "skipped" not in f]
     return total
+
+
+def _merge_entries(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    first = entries[0]
+    if "skipped" in first:
+        return {"path": first["path"], "skipped": first["skipped"]}
+    entries = sorted(entries, key=lambda e: e.get("start", 0))
+    out: dict[str, Any] = {"path": first["path"]}
+    out["bytes"] = first.get("size", 0)
+    for e in entries:
+        if e.get("error"):
+            out["error"] = e["error"]
+            break
+    if any("format" in e for e in entries):  # the file was opened
+        out["format"] = next((e["format"] for e in entries if e.get("format")), "")
+        out["packets"] = sum(e.get("packets", 0) for e in entries)
+        out["link_types"] = sorted({t for e in entries for t in e.get("link_types", [])})
+    warnings = [w for e in entries for w in e.get("warnings", [])]
+    if warnings:
+        out["warning"] = "; ".join(warnings)
+    if "error" not in out:
+        _check_meeting(first["path"], entries)
+    return out
+
+
+def _check_meeting(path: str, entries: list[dict[str, Any]]) -> None:
+    """Each range must start reading where the records of the ranges before it ended."""
+    carry: int | None = None
+    for e in entries:
+        synced, end = e.get("synced"), e.get("end", 0)
+        if synced is not None:
+            if carry is not None and carry != synced:
+                raise SplitError(
+                    f"{path}: the byte range from {e.get('start')} found a packet record at "
+                    f"byte {synced}, but the records before it end at byte {carry} (a record "
+                    "look-alike inside a packet): read the file with a larger split size"
+                )
+            carry = e.get("next")
+        elif carry is not None and carry < end and carry >= e.get("start", 0):
+            raise SplitError(
+                f"{path}: the byte range from {e.get('start')} found no packet record, but one "
+                f"starts at byte {carry}: read the file with a larger split size"
+            )
 
 
 def file_order(entries: Iterable[tuple[int, int | None]]) -> list[int]:

@@ -3,6 +3,7 @@
     from kwire.spark import decode_requests, decode_responses, register
     decoded = decode_requests(frames.where("direction = 'request'"))
     register(spark)  # SQL: kafka_decode_request(frame), kafka_decode_response(frame, key, version)
+    packets = spark.read.format("pcap").load("capture.pcap")   # the pcap source, by byte ranges
 
 Types and decoders are derived from the generated codecs' model (`generated`), never per message.
 """

@@ -214,7 +214,12 @@ def register(
     kafka_decode_request(frame)                          -> struct (see request_type())
     kafka_decode_response(frame, api_key, api_version)   -> struct (see response_type())
     kafka_api_name(api_key)                              -> e.g. 'JoinGroup', null if unknown
+
+    and the pcap data source, `spark.read.format("pcap")` (kwire.spark.source).
     """
+    from kwire.spark.source import register_source
+
+    register_source(spark)
     spark.udf.register("kafka_decode_request", request_udf(families, fields))
     spark.udf.register("kafka_decode_response", response_udf(families, fields))
     names = api_names()

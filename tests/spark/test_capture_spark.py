@@ -45,15 +45,20 @@ def _multiset(table: pa.Table, source_file: bool = True) -> Counter[str]:
     return Counter(json.dumps(r, default=str, sort_keys=True) for r in rows)
 
 
-def _in_python(paths: Iterable[str], ports: list[int]) -> tuple[pa.Table, capture.Summary]:
-    """Both halves of kwire.capture.distributed without Spark: read every file, regroup, track."""
-    files = dist.expand_local(paths)
+def _in_python(
+    paths: Iterable[str], ports: list[int], split: int = dist.SPLIT_BYTES
+) -> tuple[pa.Table, capture.Summary]:
+    """Both halves of kwire.capture.distributed without Spark: read every file by byte ranges
+    of `split` bytes (tasks in reverse, as a cluster may finish them), regroup, track."""
+    files = dist.list_files(paths)
     segments, stats = [], []
-    for i, (path, in_dir) in enumerate(files):
-        for batch in dist.read_segments(i, path, in_directory=in_dir):
+    for task in reversed(dist.plan_ranges(files, split)):
+        for batch in dist.read_segments(task):
             t = pa.Table.from_batches([batch])
             done = t.filter(pc.is_valid(t["stats"]))
-            stats += [(r["file_time"], r["file_index"], r["stats"]) for r in done.to_pylist()]
+            stats += [
+                (r["file_time"], r["file_index"], r["offset"], r["stats"]) for r in done.to_pylist()
+            ]
             segments.append(t.filter(pc.is_null(t["stats"])))
     # Regroup by flow across several "tasks", each in capture order.
     table = pa.concat_tables(segments)
@@ -61,11 +66,11 @@ def _in_python(paths: Iterable[str], ports: list[int]) -> tuple[pa.Table, captur
     for part in range(4):
         mine = table.filter(pc.equal(pc.bit_wise_and(table["flow"], 3), part))
         mine = mine.sort_by([(c, "ascending") for c in dist.ORDER])
-        for batch in dist.track_segments(mine.to_batches(500), [p for p, _ in files], ports):
+        for batch in dist.track_segments(mine.to_batches(500), [p for p, _, _ in files], ports):
             t = pa.Table.from_batches([batch])
             tracked += [s for s in t["stats"].to_pylist() if s]
             frames.append(t.filter(pc.is_null(t["stats"])).drop(["stats"]))
-    stats.sort(key=lambda e: (e[0] == dist.NO_TIME, e[0], e[1]))
+    stats.sort(key=lambda e: (e[0] == dist.NO_TIME, e[0], e[1], e[2]))
     return pa.concat_tables(frames), dist.merge_stats([s for *_, s in stats], tracked)
 
 
@@ -80,9 +85,11 @@ def test_real_captures_split_in_two_halves_equal_the_reference(meta: Path) -> No
     paths = [str(DATA / record["capture"])]
     for ports in (record["broker_ports"], []):  # known broker ports, and direction inferred
         want, want_summary = _reference(paths, ports)
-        got, got_summary = _in_python(paths, ports)
-        assert _multiset(got) == _multiset(want)
-        assert got_summary.as_dict() == want_summary.as_dict()
+        # one range per file, and ranges of 1 kB (most packets' records cross a range's edge)
+        for split in (dist.SPLIT_BYTES, 1024):
+            got, got_summary = _in_python(paths, ports, split)
+            assert _multiset(got) == _multiset(want), split
+            assert got_summary.as_dict() == want_summary.as_dict(), split
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +130,7 @@ def test_every_layout_in_python_equals_the_single_process_reader(
     want = _multiset(ring_capture["reference"], source_file=False)
     for name, paths in ring_capture["layouts"].items():
         single, single_summary = _reference(paths, [9092])
-        got, got_summary = _in_python(paths, [9092])
+        got, got_summary = _in_python(paths, [9092], split=64 * 1024)
         # source_file differs between layouts; everything else is the one file's rows.
         assert _multiset(got) == _multiset(single), name
         assert got_summary.as_dict() == single_summary.as_dict(), name

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -72,9 +71,6 @@ def test_job_rejects_what_it_cannot_read(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not CAPTURES, reason="no captures under tests/data")
-@pytest.mark.skipif(
-    importlib.util.find_spec("capture") is None, reason="the capture package is not importable"
-)
 def test_job_on_real_captures(spark: SparkSession, tmp_path: Path) -> None:
     summary = run_job(spark, [str(p) for p in CAPTURES], tmp_path / "out")
     frames = pq.read_table(tmp_path / "out" / "frames.parquet")
