@@ -1,10 +1,14 @@
 """Make a multi-GB tcpdump ring of realistic Kafka traffic, for the scale benchmarks.
 
     sudo .venv/bin/python scripts/scale/make_ring.py [--out DIR] [--size-gb 1.2] [--file-mb 250]
+        [--link {mtu1500,coalesced}]
 
 Everything runs in a private network namespace (`unshare -n`; the script re-runs itself there),
-so the loopback carries only this traffic. The loopback gets an MTU of 1500 and its offloads
-(TSO, GSO, GRO) are turned off with ethtool, so packets are MTU-sized as on a real NIC.
+so the loopback carries only this traffic. With --link mtu1500 (the default) the loopback gets an
+MTU of 1500 and its offloads (TSO, GSO, GRO) are turned off with ethtool, so packets are
+MTU-sized as on a real NIC. With --link coalesced the loopback keeps its default MTU (65536) and
+its offloads as they are, so TCP segments are large (tens of kB), as a capture on a host with
+offloads on looks.
 tcpdump writes the ring as DIR/ring.pcap0, ring.pcap1, ... of --file-mb million bytes each
 (`-C`, with a `-W` larger than the files needed, so nothing is overwritten) until the files
 together reach --size-gb (10^9 bytes) or --seconds pass.
@@ -56,6 +60,8 @@ CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 TOPICS = ("orders", "clicks", "metrics")  # the mock creates them with 4 partitions each
 TANSU_PORT = 9092
 MAX_BATCH = 300_000  # bytes: the largest Produce batch / Fetch answer per partition asked for
+LINKS = ("mtu1500", "coalesced")  # --link: MTU-sized packets, or the loopback as it comes
+OFFLOADS = ("tcp-segmentation-offload", "generic-segmentation-offload", "generic-receive-offload")
 
 
 @dataclass(frozen=True)
@@ -410,29 +416,31 @@ def _sh(*cmd: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
-def set_up_loopback() -> dict[str, Any]:
-    """lo up with MTU 1500 and offloads off; returns what was done."""
+def set_up_loopback(link: str = "mtu1500") -> dict[str, Any]:
+    """lo up; for mtu1500 with MTU 1500 and offloads off, for coalesced left as it comes.
+
+    Returns what was done and what the loopback shows afterwards."""
     _sh("ip", "link", "set", "lo", "up")
-    _sh("ip", "link", "set", "lo", "mtu", "1500")
+    if link == "mtu1500":
+        _sh("ip", "link", "set", "lo", "mtu", "1500")
     # Not /sys/class/net: that still shows the loopback of the namespace it was mounted in.
     shown_mtu = re.search(r" mtu (\d+)", _sh("ip", "-o", "link", "show", "lo").stdout)
     mtu = int(shown_mtu.group(1)) if shown_mtu else None
-    done: dict[str, Any] = {"mtu": mtu}
+    done: dict[str, Any] = {"mode": link, "mtu": mtu}
     if shutil.which("ethtool") is None:
-        done["offloads"] = "left on: ethtool missing (apt-get install ethtool)"
-        print("warning: ethtool missing, offloads stay on: packets can exceed the MTU", flush=True)
+        if link == "mtu1500":
+            done["offloads"] = "left on: ethtool missing (apt-get install ethtool)"
+            print(
+                "warning: ethtool missing, offloads stay on: packets can exceed the MTU", flush=True
+            )
+        else:
+            done["offloads"] = "left as they are (not shown: ethtool missing)"
         return done
-    _sh("ethtool", "-K", "lo", "tso", "off", "gso", "off", "gro", "off")
+    if link == "mtu1500":
+        _sh("ethtool", "-K", "lo", "tso", "off", "gso", "off", "gro", "off")
     shown = _sh("ethtool", "-k", "lo").stdout
     done["offloads"] = {
-        k: v
-        for k, v in re.findall(r"^(\S[^:]*): (on|off)", shown, re.M)
-        if k
-        in (
-            "tcp-segmentation-offload",
-            "generic-segmentation-offload",
-            "generic-receive-offload",
-        )
+        k: v for k, v in re.findall(r"^(\S[^:]*): (on|off)", shown, re.M) if k in OFFLOADS
     }
     return done
 
@@ -601,7 +609,7 @@ def inside(args: argparse.Namespace) -> None:
     files_max = math.ceil(target / (args.file_mb * 1e6)) + 2
     started = datetime.now(timezone.utc)
     t0 = time.monotonic()
-    link = set_up_loopback()
+    link = set_up_loopback(args.link)
     for old in ring_files(out) + [out / "ring.json"]:
         old.unlink(missing_ok=True)
     tcpdump = start_tcpdump(out, args.file_mb, files_max)
@@ -738,6 +746,7 @@ def inside(args: argparse.Namespace) -> None:
             "seconds": args.seconds,
             "seed": args.seed,
             "rate_mb": args.rate_mb,
+            "link": args.link,
         },
         "read_with": "kwire capture DIR/ring.pcap* -p "
         + ",".join(str(p) for p in mock_ports + ([TANSU_PORT] if tansu else [])),
@@ -791,7 +800,7 @@ def summarize(m: dict[str, Any], out: Path) -> None:
         print(f"  {f['file']:<12} {f['bytes']:>14,} bytes  {f['packets'] or '?':>12,} packets")
     print(f"  total        {cap['bytes']:>14,} bytes")
     print(f"  tcpdump: {cap['tcpdump']}")
-    print(f"  MTU {m['link']['mtu']}, offloads {m['link']['offloads']}")
+    print(f"  link {m['link']['mode']}: MTU {m['link']['mtu']}, offloads {m['link']['offloads']}")
     print(f"  broker ports {m['broker_ports']}")
     for cid, p in m["produced"].items():
         n = sum(t["records"] for t in p["topics"].values())
@@ -822,6 +831,13 @@ def main() -> None:
         default=10.0,
         help="MB of records produced per second, all producers together (default 10)",
     )
+    parser.add_argument(
+        "--link",
+        choices=LINKS,
+        default="mtu1500",
+        help="mtu1500 (default): loopback MTU 1500, TSO/GSO/GRO off, MTU-sized packets;"
+        " coalesced: loopback as it comes (MTU 65536, offloads on), segments of tens of kB",
+    )
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.out = args.out.resolve()
@@ -838,7 +854,7 @@ def main() -> None:
     if free < args.size_gb * 1e9 * 1.1 + 1e9:
         raise SystemExit(f"{args.out}: {free / 1e9:.1f} GB free, too little for {args.size_gb} GB")
     cmd = ["unshare", "-n", sys.executable, str(Path(__file__).resolve()), "--inside"]
-    for flag in ("out", "size_gb", "file_mb", "seconds", "seed", "rate_mb"):
+    for flag in ("out", "size_gb", "file_mb", "seconds", "seed", "rate_mb", "link"):
         cmd += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
     raise SystemExit(subprocess.run(cmd).returncode)
 
