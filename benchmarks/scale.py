@@ -69,7 +69,7 @@ elif str(ROOT) not in sys.path:
 
 DEFAULT_JSON = HERE / "results" / "scale.json"
 DEFAULT_RING = Path("out") / "ring"
-VARIANTS = ("tshark", "single", "local1", "local2", "cluster2", "job")
+VARIANTS = ("tshark", "single", "local1", "local2", "cluster2", "job", "small")
 SPARK = {"local1": ("local[1]", 1), "local2": ("local[2]", 2), "cluster2": ("cluster", 2)}
 TARGETS = {
     "spark per-core speed / single process": 1.0,
@@ -319,6 +319,7 @@ def spark_variant(args: argparse.Namespace) -> dict[str, Any]:
             conf += [("spark.cores.max", "2")]
         result["master"] = "standalone, 2 workers x 1 core" if cluster else master
         from kwire.spark.session import build_session
+        from kwire.spark.sink import write_parquet
         from kwire.spark.spark_capture import capture_frames
 
         spark = build_session(master, "kwire-bench-scale", conf=conf)
@@ -328,7 +329,7 @@ def spark_variant(args: argparse.Namespace) -> dict[str, Any]:
                 say(f"  {args.variant} ({result['master']}): {label}")
                 started = time.perf_counter()
                 run = capture_frames(spark, [str(args.ring)], args.ports)
-                run.frames.write.mode("overwrite").parquet(str(out / "frames"))
+                write_parquet(run.frames, str(out / "frames"))
                 summary = run.summary()
                 took = time.perf_counter() - started
                 if repeat == 0:
@@ -373,22 +374,134 @@ def run_job(ring: Path, ports: list[int], tmp: Path, args: argparse.Namespace) -
     out = tmp / "out"
     cmd = [sys.executable, "-m", "kwire", "decode", str(ring), "-o", str(out)]
     cmd += ["-p", ",".join(map(str, ports))]
-    say("  decode job (local[*], defaults): one run")
-    took, proc, memory = run_timed(cmd, args.timeout, cwd=ROOT)
-    if proc.returncode != 0:
-        raise RuntimeError(f"kwire decode exited {proc.returncode}: {_tail(proc.stderr, 25)}")
-    result = {
+    result: dict[str, Any] = {
         "command": "kwire decode RING -o TMP/out -p PORTS",
-        "seconds": [took],
-        "memory": memory,
-        "frames_rows": parquet_rows(out / "frames.parquet"),
-        "outputs_rows": {
-            name: parquet_rows(out / name)
-            for name in ("requests", "responses", "records")
-            if (out / name).exists()
-        },
+        "seconds": [],
+        "memory": [],
+        "stages": [],
+        "floor": [],
+    }
+    for repeat in range(args.job_repeats):
+        shutil.rmtree(out, ignore_errors=True)
+        say(f"  decode job (local[*], defaults): run {repeat + 1}/{args.job_repeats}")
+        took, proc, memory = run_timed(cmd, args.timeout, cwd=ROOT)
+        if proc.returncode != 0:
+            raise RuntimeError(f"kwire decode exited {proc.returncode}: {_tail(proc.stderr, 25)}")
+        result["seconds"].append(took)
+        result["memory"].append(memory)
+        result["stages"].append(job_stages(proc.stderr or ""))
+        say(f"    {took:.1f} s; stages {result['stages'][-1]}")
+        result["floor"].append(sink_floor(out, args))
+        say(f"    sink floor of its outputs: {result['floor'][-1]['seconds']:.1f} s")
+    result["frames_rows"] = parquet_rows(out / "frames.parquet")
+    result["outputs_rows"] = {
+        name: parquet_rows(out / name)
+        for name in ("requests", "responses", "records")
+        if (out / name).exists()
     }
     shutil.rmtree(out, ignore_errors=True)
+    return result
+
+
+STAGE = re.compile(
+    r"^kwire: (captured|decoded \w+|exploded records|group tables) -> .* \(([\d.]+) s\)$"
+)
+
+
+def job_stages(stderr: str) -> dict[str, float]:
+    """The job's own per-stage seconds, from the lines it prints."""
+    out = {}
+    for line in stderr.splitlines():
+        m = STAGE.match(line.strip())
+        if m:
+            out[m.group(1)] = float(m.group(2))
+    return out
+
+
+FLOOR = """
+import json, os, sys, time
+from pyspark.sql import SparkSession
+out, tmp = sys.argv[1], sys.argv[2]
+spark = (SparkSession.builder.master("local[*]").config("spark.ui.enabled", "false")
+         .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+spark.sparkContext.setLogLevel("ERROR")
+tables = ["frames.parquet", "requests", "responses", "records"]
+groups = os.path.join(out, "groups")
+if os.path.isdir(groups):
+    tables += ["groups/" + t for t in sorted(os.listdir(groups))]
+times = {}
+for t in tables:
+    path = os.path.join(out, t)
+    if not os.path.exists(path):
+        continue
+    # Read as kwire's reader does (batches bounded in bytes), written as Spark writes Parquet.
+    spark.conf.set("spark.sql.parquet.columnarReaderBatchSize", sys.argv[3])
+    started = time.perf_counter()
+    df = spark.read.parquet(path)
+    writer = df.write.mode("overwrite")
+    if t in ("requests", "responses"):
+        writer = writer.partitionBy("api_key")
+    writer.parquet(os.path.join(tmp, t.replace("/", "_")))
+    times[t] = time.perf_counter() - started
+spark.stop()
+print(json.dumps(times))
+"""
+
+
+def sink_floor(out: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Plain Spark (no Python) reading each of the job's output tables and writing it again as
+    Parquet, in one session (its start not counted): the floor the job is measured against."""
+    tmp = Path(tempfile.mkdtemp(prefix="kwire-floor-", dir=args.tmp))
+    try:
+        cmd = [sys.executable, "-c", FLOOR, str(out), str(tmp), "256"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, cwd=ROOT)
+        if proc.returncode != 0:
+            raise RuntimeError(f"the sink floor failed: {_tail(proc.stderr, 15)}")
+        times = json.loads(proc.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {"seconds": sum(times.values()), "tables": times}
+
+
+START_AND_WRITE = """
+import sys
+from pyspark.sql import SparkSession
+spark = (SparkSession.builder.master("local[*]").config("spark.ui.enabled", "false")
+         .getOrCreate())
+spark.range(10).write.mode("overwrite").parquet(sys.argv[1])
+spark.stop()
+"""
+
+
+def run_small(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """The job on a small real capture (every table) against Spark's own floor: start a local
+    session, write a 10-row table, stop; both whole processes, wall clock."""
+    capture = ROOT / "tests" / "data" / "capture" / "mock_gt_progress.pcap"
+    result: dict[str, Any] = {
+        "capture": capture.name,
+        "capture_bytes": capture.stat().st_size,
+        "seconds": [],
+        "floor_seconds": [],
+        "stages": [],
+    }
+    for repeat in range(args.repeats):
+        say(f"  small capture: run {repeat + 1}/{args.repeats}")
+        out = tmp / "small"
+        shutil.rmtree(out, ignore_errors=True)
+        cmd = [sys.executable, "-m", "kwire", "decode", str(capture), "-o", str(out), "-q"]
+        took, proc, _ = run_timed(cmd, args.timeout, cwd=ROOT)
+        if proc.returncode != 0:
+            raise RuntimeError(f"kwire decode exited {proc.returncode}: {_tail(proc.stderr, 25)}")
+        result["seconds"].append(took)
+        result["stages"].append(job_stages(proc.stderr or ""))
+        cmd = [sys.executable, "-c", START_AND_WRITE, str(tmp / "ten")]
+        took, proc, _ = run_timed(cmd, args.timeout, cwd=ROOT)
+        if proc.returncode != 0:
+            raise RuntimeError(f"the start-and-write floor failed: {_tail(proc.stderr)}")
+        result["floor_seconds"].append(took)
+    result["vs_floor"] = statistics.median(result["seconds"]) / statistics.median(
+        result["floor_seconds"]
+    )
     return result
 
 
@@ -433,8 +546,13 @@ def summarize(results: dict[str, dict[str, Any]], ring_bytes: int, packets: int)
             r["vs_single"] = r["mb_per_second"] / ref
     job = results.get("job", {})
     if job.get("memory"):
-        job["peak_rss_gb"] = job["memory"]["peak_rss_bytes"] / GB
+        job["peak_rss_gb"] = max(m["peak_rss_bytes"] for m in job["memory"]) / GB
         job["memory_verdict"] = "PASS" if job["peak_rss_gb"] <= 4.0 else "MISS"
+    if job.get("floor"):
+        ratios = [s / f["seconds"] for s, f in zip(job["seconds"], job["floor"])]
+        job["vs_sink_floor"] = statistics.median(ratios)
+        job["vs_sink_floor_runs"] = ratios
+        job["sink_floor_verdict"] = "PASS" if job["vs_sink_floor"] <= 2.0 else "MISS"
     rows = single.get("rows")
     for name, r in results.items():
         got = r.get("frames_rows", r.get("rows"))
@@ -499,8 +617,27 @@ def render(results: dict[str, dict[str, Any]]) -> str:
             + (f"; / local[2]: {cluster['vs_local2']:.2f}" if "vs_local2" in cluster else "")
         )
     job = results.get("job", {})
+    if "vs_sink_floor" in job:
+        floor = job["floor"][0]["tables"]
+        lines.append(
+            f"job / sink floor of its own outputs: {job['vs_sink_floor']:.2f}x "
+            f"(runs {', '.join(f'{r:.2f}' for r in job['vs_sink_floor_runs'])}; target <= 2.0)  "
+            f"{job['sink_floor_verdict']}"
+        )
+        lines.append(f"  job stages (s): {job['stages']}")
+        lines.append(
+            "  floor per table (s): " + ", ".join(f"{k} {v:.1f}" for k, v in floor.items())
+        )
+    small = results.get("small", {})
+    if "vs_floor" in small:
+        lines.append(
+            f"small capture ({small['capture']}, {small['capture_bytes'] / 1e3:.0f} kB): job "
+            f"{statistics.median(small['seconds']):.1f} s / start-and-write floor "
+            f"{statistics.median(small['floor_seconds']):.1f} s = {small['vs_floor']:.2f}x "
+            "(target <= 2.0)"
+        )
     if "peak_rss_gb" in job:
-        m = job["memory"]
+        m = max(job["memory"], key=lambda x: x["peak_rss_bytes"])
         lines.append(
             f"job peak RSS of the process tree: {job['peak_rss_gb']:.2f} GB (java "
             f"{m['peak_java_rss_bytes'] / GB:.2f}, python {m['peak_python_rss_bytes'] / GB:.2f}; "
@@ -515,6 +652,9 @@ def render(results: dict[str, dict[str, Any]]) -> str:
 
 
 def ring_info(ring: Path) -> tuple[list[Path], dict[str, Any]]:
+    if ring.is_file():  # one capture file: the ring's facts, if any, from a ring.json beside it
+        meta_path = ring.with_name("ring.json")
+        return [ring], json.loads(meta_path.read_text()) if meta_path.exists() else {}
     files = sorted(
         (f for f in ring.iterdir() if f.is_file() and CAPTURE_NAME.search(f.name)),
         key=lambda f: (len(f.name), f.name),
@@ -543,6 +683,9 @@ def main(argv: list[str] | None = None) -> int:
         "--only", action="append", choices=VARIANTS, help="run only this variant (repeatable)"
     )
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per process")
+    parser.add_argument(
+        "--job-repeats", type=int, default=1, help="runs of the decode job, each with its floor (1)"
+    )
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="results file")
     parser.add_argument("--no-json", action="store_true", help="write no results file")
     parser.add_argument("--variant", choices=tuple(SPARK), help=argparse.SUPPRESS)
@@ -551,8 +694,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
-    if not args.ring.is_dir():
-        parser.error(f"{args.ring} is not a directory: make a ring with scripts/scale/make_ring.py")
+    if not args.ring.exists():
+        parser.error(f"{args.ring} does not exist: make a ring with scripts/scale/make_ring.py")
     files, meta = ring_info(args.ring)
     if args.broker_ports:
         args.ports = _parse_ports(args.broker_ports)
@@ -618,6 +761,8 @@ def main(argv: list[str] | None = None) -> int:
                     results[v] = run_single(args.ring, args.ports, tmp, args)
                 elif v == "job":
                     results[v] = run_job(args.ring, args.ports, tmp, args)
+                elif v == "small":
+                    results[v] = run_small(args, tmp)
                 else:
                     results[v] = spawn_spark(v, args, tmp)
                 secs = ", ".join(f"{s:.1f}" for s in results[v]["seconds"])

@@ -27,6 +27,7 @@ from kwire.spark.api import decode_requests, decode_responses
 from kwire.spark.explode import records_table
 from kwire.spark.model import FAMILIES
 from kwire.spark.progress import Progress, describe_outputs
+from kwire.spark.sink import resize_row_groups, write_parquet
 from kwire.spark.summary import Summary, summarize
 from kwire.options import add_broker_ports, add_overwrite, add_quiet, add_spark
 
@@ -118,12 +119,17 @@ def run_capture_on_spark(
     say(f"capture on Spark: {detail} -> {frames}")
     if progress is not None:
         progress.start("capture", detail)
-    run.frames.write.mode("overwrite").parquet(frames)
+    started = time.monotonic()
+    write_parquet(run.frames, frames)
+    # Row groups are cut by compressed size; a capture of large compressible frames (records
+    # sent uncompressed) is written again with a bound on rows, so a default session reads it.
+    resize_row_groups(spark, frames, "frame_length")
     try:
         summary = run.summary()
     except SplitError as e:
         raise JobError(str(e)) from None
     _report_capture(summary)
+    say(f"captured -> {frames} ({time.monotonic() - started:.1f} s)")
     return frames
 
 
@@ -171,18 +177,20 @@ READER_ROWS = 4096  # Spark's defaults, kept when frames are small
 ARROW_ROWS = 10000
 
 
-def size_batches(spark: SparkSession, frames: DataFrame) -> tuple[int, int]:
+def size_batches(spark: SparkSession, frames: DataFrame) -> tuple[int, int, int]:
     """Sets the reader and Arrow batch rows so a batch of frames is about BATCH_BYTES: rows =
     BATCH_BYTES / the 99.9th percentile frame length (one pass over the small frame_length
     column). A batch of 4096 frames of 300 kB (a Produce/Fetch-heavy ring) would be 1.2 GB in
     one column vector: that, not the data's size, is what ran the JVM out of heap. Returns
-    (reader rows, Arrow rows); leaves settings the user gave with --conf alone."""
+    (reader rows, Arrow rows, the largest frame's length); leaves settings the user gave with
+    --conf alone."""
     if "frame_length" not in frames.columns:
-        return READER_ROWS, ARROW_ROWS
+        return READER_ROWS, ARROW_ROWS, 0
     row = frames.agg(
         F.percentile_approx("frame_length", 0.999).alias("p"), F.max("frame_length").alias("m")
     ).first()
     typical = max(int(row["p"] or 0), 1) if row is not None else 1
+    largest = int(row["m"] or 0) if row is not None else 0
     rows = max(1, BATCH_BYTES // typical)
     chosen = []
     for key, default in (
@@ -195,14 +203,17 @@ def size_batches(spark: SparkSession, frames: DataFrame) -> tuple[int, int]:
         value = min(default, rows)
         spark.conf.set(key, str(value))
         chosen.append(value)
-    return chosen[0], chosen[1]
+    return chosen[0], chosen[1], largest
 
 
 USER_CONF: set[str] = set()
 
 
-def write(df: DataFrame, path: str, mode: str) -> None:
-    df.write.mode(mode).partitionBy("api_key").parquet(path)
+def write(df: DataFrame, path: str, mode: str, row_bytes: int | None = None) -> None:
+    """A decoded table, partitioned by api key, in row groups a default session reads (a row
+    holds its frame and the decoded message, which may carry the records again: twice the
+    frame)."""
+    write_parquet(df, path, mode=mode, partition_by="api_key", row_bytes=row_bytes)
 
 
 # -- command line -------------------------------------------------------------------------------
@@ -351,7 +362,7 @@ def _decode(
     frames = spark.read.parquet(*tables)
     if progress is not None:
         progress.start("inspect frames")
-    reader_rows, arrow_rows = size_batches(spark, frames)
+    reader_rows, arrow_rows, largest = size_batches(spark, frames)
     if reader_rows < READER_ROWS:
         say(f"large frames: batches of {reader_rows} rows to the reader, {arrow_rows} to Python")
     if families is None:
@@ -364,7 +375,7 @@ def _decode(
         t = time.monotonic()
         if progress is not None:
             progress.start(f"decode {name}")
-        write(df, os.path.join(out, name), mode)
+        write(df, os.path.join(out, name), mode, row_bytes=2 * largest or None)
         say(f"decoded {name} -> {os.path.join(out, name)} ({time.monotonic() - t:.1f} s)")
         outputs.append((name, os.path.join(out, name)))
     if not args.no_records:
@@ -373,7 +384,7 @@ def _decode(
             progress.start("explode records")
         target = os.path.join(out, "records")
         decoded = spark.read.parquet(os.path.join(out, "responses"))
-        records_table(frames, decoded).write.mode(mode).parquet(target)
+        write_parquet(records_table(frames, decoded), target, mode=mode, row_bytes=largest or None)
         say(f"exploded records -> {target} ({time.monotonic() - t:.1f} s)")
         outputs.append(("records", target))
     if not args.no_groups:

@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 
 from kwire.groups.errors import NAMES
 from kwire.groups.history import history
+from kwire.spark.sink import write_parquet
 from kwire.groups.schema import TABLES
 from pyspark.sql.types import LongType, StructField, StructType, TimestampType
 
@@ -833,7 +834,7 @@ def write(tables: dict[str, DataFrame], out: str) -> list[tuple[str, str]]:
         schema = TABLES[name]
         typed = df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema])
         path = os.path.join(out, "groups", name)
-        typed.write.mode("overwrite").parquet(path)
+        write_parquet(typed, path)
         written.append((f"groups/{name}", path))
     return written
 

@@ -28,6 +28,7 @@ from kwire import capture
 from kwire.capture import distributed as dist
 from kwire import job
 from kwire.spark.spark_capture import capture_frames
+from tests.spark.test_sink import read_whole_in_a_default_session
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "capture"
@@ -206,3 +207,8 @@ def test_job_accounts_for_every_frame_of_a_ring_cut_mid_frame(
     lengths = pq.read_table(out / "frames.parquet", columns=["source_file", "frame_length"])
     sources = {s for s, n in zip(*lengths.to_pydict().values()) if n and n > 24_000_000}
     assert sources and sources <= {str(f) for f in files}
+    # Every table, every column, read whole by a default session (no settings, 1 GB heap).
+    tables = [out / "frames.parquet", out / "requests", out / "responses", out / "records"]
+    done = read_whole_in_a_default_session(*map(str, tables))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("read whole:") == len(tables)

@@ -1,0 +1,112 @@
+"""Writing kwire's tables so that a default Spark session reads them whole.
+
+Parquet's vectorized reader (Spark's default) reads a batch of up to 4096 rows, never more than
+the rows left in the current row group, and materialises each page it reads whole. Spark's
+writer cuts row groups at 128 MB of *compressed* data and checks the size only every 100 rows or
+more, so a frames table of 300 kB frames had row groups of hundreds of MB once uncompressed, and
+a default session (1 GB heap) reading it with `SELECT *` ran out of memory in that reader. kwire
+therefore writes every table with:
+
+- row groups cut at ROW_GROUP_BYTES of compressed data, the size checked after every row at first
+  (`parquet.page.size.row.check.min`, which parquet-mr also uses for row groups), so a row group
+  of large rows closes after a few of them;
+- where the caller knows how large a row may be (`row_bytes`: the job knows the frames' sizes
+  before it writes the decoded tables), at most ROW_GROUP_UNCOMPRESSED / row_bytes rows per row
+  group, which bounds compressible rows too (`parquet.block.row.count.limit`).
+
+A reader batch then holds a few tens of MB whatever the frames are. `tests/spark/test_sink.py`
+reads such tables whole in a fresh session with no settings.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+ROW_GROUP_BYTES = 16 * 1024 * 1024
+ROW_GROUP_UNCOMPRESSED = 64 * 1024 * 1024
+PAGE_BYTES = 1024 * 1024
+
+
+def parquet_options(row_bytes: int | None = None) -> dict[str, str]:
+    """Spark write options for Parquet row groups and pages that a default reader can hold."""
+    options = {
+        "parquet.block.size": str(ROW_GROUP_BYTES),
+        "parquet.page.size": str(PAGE_BYTES),
+        "parquet.page.size.row.check.min": "1",
+    }
+    if row_bytes:
+        rows = max(1, ROW_GROUP_UNCOMPRESSED // max(int(row_bytes), 1))
+        options["parquet.block.row.count.limit"] = str(rows)
+        options["parquet.page.row.count.limit"] = str(min(rows, 20000))
+    return options
+
+
+def write_parquet(
+    df: DataFrame,
+    path: str,
+    *,
+    mode: str = "overwrite",
+    partition_by: str | None = None,
+    row_bytes: int | None = None,
+) -> None:
+    """df -> Parquet at path with kwire's row group and page sizes (see the module)."""
+    writer = df.write.mode(mode).options(**parquet_options(row_bytes))
+    if partition_by:
+        writer = writer.partitionBy(partition_by)
+    writer.parquet(path)
+
+
+def resize_row_groups(spark: SparkSession, path: str, length_column: str) -> bool:
+    """Writes a local table again with a bound on rows per row group when one of its row groups
+    holds more than 2 x ROW_GROUP_UNCOMPRESSED once uncompressed (Parquet's footers say, so this
+    reads no data): the largest `length_column` value is then the row size. Returns whether it
+    did. Tables in remote stores are left as written."""
+    import pyarrow.parquet as pq
+
+    local = _local_dir(path)
+    if local is None:
+        return False
+    files = [
+        os.path.join(d, f) for d, _, fs in os.walk(local) for f in fs if f.endswith(".parquet")
+    ]
+    too_big = False
+    for name in files:
+        meta = pq.ParquetFile(name).metadata
+        if any(
+            meta.row_group(i).total_byte_size > 2 * ROW_GROUP_UNCOMPRESSED
+            for i in range(meta.num_row_groups)
+        ):
+            too_big = True
+            break
+    if not too_big:
+        return False
+    table = spark.read.parquet(path)
+    largest = table.agg(F.max(length_column)).first()
+    row_bytes = max(int(largest[0] or 0) if largest is not None else 0, 1)
+    staging = path.rstrip("/") + ".resizing"
+    # Reading those row groups needs reader batches bounded in bytes too.
+    key = "spark.sql.parquet.columnarReaderBatchSize"
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, str(max(1, min(4096, ROW_GROUP_UNCOMPRESSED // 2 // row_bytes))))
+    try:
+        write_parquet(table, staging, row_bytes=row_bytes)
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
+    shutil.rmtree(local)
+    os.replace(_local_dir(staging) or staging, local)
+    return True
+
+
+def _local_dir(path: str) -> str | None:
+    if path.startswith("file://"):
+        return path[len("file://") :]
+    if path.startswith("file:"):
+        return path[len("file:") :]
+    return None if "://" in path else path
