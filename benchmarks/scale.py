@@ -391,7 +391,8 @@ def run_job(ring: Path, ports: list[int], tmp: Path, args: argparse.Namespace) -
         result["memory"].append(memory)
         result["stages"].append(job_stages(proc.stderr or ""))
         say(f"    {took:.1f} s; stages {result['stages'][-1]}")
-        result["floor"].append(sink_floor(out, args))
+        rows = re.search(r"large frames: batches of (\d+) rows to the reader", proc.stderr or "")
+        result["floor"].append(sink_floor(out, args, int(rows.group(1)) if rows else 4096))
         say(f"    sink floor of its outputs: {result['floor'][-1]['seconds']:.1f} s")
     result["frames_rows"] = parquet_rows(out / "frames.parquet")
     result["outputs_rows"] = {
@@ -422,8 +423,11 @@ FLOOR = """
 import json, os, sys, time
 from pyspark.sql import SparkSession
 out, tmp = sys.argv[1], sys.argv[2]
+# 2g: with the job's own 1g heap, plain Spark rewriting the frames of out/ring_big runs out of
+# heap in Parquet's page writer.
 spark = (SparkSession.builder.master("local[*]").config("spark.ui.enabled", "false")
-         .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+         .config("spark.driver.memory", "2g").config("spark.sql.session.timeZone", "UTC")
+         .config("spark.hadoop.parquet.hadoop.vectored.io.enabled", "false").getOrCreate())
 spark.sparkContext.setLogLevel("ERROR")
 tables = ["frames.parquet", "requests", "responses", "records"]
 groups = os.path.join(out, "groups")
@@ -434,11 +438,12 @@ for t in tables:
     path = os.path.join(out, t)
     if not os.path.exists(path):
         continue
-    # Read as kwire's reader does (batches bounded in bytes), written as Spark writes Parquet.
+    # Read as the job reads (its reader batch rows, bounded in bytes), written with the sizes
+    # kwire writes (Spark's own, pages of 100 rows of 300 kB frames, kill the 1 GB heap).
     spark.conf.set("spark.sql.parquet.columnarReaderBatchSize", sys.argv[3])
     started = time.perf_counter()
     df = spark.read.parquet(path)
-    writer = df.write.mode("overwrite")
+    writer = df.write.mode("overwrite").options(**json.loads(sys.argv[4]))
     if t in ("requests", "responses"):
         writer = writer.partitionBy("api_key")
     writer.parquet(os.path.join(tmp, t.replace("/", "_")))
@@ -448,12 +453,15 @@ print(json.dumps(times))
 """
 
 
-def sink_floor(out: Path, args: argparse.Namespace) -> dict[str, Any]:
+def sink_floor(out: Path, args: argparse.Namespace, reader_rows: int) -> dict[str, Any]:
     """Plain Spark (no Python) reading each of the job's output tables and writing it again as
     Parquet, in one session (its start not counted): the floor the job is measured against."""
     tmp = Path(tempfile.mkdtemp(prefix="kwire-floor-", dir=args.tmp))
     try:
-        cmd = [sys.executable, "-c", FLOOR, str(out), str(tmp), "256"]
+        from kwire.spark.sink import parquet_options
+
+        cmd = [sys.executable, "-c", FLOOR, str(out), str(tmp), str(reader_rows)]
+        cmd.append(json.dumps(parquet_options()))
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, cwd=ROOT)
         if proc.returncode != 0:
             raise RuntimeError(f"the sink floor failed: {_tail(proc.stderr, 15)}")

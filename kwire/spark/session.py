@@ -42,6 +42,10 @@ def build_session(
         # Message structs are wide; keep plan strings whole instead of warning about them.
         "spark.sql.debug.maxToStringFields": "1000",
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J}",
+        # Parquet 1.17's vectored reads of local files once stalled a task of the group stage
+        # for the 300 s of their timeout (the benchmark ring, out/ring_big): the read's future
+        # never completed. Plain reads are as fast here and fail loudly if they fail.
+        "spark.hadoop.parquet.hadoop.vectored.io.enabled": "false",
     }
     # Executors run the Python that runs the driver (it has pyarrow and the same pyspark) unless
     # PYSPARK_PYTHON names another: on a real cluster, set it to the workers' interpreter.

@@ -197,7 +197,9 @@ def test_job_accounts_for_every_frame_of_a_ring_cut_mid_frame(
     assert all(any(p[34:38] == fetch and len(p) > 1000 for _, p in part) for part in parts)
     files = ring.write(tmp_path / "ring", parts)
     out = tmp_path / "out"
-    args = job.parse_args([str(tmp_path / "ring"), "-o", str(out), "--no-groups"])
+    args = job.parse_args(
+        [str(tmp_path / "ring"), "-o", str(out), "--no-groups", "--capture-on", "spark"]
+    )
     summary = job.run(args, spark=spark)
     assert summary is not None
     table = pq.read_table(out / "frames.parquet")

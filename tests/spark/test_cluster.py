@@ -10,8 +10,9 @@ output must equal the local run's, row for row.
 How Spark spreads tasks over executors is its own business (a small Parquet file is one input
 split, so a stage can have a single task), so the test does not count executors: it gives the job
 several input files and checks that tasks ran on the cluster's executors. Two real captures go in
-too, so the capture step (files read by the executors, segments regrouped by flow) runs on the
-cluster and its frames table must equal the local one. Last, the same cluster's workers run a
+too, so the capture step (files read by the executors in byte ranges of 64 kB, segments
+regrouped by flow) runs on the cluster and its frames table must equal the one the single process
+reads locally. Last, the same cluster's workers run a
 Python without kwire, and the job must stop with one line that says how to fix it.
 """
 
@@ -214,7 +215,10 @@ def test_cluster_output_equals_local(cluster: Cluster, spark: SparkSession, tmp_
         shutil.copyfile(ROOT / "tests" / "data" / "capture" / name, captures / name)
     local = tmp_path / "local"
     inputs = [str(frames), str(captures)]
-    job.run(job.parse_args([*inputs, "-o", str(local), "--no-summary", "--no-groups"]), spark=spark)
+    # The reference reads the captures in one process; the cluster reads them in ranges of
+    # 64 kB, so both captures are cut into several ranges read by both workers.
+    reference = [*inputs, "-o", str(local), "--no-summary", "--no-groups", "--capture-on", "driver"]
+    job.run(job.parse_args(reference), spark=spark)
 
     remote = tmp_path / "cluster"
     cmd = [
@@ -223,7 +227,7 @@ def test_cluster_output_equals_local(cluster: Cluster, spark: SparkSession, tmp_
         "--conf", "spark.executor.memory=512m",
         "--conf", "spark.executor.cores=1",
         "--conf", "spark.ui.enabled=false",
-        "--no-summary", "--no-groups",
+        "--no-summary", "--no-groups", "--capture-on", "spark", "--split-size", "64k",
     ]  # fmt: skip
     left = DEADLINE_S - (time.monotonic() - start)
     outside = tmp_path / "elsewhere"
