@@ -76,12 +76,15 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.records
 	$(BIN)/python -m benchmarks.spark
 
-# The capture step at scale (ratios, never assertions): tshark, `python -m capture`, the capture on
-# Spark (local[1], local[2], a standalone cluster of 2 x 1 core) and the decode job's time and peak
-# memory, on the ring in out/ring. Needs tshark and a ring made (once, as root) by
-# `sudo .venv/bin/python scripts/scale/make_ring.py`. About 15 minutes on 2 cores.
+# The capture step at scale (ratios, never assertions): tshark, `kwire capture`, the capture on
+# Spark (local[1], local[2], a standalone cluster of 2 x 1 core), the decode job against the sink
+# floor of its own outputs with its peak memory, and a small capture against Spark's
+# start-and-write floor, on RING (a ring directory or one capture file). Needs tshark and a ring
+# made (once, as root) by `sudo .venv/bin/python scripts/scale/make_ring.py [--link coalesced]`.
+# About 15 minutes on 2 cores.
+RING ?= out/ring
 bench-scale: $(STAMP)
-	$(BIN)/python -m benchmarks.scale
+	$(BIN)/python -m benchmarks.scale --ring $(RING)
 
 # The wheel and sdist a user installs (python -m build: an isolated build from the sdist, so the
 # wheel's compiled modules are compiled from the committed .pyx; about 4 minutes on 2 cores).

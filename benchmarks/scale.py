@@ -309,7 +309,8 @@ def spark_variant(args: argparse.Namespace) -> dict[str, Any]:
 
             base = out / "cluster"
             base.mkdir()
-            cluster = Cluster(base, workers=2)
+            # The workers run this Python, which has kwire installed (editable) and built.
+            cluster = Cluster(base, Path(sys.executable), workers=2)
             cluster.start(timeout=120)
             master = cluster.url
             # The executors run the cluster's Python (which sees only the shipped code).

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -127,6 +128,9 @@ def run_capture_on_spark(
     try:
         summary = run.summary()
     except SplitError as e:
+        # The frames cannot be trusted: leave no table that looks like a result.
+        if "://" not in frames:
+            shutil.rmtree(frames, ignore_errors=True)
         raise JobError(str(e)) from None
     _report_capture(summary)
     say(f"captured -> {frames} ({time.monotonic() - started:.1f} s)")

@@ -386,6 +386,13 @@ def _epb_time(btype: int, body: bytes, ctx: _Context) -> int | None:
     return iface.offset_s * 1_000_000 + ((ts_hi << 32) | ts_lo) * 1_000_000 // iface.units
 
 
+def _skipped(stats: FileStats, problem: str, found: int | None) -> int | None:
+    """Records a corrupt record and where reading resumes (None: nothing readable after it)."""
+    resumed = f"reading resumed at byte {found}" if found is not None else "stopped"
+    stats.warnings.append(f"{problem}; {resumed}")
+    return found
+
+
 # -- pcap --------------------------------------------------------------------------------------
 
 
@@ -419,11 +426,8 @@ def _pcap_range(
         sec, frac, caplen, origlen = rec.unpack(raw)[:4]
         if caplen > MAX_RECORD:
             found = _pcap_resync(src, head, pos + 1, size)
-            stats.warnings.append(
-                f"corrupt packet record at byte {pos}: captured length {caplen}; "
-                + (f"reading resumed at byte {found}" if found is not None else "stopped")
-            )
-            pos = found
+            problem = f"corrupt packet record at byte {pos}: captured length {caplen}"
+            pos = _skipped(stats, problem, found)
             continue
         if pos + rsize + caplen > size:
             stats.warnings.append(
@@ -539,11 +543,7 @@ def _pcapng_range(
                 pos = size
                 break
             found = _pcapng_resync(src, ctx, pos + 4, size)
-            stats.warnings.append(
-                f"corrupt block at byte {pos}: length {blen_raw}; "
-                + (f"reading resumed at byte {found}" if found is not None else "stopped")
-            )
-            pos = found
+            pos = _skipped(stats, f"corrupt block at byte {pos}: length {blen_raw}", found)
             continue
         if pos >= end:
             ctx.le = le

@@ -113,7 +113,7 @@ class PcapDataSource(DataSource):
         return _spark_type(self._arrow_schema())
 
     def _arrow_schema(self) -> pa.Schema:
-        rows = self.options.get("rows", "packets")
+        rows = {str(k).lower(): v for k, v in self.options.items()}.get("rows", "packets")
         if rows == "packets":
             return PACKET_SCHEMA
         if rows == "segments":
@@ -121,18 +121,21 @@ class PcapDataSource(DataSource):
         raise ValueError(f"pcap source: rows must be 'packets' or 'segments', not {rows!r}")
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return PcapReader(dict(self.options), self._arrow_schema())
+        # Spark hands the options over with their keys lower-cased (a case-insensitive dict).
+        options = {str(k).lower(): v for k, v in self.options.items()}
+        return PcapReader(options, self._arrow_schema())
 
 
 class PcapReader(DataSourceReader):
     def __init__(self, options: dict[str, Any], schema: pa.Schema) -> None:
+        """`options` with lower-case keys."""
         self.paths = parse_paths(options)
         # Files already listed (path, in a directory, size), as the capture step passes them.
         listed = options.get("files")
         self.files = [(p, bool(d), int(n)) for p, d, n in json.loads(listed)] if listed else None
         if not self.paths and not self.files:
             raise ValueError("pcap source: no input (load(PATH) or option('paths', ...))")
-        self.split = int(options.get("splitSize", SPLIT_BYTES))
+        self.split = int(options.get("splitsize", SPLIT_BYTES))
         if self.split < 1:
             raise ValueError(f"pcap source: splitSize must be at least 1, not {self.split}")
         self.rows = options.get("rows", "packets")

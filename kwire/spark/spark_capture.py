@@ -50,6 +50,10 @@ class CaptureRun:
     _tracked: Observation
     _summary: Summary | None = field(default=None)
 
+    def ranges_read(self) -> int:
+        """How many byte ranges the executors read (after the frames were written)."""
+        return len(self._files_seen.get["files"])
+
     def summary(self) -> Summary:
         """The capture summary; valid after the frames were written (or otherwise consumed).
         Raises kwire.capture.distributed.SplitError if two ranges disagreed."""

@@ -27,6 +27,7 @@ from pyspark.sql import SparkSession
 from kwire import capture
 from kwire.capture import pcapfile
 from kwire.capture.packets import Skip, decode
+from kwire.capture.distributed import list_files, plan_ranges
 from kwire.spark.source import PACKET_SCHEMA, register_source
 from kwire.spark.spark_capture import capture_frames
 
@@ -70,7 +71,7 @@ def test_packets_equal_the_whole_file_reader_at_any_range_size(spark: SparkSessi
     want: Counter[tuple[Any, ...]] = Counter()
     for f in files:
         want += _expected(f)
-    for split in (1024, 50_000, 128 << 20):
+    for split in (8192, 50_000, 128 << 20):
         df = (
             spark.read.format("pcap")
             .option("paths", json.dumps([str(f) for f in files]))
@@ -78,6 +79,11 @@ def test_packets_equal_the_whole_file_reader_at_any_range_size(spark: SparkSessi
             .load()
         )
         assert df.schema.names == PACKET_SCHEMA.names
+        # One task per planned range, small ones packed together as Spark packs file splits.
+        tasks = plan_ranges(list_files([str(f) for f in files]), split)
+        assert df.rdd.getNumPartitions() == len(tasks) == (1 if split > 1e6 else len(tasks)), split
+        if split < 1e6:
+            assert len(tasks) == sum(-(-f.stat().st_size // split) for f in files)
         assert _rows(df) == want, split
 
 
@@ -123,6 +129,7 @@ def test_one_big_file_in_many_ranges_gives_the_single_process_frames(
         )
 
     assert rows(got) == rows(want)
+    assert run.ranges_read() == -(-path.stat().st_size // (64 * 1024)) > 40
     summary = run.summary()
     assert summary.packets == len(packets)
     assert summary.files[0]["packets"] == len(packets)
@@ -193,6 +200,7 @@ def test_the_capture_step_reads_s3(spark: SparkSession, s3: dict[str, str], tmp_
     url = f"s3://caps/ring/{name}?{s3['query']}"
     run = capture_frames(spark, [url], meta["broker_ports"], split_size=16384)
     run.frames.write.parquet(str(tmp_path / "frames"))
+    assert run.ranges_read() > 3
     got = pq.read_table(tmp_path / "frames")
     cols = [c for c in capture.SCHEMA.names if c != "source_file"]
 
@@ -204,3 +212,45 @@ def test_the_capture_step_reads_s3(spark: SparkSession, s3: dict[str, str], tmp_
     assert got.num_rows == want.num_rows > 0
     assert rows(got) == rows(want)
     assert run.summary().files[0]["path"] == url
+
+
+def test_the_job_refuses_ranges_that_disagree(spark: SparkSession, tmp_path: Path) -> None:
+    """A packet whose payload is a pcap with the capture's own times: ranges starting inside it
+    find the look-alike chain. The job stops with one line naming the file and the byte offset
+    and leaves no frames table behind; in one range the same file decodes."""
+    from capture_helpers import read_packets, write_pcap
+
+    from kwire import job
+
+    linktype, packets = read_packets(DATA / "mock_group_classic.pcap")
+    inner = write_pcap(tmp_path / "inner.pcap", linktype, packets[:20]).read_bytes()[24:]
+    carrier = packets[5][1][:54] + inner
+    path = write_pcap(tmp_path / "outer.pcap", linktype, packets[:3] + [(packets[3][0], carrier)])
+    split = next(s for s in range(300, 3000, 37) if _disagree(path, s))
+    out = tmp_path / "out"
+    args = ["-o", str(out), "--capture-on", "spark", "--no-records", "--no-groups", "-q"]
+    with pytest.raises(job.JobError, match=r"outer\.pcap: the byte range from \d+ .*byte \d+"):
+        job.run(job.parse_args([str(path), *args, "--split-size", str(split)]), spark=spark)
+    assert not (out / "frames.parquet").exists()
+    job.run(job.parse_args([str(path), *args, "--overwrite", "--no-summary"]), spark=spark)
+    assert (out / "frames.parquet").exists()
+
+
+def _disagree(path: Path, split: int) -> bool:
+    """Whether ranges of `split` bytes disagree, read without Spark."""
+    from kwire.capture import distributed as dist
+
+    states = []
+    for task in dist.plan_ranges([(str(path), False, path.stat().st_size)], split, open_cost=0):
+        for piece in task:
+            entry: dict[str, Any] = {}
+            for _ in dist.read_range_packets(piece, entry):
+                pass
+            part = dist.Summary()
+            part.files.append(entry)
+            states.append(json.dumps(part.state()))
+    try:
+        dist.merge_stats(states, [])
+    except dist.SplitError:
+        return True
+    return False
