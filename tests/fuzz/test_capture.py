@@ -179,11 +179,13 @@ def test_sane_timestamp_reads(tmp_path: Path) -> None:
 
 
 def test_pcapng_packet_block_shorter_than_its_fixed_part(tmp_path: Path) -> None:
-    """Regression (found by fuzzing): struct.error escaped read_frames; now a file warning."""
+    """Regression (found by fuzzing): struct.error escaped read_frames; now a file warning
+    naming the block's byte offset. The block's own length is sound, so reading goes on after
+    it (nothing follows here)."""
     kinds = check(SHORT_EPB, tmp_path / "x.pcapng")
     assert kinds == [
         "capture ok",
-        "capture file warning: corrupt packet block #: too short; stopped",
+        "capture file warning: corrupt packet block at byte #: too short; skipped",
     ]
 
 
@@ -192,7 +194,8 @@ def test_pcapng_timestamp_beyond_int64(tmp_path: Path) -> None:
     kinds = check(HUGE_TIMESTAMP, tmp_path / "x.pcapng")
     assert kinds == [
         "capture ok",
-        "capture file warning: corrupt packet block #: timestamp # us is outside years ##; stopped",
+        "capture file warning: corrupt packet block at byte #: timestamp # us is outside years "
+        "##; skipped",
     ]
 
 
