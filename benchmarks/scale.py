@@ -218,6 +218,16 @@ def run_timed(
     return took, done, sampler.report()
 
 
+def run_ok(
+    cmd: list[str], args: argparse.Namespace, what: str, tail: int
+) -> tuple[float, subprocess.CompletedProcess[str], dict[str, Any]]:
+    """run_timed from the repository root; RuntimeError with the end of stderr if it failed."""
+    took, proc, memory = run_timed(cmd, args.timeout, cwd=ROOT)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what} exited {proc.returncode}: {_tail(proc.stderr, tail)}")
+    return took, proc, memory
+
+
 def parquet_rows(path: Path) -> int:
     import pyarrow.parquet as pq
 
@@ -282,9 +292,7 @@ def run_single(ring: Path, ports: list[int], tmp: Path, args: argparse.Namespace
     }
     for repeat in range(args.repeats):
         say(f"  single process capture: run {repeat + 1}/{args.repeats}")
-        took, proc, memory = run_timed(cmd, args.timeout, cwd=ROOT)
-        if proc.returncode != 0:
-            raise RuntimeError(f"kwire capture exited {proc.returncode}: {_tail(proc.stderr)}")
+        took, proc, memory = run_ok(cmd, args, "kwire capture", 15)
         result["seconds"].append(took)
         result["memory"].append(memory)
     data = json.loads(summary.read_text())
@@ -385,9 +393,7 @@ def run_job(ring: Path, ports: list[int], tmp: Path, args: argparse.Namespace) -
     for repeat in range(args.job_repeats):
         shutil.rmtree(out, ignore_errors=True)
         say(f"  decode job (local[*], defaults): run {repeat + 1}/{args.job_repeats}")
-        took, proc, memory = run_timed(cmd, args.timeout, cwd=ROOT)
-        if proc.returncode != 0:
-            raise RuntimeError(f"kwire decode exited {proc.returncode}: {_tail(proc.stderr, 25)}")
+        took, proc, memory = run_ok(cmd, args, "kwire decode", 25)
         result["seconds"].append(took)
         result["memory"].append(memory)
         result["stages"].append(job_stages(proc.stderr or ""))
@@ -498,15 +504,11 @@ def run_small(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         out = tmp / "small"
         shutil.rmtree(out, ignore_errors=True)
         cmd = [sys.executable, "-m", "kwire", "decode", str(capture), "-o", str(out), "-q"]
-        took, proc, _ = run_timed(cmd, args.timeout, cwd=ROOT)
-        if proc.returncode != 0:
-            raise RuntimeError(f"kwire decode exited {proc.returncode}: {_tail(proc.stderr, 25)}")
+        took, proc, _ = run_ok(cmd, args, "kwire decode", 25)
         result["seconds"].append(took)
         result["stages"].append(job_stages(proc.stderr or ""))
         cmd = [sys.executable, "-c", START_AND_WRITE, str(tmp / "ten")]
-        took, proc, _ = run_timed(cmd, args.timeout, cwd=ROOT)
-        if proc.returncode != 0:
-            raise RuntimeError(f"the start-and-write floor failed: {_tail(proc.stderr)}")
+        took, proc, _ = run_ok(cmd, args, "the start-and-write floor", 15)
         result["floor_seconds"].append(took)
     result["vs_floor"] = statistics.median(result["seconds"]) / statistics.median(
         result["floor_seconds"]

@@ -26,6 +26,8 @@ import shutil
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from kwire.capture.distributed import local_path
+
 ROW_GROUP_BYTES = 16 * 1024 * 1024
 ROW_GROUP_UNCOMPRESSED = 64 * 1024 * 1024
 PAGE_BYTES = 1024 * 1024
@@ -67,7 +69,7 @@ def resize_row_groups(spark: SparkSession, path: str, length_column: str) -> boo
     did. Tables in remote stores are left as written."""
     import pyarrow.parquet as pq
 
-    local = _local_dir(path)
+    local = local_path(path)
     if local is None:
         return False
     files = [
@@ -100,13 +102,5 @@ def resize_row_groups(spark: SparkSession, path: str, length_column: str) -> boo
         else:
             spark.conf.set(key, before)
     shutil.rmtree(local)
-    os.replace(_local_dir(staging) or staging, local)
+    os.replace(local_path(staging) or staging, local)
     return True
-
-
-def _local_dir(path: str) -> str | None:
-    if path.startswith("file://"):
-        return path[len("file://") :]
-    if path.startswith("file:"):
-        return path[len("file:") :]
-    return None if "://" in path else path

@@ -113,7 +113,7 @@ class PcapDataSource(DataSource):
         return _spark_type(self._arrow_schema())
 
     def _arrow_schema(self) -> pa.Schema:
-        rows = {str(k).lower(): v for k, v in self.options.items()}.get("rows", "packets")
+        rows = self._options().get("rows", "packets")
         if rows == "packets":
             return PACKET_SCHEMA
         if rows == "segments":
@@ -121,9 +121,11 @@ class PcapDataSource(DataSource):
         raise ValueError(f"pcap source: rows must be 'packets' or 'segments', not {rows!r}")
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        # Spark hands the options over with their keys lower-cased (a case-insensitive dict).
-        options = {str(k).lower(): v for k, v in self.options.items()}
-        return PcapReader(options, self._arrow_schema())
+        return PcapReader(self._options(), self._arrow_schema())
+
+    def _options(self) -> dict[str, str]:
+        """The options with lower-case keys, as Spark hands them over (a case-insensitive dict)."""
+        return {str(k).lower(): v for k, v in self.options.items()}
 
 
 class PcapReader(DataSourceReader):
