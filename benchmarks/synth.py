@@ -291,7 +291,9 @@ def consumer_group(
 
 
 def damaged_rows(conn: Connection) -> None:
-    """Appends frames that must fail to decode, each in its own way, plus an incomplete one."""
+    """Appends frames that must fail to decode, each in its own way, plus an incomplete one and
+    one that only Kafka's own readers accept (bytes after the message: ok with a warning unless
+    the decoding is strict)."""
     hb = g.HeartbeatRequest(group_id="damaged", generation_id=1, member_id="m")
     good = g.encode_request(
         g.RequestHeader(
@@ -309,7 +311,7 @@ def damaged_rows(conn: Connection) -> None:
     bad_version = bytearray(good)
     bad_version[2:4] = (77).to_bytes(2, "big")
     conn._row("request", bytes(bad_version), 12, 77, 9001, t + 2, None, None)
-    # Trailing garbage after a complete message.
+    # Trailing garbage after a complete message (Kafka's readers ignore it).
     conn._row("request", good + b"\xde\xad", 12, 4, 9001, t + 3, None, None)
     # A frame the capture could not complete: no bytes, capture's error kept.
     conn._row(

@@ -665,6 +665,11 @@ RESPONSE_V0_FALLBACK: frozenset[int] = frozenset(
         18,
     }
 )
+REQUEST_V0_FALLBACK: frozenset[int] = frozenset(
+    {
+        18,
+    }
+)
 
 
 def request_header_version(api_key: int, api_version: int) -> int:
@@ -693,48 +698,106 @@ def _frame_routes() -> list[Any]:
 _ROUTES: list[Any] = _frame_routes()
 
 
-def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, Any]:
-    """Decodes a request frame (without its length prefix) into its header and body."""
+def decode_request(
+    frame: bytes | bytearray | memoryview,
+    *,
+    tolerant: bool = False,
+    warnings: list[str] | None = None,
+) -> tuple[RequestHeader, Any]:
+    """Decodes a request frame (without its length prefix) into its header and body.
+
+    Strict by default: anything the schema does not allow raises a DecodeError naming the
+    message, field path and byte offset. tolerant=True reads what Kafka's own Java readers read
+    (bytes after the message, invalid UTF-8, an ApiVersions version newer than any known) and
+    appends what was unusual to `warnings`, when given.
+    """
     routes = _ROUTES[0]
     if routes is not None:
         found = routes.request(frame)
         if found is not None:
             return found
-    return decode_request_frame(frame, REGISTRY, RequestHeader, REQUEST_HEADER_V0, _REQUEST_READERS)
+    try:
+        return decode_request_frame(
+            frame, REGISTRY, RequestHeader, REQUEST_HEADER_V0, _REQUEST_READERS
+        )
+    except KwireError:
+        if not tolerant:
+            raise
+        report = inspect_request(frame, newer_versions=False)
+        if report.error is not None:
+            raise  # Kafka refuses it too: the strict error, which keeps what header decoded
+    if warnings is not None:
+        warnings.extend(report.warnings)
+    return report.header, report.message
 
 
 def decode_response(
-    frame: bytes | bytearray | memoryview, api_key: int, api_version: int
+    frame: bytes | bytearray | memoryview,
+    api_key: int,
+    api_version: int,
+    *,
+    tolerant: bool = False,
+    warnings: list[str] | None = None,
 ) -> tuple[ResponseHeader, Any]:
-    """Decodes a response frame (without its length prefix), given its request's key and version."""
+    """Decodes a response frame (without its length prefix), given its request's key and version.
+
+    Strict by default; tolerant=True as for decode_request (and an ApiVersions answer read as
+    v0 when it does not read at the request's version, as Kafka's client does).
+    """
     routes = _ROUTES[1]
     if routes is not None:
         found = routes.response(frame, api_key, api_version)
         if found is not None:
             return found
-    return decode_response_frame(
+    try:
+        return decode_response_frame(
+            frame,
+            api_key,
+            api_version,
+            REGISTRY,
+            ResponseHeader,
+            RESPONSE_HEADER_ALWAYS_V0,
+            RESPONSE_V0_FALLBACK,
+            _RESPONSE_READERS,
+        )
+    except KwireError:
+        if not tolerant:
+            raise
+        report = inspect_response(frame, api_key, api_version, newer_versions=False)
+        if report.error is not None:
+            raise  # Kafka refuses it too: the strict error, which keeps what header decoded
+    if warnings is not None:
+        warnings.extend(report.warnings)
+    return report.header, report.message
+
+
+def inspect_request(
+    frame: bytes | bytearray | memoryview, tolerant: bool = True, newer_versions: bool = True
+) -> FrameReport:
+    """Decodes what it can and never raises: for capture analysis.
+
+    With tolerant=True the frame is read as Kafka's Java readers read it (see decode_request),
+    what was unusual listed in the report's warnings; with newer_versions too, a version newer
+    than the schema's highest is read as the highest known (kwire's guess: Kafka refuses it).
+    The report keeps the header when only the body failed, and the version the body was read at.
+    """
+    return inspect_request_frame(
         frame,
-        api_key,
-        api_version,
         REGISTRY,
-        ResponseHeader,
-        RESPONSE_HEADER_ALWAYS_V0,
-        RESPONSE_V0_FALLBACK,
-        _RESPONSE_READERS,
+        RequestHeader,
+        REQUEST_HEADER_V0,
+        tolerant,
+        REQUEST_V0_FALLBACK,
+        newer_versions,
     )
 
 
-def inspect_request(frame: bytes | bytearray | memoryview, tolerant: bool = True) -> FrameReport:
-    """Decodes what it can and never raises: for capture analysis.
-
-    With tolerant=True a version newer than the schema's highest is read as the highest known
-    (and flagged in warnings); the report keeps the header when only the body failed.
-    """
-    return inspect_request_frame(frame, REGISTRY, RequestHeader, REQUEST_HEADER_V0, tolerant)
-
-
 def inspect_response(
-    frame: bytes | bytearray | memoryview, api_key: int, api_version: int, tolerant: bool = True
+    frame: bytes | bytearray | memoryview,
+    api_key: int,
+    api_version: int,
+    tolerant: bool = True,
+    newer_versions: bool = True,
 ) -> FrameReport:
     """The response counterpart of inspect_request."""
     return inspect_response_frame(
@@ -746,6 +809,7 @@ def inspect_response(
         RESPONSE_HEADER_ALWAYS_V0,
         RESPONSE_V0_FALLBACK,
         tolerant,
+        newer_versions,
     )
 
 

@@ -52,6 +52,7 @@ FIELD_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
 REQUEST_HEADER_V0 = frozenset({(7, 0)})  # ControlledShutdown v0 has no client id
 RESPONSE_HEADER_ALWAYS_V0 = frozenset({18})  # ApiVersions responses (KIP-511)
 RESPONSE_V0_FALLBACK = frozenset({18})  # brokers answer unknown ApiVersions versions with v0
+REQUEST_V0_FALLBACK = frozenset({18})  # brokers read unknown ApiVersions versions as v0, unparsed
 
 
 def snake_case(name: str) -> str:

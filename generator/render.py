@@ -24,6 +24,7 @@ from .model import (
     REQUEST_HEADER_V0,
     RESPONSE_HEADER_ALWAYS_V0,
     RESPONSE_V0_FALLBACK,
+    REQUEST_V0_FALLBACK,
     Field,
     Message,
     Struct,
@@ -200,6 +201,7 @@ def render_package(messages: list[Message], package: str) -> str:
         "request_header_v0": sorted(REQUEST_HEADER_V0),
         "response_header_v0": sorted(RESPONSE_HEADER_ALWAYS_V0),
         "response_v0_fallback": sorted(RESPONSE_V0_FALLBACK),
+        "request_v0_fallback": sorted(REQUEST_V0_FALLBACK),
     }
     return environment().get_template("package.py.j2").render(**context)
 

@@ -151,13 +151,17 @@ def _report_capture(summary: Any) -> None:
 
 
 def decode_frames(
-    frames: DataFrame, families: Sequence[str] | None = None
+    frames: DataFrame, families: Sequence[str] | None = None, tolerant: bool = True
 ) -> tuple[DataFrame, DataFrame]:
     """The frames table -> (decoded requests, decoded responses)."""
     if "direction" not in frames.columns or "frame" not in frames.columns:
         raise JobError("a frames table needs `frame` and `direction` columns")
-    requests = decode_requests(frames.where(F.col("direction") == "request"), families=families)
-    responses = decode_responses(frames.where(F.col("direction") == "response"), families=families)
+    requests = decode_requests(
+        frames.where(F.col("direction") == "request"), families=families, tolerant=tolerant
+    )
+    responses = decode_responses(
+        frames.where(F.col("direction") == "response"), families=families, tolerant=tolerant
+    )
     return requests, responses
 
 
@@ -247,6 +251,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--no-records", action="store_true", help="skip OUT/records (the records inside frames)"
     )
     parser.add_argument("--no-summary", action="store_true", help="skip the summary")
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse (status malformed) frames that Kafka's own Java readers accept, such as "
+        "bytes after a complete message or invalid UTF-8; by default they decode with status "
+        "ok and say what was unusual in the warnings column (docs/outputs.md, Tolerance)",
+    )
     parser.add_argument(
         "--no-groups",
         action="store_true",
@@ -389,7 +400,7 @@ def _decode(
         families = present_families(frames)
         if families is not None:
             say(f"{len(families)} of the {len(FAMILIES)} APIs occur: {', '.join(families)}")
-    requests, responses = decode_frames(frames, families)
+    requests, responses = decode_frames(frames, families, tolerant=not args.strict)
     mode = "overwrite"
     for name, df in (("requests", requests), ("responses", responses)):
         t = time.monotonic()

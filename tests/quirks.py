@@ -6,6 +6,8 @@ the job test expects exactly these among the decoded responses of the real captu
 
 from __future__ import annotations
 
+import re
+
 MOCK_QUIRKS = {
     (
         18,
@@ -38,6 +40,25 @@ MOCK_QUIRKS = {
         "here",
     ),
 }
+
+# Of those, Kafka's own Java readers accept the bytes after a complete body (nothing checks for
+# them), so kwire's tolerant reading (the default of the Spark job) decodes those with status ok
+# and a warning; the nulls Kafka refuses too ("non-nullable field ... was serialized as null").
+_TRAILING = re.compile(r"at byte (\d+): (\d+) bytes left after a complete message$")
+
+
+def kafka_reads(error_class: str) -> bool:
+    """Whether a pinned quirk is one Kafka's Java readers read."""
+    return error_class == "TrailingBytesError"
+
+
+def tolerant_warning(message: str) -> str:
+    """The warning tolerant reading gives for a pinned trailing-bytes quirk (its strict error)."""
+    found = _TRAILING.search(message)
+    assert found, message
+    at, n = int(found[1]), int(found[2])
+    return f"{n} byte{'' if n == 1 else 's'} after the message (from byte {at}) ignored, as Kafka's reader does"
+
 
 # The mock writes the transaction markers it appends on EndTxn (control batches, one COMMIT or
 # ABORT record) with a CRC field of zero instead of the CRC-32C of the batch; librdkafka does

@@ -268,6 +268,26 @@ def _bad_utf8(e: UnicodeDecodeError, pos: int) -> InvalidUtf8Error:
     return InvalidUtf8Error(f"invalid UTF-8 at byte {pos + e.start}: {e.reason}")
 
 
+class _Lenient:
+    """While reading as Kafka does (see read_as_kafka), the checked string readers decode invalid
+    UTF-8 as Kafka's Java readers do, `new String(bytes, UTF_8)`: U+FFFD for each bad sequence;
+    `replaced` collects the byte offsets of the strings so read. Off otherwise (strict)."""
+
+    on = False
+    replaced: list[int] = []
+
+
+def _utf8(data: bytes, pos: int, end: int) -> str:
+    """The checked readers' UTF-8: strict unless reading as Kafka does."""
+    try:
+        return data[pos:end].decode()
+    except UnicodeDecodeError as e:
+        if not _Lenient.on:
+            raise _bad_utf8(e, pos) from None
+        _Lenient.replaced.append(pos + e.start)
+        return data[pos:end].decode("utf-8", "replace")
+
+
 def _too_long(what: str, n: int, left: int) -> InvalidLengthError:
     return InvalidLengthError(f"{what} length {n} exceeds the {max(left, 0)} bytes left")
 
@@ -280,10 +300,7 @@ def r_string(data: bytes, pos: int) -> tuple[str, int]:
     end = pos + n
     if end > len(data):
         raise _too_long("string", n, len(data) - pos)
-    try:
-        return data[pos:end].decode(), end
-    except UnicodeDecodeError as e:
-        raise _bad_utf8(e, pos) from None
+    return _utf8(data, pos, end), end
 
 
 def r_nullable_string(data: bytes, pos: int) -> tuple[str | None, int]:
@@ -294,10 +311,7 @@ def r_nullable_string(data: bytes, pos: int) -> tuple[str | None, int]:
     end = pos + n
     if end > len(data):
         raise _too_long("string", n, len(data) - pos)
-    try:
-        return data[pos:end].decode(), end
-    except UnicodeDecodeError as e:
-        raise _bad_utf8(e, pos) from None
+    return _utf8(data, pos, end), end
 
 
 def r_compact_string(data: bytes, pos: int) -> tuple[str, int]:
@@ -315,10 +329,7 @@ def r_compact_string(data: bytes, pos: int) -> tuple[str, int]:
         )
     if end > len(data):
         raise _too_long("string", n - 1, len(data) - pos)
-    try:
-        return data[pos:end].decode(), end
-    except UnicodeDecodeError as e:
-        raise _bad_utf8(e, pos) from None
+    return _utf8(data, pos, end), end
 
 
 def r_compact_nullable_string(data: bytes, pos: int) -> tuple[str | None, int]:
@@ -336,10 +347,7 @@ def r_compact_nullable_string(data: bytes, pos: int) -> tuple[str | None, int]:
         )
     if end > len(data):
         raise _too_long("string", n - 1, len(data) - pos)
-    try:
-        return data[pos:end].decode(), end
-    except UnicodeDecodeError as e:
-        raise _bad_utf8(e, pos) from None
+    return _utf8(data, pos, end), end
 
 
 def r_bytes(data: bytes, pos: int) -> tuple[bytes, int]:
@@ -1082,23 +1090,70 @@ class FrameReport(NamedTuple):
     warnings: tuple[str, ...]
 
 
-def _tolerant_body(
-    cls: Any, data: bytes, pos: int, version: int, tolerant: bool, warnings: list[str]
+# Reading as Kafka does. Kafka's Java readers (the generated *Data classes over a
+# ByteBufferAccessor) accept more than the schemas allow, and every Java client and broker reads
+# what they accept. Tolerant reading accepts exactly that, each time with a warning:
+# - bytes after a complete message: nothing checks that a body ends where its frame does;
+# - invalid UTF-8 in a string: Readable.readString is `new String(bytes, UTF_8)`, U+FFFD;
+# - an ApiVersions response that does not read at the request's version is read again as v0
+#   (ApiVersionsResponse.parse: brokers answer versions they do not know with a v0 body);
+# - an ApiVersions request of a version newer than any known is read as v0, body unread
+#   (RequestContext.parseRequest: clients probe brokers with their newest version).
+# Everything Kafka's readers refuse stays an error: nulls where the schema has none, lengths
+# past the end, tags not valid in the version, varints over 5 bytes, truncation. A known tagged
+# field whose declared size differs from its value stays one too: Kafka reads the value and
+# ignores the size, so what follows is read from another place than the frame declares, and
+# which reading is right cannot be known.
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _as_kafka_body(
+    cls: Any, data: bytes, pos: int, version: int, warnings: list[str]
 ) -> tuple[Any, int]:
+    """The body at `version`, with what Kafka ignores ignored (under _reading_as_kafka)."""
+    body, end = cls.read(data, pos, version)
+    if end != len(data):
+        left = len(data) - end
+        warnings.append(
+            f"{_plural(left, 'byte')} after the message (from byte {end}) ignored, "
+            "as Kafka's reader does"
+        )
+    return body, version
+
+
+class _ReadingAsKafka:
+    """Strings read as Kafka reads them while inside; their warnings added on the way out."""
+
+    def __init__(self, warnings: list[str]):
+        self.warnings = warnings
+
+    def __enter__(self) -> list[int]:
+        self.saved = _Lenient.on, _Lenient.replaced
+        _Lenient.on, _Lenient.replaced = True, []
+        return _Lenient.replaced
+
+    def __exit__(self, *exc: Any) -> None:
+        replaced = _Lenient.replaced
+        _Lenient.on, _Lenient.replaced = self.saved
+        if replaced:
+            more = (
+                f" (and {_plural(len(replaced) - 1, 'more string')})" if len(replaced) > 1 else ""
+            )
+            self.warnings.append(
+                f"invalid UTF-8 at byte {replaced[0]}{more} read as U+FFFD, as Kafka's reader does"
+            )
+
+
+def _newer(cls: Any, version: int, newer_versions: bool, warnings: list[str]) -> int:
     valid: range = cls.VALID_VERSIONS
-    used = version
-    if tolerant and version >= valid.stop:
+    if newer_versions and version >= valid.stop:
         used = valid.stop - 1
         warnings.append(f"version {version} is newer than the schema's {used}: read as v{used}")
-    body, end = cls.read(data, pos, used)
-    if end != len(data):
-        if used != version:
-            warnings.append(f"{len(data) - end} trailing bytes of the newer version ignored")
-        else:
-            e = TrailingBytesError(f"{len(data) - end} bytes left after a complete message", end)
-            e.message_name, e.version = cls.__name__, version
-            raise e
-    return body, used
+        return used
+    return version
 
 
 def inspect_request_frame(
@@ -1107,7 +1162,11 @@ def inspect_request_frame(
     header_cls: Any,
     header_v0: frozenset[tuple[int, int]],
     tolerant: bool = True,
+    v0_fallback: frozenset[int] = frozenset(),
+    newer_versions: bool = True,
 ) -> FrameReport:
+    """One request frame read strictly, or (tolerant) as Kafka reads it; with newer_versions a
+    version past the schema's is read as the highest known (kwire's guess, not Kafka's)."""
     data = _frame_bytes(frame)
     warnings: list[str] = []
     header = None
@@ -1126,9 +1185,22 @@ def inspect_request_frame(
                 except KwireError:
                     header = None
             raise UnknownApiKeyError(api_key)
+        cls = info.request
         hv = request_header_version(registry, header_v0, api_key, api_version)
-        header, pos = header_cls.read(data, 0, hv)
-        body, used = _tolerant_body(info.request, data, pos, api_version, tolerant, warnings)
+        if not tolerant:
+            header, pos = header_cls.read(data, 0, hv)
+            return FrameReport(header, _body(cls, data, pos, api_version), api_version, None, ())
+        with _ReadingAsKafka(warnings):
+            header, pos = header_cls.read(data, 0, hv)
+            if api_key in v0_fallback and api_version >= cls.VALID_VERSIONS.stop:
+                warnings.append(
+                    f"v{api_version} is newer than any known: read as v0 with its body unread, "
+                    "as Kafka's broker does"
+                )
+                body, used = cls.read(data, len(data), 0)[0], 0
+            else:
+                used = _newer(cls, api_version, newer_versions, warnings)
+                body, used = _as_kafka_body(cls, data, pos, used, warnings)
         return FrameReport(header, body, used, None, tuple(warnings))
     except KwireError as e:
         return FrameReport(header, None, None, e, tuple(warnings))
@@ -1143,7 +1215,9 @@ def inspect_response_frame(
     always_v0: frozenset[int],
     v0_fallback: frozenset[int],
     tolerant: bool = True,
+    newer_versions: bool = True,
 ) -> FrameReport:
+    """The response counterpart of inspect_request_frame."""
     data = _frame_bytes(frame)
     warnings: list[str] = []
     header = None
@@ -1151,17 +1225,36 @@ def inspect_response_frame(
         info = registry.get(api_key)
         if info is None or info.response is None:
             raise UnknownApiKeyError(api_key)
+        cls = info.response
         hv = response_header_version(registry, always_v0, api_key, api_version)
-        header, pos = header_cls.read(data, 0, hv)
-        try:
-            body, used = _tolerant_body(info.response, data, pos, api_version, tolerant, warnings)
-        except KwireError:
-            if api_key not in v0_fallback or api_version == 0:
-                raise
-            body, used = _tolerant_body(info.response, data, pos, 0, False, warnings)
-            warnings.append(f"the broker answered v{api_version} with a v0 body")
+        if not tolerant:
+            header, body = decode_response_frame(
+                data, api_key, api_version, registry, header_cls, always_v0, v0_fallback, {}
+            )
+            return FrameReport(header, body, api_version, None, ())
+        with _ReadingAsKafka(warnings) as replaced:
+            header, pos = header_cls.read(data, 0, hv)
+            used = _newer(cls, api_version, newer_versions, warnings)
+            try:
+                body, used = _as_kafka_body(cls, data, pos, used, warnings)
+            except KwireError as e:
+                if api_key not in v0_fallback or used == 0:
+                    raise
+                del warnings[:], replaced[:]
+                body, used = _as_kafka_body(cls, data, pos, 0, warnings)
+                why = (
+                    f"{e.path + ' ' if e.path else ''}at byte {e.offset}: {e.problem}"
+                    if isinstance(e, DecodeError)
+                    else str(e)
+                )
+                warnings.insert(
+                    0,
+                    f"read as v0, as Kafka's client does when v{api_version} does not read ({why})",
+                )
         return FrameReport(header, body, used, None, tuple(warnings))
     except KwireError as e:
+        if header is None:
+            header = getattr(e, "header", None)
         return FrameReport(header, None, None, e, tuple(warnings))
 
 

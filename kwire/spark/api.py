@@ -42,9 +42,10 @@ def plan(
     direction: str,
     families: tuple[str, ...] | None = None,
     fields: tuple[str, ...] | None = None,
+    tolerant: bool = True,
 ) -> Plan:
     """The decode plan (families, columns, types), built once per process and cached."""
-    return Plan(direction, families, fields)
+    return Plan(direction, families, fields, tolerant)
 
 
 def request_type(
@@ -70,28 +71,40 @@ def _arrow_udf(fn: Any, return_type: DataType) -> Any:
     return arrow_udf(fn, returnType=return_type)  # type: ignore[call-overload]
 
 
-def request_udf(families: Sequence[str] | None = None, fields: Sequence[str] | None = None) -> Any:
+def request_udf(
+    families: Sequence[str] | None = None,
+    fields: Sequence[str] | None = None,
+    tolerant: bool = True,
+) -> Any:
     """An Arrow UDF: frame (binary) -> struct<api_key, api_version, correlation_id, client_id,
-    error, family...>. Only the plan's parameters travel to executors; the plan is rebuilt there."""
+    error, status, warnings, family...>. Only the plan's parameters travel to executors; the
+    plan is rebuilt there. tolerant=False refuses what Kafka's Java readers would accept."""
     fam, fld = _key(families), _key(fields)
-    p = plan("request", fam, fld)
+    p = plan("request", fam, fld, tolerant)
 
     def kafka_decode_request(frames: pa.Array) -> pa.Array:
-        return decode_request_array(frames, plan("request", fam, fld))
+        return decode_request_array(frames, plan("request", fam, fld, tolerant))
 
     return _arrow_udf(kafka_decode_request, p.spark_type)
 
 
-def response_udf(families: Sequence[str] | None = None, fields: Sequence[str] | None = None) -> Any:
+def response_udf(
+    families: Sequence[str] | None = None,
+    fields: Sequence[str] | None = None,
+    tolerant: bool = True,
+) -> Any:
     """An Arrow UDF: (frame, api_key, api_version) -> struct<api_key, api_version,
-    correlation_id, error, family...>; key and version are the paired request's."""
+    correlation_id, error, status, warnings, family...>; key and version are the paired
+    request's."""
     fam, fld = _key(families), _key(fields)
-    p = plan("response", fam, fld)
+    p = plan("response", fam, fld, tolerant)
 
     def kafka_decode_response(
         frames: pa.Array, api_keys: pa.Array, api_versions: pa.Array
     ) -> pa.Array:
-        return decode_response_array(frames, api_keys, api_versions, plan("response", fam, fld))
+        return decode_response_array(
+            frames, api_keys, api_versions, plan("response", fam, fld, tolerant)
+        )
 
     return _arrow_udf(kafka_decode_response, p.spark_type)
 
@@ -145,12 +158,14 @@ def _finish(
             out.append(_q(c).alias(CAPTURE_ERROR))
             out.append(error())
             out.append(status())
-        elif c not in families and c not in (_DECODED, CAPTURE_ERROR, "status"):
+            out.append(s["warnings"].alias("warnings"))
+        elif c not in families and c not in (_DECODED, CAPTURE_ERROR, "status", "warnings"):
             out.append(_q(c))
     out.extend(header(name) for name in HEADER_COLUMNS if name not in have)
     if "error" not in have:
         out.append(error())
         out.append(status())
+        out.append(s["warnings"].alias("warnings"))
     out.extend(s[name].alias(name) for name in p.family_names)
     return d.select(*out)
 
@@ -160,13 +175,16 @@ def decode_requests(
     column: str = "frame",
     families: Sequence[str] | None = None,
     fields: Sequence[str] | None = None,
+    tolerant: bool = True,
 ) -> DataFrame:
     """Decodes request frames: every input row comes out once, with api_key, api_version,
-    correlation_id, client_id, error, and one struct column per message family (null unless
-    the row is that family). `families` / `fields` (dotted paths such as
-    "join_group.protocols.consumer_subscription.topics") limit what is built and returned."""
-    p = plan("request", _key(families), _key(fields))
-    decoded = request_udf(families, fields)(_q(column))
+    correlation_id, client_id, error, status, warnings and one struct column per message family
+    (null unless the row is that family). `families` / `fields` (dotted paths such as
+    "join_group.protocols.consumer_subscription.topics") limit what is built and returned.
+    Tolerant by default: a frame Kafka's own Java readers read is `ok`, what was unusual in
+    `warnings`; tolerant=False makes it `malformed`."""
+    p = plan("request", _key(families), _key(fields), tolerant)
+    decoded = request_udf(families, fields, tolerant)(_q(column))
     return _finish(df, decoded, p, column, None)
 
 
@@ -177,12 +195,13 @@ def decode_responses(
     api_version: str = "api_version",
     families: Sequence[str] | None = None,
     fields: Sequence[str] | None = None,
+    tolerant: bool = True,
 ) -> DataFrame:
     """Decodes response frames, taking api key and version from the paired request's columns
     (`api_key`, `api_version` in a capture frames table). Same columns as decode_requests;
     client_id is carried over from the input when it has one (responses do not repeat it)."""
-    p = plan("response", _key(families), _key(fields))
-    decoded = response_udf(families, fields)(_q(column), _q(api_key), _q(api_version))
+    p = plan("response", _key(families), _key(fields), tolerant)
+    decoded = response_udf(families, fields, tolerant)(_q(column), _q(api_key), _q(api_version))
     client = (
         _q("client_id").cast(StringType())
         if "client_id" in df.columns
@@ -208,8 +227,9 @@ def register(
     spark: SparkSession,
     families: Sequence[str] | None = None,
     fields: Sequence[str] | None = None,
+    tolerant: bool = True,
 ) -> list[str]:
-    """Registers SQL functions; returns their names.
+    """Registers SQL functions (tolerant unless told otherwise); returns their names.
 
     kafka_decode_request(frame)                          -> struct (see request_type())
     kafka_decode_response(frame, api_key, api_version)   -> struct (see response_type())
@@ -220,8 +240,8 @@ def register(
     from kwire.spark.source import register_source
 
     register_source(spark)
-    spark.udf.register("kafka_decode_request", request_udf(families, fields))
-    spark.udf.register("kafka_decode_response", response_udf(families, fields))
+    spark.udf.register("kafka_decode_request", request_udf(families, fields, tolerant))
+    spark.udf.register("kafka_decode_response", response_udf(families, fields, tolerant))
     names = api_names()
 
     def kafka_api_name(keys: pa.Array) -> pa.Array:

@@ -14,7 +14,14 @@ from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_type
-from pyspark.sql.types import ShortType, IntegerType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    IntegerType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 import generated
 from generated import KwireError
@@ -45,6 +52,8 @@ RESPONSE_HEADER_FIELDS = [
 ]
 ERROR_FIELD = StructField("error", StringType())
 STATUS_FIELD = StructField("status", StringType())
+# What was unusual in a frame read as Kafka's own readers read it (status ok): null when nothing.
+WARNINGS_FIELD = StructField("warnings", ArrayType(StringType()))
 HEADER_COLUMNS = ("api_key", "api_version", "correlation_id", "client_id")
 
 # Row statuses (the design's vocabulary; README, status). The UDF decides the first four from what it read; the
@@ -55,17 +64,21 @@ STATUSES = (OK, UNSUPPORTED, MALFORMED, INCOMPLETE, UNPAIRED, REDACTED)
 
 
 class Plan:
-    """What to decode for one direction: which families, which of their columns, their types."""
+    """What to decode for one direction: which families, which of their columns, their types;
+    and whether frames Kafka's Java readers accept are read (tolerant, with warnings) or refused
+    (strict: status malformed)."""
 
     def __init__(
         self,
         direction: str,
         families: Iterable[str] | None = None,
         fields: Iterable[str] | None = None,
+        tolerant: bool = True,
     ):
         if direction not in ("request", "response"):
             raise ValueError(f"direction must be 'request' or 'response', not {direction!r}")
         self.direction = direction
+        self.tolerant = tolerant
         tree = parse_selection(fields or [])
         chosen = list(families) if families is not None else []
         for name in tree:
@@ -103,7 +116,7 @@ class Plan:
         header = REQUEST_HEADER_FIELDS if direction == "request" else RESPONSE_HEADER_FIELDS
         self.spark_type = StructType(
             header
-            + [ERROR_FIELD, STATUS_FIELD]
+            + [ERROR_FIELD, STATUS_FIELD, WARNINGS_FIELD]
             + [StructField(name, cols.spark_type) for _, name, cols in self.families]
         )
         self.arrow_type = to_arrow_type(self.spark_type)
@@ -260,6 +273,7 @@ def _decode_requests(frames: pa.Array, plan: Plan) -> pa.StructArray:
     client: list[Any] = [None] * n
     errors: list[Any] = [None] * n
     status: list[Any] = [None] * n
+    warned: list[Any] = [None] * n
     found: dict[int, tuple[list[int], list[Any], list[int]]] = {}
     by_key = plan.by_key
     decode = generated.decode_request
@@ -278,14 +292,22 @@ def _decode_requests(frames: pa.Array, plan: Plan) -> pa.StructArray:
             else:
                 header, message = decode(frame)
             status[i] = OK
+            used = None
         except Exception as e:
-            errors[i] = _error_text(e)
-            status[i] = _status(e)
-            header = getattr(e, "header", None)
-            if header is None:
-                keys[i], vers[i], corr[i], client[i] = _raw_header(frame)
-                continue
-            message = None
+            report = (
+                generated.inspect_request(frame, newer_versions=False) if plan.tolerant else None
+            )
+            if report is not None and report.error is None:
+                header, message, used = report.header, report.message, report.version
+                status[i], warned[i] = OK, list(report.warnings)
+            else:
+                errors[i] = _error_text(e)
+                status[i] = _status(e)
+                header = getattr(e, "header", None)
+                if header is None:
+                    keys[i], vers[i], corr[i], client[i] = _raw_header(frame)
+                    continue
+                message = None
         keys[i] = k = header.request_api_key
         vers[i] = v = header.request_api_version
         corr[i] = header.correlation_id
@@ -296,7 +318,7 @@ def _decode_requests(frames: pa.Array, plan: Plan) -> pa.StructArray:
                 rows = found[k] = ([], [], [])
             rows[0].append(i)
             rows[1].append(message)
-            rows[2].append(v)
+            rows[2].append(v if used is None else used)
     arrays = [
         pa.array(keys, pa.int16()),
         pa.array(vers, pa.int16()),
@@ -304,6 +326,7 @@ def _decode_requests(frames: pa.Array, plan: Plan) -> pa.StructArray:
         pa.array(client, pa.string()),
         pa.array(errors, pa.string()),
         pa.array(status, pa.string()),
+        pa.array(warned, pa.list_(pa.string())),
     ] + _families(plan, n, found)
     return pa.StructArray.from_arrays(arrays, fields=list(plan.arrow_type))
 
@@ -325,6 +348,7 @@ def _decode_responses(
     corr: list[Any] = [None] * n
     errors: list[Any] = [None] * n
     status: list[Any] = [None] * n
+    warned: list[Any] = [None] * n
     found: dict[int, tuple[list[int], list[Any], list[int]]] = {}
     by_key = plan.by_key
     decode = generated.decode_response
@@ -350,13 +374,23 @@ def _decode_responses(
             else:
                 header, message = decode(frame, k, v)
             status[i] = OK
+            used = v
         except Exception as e:
-            errors[i] = _error_text(e)
-            status[i] = _status(e)
-            header = getattr(e, "header", None)
-            if header is None and len(frame) >= 4:
-                corr[i] = int.from_bytes(frame[:4], "big", signed=True)
-            message = None
+            report = (
+                generated.inspect_response(frame, k, v, newer_versions=False)
+                if plan.tolerant
+                else None
+            )
+            if report is not None and report.error is None:
+                header, message, used = report.header, report.message, report.version
+                status[i], warned[i] = OK, list(report.warnings)
+            else:
+                errors[i] = _error_text(e)
+                status[i] = _status(e)
+                header = getattr(e, "header", None)
+                if header is None and len(frame) >= 4:
+                    corr[i] = int.from_bytes(frame[:4], "big", signed=True)
+                message = None
         if header is not None:
             corr[i] = header.correlation_id
         if message is not None and k in by_key:
@@ -365,12 +399,13 @@ def _decode_responses(
                 rows = found[k] = ([], [], [])
             rows[0].append(i)
             rows[1].append(message)
-            rows[2].append(v)
+            rows[2].append(used)
     arrays = [
         pa.array(keys, pa.int16()),
         pa.array(vers, pa.int16()),
         pa.array(corr, pa.int32()),
         pa.array(errors, pa.string()),
         pa.array(status, pa.string()),
+        pa.array(warned, pa.list_(pa.string())),
     ] + _families(plan, n, found)
     return pa.StructArray.from_arrays(arrays, fields=list(plan.arrow_type))

@@ -33,6 +33,9 @@ class Summary:
     groups: list[dict[str, Any]] = field(default_factory=list)
     # (direction, status) -> rows: ok, unsupported, malformed, incomplete, unpaired, redacted.
     statuses: dict[tuple[str, str], int] = field(default_factory=dict)
+    # direction -> rows read as Kafka's Java readers read them (status ok, with warnings).
+    warned: dict[str, int] = field(default_factory=dict)
+    top_warnings: list[tuple[str, Any, Any, str, int]] = field(default_factory=list)
 
     @property
     def requests(self) -> int:
@@ -55,6 +58,8 @@ class Summary:
         for direction in ("request", "response"):
             counts = {st: n for (d, st), n in self.statuses.items() if d == direction}
             text = ", ".join(f"{st} {counts[st]:,}" for st in STATUSES if st in counts)
+            if self.warned.get(direction):
+                text += f" ({self.warned[direction]:,} with warnings)"
             lines.append(f"  {direction}s: {text or 'none'}")
         lines.append("")
         lines.append("requests per api key and version")
@@ -94,6 +99,17 @@ class Summary:
         for direction, error, n in self.top_errors:
             text = error if len(error) <= 110 else error[:107] + "..."
             lines.append(f"  {n:>6}  {direction:<8}  {text}")
+        if self.top_warnings:
+            lines.append("")
+            lines.append(
+                f"warnings: {self.warned.get('request', 0)} requests and "
+                f"{self.warned.get('response', 0)} responses read as Kafka's own readers read them "
+                "(--strict refuses them)"
+            )
+            for direction, key, version, warning, n in self.top_warnings:
+                text = f"{api_name(key)} v{version}: {warning}"
+                text = text if len(text) <= 110 else text[:107] + "..."
+                lines.append(f"  {n:>6}  {direction:<8}  {text}")
         lines.append("")
         lines.append(f"consumer groups seen: {len(self.groups)}")
         if self.groups:
@@ -191,8 +207,12 @@ def summarize(requests: DataFrame, responses: DataFrame, top: int = 8) -> Summar
     s = Summary()
     for direction, df in (("request", requests), ("response", responses)):
         if "status" in df.columns:
-            for r in df.groupBy("status").count().collect():
-                s.statuses[(direction, r["status"])] = r["count"]
+            warned = F.col("warnings").isNotNull() if "warnings" in df.columns else F.lit(False)
+            for r in df.groupBy("status", warned.alias("warned")).count().collect():
+                key = (direction, r["status"])
+                s.statuses[key] = s.statuses.get(key, 0) + r["count"]
+                if r["warned"]:
+                    s.warned[direction] = s.warned.get(direction, 0) + r["count"]
     no_schema = F.col("error").startswith(NO_SCHEMA)
     for r in (
         requests.groupBy("api_key", "api_version")
@@ -221,5 +241,24 @@ def summarize(requests: DataFrame, responses: DataFrame, top: int = 8) -> Summar
         .collect()
     ):
         s.top_errors.append((r["d"], r["error"], r["count"]))
+    if s.warned:
+        # One line per kind of warning: byte offsets vary from frame to frame.
+        kind = F.regexp_replace("w", r" \(from byte \d+\)| at byte \d+", "")
+        warned_rows = [
+            df.where(F.col("warnings").isNotNull()).select(
+                F.lit(d).alias("d"), "api_key", "api_version", F.explode("warnings").alias("w")
+            )
+            for d, df in (("request", requests), ("response", responses))
+            if "warnings" in df.columns
+        ]
+        for r in (
+            reduce(DataFrame.unionByName, warned_rows)
+            .groupBy("d", "api_key", "api_version", kind.alias("kind"))
+            .count()
+            .orderBy(F.desc("count"), "d", "api_key", "api_version", "kind")
+            .limit(top)
+            .collect()
+        ):
+            s.top_warnings.append((r["d"], r["api_key"], r["api_version"], r["kind"], r["count"]))
     s.groups = _groups(requests)
     return s

@@ -65,16 +65,13 @@ class Capture:
         self._name_topics()
 
     def _name_topics(self) -> None:
-        """Fetch v13+ names topics by id. Names come from decodable Metadata responses (Tansu);
-        the mock's v13 answers do not decode (tests/quirks.py), so there a topic id is named by
-        the consumer's own report of the records it received from it."""
+        """Fetch v13+ names topics by id. Names come from Metadata responses, read as Kafka
+        reads them (the mock's v13 answers have a byte after the message: tests/quirks.py), and
+        from the consumer's own report of the records it received from a topic id."""
         names: dict[str, set[str]] = {}
         for row in self.frames.to_pylist():
             if row["direction"] == "response" and row["api_key"] == 3:
-                try:
-                    _, metadata = g.decode_response(row["frame"], 3, row["api_version"])
-                except g.KwireError:
-                    continue
+                _, metadata = g.decode_response(row["frame"], 3, row["api_version"], tolerant=True)
                 for t in metadata.topics:
                     names.setdefault(g.kafka_uuid(t.topic_id), set()).add(t.name)
         seen: dict[tuple[Any, ...], set[str]] = {}
@@ -83,10 +80,13 @@ class Capture:
             seen.setdefault(k, set()).add(c["topic"])
         by_consumer: dict[str, set[str]] = {}
         for r in self.rows:
-            if r["topic"] is None and r["topic_id"] and r["topic_id"] not in names:
+            if r["topic"] is None and r["topic_id"]:
                 t = seen.get((r["partition"], r["offset"], r["key"], r["value"]), set())
                 if len(t) == 1:  # a record only one topic has (a tombstone may not be)
                     by_consumer.setdefault(r["topic_id"], set()).update(t)
+        # Where both tell, the broker's Metadata and what the consumer says it read agree.
+        for topic_id in by_consumer.keys() & names.keys():
+            assert by_consumer[topic_id] == names[topic_id], topic_id
         for r in self.rows:
             if r["topic"] is None and r["topic_id"] is not None:
                 found = names.get(r["topic_id"]) or by_consumer.get(r["topic_id"])

@@ -39,15 +39,17 @@ def plain(row: Any) -> Any:
     return row
 
 
-def test_rows_in_equal_rows_out_with_damaged_frames(frames: DataFrame) -> None:
+@pytest.mark.parametrize("tolerant", [True, False], ids=["tolerant", "strict"])
+def test_rows_in_equal_rows_out_with_damaged_frames(frames: DataFrame, tolerant: bool) -> None:
     requests = frames.where("direction = 'request'")
-    decoded = udfs.decode_requests(requests)
+    decoded = udfs.decode_requests(requests, tolerant=tolerant)
     rows = decoded.orderBy("ts_first").collect()
     assert len(rows) == requests.count()
     errors = sorted(r["error"] for r in rows if r["error"])
+    trailing = "HeartbeatRequest v4: at byte 43: 2 bytes left after a complete message"
     assert errors == [
         "HeartbeatRequest v4: MemberId at byte 39: data ends here (0 bytes left)",
-        "HeartbeatRequest v4: at byte 43: 2 bytes left after a complete message",
+        *([] if tolerant else [trailing]),
         "HeartbeatRequest: version 77 is not supported (valid: 0-4)",
         "incomplete: missing segments (bytes 10-20 of 31 not captured)",
         "unknown api key 1000",
@@ -58,11 +60,22 @@ def test_rows_in_equal_rows_out_with_damaged_frames(frames: DataFrame) -> None:
     assert [st for st, _ in statuses] == [
         "incomplete",
         "malformed",
-        "malformed",
+        *([] if tolerant else ["malformed"]),
         "unsupported",
         "unsupported",
     ]
     assert {r["status"] for r in rows if not r["error"]} == {"ok"}
+    # Bytes after a complete message: Kafka's readers ignore them, so tolerant decoding reads
+    # the frame (status ok) and says so; strict decoding refuses it. No other row warns.
+    warned = [r for r in rows if r["warnings"] is not None]
+    if tolerant:
+        assert [(r["status"], r["warnings"]) for r in warned] == [
+            ("ok", ["2 bytes after the message (from byte 43) ignored, as Kafka's reader does"])
+        ]
+        assert warned[0]["heartbeat"]["group_id"] == "damaged"
+        assert warned[0]["correlation_id"] == 9001
+    else:
+        assert warned == []
     truncated = [r for r in rows if r["error"] and "data ends here" in r["error"]][0]
     assert truncated["error"].startswith("HeartbeatRequest v4: MemberId at byte ")
     assert truncated["frame"] is not None and truncated["heartbeat"] is None
@@ -98,9 +111,9 @@ def test_typed_columns_equal_to_dict(frames: DataFrame) -> None:
         for r in decoded.where("error is null").collect():
             frame = bytes(r["frame"])
             if direction == "request":
-                _, msg = g.decode_request(frame)
+                _, msg = g.decode_request(frame, tolerant=True)
             else:
-                _, msg = g.decode_response(frame, r["api_key"], r["api_version"])
+                _, msg = g.decode_response(frame, r["api_key"], r["api_version"], tolerant=True)
             cls = type(msg)
             flexible = any(v in cls.FLEXIBLE_VERSIONS for v in cls.VALID_VERSIONS)
             want = expected(cls, msg.to_dict(), r["api_version"], flexible)
@@ -240,8 +253,9 @@ def test_register_sql_functions(spark: SparkSession, frames: DataFrame) -> None:
         """).collect()
     counts = {r["api"]: (r["n"], r["errors"]) for r in rows}
     # 40 Heartbeat frames, one of them missing: the bare SQL function has no bytes to read there
-    # (decode_requests falls back to the capture's api_key column).
-    assert counts["Heartbeat"] == (39, 3)
+    # (decode_requests falls back to the capture's api_key column). Of the 39, the truncated
+    # one and the one of version 77 are errors; the one with bytes after its message is read.
+    assert counts["Heartbeat"] == (39, 2)
     assert counts["JoinGroup"] == (9, 0)
     groups = spark.sql("""
         SELECT DISTINCT d.join_group.group_id AS g,
