@@ -23,8 +23,10 @@ from typing import Any, Sequence
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from kwire import __version__
 from kwire.capture.distributed import SPLIT_BYTES, SplitError
 from kwire.spark.api import decode_requests, decode_responses
+from kwire.spark import manifest
 from kwire.spark.explode import records_table
 from kwire.spark.model import FAMILIES
 from kwire.spark.progress import Progress, describe_outputs
@@ -298,6 +300,28 @@ def _capture_place(captures: list[str], split_size: int) -> str:
     return "driver" if total <= split_size else "spark"
 
 
+def _relative(path: str, out: str) -> str:
+    return os.path.relpath(path, out) if "://" not in out else path[len(out) :].lstrip("/")
+
+
+def _writable(out: str) -> None:
+    """OUT can be made and written to (local OUT; a remote one shows at its first write): one
+    line naming the place otherwise, before Spark starts."""
+    if "://" in out and not out.startswith("file://"):
+        return
+    path = out.removeprefix("file://")
+    try:
+        os.makedirs(path, exist_ok=True)
+        probe = os.path.join(path, f".kwire-write-test-{os.getpid()}")
+        with open(probe, "wb") as f:
+            f.write(b"\0" * 4096)
+            f.flush()
+            os.fsync(f.fileno())
+        os.remove(probe)
+    except OSError as e:
+        raise JobError(f"cannot write the output {path}: {e.strerror or e}") from None
+
+
 def _size(text: str) -> int:
     units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
     t = text.strip().lower().removesuffix("b")
@@ -318,8 +342,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def run(args: argparse.Namespace, spark: SparkSession | None = None) -> Summary | None:
     """Runs the job; uses `spark` if given (tests), else starts a session on args.master."""
-    from kwire.spark.session import ExecutorSetupError, build_session, executor_setup
-
     start = time.monotonic()
     out = args.output
     families = [f.strip() for f in args.families.split(",")] if args.families else None
@@ -327,10 +349,53 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> Summary 
         unknown = [f for f in families if f not in FAMILIES]
         if unknown:
             raise JobError(f"unknown families {unknown}; known: {', '.join(FAMILIES)}")
-    for sub in ("requests", "responses", "records", "groups"):
+    for sub in ("requests", "responses", "records", "groups", manifest.NAME):
         target = os.path.join(out, sub)
         if "://" not in out and os.path.exists(target) and not args.overwrite:
             raise JobError(f"{target} exists; give --overwrite to replace it")
+    _writable(out)
+    # Written last (manifest.write below): until then OUT says it is incomplete.
+    manifest.remove(out)
+    try:
+        return _run(args, spark, families, start)
+    except JobError:
+        raise
+    except Exception as e:
+        if _no_space(e):
+            raise JobError(f"no space left on the device of {out}") from None
+        raise
+
+
+def _no_space(e: BaseException) -> bool:
+    """Whether a failure (a Python OSError, or Spark's, whose Java cause is in its text) was a
+    full disk."""
+    import errno
+    import traceback
+
+    seen: BaseException | None = e
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno == errno.ENOSPC:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    text = "".join(traceback.format_exception(e))
+    java = getattr(e, "java_exception", None)
+    if java is not None:
+        try:
+            text += str(java.toString())
+        except Exception:
+            pass
+    return "No space left on device" in text
+
+
+def _run(
+    args: argparse.Namespace,
+    spark: SparkSession | None,
+    families: list[str] | None,
+    start: float,
+) -> Summary | None:
+    from kwire.spark.session import ExecutorSetupError, build_session, executor_setup
+
+    out = args.output
     kinds = [(p, _kind(p)) for p in args.inputs]
     tables = [p for p, k in kinds if k == "parquet"]
     captures = [p for p, k in kinds if k == "capture"]
@@ -358,6 +423,15 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> Summary 
     with progress if progress is not None else contextlib.nullcontext():
         outputs = _decode(spark, args, tables, captures, families, progress)
     elapsed = time.monotonic() - start
+    manifest.write(
+        out,
+        {name: _relative(path, out) for name, path in outputs},
+        kwire=__version__,
+        inputs=list(args.inputs),
+        strict=bool(args.strict),
+        families=families,
+        seconds=round(elapsed, 1),
+    )
     if args.no_summary:
         return None
     summary = summarize(

@@ -37,9 +37,18 @@ def add_broker_ports(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# Spark's local master gives up on the first failed task (spark.task.maxFailures does not apply
+# there); local[N,F] retries like a cluster's default of 4, so a Python worker killed mid-task
+# (the OOM killer) costs a retry, not the job.
+DEFAULT_MASTER = "local[*,4]"
+
+
 def add_spark(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--master", default="local[*]", help="Spark master URL (default local[*], this machine)"
+        "--master",
+        default=DEFAULT_MASTER,
+        help=f"Spark master URL (default {DEFAULT_MASTER}: every core of this machine, a failed "
+        "task tried up to 4 times as on a cluster; Spark's plain local[N] tries once)",
     )
     parser.add_argument(
         "--conf",

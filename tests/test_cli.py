@@ -122,7 +122,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixt
     ]
     done = main(capsys, "groups", str(tmp_path))
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
-    assert "no group tables" in done.stderr and "Traceback" not in done.stderr
+    assert "is not the output of kwire decode" in done.stderr and "Traceback" not in done.stderr
     done = main(capsys, "report", str(tmp_path / "nowhere"), "-o", str(tmp_path / "r.html"))
     assert done.returncode == 2 and "Traceback" not in done.stderr
 

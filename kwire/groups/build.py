@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 
 from kwire.groups.errors import NAMES
 from kwire.groups.history import history
+from kwire.spark.faults import fault_point
 from kwire.spark.sink import write_parquet
 from kwire.groups.schema import TABLES
 from pyspark.sql.types import LongType, StructField, StructType, TimestampType
@@ -352,6 +353,8 @@ _INT_EVENTS = (
 def _histories(names: dict[str, str], capture_end: datetime | None) -> Any:
     def run(pdf: pd.DataFrame) -> pd.DataFrame:
         import json
+
+        fault_point("groups")
 
         pdf = pdf.sort_values(["ts", "kind"], kind="stable")
         rows: list[dict[str, Any]] = [

@@ -62,13 +62,21 @@ def _read(path: Path, group: str | None, columns: list[str] | None = None) -> li
 
 
 def load(out: str | Path, group: str | None = None) -> dict[str, Group]:
-    """The groups under OUT/groups (only `group` when given), each with its rows."""
+    """The groups under OUT/groups (only `group` when given), each with its rows. OUT must be
+    a finished job's (its manifest says so) that wrote the group tables."""
+    from kwire.spark import manifest
+
     base = Path(out) / "groups"
+    try:
+        for name in PER_GROUP:
+            manifest.require(str(out), f"groups/{name}", "with --no-groups")
+    except manifest.IncompleteOutput as e:
+        raise StoryError(str(e)) from None
     missing = [name for name in PER_GROUP if not (base / name).exists()]
     if missing:
         raise StoryError(
-            f"{base}: no group tables ({', '.join(missing)} missing); run the decode job "
-            "without --no-groups first"
+            f"{base}: no group tables ({', '.join(missing)} missing), though its manifest "
+            "lists them; run the decode job again with --overwrite"
         )
     groups: dict[str, Group] = {}
     for name in PER_GROUP:

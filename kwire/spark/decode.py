@@ -26,6 +26,7 @@ from pyspark.sql.types import (
 import generated
 from generated import KwireError
 from kwire.spark.consumer import payload_columns
+from kwire.spark.faults import fault_point
 from kwire.spark.families import message_columns
 from kwire.spark.model import (
     FAMILIES,
@@ -261,6 +262,7 @@ def _pruned_response(frame: bytes, k: int, v: int, plan: Plan) -> tuple[Any, Any
 
 def decode_request_array(frames: pa.Array, plan: Plan) -> pa.StructArray:
     """Request frames (without length prefix) -> struct<header..., error, family...> per row."""
+    fault_point("decode-requests")
     with _no_gc():
         return _decode_requests(frames, plan)
 
@@ -335,6 +337,7 @@ def decode_response_array(
     frames: pa.Array, api_keys: pa.Array, api_versions: pa.Array, plan: Plan
 ) -> pa.StructArray:
     """Response frames, with their paired requests' api key and version, -> one struct per row."""
+    fault_point("decode-responses")
     with _no_gc():
         return _decode_responses(frames, api_keys, api_versions, plan)
 

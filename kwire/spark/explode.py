@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 
 import generated
 from kwire import records
+from kwire.spark.faults import fault_point
 from generated import KwireError, kafka_uuid
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -131,6 +132,7 @@ def _arrow(prefixes: list[tuple[Any, ...]], rows: list[tuple[Any, ...]]) -> pa.R
 
 def _explode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for batch in batches:
+        fault_point("records")
         yield from explode_batch(batch)
 
 

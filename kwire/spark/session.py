@@ -27,7 +27,7 @@ def _is_local(master: str) -> bool:
 
 
 def build_session(
-    master: str = "local[*]",
+    master: str = "local[*,4]",
     app_name: str = "kwire",
     conf: Iterable[tuple[str, str]] = (),
     log_level: str = "WARN",

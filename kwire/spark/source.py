@@ -47,6 +47,7 @@ from kwire.capture.distributed import (
     read_segments,
 )
 from kwire.capture.packets import Skip, decode
+from kwire.spark.faults import fault_point
 
 NAME = "pcap"
 
@@ -151,6 +152,7 @@ class PcapReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangesPartition)
+        fault_point("capture")
         if self.rows == "segments":
             yield from read_segments(partition.ranges)
         else:

@@ -192,10 +192,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 def _rows(spark: SparkSession, path: Path) -> list[Any]:
-    df = spark.read.parquet(str(path))
-    order = ["connection_id", "ts_first", "correlation_id", "api_key"]
-    order += [c for c in ("direction", "frame") if c in df.columns]
-    return [r.asDict(recursive=True) for r in df.orderBy(*order).collect()]
+    """A table's rows in an order of their own (Spark's row order is its business)."""
+    return sorted(
+        (r.asDict(recursive=True) for r in spark.read.parquet(str(path)).collect()), key=repr
+    )
 
 
 def test_cluster_output_equals_local(cluster: Cluster, spark: SparkSession, tmp_path: Path) -> None:
@@ -221,12 +221,19 @@ def test_cluster_output_equals_local(cluster: Cluster, spark: SparkSession, tmp_
     job.run(job.parse_args(reference), spark=spark)
 
     remote = tmp_path / "cluster"
+    # Faults on the way (kwire.spark.faults): the first Python worker to decode responses is
+    # SIGKILLed, as the OOM killer would; the first to explode records kills its whole worker
+    # (executor JVM and Worker daemon), as a lost machine would. The output must not change.
+    faults = tmp_path / "faults"
+    faults.mkdir()
     cmd = [
         str(cluster.python), "-m", "kwire", "decode", *inputs, "-o", str(remote),
         "--master", cluster.url,
         "--conf", "spark.executor.memory=512m",
         "--conf", "spark.executor.cores=1",
         "--conf", "spark.ui.enabled=false",
+        "--conf", "spark.executorEnv.KWIRE_FAULTS=decode-responses,records:worker",
+        "--conf", f"spark.executorEnv.KWIRE_FAULTS_DIR={faults}",
         "--no-summary", "--no-groups", "--capture-on", "spark", "--split-size", "64k",
     ]  # fmt: skip
     left = DEADLINE_S - (time.monotonic() - start)
@@ -244,7 +251,12 @@ def test_cluster_output_equals_local(cluster: Cluster, spark: SparkSession, tmp_
     executors = _executors(cluster.base)
     working = [e for e in executors if _ran_tasks(e)]
     assert working, f"no executor ran a task: {executors}\n{cluster.tail()}"
-    for part in ("frames.parquet", "requests", "responses"):
+    # Both faults happened, and one worker is gone for good.
+    assert (faults / "fault-decode-responses").exists()
+    killed = (faults / "fault-records").read_text()
+    assert killed.startswith("killed worker"), killed
+    assert sum(p.poll() is None for p in cluster.procs) == 2  # the master and one worker
+    for part in ("frames.parquet", "requests", "responses", "records"):
         assert _rows(spark, remote / part) == _rows(spark, local / part), part
     captured = spark.read.parquet(str(remote / "frames.parquet"))
     assert captured.count() > 300 and captured.where("error IS NOT NULL").count() < 10
