@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from kwire import __version__
-from kwire.capture.distributed import SPLIT_BYTES, SplitError
+from kwire.capture.distributed import SPLIT_BYTES, SplitError, parse_size
 from kwire.spark.api import decode_requests, decode_responses
 from kwire.spark import manifest
 from kwire.spark.explode import records_table
@@ -323,15 +323,10 @@ def _writable(out: str) -> None:
 
 
 def _size(text: str) -> int:
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-    t = text.strip().lower().removesuffix("b")
     try:
-        value = int(float(t[:-1]) * units[t[-1]]) if t and t[-1] in units else int(t)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 128m, 4096)") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"the split size must be at least 1 byte, not {text!r}")
-    return value
+        return parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

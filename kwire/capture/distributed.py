@@ -295,6 +295,22 @@ class Range:
 # 4 MB when small files are packed into one task (spark.sql.files.maxPartitionBytes,
 # spark.sql.files.openCostInBytes).
 SPLIT_BYTES = 128 * 1024 * 1024
+
+
+def parse_size(text: str) -> int:
+    """A byte count: 4096, 64k, 128m, 1g (binary units, an optional trailing b); ValueError with
+    what was wrong otherwise."""
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    t = str(text).strip().lower().removesuffix("b")
+    try:
+        value = int(float(t[:-1]) * units[t[-1]]) if t and t[-1] in units else int(t)
+    except ValueError:
+        raise ValueError(f"not a size: {text!r} (e.g. 128m, 4096)") from None
+    if value < 1:
+        raise ValueError(f"a size must be at least 1 byte, not {text!r}")
+    return value
+
+
 OPEN_COST = 4 * 1024 * 1024
 
 

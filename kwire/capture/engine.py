@@ -44,6 +44,12 @@ MAX_OUTSTANDING = 10000
 MAX_ACKS0 = 1024
 # Closed connections remembered so that late packets do not open a new one.
 MAX_CLOSED = 100_000
+# Connections held before they carry a byte (a handshake seen, no payload yet; or ignored ones).
+# A Kafka client sends ApiVersions right after connecting, so only a flood of SYNs (or of other
+# protocols' connections) reaches this; past it the oldest are dropped: their state is a few kB
+# each, and a dropped one that does carry data later is read from there as one whose start was
+# not captured.
+MAX_QUIET = 20_000
 
 Key = tuple[str, int, str, int]
 
@@ -358,6 +364,8 @@ class Tracker:
         self.conns: dict[Key, Connection] = {}
         self.closed: dict[Key, int] = {}
         self.generation: dict[Key, int] = {}
+        # Connections that have carried no payload yet, oldest first (see MAX_QUIET).
+        self.quiet: dict[Key, None] = {}
         # The file being read: a frame's source_file is the file its last byte came from.
         self.src = ""
 
@@ -415,12 +423,17 @@ class Tracker:
             self.conns[key] = conn
             if conn.ignored:
                 self.summary.connections_ignored[conn.ignored] += 1
+            self.quiet[key] = None
+            if len(self.quiet) > MAX_QUIET:
+                self._drop_quiet()
         if conn.ignored:
             if flags & TCP_RST or (flags & TCP_FIN and conn.fin[1 - side]):
                 self._retire(key, conn, E_CLOSED)
             elif flags & TCP_FIN:
                 conn.fin[side] = True
             return
+        if seg.payload or seg.missing:
+            self.quiet.pop(key, None)
         conn.segment(side, seg, ts)
         if conn.closed:
             self._retire(key, conn, E_CLOSED)
@@ -428,9 +441,28 @@ class Tracker:
     def _retire(self, key: Key, conn: Connection, reason: str) -> None:
         conn.close(reason)
         del self.conns[key]
+        self._forget(key, conn)
         self.closed[key] = 1
         if len(self.closed) > MAX_CLOSED:
             del self.closed[next(iter(self.closed))]
+
+    def _forget(self, key: Key, conn: Connection) -> None:
+        """A connection that leaves: out of the quiet list, and, if it never had a row, its
+        generation number given back (no row names it), so that a flood of connections to
+        ever new ports does not grow the generations without bound."""
+        self.quiet.pop(key, None)
+        if not conn.emitted and self.generation.get(key) == conn.gen:
+            if conn.gen > 1:
+                self.generation[key] = conn.gen - 1
+            else:
+                del self.generation[key]
+
+    def _drop_quiet(self) -> None:
+        """Drops the oldest connection that has carried no payload (see MAX_QUIET)."""
+        key = next(iter(self.quiet))
+        conn = self.conns.pop(key)
+        self._forget(key, conn)
+        self.summary.quiet_connections_dropped += 1
 
     def finish(self) -> None:
         for key, conn in list(self.conns.items()):

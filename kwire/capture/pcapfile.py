@@ -338,6 +338,11 @@ def _block_at(
         if first:
             raise CaptureFileError("pcapng section header is cut short")
         return None
+    if struct.unpack_from("<I" if le else ">I", body, blen - 12)[0] != blen:
+        # The trailing copy of the length disagrees: which one is right cannot be known.
+        if first:
+            raise CaptureFileError("pcapng section header's trailing length does not match")
+        return None
     if btype == _PCAPNG_MAGIC:
         ctx.le = le
     return btype, blen, body
@@ -543,7 +548,13 @@ def _pcapng_range(
                 pos = size
                 break
             found = _pcapng_resync(src, ctx, pos + 4, size)
-            pos = _skipped(stats, f"corrupt block at byte {pos}: length {blen_raw}", found)
+            what = f"corrupt block at byte {pos}: length {blen_raw}"
+            trailer = src.get(pos + blen_raw - 4, 4) if 12 <= blen_raw <= MAX_RECORD else b""
+            if len(trailer) == 4:
+                copy = struct.unpack("<I" if ctx.le else ">I", trailer)[0]
+                if copy != blen_raw:
+                    what += f", trailing length {copy}"
+            pos = _skipped(stats, what, found)
             continue
         if pos >= end:
             ctx.le = le

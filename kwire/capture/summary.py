@@ -31,6 +31,8 @@ class Summary:
     snaplen_bytes: int = 0
     bytes_before_capture_start: int = 0
     late_packets: int = 0
+    # Connections dropped before they carried a byte, to bound the state (engine.MAX_QUIET).
+    quiet_connections_dropped: int = 0
 
     # -- for runs split over processes (the capture on Spark): state out, state in, merge --------
 
@@ -52,6 +54,7 @@ class Summary:
         "snaplen_bytes",
         "bytes_before_capture_start",
         "late_packets",
+        "quiet_connections_dropped",
     )
 
     def state(self) -> dict[str, Any]:
@@ -111,6 +114,7 @@ class Summary:
                 "snaplen_truncated_bytes": self.snaplen_bytes,
                 "bytes_before_capture_start": self.bytes_before_capture_start,
                 "late_packets": self.late_packets,
+                "quiet_connections_dropped": self.quiet_connections_dropped,
             },
         }
 

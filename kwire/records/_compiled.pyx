@@ -313,6 +313,9 @@ def read_v2_records(object buf, Py_ssize_t p, Py_ssize_t stop, Py_ssize_t count,
             sequence = base_seq + offset_delta
             if sequence > _INT32_MAX:
                 sequence -= _INT32_MAX + 1
+            if sequence > _INT32_MAX or sequence < -_INT32_MAX - 1:
+                # an offset delta Kafka never writes: Java's int arithmetic wraps it around
+                sequence = ((sequence + 2147483648) & 0xFFFFFFFF) - 2147483648
         rec = PyType_GenericAlloc(<PyTypeObject*>_record_cls, 0)
         _put(rec, _off[0], base_offset + offset_delta)
         _put(rec, _off[1], timestamp)

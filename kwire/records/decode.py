@@ -227,6 +227,10 @@ def _read_v2_records_python(
                 sequence = base_seq + offset_delta
                 if sequence > _INT32_MAX:
                     sequence -= _INT32_MAX + 1  # Kafka wraps sequences to 0
+                if not -_INT32_MAX - 1 <= sequence <= _INT32_MAX:
+                    # Only an offset delta Kafka never writes (negative, or past 2^31) gets
+                    # here: Java's int arithmetic wraps it around, and so does this.
+                    sequence = ((sequence + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
             control = _control_type(key, rec_start, i) if is_control else None
             append(
                 Record(

@@ -42,6 +42,7 @@ from kwire.capture.distributed import (
     SPLIT_BYTES,
     Range,
     list_files,
+    parse_size,
     plan_ranges,
     read_range_packets,
     read_segments,
@@ -138,9 +139,10 @@ class PcapReader(DataSourceReader):
         self.files = [(p, bool(d), int(n)) for p, d, n in json.loads(listed)] if listed else None
         if not self.paths and not self.files:
             raise ValueError("pcap source: no input (load(PATH) or option('paths', ...))")
-        self.split = int(options.get("splitsize", SPLIT_BYTES))
-        if self.split < 1:
-            raise ValueError(f"pcap source: splitSize must be at least 1, not {self.split}")
+        try:
+            self.split = parse_size(options.get("splitsize", SPLIT_BYTES))
+        except ValueError as e:
+            raise ValueError(f"pcap source: splitSize: {e}") from None
         self.rows = options.get("rows", "packets")
         self.schema = schema
 
@@ -190,9 +192,12 @@ def read_packets(ranges: list[Range]) -> Iterator[pa.RecordBatch]:
                 yield _packets_batch(cols)
                 cols, size = [[] for _ in PACKET_SCHEMA], 0
         problem = entry.get("error") if piece.start == 0 or not entry.get("head_error") else None
-        notes = ([f"error: {problem}"] if problem else []) + [
-            f"warning: {w}" for w in entry.get("warnings", [])
-        ]
+        passed_over = entry.get("skipped") if piece.start == 0 else None
+        notes = (
+            ([f"error: {problem}"] if problem else [])
+            + ([f"skipped: {passed_over}"] if passed_over else [])
+            + [f"warning: {w}" for w in entry.get("warnings", [])]
+        )
         for note in notes:
             told: tuple[Any, ...] = (piece.path, piece.start) + (None,) * 12 + (note,)
             for col, value in zip(cols, told):

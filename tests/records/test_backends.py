@@ -298,3 +298,20 @@ def test_clean_message_sets_are_read_by_the_compiled_readers(
     decoded = R.decode_records(bytes(raw))
     assert [b.status for b in decoded] == [R.OK] * 20 + [R.CRC_MISMATCH] + [R.OK] * 19
     assert calls["message"] == 2  # the damaged one, then the next (the compiled run from 22 on)
+
+
+def test_a_sequence_past_int32_wraps_as_javas_int_does() -> None:
+    """Found by the long fuzz (an ArrowInvalid out of rows_to_arrow): a record whose offset delta
+    is negative, in a batch whose base sequence is near -2^31, gave a sequence below int32. Java's
+    DefaultRecordBatch.incrementSequence computes in int and wraps; so does kwire, both loops."""
+    fuzzed = bytes.fromhex(
+        "000000000000000a00000062ffffffff0207c007f80003fffffff80000018bcfe5680080000000cfe56802ff"
+        "ffffffffffffffffff800000000000000304224d187040ad1e00008010000013046b30000012000211046b31"
+        "0276001400040f046b32047676005770a45300000000"
+    )
+    python, compiled = both(fuzzed)
+    same(python, compiled)
+    sequences = [r.sequence for b in python for r in b.records]
+    assert sequences and all(-(2**31) <= s < 2**31 for s in sequences)
+    for _ in R.rows_to_arrow(R.iter_rows(fuzzed)):
+        pass

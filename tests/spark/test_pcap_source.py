@@ -90,8 +90,8 @@ def test_packets_equal_the_whole_file_reader_at_any_range_size(spark: SparkSessi
 def test_a_directory_with_a_stray_file_and_a_broken_one(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    """Files in a directory that are not captures are passed over; a named file that is not a
-    capture is one row saying why, with its path."""
+    """Files in a directory that are not captures are passed over, in one row each that says
+    so; a named file that is not a capture is one row saying why, with its path."""
     register_source(spark)
     d = tmp_path / "ring"
     d.mkdir()
@@ -101,12 +101,15 @@ def test_a_directory_with_a_stray_file_and_a_broken_one(
     bad.write_bytes(b"\x00" * 100)
     df = spark.read.format("pcap").option("paths", json.dumps([str(d), str(bad)])).load()
     rows = _rows(df)
+    stray = str(d / "notes.txt")
+    passed_over = (stray, 0) + (None,) * 7 + ("skipped: not a capture file (in a directory)",)
+    assert rows[passed_over] == 1
+    rows -= Counter({passed_over: 1})
     assert rows - Counter({k: v for k, v in rows.items() if k[0] == str(bad)}) == _expected(
         d / "a.pcap"
     )
     errors = [k for k in rows if k[0] == str(bad)]
     assert len(errors) == 1 and errors[0][-1].startswith("error: not a pcap or pcapng file")
-    assert not any("notes.txt" in k[0] for k in rows)
 
 
 def test_one_big_file_in_many_ranges_gives_the_single_process_frames(
@@ -189,6 +192,9 @@ def test_s3_objects_read_by_ranges_equal_the_local_files(
     want: Counter[tuple[Any, ...]] = Counter()
     for name in names:
         want += _expected(DATA / name, f"s3://caps/ring/{name}?{s3['query']}")
+    # The object that is not a capture: passed over, in one row that says so.
+    readme = (f"s3://caps/ring/README?{s3['query']}", 0) + (None,) * 7
+    want[(*readme, "skipped: not a capture file (in a directory)")] = 1
     df = spark.read.format("pcap").option("splitSize", "8192").load(url)
     assert _rows(df) == want
 
