@@ -186,6 +186,22 @@ def _status(e: BaseException) -> str:
     return MALFORMED
 
 
+def _as_kafka(
+    plan: Plan, frame: bytes, key: int | None = None, version: int | None = None
+) -> tuple[Any, Any, int | None, list[str]] | None:
+    """A frame the strict decode refused, read as Kafka's own readers read it (tolerant plans
+    only): (header, message, the version read, warnings), or None when Kafka refuses it too."""
+    if not plan.tolerant:
+        return None
+    if key is None or version is None:  # a request: its header says which
+        report = generated.inspect_request(frame, newer_versions=False)
+    else:
+        report = generated.inspect_response(frame, key, version, newer_versions=False)
+    if report.error is not None:
+        return None
+    return report.header, report.message, report.version, list(report.warnings)
+
+
 def _error_text(e: BaseException) -> str:
     if isinstance(e, KwireError):
         return str(e)
@@ -296,12 +312,10 @@ def _decode_requests(frames: pa.Array, plan: Plan) -> pa.StructArray:
             status[i] = OK
             used = None
         except Exception as e:
-            report = (
-                generated.inspect_request(frame, newer_versions=False) if plan.tolerant else None
-            )
-            if report is not None and report.error is None:
-                header, message, used = report.header, report.message, report.version
-                status[i], warned[i] = OK, list(report.warnings)
+            read = _as_kafka(plan, frame)
+            if read is not None:
+                header, message, used, warned[i] = read
+                status[i] = OK
             else:
                 errors[i] = _error_text(e)
                 status[i] = _status(e)
@@ -379,14 +393,10 @@ def _decode_responses(
             status[i] = OK
             used = v
         except Exception as e:
-            report = (
-                generated.inspect_response(frame, k, v, newer_versions=False)
-                if plan.tolerant
-                else None
-            )
-            if report is not None and report.error is None:
-                header, message, used = report.header, report.message, report.version
-                status[i], warned[i] = OK, list(report.warnings)
+            read = _as_kafka(plan, frame, k, v)
+            if read is not None:
+                header, message, used, warned[i] = read
+                status[i] = OK
             else:
                 errors[i] = _error_text(e)
                 status[i] = _status(e)
