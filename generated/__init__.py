@@ -35,6 +35,7 @@ from ._runtime import (
     inspect_request_frame,
     inspect_response_frame,
     kafka_uuid,
+    read_as_kafka,
     request_frame_readers,
     request_frame_routes,
     response_frame_readers,
@@ -721,14 +722,12 @@ def decode_request(
             frame, REGISTRY, RequestHeader, REQUEST_HEADER_V0, _REQUEST_READERS
         )
     except KwireError:
-        if not tolerant:
+        # Kafka's readers refusing it too, the strict error goes on: it keeps what header decoded.
+        report = inspect_request(frame, newer_versions=False) if tolerant else None
+        read = read_as_kafka(report, warnings) if report is not None else None
+        if read is None:
             raise
-        report = inspect_request(frame, newer_versions=False)
-        if report.error is not None:
-            raise  # Kafka refuses it too: the strict error, which keeps what header decoded
-    if warnings is not None:
-        warnings.extend(report.warnings)
-    return report.header, report.message
+        return read
 
 
 def decode_response(
@@ -761,14 +760,16 @@ def decode_response(
             _RESPONSE_READERS,
         )
     except KwireError:
-        if not tolerant:
+        # Kafka's readers refusing it too, the strict error goes on: it keeps what header decoded.
+        report = (
+            inspect_response(frame, api_key, api_version, newer_versions=False)
+            if tolerant
+            else None
+        )
+        read = read_as_kafka(report, warnings) if report is not None else None
+        if read is None:
             raise
-        report = inspect_response(frame, api_key, api_version, newer_versions=False)
-        if report.error is not None:
-            raise  # Kafka refuses it too: the strict error, which keeps what header decoded
-    if warnings is not None:
-        warnings.extend(report.warnings)
-    return report.header, report.message
+        return read
 
 
 def inspect_request(

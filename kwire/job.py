@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from kwire import __version__
-from kwire.capture.distributed import SPLIT_BYTES, SplitError, parse_size
+from kwire.capture.distributed import SPLIT_BYTES, SplitError, local_path, parse_size
 from kwire.spark.api import decode_requests, decode_responses
 from kwire.spark import manifest
 from kwire.spark.explode import records_table
@@ -307,9 +307,9 @@ def _relative(path: str, out: str) -> str:
 def _writable(out: str) -> None:
     """OUT can be made and written to (local OUT; a remote one shows at its first write): one
     line naming the place otherwise, before Spark starts."""
-    if "://" in out and not out.startswith("file://"):
+    path = local_path(out)
+    if path is None:
         return
-    path = out.removeprefix("file://")
     try:
         os.makedirs(path, exist_ok=True)
         probe = os.path.join(path, f".kwire-write-test-{os.getpid()}")

@@ -269,7 +269,7 @@ def _bad_utf8(e: UnicodeDecodeError, pos: int) -> InvalidUtf8Error:
 
 
 class _Lenient:
-    """While reading as Kafka does (see read_as_kafka), the checked string readers decode invalid
+    """While reading as Kafka does (_ReadingAsKafka), the checked string readers decode invalid
     UTF-8 as Kafka's Java readers do, `new String(bytes, UTF_8)`: U+FFFD for each bad sequence;
     `replaced` collects the byte offsets of the strings so read. Off otherwise (strict)."""
 
@@ -1110,10 +1110,8 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _as_kafka_body(
-    cls: Any, data: bytes, pos: int, version: int, warnings: list[str]
-) -> tuple[Any, int]:
-    """The body at `version`, with what Kafka ignores ignored (under _reading_as_kafka)."""
+def _as_kafka_body(cls: Any, data: bytes, pos: int, version: int, warnings: list[str]) -> Any:
+    """The body at `version`, with what Kafka ignores ignored (under _ReadingAsKafka)."""
     body, end = cls.read(data, pos, version)
     if end != len(data):
         left = len(data) - end
@@ -1121,7 +1119,7 @@ def _as_kafka_body(
             f"{_plural(left, 'byte')} after the message (from byte {end}) ignored, "
             "as Kafka's reader does"
         )
-    return body, version
+    return body
 
 
 class _ReadingAsKafka:
@@ -1145,6 +1143,16 @@ class _ReadingAsKafka:
             self.warnings.append(
                 f"invalid UTF-8 at byte {replaced[0]}{more} read as U+FFFD, as Kafka's reader does"
             )
+
+
+def read_as_kafka(report: FrameReport, warnings: list[str] | None) -> tuple[Any, Any] | None:
+    """(header, message) of a tolerant report, its warnings added to `warnings` when given;
+    None when Kafka's readers refuse the frame too (the report has an error)."""
+    if report.error is not None:
+        return None
+    if warnings is not None:
+        warnings.extend(report.warnings)
+    return report.header, report.message
 
 
 def _newer(cls: Any, version: int, newer_versions: bool, warnings: list[str]) -> int:
@@ -1200,7 +1208,7 @@ def inspect_request_frame(
                 body, used = cls.read(data, len(data), 0)[0], 0
             else:
                 used = _newer(cls, api_version, newer_versions, warnings)
-                body, used = _as_kafka_body(cls, data, pos, used, warnings)
+                body = _as_kafka_body(cls, data, pos, used, warnings)
         return FrameReport(header, body, used, None, tuple(warnings))
     except KwireError as e:
         return FrameReport(header, None, None, e, tuple(warnings))
@@ -1236,12 +1244,13 @@ def inspect_response_frame(
             header, pos = header_cls.read(data, 0, hv)
             used = _newer(cls, api_version, newer_versions, warnings)
             try:
-                body, used = _as_kafka_body(cls, data, pos, used, warnings)
+                body = _as_kafka_body(cls, data, pos, used, warnings)
             except KwireError as e:
                 if api_key not in v0_fallback or used == 0:
                     raise
                 del warnings[:], replaced[:]
-                body, used = _as_kafka_body(cls, data, pos, 0, warnings)
+                used = 0
+                body = _as_kafka_body(cls, data, pos, used, warnings)
                 why = (
                     f"{e.path + ' ' if e.path else ''}at byte {e.offset}: {e.problem}"
                     if isinstance(e, DecodeError)

@@ -133,6 +133,18 @@ def _remote(url: str) -> tuple[Any, str, str, str]:
     return filesystem, inner, scheme, query
 
 
+def filesystem(path: str) -> tuple[Any, str]:
+    """(pyarrow filesystem, the path inside it) of a local path, a file: URL or a remote URL
+    (s3a:// and s3n:// as s3://)."""
+    from pyarrow import fs
+
+    local = local_path(path)
+    if local is not None:
+        return fs.LocalFileSystem(), os.path.abspath(local)
+    filesystem, inner, _, _ = _remote(path)
+    return filesystem, inner
+
+
 def list_files(paths: Iterable[str]) -> list[tuple[str, bool, int]]:
     """(path, came from a directory, size) of every file named or inside a directory named
     (by name; hidden files passed over), local or in any store pyarrow's filesystems reach. A

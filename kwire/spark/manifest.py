@@ -10,9 +10,10 @@ look like a complete run's; the manifest is what says the run finished. `kwire g
 from __future__ import annotations
 
 import json
-import os
 from datetime import datetime, timezone
 from typing import Any
+
+from kwire.capture import distributed
 
 NAME = "manifest.json"
 # What a decode job writes under OUT: any of them without a manifest is a job that did not finish.
@@ -23,18 +24,9 @@ class IncompleteOutput(Exception):
     """An OUT whose job did not finish, or that lacks a table a reader needs."""
 
 
-def _fs(out: str) -> tuple[Any, str]:
-    """A pyarrow filesystem and the path in it, for a local directory or a URI."""
-    from pyarrow import fs
-
-    if "://" in out and not out.startswith("file://"):
-        return fs.FileSystem.from_uri(out)
-    return fs.LocalFileSystem(), os.path.abspath(out.removeprefix("file://"))
-
-
 def remove(out: str) -> None:
     """Removes OUT's manifest, if any, before a job writes into OUT."""
-    filesystem, path = _fs(out)
+    filesystem, path = distributed.filesystem(out)
     target = f"{path.rstrip('/')}/{NAME}"
     from pyarrow import fs
 
@@ -46,7 +38,7 @@ def write(out: str, tables: dict[str, str], **info: Any) -> None:
     """Writes OUT/manifest.json: when, the tables (name -> path relative to OUT) and whatever
     `info` says of the run (the job gives kwire's version, inputs and options). Through a
     temporary file and a rename, so a reader never sees half a manifest."""
-    filesystem, path = _fs(out)
+    filesystem, path = distributed.filesystem(out)
     body = {
         "complete": True,
         "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -63,7 +55,7 @@ def write(out: str, tables: dict[str, str], **info: Any) -> None:
 
 def read(out: str) -> dict[str, Any]:
     """OUT's manifest; IncompleteOutput with a one-line reason when there is none."""
-    filesystem, path = _fs(out)
+    filesystem, path = distributed.filesystem(out)
     target = f"{path.rstrip('/')}/{NAME}"
     try:
         with filesystem.open_input_stream(target) as f:
