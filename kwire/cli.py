@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kwire import __version__
-from kwire.options import add_broker_ports, add_overwrite, add_quiet
+from kwire.options import add_broker_ports, add_keylog, add_overwrite, add_quiet
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 COMMANDS = ("decode", "groups", "report", "capture", "generate")
@@ -105,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     capture_cli.add_arguments(cap)
     add_broker_ports(cap)
+    add_keylog(cap)
     add_overwrite(cap, "the output file")
     add_quiet(cap)
 

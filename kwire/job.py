@@ -24,7 +24,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from kwire import __version__
-from kwire.capture.distributed import SPLIT_BYTES, SplitError, local_path, parse_size
+from kwire.capture.distributed import (
+    SPLIT_BYTES,
+    SplitError,
+    load_keylog,
+    local_path,
+    parse_size,
+)
+from kwire.capture.tls import KeyLog, KeyLogError
 from kwire.spark.api import decode_requests, decode_responses
 from kwire.spark import manifest
 from kwire.spark.explode import records_table
@@ -32,7 +39,7 @@ from kwire.spark.model import FAMILIES
 from kwire.spark.progress import Progress, describe_outputs
 from kwire.spark.sink import resize_row_groups, write_parquet
 from kwire.spark.summary import Summary, summarize
-from kwire.options import add_broker_ports, add_overwrite, add_quiet, add_spark
+from kwire.options import add_broker_ports, add_keylog, add_overwrite, add_quiet, add_spark
 
 PCAP_MAGIC = {
     b"\xa1\xb2\xc3\xd4",
@@ -85,7 +92,9 @@ def _kind(path: str) -> str:
     raise JobError(f"{path}: neither a frames table (Parquet) nor a pcap/pcapng capture")
 
 
-def run_capture(captures: list[str], out: str, broker_ports: list[int] | None) -> str:
+def run_capture(
+    captures: list[str], out: str, broker_ports: list[int] | None, keylog: KeyLog | None = None
+) -> str:
     """Runs the capture step on the driver, in one process; returns the frames table's path."""
     from kwire import capture
 
@@ -93,7 +102,7 @@ def run_capture(captures: list[str], out: str, broker_ports: list[int] | None) -
     os.makedirs(out, exist_ok=True)
     ports = broker_ports or list(capture.DEFAULT_BROKER_PORTS)
     say(f"capture: {len(captures)} file(s) -> {frames} (broker ports {ports})")
-    summary = capture.write_parquet(captures, frames, ports, errors="report")
+    summary = capture.write_parquet(captures, frames, ports, errors="report", keylog=keylog)
     _report_capture(summary)
     return frames
 
@@ -105,6 +114,7 @@ def run_capture_on_spark(
     broker_ports: list[int] | None,
     progress: Progress | None = None,
     split_size: int = SPLIT_BYTES,
+    keylog: KeyLog | None = None,
 ) -> str:
     """Runs the capture step on the executors; returns the frames table's path."""
     from kwire.capture import DEFAULT_BROKER_PORTS
@@ -114,7 +124,7 @@ def run_capture_on_spark(
     frames = os.path.join(out, "frames.parquet")
     ports = broker_ports or list(DEFAULT_BROKER_PORTS)
     try:
-        run = capture_frames(spark, captures, ports, split_size=split_size)
+        run = capture_frames(spark, captures, ports, split_size=split_size, keylog=keylog)
     except FileNotFoundError as e:
         raise JobError(str(e)) from None
     total = sum(size for _, _, size in run.files)
@@ -148,6 +158,9 @@ def _report_capture(summary: Any) -> None:
         f"capture: {summary.packets:,} packets, {frames:,} frames "
         f"({summary.frames['request']:,} requests, {summary.frames['response']:,} responses)"
     )
+    if summary.tls:
+        parts = ", ".join(f"{n:,} {what}" for what, n in sorted(summary.tls.items()))
+        say(f"capture: TLS connections: {parts}")
     if failed and len(failed) == len([f for f in summary.files if "skipped" not in f]):
         raise JobError("no capture could be read")
 
@@ -283,6 +296,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "(default 128m, as Spark's file sources; k, m and g suffixes)",
     )
     add_broker_ports(parser)
+    add_keylog(parser)
     add_spark(parser)
     add_overwrite(parser, "the tables in OUT")
     add_quiet(parser)
@@ -349,10 +363,14 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> Summary 
         if "://" not in out and os.path.exists(target) and not args.overwrite:
             raise JobError(f"{target} exists; give --overwrite to replace it")
     _writable(out)
+    try:
+        keylog = load_keylog(getattr(args, "keylog", None) or [])
+    except KeyLogError as e:
+        raise JobError(str(e)) from None
     # Written last (manifest.write below): until then OUT says it is incomplete.
     manifest.remove(out)
     try:
-        return _run(args, spark, families, start)
+        return _run(args, spark, families, start, keylog)
     except JobError:
         raise
     except Exception as e:
@@ -387,6 +405,7 @@ def _run(
     spark: SparkSession | None,
     families: list[str] | None,
     start: float,
+    keylog: KeyLog | None = None,
 ) -> Summary | None:
     from kwire.spark.session import ExecutorSetupError, build_session, executor_setup
 
@@ -397,7 +416,7 @@ def _run(
     if captures and args.capture_on == "auto":
         args.capture_on = _capture_place(captures, args.split_size)
     if captures and args.capture_on == "driver":
-        tables.append(run_capture(captures, out, args.broker_ports))
+        tables.append(run_capture(captures, out, args.broker_ports, keylog))
     USER_CONF.clear()
     USER_CONF.update(key for key, _ in args.conf)
     if spark is None:
@@ -416,7 +435,7 @@ def _run(
     )
     progress = None if args.quiet else Progress(spark)
     with progress if progress is not None else contextlib.nullcontext():
-        outputs = _decode(spark, args, tables, captures, families, progress)
+        outputs = _decode(spark, args, tables, captures, families, progress, keylog)
     elapsed = time.monotonic() - start
     manifest.write(
         out,
@@ -449,13 +468,16 @@ def _decode(
     captures: list[str],
     families: list[str] | None,
     progress: Progress | None,
+    keylog: KeyLog | None = None,
 ) -> list[tuple[str, str]]:
     """The job's Spark steps; returns (name, path) of what it wrote."""
     out = args.output
     outputs: list[tuple[str, str]] = []
     if captures and args.capture_on == "spark":
         tables.append(
-            run_capture_on_spark(spark, captures, out, args.broker_ports, progress, args.split_size)
+            run_capture_on_spark(
+                spark, captures, out, args.broker_ports, progress, args.split_size, keylog
+            )
         )
     if captures:
         outputs.append(("frames", os.path.join(out, "frames.parquet")))

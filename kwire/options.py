@@ -37,6 +37,18 @@ def add_broker_ports(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_keylog(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--keylog",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="TLS key log (NSS format, as SSLKEYLOGFILE writes; repeatable; local or a URL): "
+        "TLS connections are decrypted with its secrets, and without them become rows with "
+        "status encrypted (docs/tls.md). Key logs are secrets: kwire keeps them in memory",
+    )
+
+
 # Spark's local master gives up on the first failed task (spark.task.maxFailures does not apply
 # there); local[N,F] retries like a cluster's default of 4, so a Python worker killed mid-task
 # (the OOM killer) costs a retry, not the job.

@@ -8,9 +8,11 @@ import os
 import sys
 from typing import Any
 
+from .distributed import load_keylog
 from .pcapfile import CaptureFileError
 from .reader import DEFAULT_BROKER_PORTS, read_frames, write_parquet
 from .summary import Summary
+from .tls import KeyLogError
 
 
 def _mb(n: int) -> str:
@@ -73,6 +75,11 @@ def run(args: argparse.Namespace) -> int:
             return 2
     ports = args.broker_ports or list(DEFAULT_BROKER_PORTS)
     summary = Summary()
+    try:
+        keylog = load_keylog(getattr(args, "keylog", None) or [])
+    except KeyLogError as e:
+        print(f"kwire capture: error: {e}", file=sys.stderr)
+        return 2
 
     def warn(message: str) -> None:
         print(f"kwire capture: warning: {message}", file=sys.stderr)
@@ -80,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
     options: dict[str, Any] = {
         "infer_direction": not args.no_infer,
         "keep_auth_bytes": args.keep_auth_bytes,
+        "keylog": keylog,
         "errors": "report",
         "warn": warn,
         "progress": None if args.quiet else _Progress(),

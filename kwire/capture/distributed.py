@@ -37,6 +37,7 @@ from .pcapfile import (
     read_head,
 )
 from .summary import Summary
+from .tls import KeyLog, KeyLogError
 from .table import SCHEMA, BatchBuilder
 
 # The file's first packet time orders ring files as `expand_paths` does: files without one last.
@@ -143,6 +144,27 @@ def filesystem(path: str) -> tuple[Any, str]:
         return fs.LocalFileSystem(), os.path.abspath(local)
     filesystem, inner, _, _ = _remote(path)
     return filesystem, inner
+
+
+def load_keylog(paths: list[str]) -> KeyLog | None:
+    """The key logs of --keylog, merged; None when none was given. Raises KeyLogError."""
+    if not paths:
+        return None
+    keylog = KeyLog.parse(b"")
+    for path in paths:
+        local = local_path(path)
+        try:
+            if local is not None:
+                with open(local, "rb") as f:
+                    text = f.read()
+            else:
+                fs, inner = filesystem(path)
+                with fs.open_input_stream(inner) as f:
+                    text = f.read()
+        except OSError as e:
+            raise KeyLogError(f"{path}: cannot read the key log: {e.strerror or e}") from None
+        keylog = keylog.merged(KeyLog.parse(text, source=path))
+    return keylog
 
 
 def list_files(paths: Iterable[str]) -> list[tuple[str, bool, int]]:
@@ -457,6 +479,7 @@ def track_segments(
     *,
     infer_direction: bool = True,
     keep_auth_bytes: bool = False,
+    keylog: KeyLog | None = None,
     batch_rows: int = FRAME_BATCH_ROWS,
     batch_bytes: int = FRAME_BATCH_BYTES,
 ) -> Iterator[pa.RecordBatch]:
@@ -464,7 +487,7 @@ def track_segments(
     the tracker's statistics. `paths[file_index]` names each segment's file (source_file)."""
     summary = Summary()
     builder = BatchBuilder(batch_rows, batch_bytes)
-    tracker = Tracker(broker_ports, infer_direction, builder.add, summary, keep_auth_bytes)
+    tracker = Tracker(broker_ports, infer_direction, builder.add, summary, keep_auth_bytes, keylog)
     for batch in batches:
         if batch.num_rows == 0:
             continue

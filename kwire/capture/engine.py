@@ -16,6 +16,8 @@ from .framing import E_CAPTURE_END, E_CLOSED, Framer, RawFrame
 from .packets import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, Segment
 from .stream import HalfStream
 from .summary import Summary
+from .tls import KeyLog
+from .tlsconn import Gate, Tls
 from .table import (
     API_KEY,
     FRAME,
@@ -82,6 +84,8 @@ class Connection:
         self.outstanding: dict[int, list[Row]] = {}
         self.acks0: dict[int, Row] = {}
         self.n_outstanding = 0
+        # Set once either half starts with TLS (kwire.capture.tlsconn).
+        self.tls: Tls | None = None
         ports = tracker.broker_ports
         a, b = ends[0][1] in ports, ends[1][1] in ports
         if a != b:
@@ -288,8 +292,17 @@ class Connection:
             lambda length, head: self.accept(side, length, head),
             midstream,
         )
-        half.framer = framer
+        # The gate hands the half to the framer after its first bytes, or to TLS.
+        half.framer = Gate(self, side, framer, midstream)
         return framer
+
+    def start_tls(self, client_side: int | None) -> Tls:
+        """Either half began with TLS (`client_side` sent the ClientHello; None when the
+        handshake was not captured)."""
+        if client_side is None:
+            client_side = self.client if self.client is not None else 0
+        self.tls = Tls(self, client_side, self.tracker.keylog)
+        return self.tls
 
     def segment(self, side: int, seg: Segment, ts: int) -> None:
         flags = seg.flags
@@ -326,6 +339,16 @@ class Connection:
             summary.missing_bytes += half.gap_bytes
             summary.snaplen_bytes += half.snaplen_bytes
             summary.bytes_before_capture_start += half.before_start
+        tls = self.tls
+        if tls is not None:
+            for side, frame in tls.close():
+                self.on_frame(side, frame, self.tracker.src)
+            summary.tls[tls.outcome()] += 1
+            if self.client is None and not self.ignored and self.waiting and not self._guess():
+                self._give_up(
+                    "TLS not decrypted, not on a broker port "
+                    "(give its port with -p to keep it as rows)"
+                )
         if self.client is None and not self.ignored and self.waiting:
             if not self._guess():
                 self._give_up("direction unknown (not Kafka?)")
@@ -355,8 +378,11 @@ class Tracker:
         sink: Callable[[Row], None],
         summary: Summary,
         keep_auth_bytes: bool = False,
+        keylog: KeyLog | None = None,
     ) -> None:
         self.keep_auth_bytes = keep_auth_bytes
+        # TLS secrets by client random (kwire.capture.tls); None: TLS stays encrypted.
+        self.keylog = keylog
         self.broker_ports = frozenset(broker_ports)
         self.infer = infer
         self.sink = sink

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from .kafka import MAX_FRAME_LENGTH
 
@@ -45,6 +46,16 @@ class RawFrame:
 
 
 Accept = Callable[[int, bytes], bool]
+
+
+class StreamSink(Protocol):
+    """What a reassembled half-stream feeds: a Framer, or TLS in front of one."""
+
+    def data(self, buf: bytes, ts: int) -> None: ...
+
+    def hole(self, n: int, kind: str, ts: int) -> None: ...
+
+    def flush(self, reason: str) -> None: ...
 
 
 @dataclass(slots=True)

@@ -21,6 +21,7 @@ from .pcapfile import (
     looks_like_capture,
 )
 from .summary import Summary
+from .tls import KeyLog
 from .table import SCHEMA, BatchBuilder
 
 DEFAULT_BROKER_PORTS = (9092,)
@@ -70,19 +71,22 @@ def read_frames(
     progress: Progress | None = None,
     warn: Callable[[str], None] | None = None,
     keep_auth_bytes: bool = False,
+    keylog: KeyLog | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Yield the frames of the given captures as record batches with schema `SCHEMA`.
 
     Several files (or a directory) are read as one capture: connections continue across them.
     `errors="raise"` raises CaptureFileError for a file that is not a readable capture;
     `errors="report"` records it in `summary.files` and goes on. A file that ends inside a
-    packet is always read up to that point, with a warning.
+    packet is always read up to that point, with a warning. TLS connections are decrypted with
+    the secrets of `keylog` (kwire.capture.tls.KeyLog); without them they become rows with the
+    error "encrypted: ..." (never frames read from ciphertext).
     """
     if errors not in ("raise", "report"):
         raise ValueError("errors must be 'raise' or 'report'")
     summary = summary if summary is not None else Summary()
     builder = BatchBuilder(batch_size)
-    tracker = Tracker(broker_ports, infer_direction, builder.add, summary, keep_auth_bytes)
+    tracker = Tracker(broker_ports, infer_direction, builder.add, summary, keep_auth_bytes, keylog)
     files, passed_over = _expand(paths)
     for path in passed_over:
         summary.files.append({"path": path, "skipped": "not a capture file (in a directory)"})

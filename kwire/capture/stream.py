@@ -8,7 +8,7 @@ peer acknowledges past them, when too much waits behind them, or when the stream
 
 from __future__ import annotations
 
-from .framing import MISSING, SNAPLEN, Framer
+from .framing import MISSING, SNAPLEN, StreamSink
 
 # Out-of-order data held per direction before the bytes in front of it are declared lost.
 MAX_PENDING_BYTES = 16 * 1024 * 1024
@@ -30,7 +30,7 @@ class HalfStream:
     )
 
     def __init__(self) -> None:
-        self.framer: Framer | None = None
+        self.framer: StreamSink | None = None
         # Absolute sequence number of stream offset 0 (the byte after the SYN when seen).
         self.base: int | None = None
         self.next = 0

@@ -33,6 +33,8 @@ class Summary:
     late_packets: int = 0
     # Connections dropped before they carried a byte, to bound the state (engine.MAX_QUIET).
     quiet_connections_dropped: int = 0
+    # TLS connections by outcome, version and suite ("decrypted: TLS 1.3 TLS_AES_128_GCM_SHA256").
+    tls: Counter[str] = field(default_factory=Counter)
 
     # -- for runs split over processes (the capture on Spark): state out, state in, merge --------
 
@@ -43,6 +45,7 @@ class Summary:
         "frames",
         "frame_bytes",
         "errors",
+        "tls",
     )
     _INTS = (
         "file_bytes",
@@ -108,6 +111,7 @@ class Summary:
             "frame_bytes": {d: self.frame_bytes[d] for d in ("request", "response")},
             "api_keys": per_api,
             "errors": dict(sorted(self.errors.items())),
+            "tls": dict(sorted(self.tls.items())),
             "tcp": {
                 "retransmitted_bytes": self.retransmitted_bytes,
                 "missing_bytes": self.missing_bytes,
@@ -149,6 +153,10 @@ class Summary:
                 lines.append(f"  {n:>7}  {reason}")
         else:
             lines.append("rows with errors: none")
+        if self.tls:
+            lines.append("TLS connections:")
+            for what, n in sorted(self.tls.items()):
+                lines.append(f"  {n:>7}  {what}")
         if self.connections_ignored:
             lines.append(f"TCP connections ignored: {dict(self.connections_ignored)}")
         if self.skipped_packets:

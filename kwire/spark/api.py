@@ -18,6 +18,7 @@ from pyspark.sql.types import DataType, StringType, StructType
 import generated
 from kwire.spark.decode import (
     HEADER_COLUMNS,
+    ENCRYPTED,
     INCOMPLETE,
     REDACTED,
     Plan,
@@ -144,9 +145,14 @@ def _finish(
 
     def status() -> Column:
         # A row without a frame: the capture step dropped SASL bytes (its reason starts with
-        # "redacted") or could not complete the frame; otherwise the UDF's own verdict.
+        # "redacted"), could not decrypt TLS ("encrypted") or could not complete the frame;
+        # otherwise the UDF's own verdict.
         reason = _q("error").cast(StringType()) if "error" in have else F.lit(None)
-        no_frame = F.when(reason.startswith(REDACTED), F.lit(REDACTED)).otherwise(F.lit(INCOMPLETE))
+        no_frame = (
+            F.when(reason.startswith(REDACTED), F.lit(REDACTED))
+            .when(reason.startswith(ENCRYPTED), F.lit(ENCRYPTED))
+            .otherwise(F.lit(INCOMPLETE))
+        )
         return F.when(_q(frame).isNull(), no_frame).otherwise(s["status"]).alias("status")
 
     out: list[Column] = []

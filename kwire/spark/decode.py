@@ -58,10 +58,10 @@ WARNINGS_FIELD = StructField("warnings", ArrayType(StringType()))
 HEADER_COLUMNS = ("api_key", "api_version", "correlation_id", "client_id")
 
 # Row statuses (the design's vocabulary; README, status). The UDF decides the first four from what it read; the
-# last two come from the capture step's reason for a row without a frame (kwire.spark.api._finish).
+# last three come from the capture step's reason for a row without a frame (kwire.spark.api._finish).
 OK, UNSUPPORTED, MALFORMED, UNPAIRED = "ok", "unsupported", "malformed", "unpaired"
-INCOMPLETE, REDACTED = "incomplete", "redacted"
-STATUSES = (OK, UNSUPPORTED, MALFORMED, INCOMPLETE, UNPAIRED, REDACTED)
+INCOMPLETE, REDACTED, ENCRYPTED = "incomplete", "redacted", "encrypted"
+STATUSES = (OK, UNSUPPORTED, MALFORMED, INCOMPLETE, UNPAIRED, REDACTED, ENCRYPTED)
 
 
 class Plan:

@@ -35,6 +35,7 @@ from kwire.capture.distributed import (
     merge_stats,
     track_segments,
 )
+from kwire.capture.tls import KeyLog
 from kwire.spark.source import register_source
 
 FRAMES_TYPE = from_arrow_schema(FRAMES_SCHEMA)
@@ -73,8 +74,11 @@ def capture_frames(
     infer_direction: bool = True,
     keep_auth_bytes: bool = False,
     split_size: int = SPLIT_BYTES,
+    keylog: KeyLog | None = None,
 ) -> CaptureRun:
-    """The frames table of the given captures, computed on the executors."""
+    """The frames table of the given captures, computed on the executors. TLS connections are
+    decrypted with `keylog`'s secrets (kwire.capture.tls.KeyLog.load(paths)); they travel to the
+    executors inside the tracking task's closure, in memory, and never into a table or a log."""
     files = list_files(inputs)
     if not files:
         raise FileNotFoundError(f"no files in {', '.join(inputs)}")
@@ -88,6 +92,7 @@ def capture_frames(
             ports,
             infer_direction=infer_direction,
             keep_auth_bytes=keep_auth_bytes,
+            keylog=keylog,
         )
 
     register_source(spark)

@@ -27,6 +27,7 @@ from kwire import capture
 import generated as g
 from kwire import records
 from tests.quirks import is_mock_control_batch_crc
+from kwire.capture.tls import KeyLog
 from kwire.spark.explode import explode_batch
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,6 +36,12 @@ METAS = [
     m for m in (json.loads(p.read_text()) for p in sorted(DATA.glob("*.json"))) if "produced" in m
 ]
 IDS = [m["capture"] for m in METAS]
+# The same checks on the TLS captures, decrypted with their key logs.
+TLS_METAS = [
+    m
+    for m in (json.loads(p.read_text()) for p in sorted((DATA / "tls").glob("*.json")))
+    if m.get("produced") and m.get("consumed")
+]
 # The newest Produce and Fetch versions tshark's dissector reads (it says so for newer ones).
 TSHARK_MAX_VERSION = {0: 8, 1: 11}
 
@@ -57,7 +64,19 @@ def _hdrs(headers: Any) -> tuple[tuple[str, bytes | None], ...]:
 class Capture:
     def __init__(self, meta: dict[str, Any]) -> None:
         self.meta = meta
-        self.frames = capture.frames_table(DATA / meta["capture"], meta["broker_ports"])
+        keylog = None
+        path = DATA / meta["capture"]
+        if "keylog" in meta:
+            # A TLS capture (tests/data/capture/tls): decrypted with its key log; the ground
+            # truth is that of the clients whose keys were logged (the others stay encrypted).
+            path = DATA / "tls" / meta["capture"]
+            keylog = KeyLog.load([str(DATA / "tls" / meta["keylog"])])
+            # What clients without logged keys fetched is not readable; what they produced was
+            # still delivered, and fetched by the others.
+            keyed = set(meta["keylog_clients"])
+            self.meta = meta = dict(meta)
+            meta["consumed"] = [r for r in meta["consumed"] if r["client_id"] in keyed]
+        self.frames = capture.frames_table(path, meta["broker_ports"], keylog=keylog)
         self.rows: list[dict[str, Any]] = []
         for batch in self.frames.to_batches(max_chunksize=64):
             for rb in explode_batch(batch):
@@ -376,3 +395,37 @@ def test_admin_calls_on_the_wire() -> None:
         "list_consumer_group_offsets",
     }
     assert set(mock["counts"]["request"]) & {"19", "20", "32", "33", "37", "44", "60"} == set()
+
+
+@pytest.fixture(params=TLS_METAS, ids=[m["capture"] for m in TLS_METAS])
+def tls_cap(request: pytest.FixtureRequest) -> Capture:
+    meta = request.param
+    if meta["capture"] not in _CACHE:
+        _CACHE[meta["capture"]] = Capture(meta)
+    return _CACHE[meta["capture"]]
+
+
+def test_tls_captures_are_committed() -> None:
+    assert {m["scenario"] for m in TLS_METAS} >= {
+        "tls13-records",
+        "tls12-group",
+        "tls-partial-keys",
+    }
+
+
+def test_tls_produce_requests_carry_exactly_what_the_producers_sent(tls_cap: Capture) -> None:
+    keyed = set(tls_cap.meta["keylog_clients"])
+    mine = [p for p in tls_cap.meta["produced"] if p["client_id"] in keyed]
+    assert mine
+    view = Capture.__new__(Capture)
+    view.__dict__.update(tls_cap.__dict__)
+    view.meta = {**tls_cap.meta, "produced": mine}
+    test_produce_requests_carry_exactly_what_the_producers_sent(view)
+
+
+def test_tls_fetched_records_are_what_the_consumers_received(tls_cap: Capture) -> None:
+    test_fetched_records_are_what_the_consumers_received(tls_cap)
+
+
+def test_tls_records_all_read(tls_cap: Capture) -> None:
+    assert tls_cap.rows and all(r["batch_status"] == records.OK for r in tls_cap.rows)
