@@ -104,7 +104,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     job.say(f"demo: {len(captures)} bundled capture(s) from tests/data")
-    args = job.parse_args([*captures, "-o", str(out), "--overwrite"])
+    # The TLS captures' key logs (written by their clients), and their TLS listeners' ports.
+    keylogs = sorted(str(p) for p in (ROOT / "tests" / "data").rglob("*.keys"))
+    options = [f"--keylog={k}" for k in keylogs]
+    if keylogs:
+        options += ["-p", "9092,9093,9094"]
+    args = job.parse_args([*captures, "-o", str(out), "--overwrite", *options])
     spark = build_session(args.master, "kwire-demo")
     try:
         job.run(args, spark=spark)

@@ -232,8 +232,15 @@ def summarize(requests: DataFrame, responses: DataFrame, top: int = 8) -> Summar
     )
     for r in both.where(no_schema).groupBy("api_key").count().collect():
         s.no_schema[r["api_key"]] = r["count"]
+    # One line per kind of TLS failure: the client random and the byte count vary per connection.
+    kind = F.regexp_replace(
+        F.regexp_replace("error", r"client random [0-9a-f]+…", "client random …"),
+        r"\(\d+ bytes of (.*) not decrypted\)$",
+        "($1)",
+    )
     for r in (
         both.where(F.col("error").isNotNull() & ~no_schema)
+        .withColumn("error", kind)
         .groupBy("d", "error")
         .count()
         .orderBy(F.desc("count"), "error")

@@ -93,6 +93,10 @@ def test_the_job_decrypts_and_tells_the_groups_story(
         by_status = {r["status"]: r["count"] for r in table.groupBy("status").count().collect()}
         assert by_status.get("encrypted") == len(without)
         assert set(by_status) <= {"ok", "encrypted"}
+    # The summary says it once per kind of failure, not once per connection.
+    kind = "encrypted: no key for client random … in the key log (TLS 1.3 TLS_AES_256_GCM_SHA384)"
+    assert ("request", kind, len(without)) in summary.top_errors
+    assert ("response", kind, len(without)) in summary.top_errors
     enc = requests.where("status = 'encrypted'").collect()
     assert {r["client_port"] for r in enc} == {t["client_port"] for t in without}
     assert all("no key for client random" in r["error"] for r in enc)
