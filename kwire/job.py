@@ -180,16 +180,10 @@ def decode_frames(
     return requests, responses
 
 
-def present_families(frames: DataFrame) -> list[str] | None:
-    """The families whose api keys occur in the frames table (a distinct over its small api_key
-    column), so the decoded tables carry a struct column per API present rather than all 93:
-    writing 93 mostly-null structs per row costs about three times the Parquet sink of a few
-    (README, Performance). None when the table has no api_key column: then all families."""
-    if "api_key" not in frames.columns:
-        return None
-    keys = {
-        r[0] for r in frames.select("api_key").where("api_key IS NOT NULL").distinct().collect()
-    }
+def present_families(keys: set[int]) -> list[str]:
+    """The families whose api keys occur in the frames table, so the decoded tables carry a
+    struct column per API present rather than all 93: writing 93 mostly-null structs per row
+    costs about three times the Parquet sink of a few (README, Performance)."""
     return [name for name, key in FAMILIES.items() if key in keys]
 
 
@@ -200,18 +194,30 @@ READER_ROWS = 4096  # Spark's defaults, kept when frames are small
 ARROW_ROWS = 10000
 
 
-def size_batches(spark: SparkSession, frames: DataFrame) -> tuple[int, int, int]:
+def size_batches(
+    spark: SparkSession, frames: DataFrame
+) -> tuple[int, int, int, set[int] | None]:
     """Sets the reader and Arrow batch rows so a batch of frames is about BATCH_BYTES: rows =
-    BATCH_BYTES / the 99.9th percentile frame length (one pass over the small frame_length
-    column). A batch of 4096 frames of 300 kB (a Produce/Fetch-heavy ring) would be 1.2 GB in
-    one column vector: that, not the data's size, is what ran the JVM out of heap. Returns
-    (reader rows, Arrow rows, the largest frame's length); leaves settings the user gave with
-    --conf alone."""
+    BATCH_BYTES / the 99.9th percentile frame length. A batch of 4096 frames of 300 kB (a
+    Produce/Fetch-heavy ring) would be 1.2 GB in one column vector: that, not the data's size,
+    is what ran the JVM out of heap. The same pass over the small frame_length and api_key
+    columns (one Spark job) also gives the api keys present. Returns (reader rows, Arrow rows,
+    the largest frame's length, the api keys or None without an api_key column); leaves
+    settings the user gave with --conf alone."""
+    aggs = []
+    if "frame_length" in frames.columns:
+        aggs += [
+            F.percentile_approx("frame_length", 0.999).alias("p"),
+            F.max("frame_length").alias("m"),
+        ]
+    if "api_key" in frames.columns:
+        aggs.append(F.collect_set("api_key").alias("keys"))
+    if not aggs:
+        return READER_ROWS, ARROW_ROWS, 0, None
+    row = frames.agg(*aggs).first()
+    keys = set(row["keys"]) if row is not None and "api_key" in frames.columns else None
     if "frame_length" not in frames.columns:
-        return READER_ROWS, ARROW_ROWS, 0
-    row = frames.agg(
-        F.percentile_approx("frame_length", 0.999).alias("p"), F.max("frame_length").alias("m")
-    ).first()
+        return READER_ROWS, ARROW_ROWS, 0, keys
     typical = max(int(row["p"] or 0), 1) if row is not None else 1
     largest = int(row["m"] or 0) if row is not None else 0
     rows = max(1, BATCH_BYTES // typical)
@@ -226,7 +232,7 @@ def size_batches(spark: SparkSession, frames: DataFrame) -> tuple[int, int, int]
         value = min(default, rows)
         spark.conf.set(key, str(value))
         chosen.append(value)
-    return chosen[0], chosen[1], largest
+    return chosen[0], chosen[1], largest, keys
 
 
 USER_CONF: set[str] = set()
@@ -484,11 +490,11 @@ def _decode(
     frames = spark.read.parquet(*tables)
     if progress is not None:
         progress.start("inspect frames")
-    reader_rows, arrow_rows, largest = size_batches(spark, frames)
+    reader_rows, arrow_rows, largest, keys = size_batches(spark, frames)
     if reader_rows < READER_ROWS:
         say(f"large frames: batches of {reader_rows} rows to the reader, {arrow_rows} to Python")
     if families is None:
-        families = present_families(frames)
+        families = present_families(keys) if keys is not None else None
         if families is not None:
             say(f"{len(families)} of the {len(FAMILIES)} APIs occur: {', '.join(families)}")
     requests, responses = decode_frames(frames, families, tolerant=not args.strict)
