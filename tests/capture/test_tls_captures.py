@@ -17,7 +17,15 @@ import pytest
 
 from kwire import capture
 from kwire.capture.tls import KeyLog
-from capture_helpers import counts
+from capture_helpers import (
+    counts,
+    data_packets,
+    flow,
+    read_packets,
+    remove_segment,
+    resegment,
+    write_pcap,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 TLS = ROOT / "tests" / "data" / "capture" / "tls"
@@ -171,3 +179,64 @@ def test_the_cli_reads_key_logs_and_names_a_bad_line(tmp_path: Path) -> None:
     )
     assert done.returncode == 2 and "absent.keys" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def _frames(path: Path, meta: dict[str, Any]) -> Counter[tuple[Any, ...]]:
+    table = capture.frames_table(path, meta["broker_ports"], keylog=_keylog(meta))
+    return Counter(
+        (r["connection_id"], r["direction"], r["frame"], r["api_key"], r["correlation_id"])
+        for r in table.to_pylist()
+    )
+
+
+@pytest.mark.parametrize("size", [5, 300, 1448])
+def test_tls_records_split_over_many_segments_read_the_same(tmp_path: Path, size: int) -> None:
+    """Every TCP payload cut into segments of `size` bytes: TLS records and their headers
+    straddle segments (5 bytes: every record header in a segment of its own), and the
+    plaintext's frames are the same."""
+    meta = next(m for m in METAS if m["scenario"] == "tls13-records")
+    linktype, packets = read_packets(TLS / meta["capture"])
+    assert linktype == 1
+    cut = write_pcap(tmp_path / "cut.pcap", linktype, resegment(packets, size))
+    assert _frames(cut, meta) == _frames(TLS / meta["capture"], meta)
+
+
+@pytest.mark.parametrize(
+    "how, reason",
+    [
+        # Not captured (a gap in the sequence numbers: TCP reassembly sees the hole).
+        ("gap", "bytes of the TLS stream were not captured"),
+        # Never sent as far as TCP can tell (later sequence numbers move back): the next
+        # record is read where the lost one was, and does not authenticate.
+        ("removed", "failed authentication"),
+    ],
+)
+def test_a_lost_segment_stops_one_side_of_one_connection(
+    tmp_path: Path, how: str, reason: str
+) -> None:
+    """A lost TCP segment in the middle of a TLS stream: what came before it on that side is
+    decrypted, the rest of that side is one `encrypted` row saying why; every other
+    connection is unaffected."""
+    meta = next(m for m in METAS if m["scenario"] == "tls12-group")
+    linktype, packets = read_packets(TLS / meta["capture"])
+    payloads = data_packets(linktype, packets)
+    # The middle payload packet of the capture's busiest connection.
+    by_flow: dict[tuple[Any, ...], list[int]] = {}
+    for i in payloads:
+        by_flow.setdefault(flow(linktype, packets[i][1]), []).append(i)
+    victim = max(by_flow.values(), key=len)
+    index = victim[len(victim) // 2]
+    kept = (
+        packets[:index] + packets[index + 1 :] if how == "gap" else remove_segment(packets, index)
+    )
+    cut = write_pcap(tmp_path / "lost.pcap", linktype, kept)
+    table = capture.frames_table(cut, meta["broker_ports"], keylog=_keylog(meta))
+    enc = [r for r in table.to_pylist() if (r["error"] or "").startswith("encrypted")]
+    assert len(enc) == 1
+    assert reason in enc[0]["error"], enc[0]["error"]
+    whole = _frames(TLS / meta["capture"], meta)
+    got = _frames(cut, meta)
+    others = {k: n for k, n in whole.items() if k[0] != enc[0]["connection_id"]}
+    assert {k: n for k, n in got.items() if k[0] != enc[0]["connection_id"]} == others
+    mine = sum(n for k, n in got.items() if k[0] == enc[0]["connection_id"] and k[2] is not None)
+    assert 0 < mine < sum(n for k, n in whole.items() if k[0] == enc[0]["connection_id"])
