@@ -6,6 +6,7 @@ Run from the repository root (needs a ring and tshark)::
     python -m benchmarks.scale                                # out/ring, 2 timed runs each
     python -m benchmarks.scale --ring /data/ring --repeats 3
     python -m benchmarks.scale --only tshark --only single    # a subset
+    python -m benchmarks.scale --ring out/ring_tls --keylog out/ring_tls/keys.log  # over TLS
 
 Everything runs side by side in one run and is reported as ratios, never asserted (the exit
 status only reflects failures). Sizes are in MB of 10^6 bytes of capture files; the broker ports
@@ -285,8 +286,10 @@ def run_single(ring: Path, ports: list[int], tmp: Path, args: argparse.Namespace
     out, summary = tmp / "frames.parquet", tmp / "capture-summary.json"
     cmd = [sys.executable, "-m", "kwire", "capture", str(ring), "-o", str(out)]
     cmd += ["-p", ",".join(map(str, ports)), "--summary-json", str(summary), "-q"]
+    cmd += ["--keylog", str(args.keylog)] if args.keylog else []
     result: dict[str, Any] = {
-        "command": "kwire capture RING -o TMP/frames.parquet -p PORTS --summary-json S -q",
+        "command": "kwire capture RING -o TMP/frames.parquet -p PORTS --summary-json S -q"
+        + (" --keylog FILE" if args.keylog else ""),
         "seconds": [],
         "memory": [],
     }
@@ -383,8 +386,10 @@ def run_job(ring: Path, ports: list[int], tmp: Path, args: argparse.Namespace) -
     out = tmp / "out"
     cmd = [sys.executable, "-m", "kwire", "decode", str(ring), "-o", str(out)]
     cmd += ["-p", ",".join(map(str, ports))]
+    cmd += ["--keylog", str(args.keylog)] if args.keylog else []
     result: dict[str, Any] = {
-        "command": "kwire decode RING -o TMP/out -p PORTS",
+        "command": "kwire decode RING -o TMP/out -p PORTS"
+        + (" --keylog FILE" if args.keylog else ""),
         "seconds": [],
         "memory": [],
         "stages": [],
@@ -739,6 +744,12 @@ def main(argv: list[str] | None = None) -> int:
         default=2,
         help="of those, how many also measure the sink floor of their outputs (2)",
     )
+    parser.add_argument(
+        "--keylog",
+        type=Path,
+        help="TLS key log for a TLS ring (scripts/scale/make_tls_ring.py): passed to the single "
+        "and job variants (kwire capture/decode --keylog FILE)",
+    )
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="results file")
     parser.add_argument("--no-json", action="store_true", help="write no results file")
     parser.add_argument("--variant", choices=tuple(SPARK), help=argparse.SUPPRESS)
@@ -749,6 +760,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--repeats must be >= 1")
     if not args.ring.exists():
         parser.error(f"{args.ring} does not exist: make a ring with scripts/scale/make_ring.py")
+    if args.keylog is not None:
+        if not args.keylog.is_file():
+            parser.error(f"--keylog {args.keylog}: no such file")
+        args.keylog = args.keylog.resolve()  # the variants run from the repository root
     files, meta = ring_info(args.ring)
     if args.broker_ports:
         args.ports = _parse_ports(args.broker_ports)
@@ -854,6 +869,7 @@ def main(argv: list[str] | None = None) -> int:
                 ["python -m benchmarks.scale", "--ring", str(ring_arg)]
                 + (["--repeats", str(args.repeats)] if args.repeats != 2 else [])
                 + [f"--only {v}" for v in args.only or []]
+                + (["--keylog", str(args.keylog)] if args.keylog else [])
             ),
             "machine": machine,
             "load_average_before_variant": load,
