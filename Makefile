@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup native generate test sweep lint clean demo capture fuzz bench bench-scale wheel wheel-check
+.PHONY: setup native generate test sweep lint clean demo capture fuzz bench bench-scale bench-tls wheel wheel-check
 
 $(STAMP): pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
@@ -85,6 +85,11 @@ bench: $(STAMP)
 RING ?= out/ring
 bench-scale: $(STAMP)
 	$(BIN)/python -m benchmarks.scale --ring $(RING)
+
+# The same ring plain and over TLS (made from it by scripts/scale/make_tls_ring.py).
+bench-tls: $(STAMP)
+	test -d $(RING)_tls || $(BIN)/python scripts/scale/make_tls_ring.py $(RING)
+	$(BIN)/python -m benchmarks.tls --plain $(RING) --tls $(RING)_tls
 
 # The wheel and sdist a user installs (python -m build: an isolated build from the sdist, so the
 # wheel's compiled modules are compiled from the committed .pyx; about 4 minutes on 2 cores).
