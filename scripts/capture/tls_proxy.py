@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import datetime
-import ipaddress
 import ssl
 import struct
 import sys
@@ -31,6 +29,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from generated import decode_response, encode_response  # noqa: E402
+from scripts.tls_cert import self_signed  # noqa: E402
 
 # Responses that carry broker addresses: Metadata, FindCoordinator, DescribeCluster.
 ADDRESS_APIS = (3, 10, 60)
@@ -38,40 +37,10 @@ ADDRESS_APIS = (3, 10, 60)
 
 def make_certificate(directory: Path) -> tuple[Path, Path]:
     """A self-signed RSA certificate for localhost / 127.0.0.1, made now (never committed)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
-    from cryptography.x509.oid import NameOID
-
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + datetime.timedelta(days=2))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
+    cert, key = self_signed("rsa", ("localhost",), ("127.0.0.1",))
     cert_path, key_path = directory / "proxy-cert.pem", directory / "proxy-key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.TraditionalOpenSSL,
-            serialization.NoEncryption(),
-        )
-    )
+    cert_path.write_bytes(cert)
+    key_path.write_bytes(key)
     return cert_path, key_path
 
 

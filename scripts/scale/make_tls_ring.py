@@ -82,6 +82,10 @@ import dpkt
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from scripts.tls_cert import self_signed  # noqa: E402
 
 MASK = 0xFFFFFFFF
 TH_FIN, TH_SYN, TH_RST, TH_PSH, TH_ACK = 0x01, 0x02, 0x04, 0x08, 0x10
@@ -261,7 +265,7 @@ class Maker:
         ssl = self.ssl
         tls_version = ssl.TLSVersion.TLSv1_3 if version == "1.3" else ssl.TLSVersion.TLSv1_2
         key_type = "ec" if "ECDSA" in suite else "rsa"
-        cert_pem, key_pem = self_signed(key_type)
+        cert_pem, key_pem = self_signed(key_type, ("kafka.ring.test",))
         server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         for ctx in (server, client):
@@ -589,39 +593,6 @@ def swapped(link: Any, linktype: int) -> Any:
     tcp = ip.data
     tcp.sport, tcp.dport = tcp.dport, tcp.sport
     return t
-
-
-def self_signed(key_type: str) -> tuple[bytes, bytes]:
-    """A self-signed broker certificate and its key (PEM), made now."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec, rsa
-    from cryptography.x509.oid import NameOID
-
-    key: Any = (
-        ec.generate_private_key(ec.SECP256R1())
-        if key_type == "ec"
-        else rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    )
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kafka.ring.test")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=365))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("*.ring.test")]), False)
-        .sign(key, hashes.SHA256())
-    )
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    return cert.public_bytes(serialization.Encoding.PEM), key_pem
 
 
 # --- the run --------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ KeyUpdate is driven through the `openssl s_client` / `s_server` commands over a 
 
 from __future__ import annotations
 
-import datetime
 import os
 import pickle
 import random
@@ -29,10 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import NameOID
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -46,6 +41,8 @@ from kwire.capture.tls import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
+from scripts.tls_cert import self_signed  # noqa: E402
+
 OP_NO_ENCRYPT_THEN_MAC = 1 << 19  # SSL_OP_NO_ENCRYPT_THEN_MAC (not exported by Python's ssl)
 OPENSSL = "/usr/bin/openssl"
 
@@ -55,32 +52,10 @@ OPENSSL = "/usr/bin/openssl"
 
 
 def make_cert(directory: Path, kind: str) -> tuple[str, str]:
-    key: Any = (
-        rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        if kind == "rsa"
-        else ec.generate_private_key(ec.SECP256R1())
-    )
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kwire.test")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=2))
-        .sign(key, hashes.SHA256())
-    )
+    cert, key = self_signed(kind, ("kwire.test",))
     cert_path, key_path = directory / f"{kind}.crt", directory / f"{kind}.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
+    cert_path.write_bytes(cert)
+    key_path.write_bytes(key)
     return str(cert_path), str(key_path)
 
 
