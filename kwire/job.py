@@ -194,9 +194,7 @@ READER_ROWS = 4096  # Spark's defaults, kept when frames are small
 ARROW_ROWS = 10000
 
 
-def size_batches(
-    spark: SparkSession, frames: DataFrame
-) -> tuple[int, int, int, set[int] | None]:
+def size_batches(spark: SparkSession, frames: DataFrame) -> tuple[int, int, int, set[int] | None]:
     """Sets the reader and Arrow batch rows so a batch of frames is about BATCH_BYTES: rows =
     BATCH_BYTES / the 99.9th percentile frame length. A batch of 4096 frames of 300 kB (a
     Produce/Fetch-heavy ring) would be 1.2 GB in one column vector: that, not the data's size,
