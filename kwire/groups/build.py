@@ -163,9 +163,28 @@ def _event(pairs: DataFrame, family: str, kind: str, **columns: Any) -> DataFram
 
 
 def _topic_map(entries: Any, key: str, value: str) -> Any:
-    """[{key, value}] -> map(key -> value), empty for null."""
+    """[{key, partitions}] -> map(key -> sorted distinct partitions), empty for null. A topic
+    listed twice has the union of its entries' partitions, as Kafka's ConsumerProtocol reads an
+    assignment into one list of partitions (a map would refuse the second key)."""
+    es = F.coalesce(entries, F.array())
+    keys = F.filter(F.array_distinct(F.transform(es, lambda t: t[key])), lambda k: k.isNotNull())
     return F.map_from_entries(
-        F.transform(F.coalesce(entries, F.array()), lambda t: F.struct(t[key], t[value]))
+        F.transform(
+            keys,
+            lambda k: F.struct(
+                k,
+                F.array_sort(
+                    F.array_distinct(
+                        F.flatten(
+                            F.transform(
+                                F.filter(es, lambda e: e[key] == k),
+                                lambda e: F.coalesce(e[value], F.array()),
+                            )
+                        )
+                    )
+                ),
+            ),
+        )
     )
 
 
@@ -848,14 +867,21 @@ def build_and_write(
     """build() then write(), with few shuffle partitions: the group tables are small next to
     the frames (protocol events, not records), and Spark's 200 would be hundreds of near-empty
     tasks per join, window and grouped map."""
-    key = "spark.sql.shuffle.partitions"
-    before = spark.conf.get(key)
-    spark.conf.set(key, str(max(2, 2 * spark.sparkContext.defaultParallelism)))
+    settings = {
+        "spark.sql.shuffle.partitions": str(max(2, 2 * spark.sparkContext.defaultParallelism)),
+        # A member listed twice in one SyncGroup: the last entry, as a broker's map keeps it,
+        # rather than a failed job.
+        "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
+    }
+    before = {key: spark.conf.get(key) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
     try:
         return write(build(spark, requests, responses), out)
     finally:
-        if before is not None:
-            spark.conf.set(key, before)
+        for key, old in before.items():
+            if old is not None:
+                spark.conf.set(key, old)
 
 
 def iter_tables() -> Iterator[str]:

@@ -31,6 +31,7 @@ from kwire.capture.distributed import local_path
 ROW_GROUP_BYTES = 16 * 1024 * 1024
 ROW_GROUP_UNCOMPRESSED = 64 * 1024 * 1024
 PAGE_BYTES = 1024 * 1024
+MAX_CHECK_ROWS = 64
 
 
 def parquet_options(row_bytes: int | None = None) -> dict[str, str]:
@@ -39,6 +40,11 @@ def parquet_options(row_bytes: int | None = None) -> dict[str, str]:
         "parquet.block.size": str(ROW_GROUP_BYTES),
         "parquet.page.size": str(PAGE_BYTES),
         "parquet.page.size.row.check.min": "1",
+        # parquet-mr guesses when to check next from the average row so far: after small rows
+        # it waited up to 10,000 rows, and 10,000 large frames later the page (or row group)
+        # was GBs, which ran the 1 GB heap out of memory in its close (the 5 GB capture). At
+        # most MAX_CHECK_ROWS rows between checks bounds a page by that many rows.
+        "parquet.page.size.row.check.max": str(MAX_CHECK_ROWS),
     }
     if row_bytes:
         rows = max(1, ROW_GROUP_UNCOMPRESSED // max(int(row_bytes), 1))

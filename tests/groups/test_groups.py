@@ -141,3 +141,22 @@ def test_latency_notes_rebalance_waits_and_clients_name_their_software(out: Path
     )
     groups = {g for c in clients for g in c["group_ids"]}
     assert {"g-classic", "g-kpy"} <= groups
+
+
+def test_a_topic_listed_twice_in_an_assignment_has_the_union_of_its_partitions(spark) -> None:  # type: ignore[no-untyped-def]
+    """Kafka's ConsumerProtocol reads an assignment into one list of partitions, so a topic in
+    two entries is both entries' partitions (a Spark map refused the second key and failed the
+    job on a 5 GB capture)."""
+    from pyspark.sql import functions as F
+
+    from kwire.groups.build import _topic_map
+
+    df = spark.createDataFrame(
+        [([("t", [1, 0]), ("u", [2]), ("t", [3, 1]), (None, [9])],), (None,)],
+        "a array<struct<topic:string,partitions:array<int>>>",
+    )
+    got = [
+        r["m"]
+        for r in df.select(_topic_map(F.col("a"), "topic", "partitions").alias("m")).collect()
+    ]
+    assert got == [{"t": [0, 1, 3], "u": [2]}, {}]
