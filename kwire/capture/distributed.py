@@ -37,7 +37,7 @@ from .pcapfile import (
     read_head,
 )
 from .summary import Summary
-from .tls import KeyLog, KeyLogError
+from .tls import KeyLog
 from .table import SCHEMA, BatchBuilder
 
 # The file's first packet time orders ring files as `expand_paths` does: files without one last.
@@ -147,24 +147,9 @@ def filesystem(path: str) -> tuple[Any, str]:
 
 
 def load_keylog(paths: list[str]) -> KeyLog | None:
-    """The key logs of --keylog, merged; None when none was given. Raises KeyLogError."""
-    if not paths:
-        return None
-    keylog = KeyLog.parse(b"")
-    for path in paths:
-        local = local_path(path)
-        try:
-            if local is not None:
-                with open(local, "rb") as f:
-                    text = f.read()
-            else:
-                fs, inner = filesystem(path)
-                with fs.open_input_stream(inner) as f:
-                    text = f.read()
-        except OSError as e:
-            raise KeyLogError(f"{path}: cannot read the key log: {e.strerror or e}") from None
-        keylog = keylog.merged(KeyLog.parse(text, source=path))
-    return keylog
+    """The key logs of --keylog (local paths or URLs, as captures), merged; None when none was
+    given. Raises KeyLogError naming the file (and line)."""
+    return KeyLog.load(paths, opener=open_capture) if paths else None
 
 
 def list_files(paths: Iterable[str]) -> list[tuple[str, bool, int]]:

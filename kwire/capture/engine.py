@@ -301,7 +301,7 @@ class Connection:
         handshake was not captured)."""
         if client_side is None:
             client_side = self.client if self.client is not None else 0
-        self.tls = Tls(self, client_side, self.tracker.keylog)
+        self.tls = Tls(client_side, self.tracker.keylog)
         return self.tls
 
     def segment(self, side: int, seg: Segment, ts: int) -> None:

@@ -20,8 +20,8 @@ a failure string or a log line; client randoms are public (they travel in the cl
 from __future__ import annotations
 
 import hmac as _hmac_compare
-from collections.abc import Iterable
-from typing import NamedTuple
+from collections.abc import Callable, Iterable
+from typing import BinaryIO, NamedTuple
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes, hmac
@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
 
-__all__ = ["KeyLog", "KeyLogError", "TlsSession", "looks_like_tls", "SUITES"]
+__all__ = ["KeyLog", "KeyLogError", "TlsSession", "looks_like_record", "looks_like_tls", "SUITES"]
 
 # ---------------------------------------------------------------------------------------------
 # Key logs
@@ -50,6 +50,10 @@ _KEPT_LABELS: dict[str, tuple[int, ...]] = {
 
 class KeyLogError(ValueError):
     """A key log that cannot be read or parsed; names the file and line, never a secret."""
+
+
+def _open_local(path: str) -> BinaryIO:
+    return open(path, "rb")
 
 
 class KeyLog:
@@ -118,13 +122,15 @@ class KeyLog:
         return cls(by_random)
 
     @classmethod
-    def load(cls, paths: Iterable[str]) -> KeyLog:
+    def load(cls, paths: Iterable[str], opener: Callable[[str], BinaryIO] | None = None) -> KeyLog:
+        """The key logs at `paths`, merged. `opener` opens a path for reading (default: local
+        files; kwire.capture.distributed.open_capture reads URLs too)."""
         if isinstance(paths, str):
             paths = [paths]
         log = cls()
         for path in paths:
             try:
-                with open(path, "rb") as f:
+                with (opener or _open_local)(path) as f:
                     text = f.read()
             except OSError as e:
                 raise KeyLogError(f"cannot read the key log {path}: {e.strerror or e}") from None
@@ -194,6 +200,19 @@ def looks_like_tls(head: bytes) -> bool:
         return False
     length = (head[3] << 8) | head[4]
     return 4 <= length <= MAX_RECORD and head[5] == 1
+
+
+def looks_like_record(head: bytes) -> bool:
+    """True when `head` starts with any TLS record header (content type change_cipher_spec to
+    application_data, version 3.x, a plausible length): how a stream whose handshake was not
+    captured starts. A Kafka frame never does, for the reason `looks_like_tls` gives."""
+    return (
+        len(head) >= 5
+        and CT_CHANGE_CIPHER_SPEC <= head[0] <= CT_APPLICATION_DATA
+        and head[1] == 3
+        and head[2] <= 4
+        and 0 < ((head[3] << 8) | head[4]) <= MAX_RECORD
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from typing import Protocol
 
 from .framing import Framer, RawFrame
 from .stream import HalfStream
-from .tls import KeyLog, TlsSession, looks_like_tls
+from .tls import KeyLog, TlsSession, looks_like_record, looks_like_tls
 
 
 class Connection(Protocol):
@@ -36,31 +36,16 @@ E_ENCRYPTED = "encrypted"
 NO_KEYLOG = "no key log given (--keylog FILE)"
 # Bytes a half's gate waits for before deciding (a record header and the handshake type).
 SNIFF_BYTES = 6
-# TLS record content types: change_cipher_spec, alert, handshake, application_data.
-_RECORD_TYPES = frozenset((20, 21, 22, 23))
-_MAX_RECORD = (1 << 14) + 2048
-
-
-def looks_like_record(head: bytes) -> bool:
-    """A TLS record header (for a stream whose handshake was not captured)."""
-    return (
-        len(head) >= 5
-        and head[0] in _RECORD_TYPES
-        and head[1] == 3
-        and head[2] <= 4
-        and 0 < int.from_bytes(head[3:5], "big") <= _MAX_RECORD
-    )
 
 
 class Tls:
     """One connection's TLS: the session, and what each half could not decrypt."""
 
-    __slots__ = ("conn", "session", "client_side", "framers", "enc", "no_keylog", "seen_records")
+    __slots__ = ("session", "client_side", "framers", "enc", "no_keylog")
 
-    def __init__(self, conn: Connection, client_side: int, keylog: KeyLog | None) -> None:
-        self.conn = conn
+    def __init__(self, client_side: int, keylog: KeyLog | None) -> None:
         self.no_keylog = not keylog
-        self.session = TlsSession(keylog if keylog is not None else KeyLog.parse(b""))
+        self.session = TlsSession(keylog if keylog is not None else KeyLog())
         # The connection's side that sent the ClientHello (0 or 1).
         self.client_side = client_side
         self.framers: list[Framer | None] = [None, None]
@@ -79,14 +64,13 @@ class Tls:
                 if framer is not None:
                     framer.data(plain, t)
         elif session.stopped(tls_side):
-            enc = self.enc[side]
-            if not enc[0]:
-                enc[1] = ts
-            enc[0] += len(buf)
-            enc[2] = ts
+            self._undecrypted(side, len(buf), ts)
 
     def hole(self, side: int, n: int, ts: int) -> None:
         self.session.hole(0 if side == self.client_side else 1, n, ts)
+        self._undecrypted(side, n, ts)
+
+    def _undecrypted(self, side: int, n: int, ts: int) -> None:
         enc = self.enc[side]
         if not enc[0]:
             enc[1] = ts
