@@ -329,11 +329,22 @@ COUNT_NOTE = (
 )
 
 
-def tshark_counts(path: Path, ports: list[int]) -> dict[str, dict[str, dict[str, int]]]:
-    """Kafka PDUs per direction, api key and version, from Wireshark's dissection."""
-    cmd = ["tshark", "-n", "-r", str(path)]
+def dissect_as_kafka(ports: list[int], keylog: Path | None = None) -> list[str]:
+    """tshark options that read these ports as Kafka; with a key log, as Kafka inside TLS
+    (decrypted with it)."""
+    if keylog is None:
+        return [arg for port in ports for arg in ("-d", f"tcp.port=={port},kafka")]
+    args = ["-o", f"tls.keylog_file:{keylog}"]
     for port in ports:
-        cmd += ["-d", f"tcp.port=={port},kafka"]
+        args += ["-d", f"tcp.port=={port},tls", "-d", f"tls.port=={port},kafka"]
+    return args
+
+
+def tshark_counts(
+    path: Path, ports: list[int], keylog: Path | None = None
+) -> dict[str, dict[str, dict[str, int]]]:
+    """Kafka PDUs per direction, api key and version, from Wireshark's dissection."""
+    cmd = ["tshark", "-n", "-r", str(path), *dissect_as_kafka(ports, keylog)]
     cmd += [
         "-Y",
         "kafka",
@@ -449,13 +460,11 @@ def _pdu_record(
     return record
 
 
-def tshark_records(path: Path, ports: list[int]) -> dict[str, Any]:
+def tshark_records(path: Path, ports: list[int], keylog: Path | None = None) -> dict[str, Any]:
     """Records of Produce requests and Fetch responses as Wireshark's Kafka dissector reads them."""
     import xml.etree.ElementTree as ET
 
-    cmd = ["tshark", "-n", "-r", str(path)]
-    for port in ports:
-        cmd += ["-d", f"tcp.port=={port},kafka"]
+    cmd = ["tshark", "-n", "-r", str(path), *dissect_as_kafka(ports, keylog)]
     cmd += ["-Y", "kafka.api_key == 0 || kafka.api_key == 1", "-T", "pdml"]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     frames: list[dict[str, Any]] = []
@@ -484,6 +493,16 @@ def tshark_records(path: Path, ports: list[int]) -> dict[str, Any]:
             frame["problems"] = sorted(set(frame["problems"]))
             frames.append(frame)
     return {"method": TSHARK_RECORDS_NOTE, "tshark": tshark_version(), "frames": frames}
+
+
+def inside_namespace(script: str, name: str, out: Path) -> None:
+    """Runs `script --inside NAME --out OUT` in a private network namespace (its own loopback),
+    so the capture holds only the scenario's traffic; SystemExit if it fails."""
+    done = subprocess.run(
+        ["unshare", "-n", sys.executable, script, "--inside", name, "--out", str(out)]
+    )
+    if done.returncode:
+        raise SystemExit(f"{name}: scenario failed (exit {done.returncode})")
 
 
 def main() -> None:
@@ -519,20 +538,7 @@ def main() -> None:
                 )
             meta_path.write_text(json.dumps(record, indent=2) + "\n")
             continue
-        done = subprocess.run(
-            [
-                "unshare",
-                "-n",
-                sys.executable,
-                __file__,
-                "--inside",
-                cap.file,
-                "--out",
-                str(args.out),
-            ]
-        )
-        if done.returncode:
-            raise SystemExit(f"{cap.file}: scenario failed (exit {done.returncode})")
+        inside_namespace(__file__, cap.file, args.out)
 
 
 if __name__ == "__main__":

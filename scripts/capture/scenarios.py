@@ -501,6 +501,16 @@ def consumed(
     GROUND["consumed"].append(entry)
 
 
+async def aio_delivered(futs: list[tuple[dict[str, Any], Any]]) -> None:
+    """Each produced entry's delivery report, as aiokafka's send futures give it."""
+    for e, fut in futs:
+        try:
+            md = await fut
+            e.update(delivered=True, offset=md.offset)
+        except Exception as ex:  # noqa: BLE001
+            e.update(delivered=False, error=f"{type(ex).__name__}: {ex}")
+
+
 def admin_step(client: str, what: str, fn: Callable[[], object]) -> object:
     """Run one admin call; its answer (or the client's error) goes into the ground truth."""
     try:
@@ -949,12 +959,7 @@ def records_aiokafka(args: argparse.Namespace) -> list[int]:
                     )
                 )
             await p.flush()
-            for e, fut in futs:
-                try:
-                    md = await fut
-                    e.update(delivered=True, offset=md.offset)
-                except Exception as ex:  # noqa: BLE001
-                    e.update(delivered=False, error=f"{type(ex).__name__}: {ex}")
+            await aio_delivered(futs)
             await p.stop()
         expected = sum(1 for e in GROUND["produced"] if e["delivered"])
         c = AIOKafkaConsumer(

@@ -28,7 +28,6 @@ confluent-kafka and cryptography.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shutil
@@ -39,8 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
-import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -223,12 +221,7 @@ def aio_producer(spec: dict[str, Any]) -> None:
                 )
             )
         await p.flush()
-        for e, fut in futs:
-            try:
-                md = await fut
-                e.update(delivered=True, offset=md.offset)
-            except Exception as ex:  # noqa: BLE001
-                e.update(delivered=False, error=f"{type(ex).__name__}: {ex}")
+        await scenarios.aio_delivered(futs)
         await p.stop()
 
     asyncio.run(run())
@@ -827,9 +820,8 @@ def inside(name: str, out_dir: Path) -> None:
         )
     pcap = out_dir / cap.file
     keys = out_dir / f"{stem}.keys"
-    with tls_tshark(keys):
-        counts = make_captures.tshark_counts(pcap, list(TLS_PORTS))
-        records = make_captures.tshark_records(pcap, list(TLS_PORTS))
+    counts = make_captures.tshark_counts(pcap, list(TLS_PORTS), keys)
+    records = make_captures.tshark_records(pcap, list(TLS_PORTS), keys)
     record: dict[str, Any] = {
         "capture": cap.file,
         "scenario": cap.scenario,
@@ -911,39 +903,6 @@ def librdkafka_version() -> str:
     return str(confluent_kafka.libversion()[0])
 
 
-def tls_args(keys: Path) -> list[str]:
-    args = ["-o", f"tls.keylog_file:{keys}"]
-    for port in TLS_PORTS:
-        args += ["-d", f"tcp.port=={port},tls", "-d", f"tls.port=={port},kafka"]
-    return args
-
-
-@contextlib.contextmanager
-def tls_tshark(keys: Path) -> Iterator[None]:
-    """Runs make_captures' tshark readers with TLS decryption: their `-d tcp.port==P,kafka`
-    becomes `-d tcp.port==P,tls -d tls.port==P,kafka` plus the key log."""
-    real = make_captures.subprocess
-
-    def run(cmd: list[str], *a: Any, **kw: Any) -> Any:
-        if cmd and cmd[0] == "tshark":
-            kept = []
-            i = 0
-            while i < len(cmd):
-                if cmd[i] == "-d" and cmd[i + 1].endswith(",kafka"):
-                    i += 2
-                    continue
-                kept.append(cmd[i])
-                i += 1
-            cmd = kept[:4] + tls_args(keys) + kept[4:]
-        return real.run(cmd, *a, **kw)
-
-    make_captures.subprocess = types.SimpleNamespace(run=run)  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        make_captures.subprocess = real
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", action="append", help="capture file(s) to make")
@@ -966,20 +925,7 @@ def main() -> None:
     if args.only and len(wanted) != len(args.only):
         raise SystemExit(f"unknown capture; known: {', '.join(c.file for c in CAPTURES)}")
     for cap in wanted:
-        done = subprocess.run(
-            [
-                "unshare",
-                "-n",
-                sys.executable,
-                __file__,
-                "--inside",
-                cap.file,
-                "--out",
-                str(args.out),
-            ]
-        )
-        if done.returncode:
-            raise SystemExit(f"{cap.file}: scenario failed (exit {done.returncode})")
+        make_captures.inside_namespace(__file__, cap.file, args.out)
 
 
 if __name__ == "__main__":

@@ -119,12 +119,15 @@ class Capture:
 _CACHE: dict[str, Capture] = {}
 
 
-@pytest.fixture(params=METAS, ids=IDS)
-def cap(request: pytest.FixtureRequest) -> Capture:
-    meta = request.param
+def _cached(meta: dict[str, Any]) -> Capture:
     if meta["capture"] not in _CACHE:
         _CACHE[meta["capture"]] = Capture(meta)
     return _CACHE[meta["capture"]]
+
+
+@pytest.fixture(params=METAS, ids=IDS)
+def cap(request: pytest.FixtureRequest) -> Capture:
+    return _cached(request.param)
 
 
 def test_the_records_captures_are_committed() -> None:
@@ -194,7 +197,7 @@ def test_old_message_formats_from_kafka_python() -> None:
     (zstd is refused by the client for both); magic 0 LZ4 has the broken frame header checksum
     of Kafka before 0.10; the mock keeps the uncompressed ones and refuses compressed wrappers."""
     (meta,) = [m for m in METAS if m["scenario"] == "records-kafka-python"]
-    cap = _CACHE.get(meta["capture"]) or _CACHE.setdefault(meta["capture"], Capture(meta))
+    cap = _cached(meta)
     old = [r for r in cap.data_rows("request") if r["magic"] < 2]
     assert {(r["magic"], r["compression"]) for r in old} == {
         (m, c) for m in (0, 1) for c in ("none", "gzip", "snappy", "lz4")
@@ -267,7 +270,7 @@ TXN = [m for m in METAS if any(p["txn"] for p in m["produced"])]
 
 @pytest.mark.parametrize("meta", TXN, ids=[m["capture"] for m in TXN])
 def test_transactions_commit_and_abort_markers(meta: dict[str, Any]) -> None:
-    cap = _CACHE.get(meta["capture"]) or _CACHE.setdefault(meta["capture"], Capture(meta))
+    cap = _cached(meta)
     txn = [p for p in cap.meta["produced"] if p["txn"]]
     txn_rows = [r for r in cap.data_rows("request") if r["client_id"] == "rdk-txn"]
     assert txn_rows and all(r["is_transactional"] and r["producer_id"] >= 0 for r in txn_rows)
@@ -399,10 +402,7 @@ def test_admin_calls_on_the_wire() -> None:
 
 @pytest.fixture(params=TLS_METAS, ids=[m["capture"] for m in TLS_METAS])
 def tls_cap(request: pytest.FixtureRequest) -> Capture:
-    meta = request.param
-    if meta["capture"] not in _CACHE:
-        _CACHE[meta["capture"]] = Capture(meta)
-    return _CACHE[meta["capture"]]
+    return _cached(request.param)
 
 
 def test_tls_captures_are_committed() -> None:
