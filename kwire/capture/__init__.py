@@ -5,7 +5,15 @@ prefix, and requests are paired with responses; see `read_frames` and the `SCHEM
 """
 
 from .engine import E_BAD_HEADER, E_NO_RESPONSE, E_UNPAIRED
-from .framing import E_BAD_LENGTH, E_CAPTURE_END, E_CLOSED, E_MIDSTREAM, E_MISSING, E_SNAPLEN
+from .framing import (
+    E_BAD_LENGTH,
+    E_CAPTURE_END,
+    E_CLOSED,
+    E_IDLE,
+    E_MIDSTREAM,
+    E_MISSING,
+    E_SNAPLEN,
+)
 from .kafka import RequestHeader, api_name, parse_request_header
 from .pcapfile import CaptureFileError
 from .reader import DEFAULT_BROKER_PORTS, expand_paths, frames_table, read_frames, write_parquet
@@ -19,6 +27,7 @@ ERROR_REASONS = (
     E_BAD_LENGTH,
     E_CAPTURE_END,
     E_CLOSED,
+    E_IDLE,
     E_BAD_HEADER,
     E_UNPAIRED,
     E_NO_RESPONSE,

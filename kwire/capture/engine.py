@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import kafka
-from .framing import E_CAPTURE_END, E_CLOSED, Framer, RawFrame
+from .framing import E_CAPTURE_END, E_CLOSED, E_IDLE, Framer, RawFrame
 from .packets import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, Segment
 from .stream import HalfStream
 from .summary import Summary
@@ -54,6 +54,10 @@ MAX_CLOSED = 100_000
 MAX_QUIET = 20_000
 
 Key = tuple[str, int, str, int]
+
+# How a request still waiting for its response when its connection ends is reported, by the
+# framers' reason for ending (E_CLOSED otherwise).
+_WHY = {E_CAPTURE_END: "capture ended", E_IDLE: "connection idle"}
 
 
 def _endpoint(addr: str, port: int) -> str:
@@ -284,14 +288,26 @@ class Connection:
 
     # -- packets --------------------------------------------------------------------------
 
+    # The framers' callbacks, one per side: bound methods rather than lambdas so that a
+    # connection pickles (kwire.capture.carry); a call costs what the lambda's did.
+    def _frame0(self, frame: RawFrame) -> None:
+        self.on_frame(0, frame, self.tracker.src)
+
+    def _frame1(self, frame: RawFrame) -> None:
+        self.on_frame(1, frame, self.tracker.src)
+
+    def _accept0(self, length: int, head: bytes) -> bool:
+        return self.accept(0, length, head)
+
+    def _accept1(self, length: int, head: bytes) -> bool:
+        return self.accept(1, length, head)
+
     def _framer(self, side: int, midstream: bool) -> Framer:
-        tracker = self.tracker
         half = self.halves[side]
-        framer = Framer(
-            lambda f: self.on_frame(side, f, tracker.src),
-            lambda length, head: self.accept(side, length, head),
-            midstream,
-        )
+        if side:
+            framer = Framer(self._frame1, self._accept1, midstream)
+        else:
+            framer = Framer(self._frame0, self._accept0, midstream)
         # The gate hands the half to the framer after its first bytes, or to TLS.
         half.framer = Gate(self, side, framer, midstream)
         return framer
@@ -352,7 +368,7 @@ class Connection:
         if self.client is None and not self.ignored and self.waiting:
             if not self._guess():
                 self._give_up("direction unknown (not Kafka?)")
-        why = "capture ended" if reason == E_CAPTURE_END else "connection closed"
+        why = _WHY.get(reason, "connection closed")
         left = [row for rows in self.outstanding.values() for row in rows]
         left.sort(key=lambda r: r[TS_FIRST])
         self.outstanding = {}
@@ -360,6 +376,12 @@ class Connection:
             row[ERROR].append((E_NO_RESPONSE, f"{E_NO_RESPONSE} ({why})"))
             self._emit(row)
         self.halves = (HalfStream(), HalfStream())
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without its tracker (kwire.capture.carry gives it the one it joins)."""
+        state = self.__dict__.copy()
+        state["tracker"] = None
+        return state
 
 
 # SaslHandshake (17) and SaslAuthenticate (36): their frames never leave capture with payloads

@@ -28,6 +28,8 @@ E_SNAPLEN = "truncated by snaplen"
 E_BAD_LENGTH = "bad length prefix"
 E_CAPTURE_END = "incomplete: capture ended mid-frame"
 E_CLOSED = "incomplete: connection closed mid-frame"
+# A connection ended because no packet came for a long capture time (kwire.capture.carry).
+E_IDLE = "incomplete: connection idle mid-frame"
 
 
 @dataclass(slots=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hmac as _hmac_compare
 from collections.abc import Callable, Iterable
-from typing import BinaryIO, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes, hmac
@@ -349,11 +349,15 @@ class _BadRecord(Exception):
 
 
 class _Tls13Keys:
-    __slots__ = ("suite", "secret", "aead", "iv", "seq")
+    __slots__ = ("suite", "secret", "aead", "iv", "seq", "label", "updates")
 
-    def __init__(self, suite: Suite, secret: bytes) -> None:
+    def __init__(self, suite: Suite, secret: bytes, label: str, updates: int = 0) -> None:
         self.suite = suite
         self.secret = secret
+        # Where the secret comes from: the key log's `label`, after `updates` KeyUpdates (what a
+        # saved session keeps instead of the secret; see _Side.__getstate__).
+        self.label = label
+        self.updates = updates
         key = hkdf_expand_label(suite.hash_name, secret, b"key", b"", suite.key_len)
         self.iv = int.from_bytes(hkdf_expand_label(suite.hash_name, secret, b"iv", b"", 12), "big")
         self.aead: AESGCM | ChaCha20Poly1305 = (
@@ -365,7 +369,7 @@ class _Tls13Keys:
         """The keys after a KeyUpdate (RFC 8446 7.2)."""
         length = 48 if self.suite.hash_name == "sha384" else 32
         nxt = hkdf_expand_label(self.suite.hash_name, self.secret, b"traffic upd", b"", length)
-        return _Tls13Keys(self.suite, nxt)
+        return _Tls13Keys(self.suite, nxt, self.label, self.updates + 1)
 
     def open(self, header: bytes, fragment: memoryview) -> tuple[int, bytes]:
         nonce = (self.iv ^ self.seq).to_bytes(12, "big")
@@ -482,6 +486,19 @@ class _Cbc12Keys:
 
 
 _Keys = _Tls13Keys | _Gcm12Keys | _Chacha12Keys | _Cbc12Keys
+# What a saved session keeps of a side's keys instead of them: how to derive them again from the
+# key log, and the next record's sequence number. (label, KeyUpdates, encrypt-then-MAC, seq):
+# TLS 1.3 keys come from the secret `label` (then KeyUpdates), TLS 1.2 ones (label "") from the
+# master secret.
+_Recipe = tuple[str, int, bool, int]
+
+
+def _recipe(keys: _Keys | None) -> _Recipe | None:
+    if keys is None:
+        return None
+    if isinstance(keys, _Tls13Keys):
+        return (keys.label, keys.updates, False, keys.seq)
+    return ("", 0, isinstance(keys, _Cbc12Keys) and keys.etm, keys.seq)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -510,6 +527,7 @@ class _Side:
         "hs_type",
         "hs_left",
         "hs_body",
+        "recipes",
     )
 
     def __init__(self) -> None:
@@ -532,6 +550,19 @@ class _Side:
         self.hs_type = -1
         self.hs_left = -1  # body bytes still to come, -1 while reading a header
         self.hs_body: bytearray | None = None
+        # Set while a side is unpickled and its keys not yet derived again (TlsSession.attach).
+        self.recipes: tuple[_Recipe | None, _Recipe | None] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Everything but the keys, which would be secrets: how to derive them instead."""
+        state = {name: getattr(self, name) for name in self.__slots__}
+        state["recipes"] = (_recipe(self.keys), _recipe(self.pending))
+        state["keys"] = state["pending"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
 
 
 class TlsSession:
@@ -553,6 +584,60 @@ class TlsSession:
         self._suite: Suite | None = None
         self._secrets: dict[str, bytes] | None = None
         self._offered_early_data = False
+
+    # -- saving and restoring (kwire.capture.carry) ----------------------------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The session without a secret: not the key log, not this connection's secrets from it,
+        not the keys derived from them (the sides keep how to derive them again: `attach`)."""
+        state = self.__dict__.copy()
+        state["_keylog"] = None
+        state["_secrets"] = self._secrets is not None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def attach(self, keylog: KeyLog) -> None:
+        """After unpickling: takes `keylog` (the one the session was made with, or one with the
+        same secrets for this connection) and derives the keys again. Raises ValueError when
+        the key log lacks a secret the session used."""
+        had_secrets = bool(self._secrets)  # what __getstate__ left of them
+        self._keylog = keylog
+        self._secrets = None
+        if had_secrets:
+            cr = self.client_random
+            self._secrets = keylog.secrets(cr) if cr is not None else None
+            if self._secrets is None:
+                raise ValueError(
+                    f"the key log has no secrets for client random {self._random_text()}"
+                )
+        for side, st in enumerate(self._sides):
+            recipes, st.recipes = st.recipes, None
+            if recipes is not None:
+                st.keys = self._derive(side, recipes[0])
+                st.pending = self._derive(side, recipes[1])
+
+    def _derive(self, side: int, recipe: _Recipe | None) -> _Keys | None:
+        if recipe is None:
+            return None
+        label, updates, etm, seq = recipe
+        suite = self._suite
+        secret = (self._secrets or {}).get(label or "CLIENT_RANDOM")
+        if secret is None or suite is None:
+            raise ValueError(
+                f"the key log has no {label or 'CLIENT_RANDOM'} for client random "
+                f"{self._random_text()}"
+            )
+        keys: _Keys
+        if label:
+            keys = _Tls13Keys(suite, secret, label)
+            for _ in range(updates):
+                keys = keys.updated()
+        else:
+            keys = self._keys_tls12_sides(suite, secret, etm)[side]
+        keys.seq = seq
+        return keys
 
     def __repr__(self) -> str:
         return (
@@ -889,13 +974,13 @@ class TlsSession:
                 )
                 continue
             if handshake is not None:
-                st.keys = _Tls13Keys(suite, handshake)
+                st.keys = _Tls13Keys(suite, handshake, _HANDSHAKE_LABELS[side])
                 st.handshake_epoch = True
                 # 0-RTT records may still come before the client's handshake records.
                 st.trial = side == 0 and (st.early > 0 or self._offered_early_data)
             else:
                 assert traffic is not None
-                st.keys = _Tls13Keys(suite, traffic)
+                st.keys = _Tls13Keys(suite, traffic, _TRAFFIC_LABELS[side])
                 st.trial = True
 
     def _enter_application_epoch(self, side: int, st: _Side) -> None:
@@ -908,30 +993,38 @@ class TlsSession:
                 "in the key log",
             )
             return
-        st.keys = _Tls13Keys(self._suite, traffic)
+        st.keys = _Tls13Keys(self._suite, traffic, _TRAFFIC_LABELS[side])
 
     def _keys_tls12(self, suite: Suite, secrets: dict[str, bytes] | None, etm: bool) -> None:
         master = (secrets or {}).get("CLIENT_RANDOM")
         if master is None or self.server_random is None or self.client_random is None:
             self._stop_all(self._no_key())
             return
+        self._sides[0].pending, self._sides[1].pending = self._keys_tls12_sides(suite, master, etm)
+
+    def _keys_tls12_sides(self, suite: Suite, master: bytes, etm: bool) -> tuple[_Keys, _Keys]:
+        """The client's and the server's TLS 1.2 keys from the master secret."""
+        assert self.server_random is not None and self.client_random is not None
         seed = self.server_random + self.client_random
         if suite.kind == "gcm":
             kl = suite.key_len
             block = prf12(suite.hash_name, master, b"key expansion", seed, 2 * kl + 8)
-            self._sides[0].pending = _Gcm12Keys(block[:kl], block[2 * kl : 2 * kl + 4])
-            self._sides[1].pending = _Gcm12Keys(block[kl : 2 * kl], block[2 * kl + 4 :])
-        elif suite.kind == "chacha":
-            block = prf12(suite.hash_name, master, b"key expansion", seed, 88)
-            self._sides[0].pending = _Chacha12Keys(block[:32], block[64:76])
-            self._sides[1].pending = _Chacha12Keys(block[32:64], block[76:88])
-        else:
-            assert suite.mac_name is not None
-            ml = _HASHES[suite.mac_name]().digest_size
-            kl = suite.key_len
-            block = prf12(suite.hash_name, master, b"key expansion", seed, 2 * ml + 2 * kl)
-            keys = block[2 * ml :]
-            self._sides[0].pending = _Cbc12Keys(suite.mac_name, block[:ml], keys[:kl], etm)
-            self._sides[1].pending = _Cbc12Keys(
-                suite.mac_name, block[ml : 2 * ml], keys[kl : 2 * kl], etm
+            return (
+                _Gcm12Keys(block[:kl], block[2 * kl : 2 * kl + 4]),
+                _Gcm12Keys(block[kl : 2 * kl], block[2 * kl + 4 :]),
             )
+        if suite.kind == "chacha":
+            block = prf12(suite.hash_name, master, b"key expansion", seed, 88)
+            return (
+                _Chacha12Keys(block[:32], block[64:76]),
+                _Chacha12Keys(block[32:64], block[76:88]),
+            )
+        assert suite.mac_name is not None
+        ml = _HASHES[suite.mac_name]().digest_size
+        kl = suite.key_len
+        block = prf12(suite.hash_name, master, b"key expansion", seed, 2 * ml + 2 * kl)
+        keys = block[2 * ml :]
+        return (
+            _Cbc12Keys(suite.mac_name, block[:ml], keys[:kl], etm),
+            _Cbc12Keys(suite.mac_name, block[ml : 2 * ml], keys[kl : 2 * kl], etm),
+        )
