@@ -434,14 +434,24 @@ def _missing(v: Any) -> bool:
         return False
 
 
-def build(spark: SparkSession, requests: DataFrame, responses: DataFrame) -> dict[str, DataFrame]:
-    """The nine tables (lazy DataFrames) from the decoded requests and responses."""
+def build(
+    spark: SparkSession,
+    requests: DataFrame,
+    responses: DataFrame,
+    cached: list[DataFrame] | None = None,
+) -> dict[str, DataFrame]:
+    """The nine tables (lazy DataFrames) from the decoded requests and responses. The
+    intermediate frames it caches are appended to `cached`, for the caller to unpersist once the
+    tables are written: Spark finds cached data by plan, and a later build over the same paths
+    with new files in them (kwire live) would otherwise be answered from the old cache."""
     # The decoded tables are wide (a struct per API): keep only what the group tables read, so
     # every query below plans against a few columns, not a thousand.
     requests = requests.select(*[c for c in requests.columns if c in _REQUEST_COLUMNS])
     responses = _narrow_responses(responses)
     pairs = pair_all(requests, responses).cache()
     ev = events(requests, pairs).cache()
+    held = cached if cached is not None else []
+    held += [pairs, ev]
     names = topic_names(responses)
     end_row = requests.agg(F.unix_micros(F.max("ts_last")).alias("end")).first()
     capture_end = None
@@ -450,6 +460,7 @@ def build(spark: SparkSession, requests: DataFrame, responses: DataFrame) -> dic
         capture_end = datetime(1970, 1, 1) + timedelta(microseconds=end_row["end"])
     told = ev.groupBy("group_id").applyInPandas(_histories(names, capture_end), HISTORY_ROWS)
     told = told.cache()
+    held.append(told)
     tables: dict[str, DataFrame] = {table: _from_history(told, table) for table in PER_GROUP}
     tables["commits"] = commits(requests, pairs)
     ends = ev.groupBy("group_id").agg(F.max(F.coalesce("resp_ts", "ts")).alias("end_ts"))
@@ -876,9 +887,12 @@ def build_and_write(
     before = {key: spark.conf.get(key) for key in settings}
     for key, value in settings.items():
         spark.conf.set(key, value)
+    cached: list[DataFrame] = []
     try:
-        return write(build(spark, requests, responses), out)
+        return write(build(spark, requests, responses, cached), out)
     finally:
+        for df in cached:
+            df.unpersist()
         for key, old in before.items():
             if old is not None:
                 spark.conf.set(key, old)
