@@ -24,7 +24,7 @@ from kwire import __version__
 from kwire.options import add_broker_ports, add_keylog, add_overwrite, add_quiet
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-COMMANDS = ("decode", "groups", "report", "capture", "generate")
+COMMANDS = ("decode", "live", "spool", "groups", "report", "capture", "generate")
 EPILOG = (
     "exit codes: 0 done, 1 the job failed, 2 bad usage or bad input. "
     "`kwire INPUTS -o OUT` is `kwire decode INPUTS -o OUT`. "
@@ -54,6 +54,8 @@ def _story_arguments(parser: argparse.ArgumentParser, output: str) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from kwire import job
     from kwire.capture import cli as capture_cli
+    from kwire.live import job as live_job
+    from kwire.live import spool
 
     parser = argparse.ArgumentParser(
         prog="kwire",
@@ -73,6 +75,29 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
     )
     job.configure(decode)
+
+    live = sub.add_parser(
+        "live",
+        prog="kwire live",
+        help="follow a rotating capture ring (closed files) and keep OUT's tables current",
+        description="Follow a rotating capture ring on Spark Structured Streaming: every closed "
+        "file is decoded into OUT's tables (exactly once; connections, half-read frames and "
+        "pending requests carry across files), and the group tables are kept current. Killed "
+        "and started again, it goes on from its checkpoint (docs/live.md).",
+        epilog=EPILOG,
+    )
+    live_job.configure(live)
+
+    spool_cmd = sub.add_parser(
+        "spool",
+        prog="kwire spool",
+        help="move closed ring files into a spool for `kwire live` (the tcpdump -z / dumpcap "
+        "printname hook; also installed as kwire-spool)",
+        description="Move closed capture files into a spool directory under arrival-ordered "
+        "names, for `kwire live` (docs/live.md).",
+        epilog=EPILOG,
+    )
+    spool.configure(spool_cmd)
 
     groups = sub.add_parser(
         "groups",
@@ -141,6 +166,22 @@ def _decode(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _live(args: argparse.Namespace) -> int:
+    from kwire.live import job as live_job
+
+    try:
+        live_job.run(args)
+    except live_job.LiveError as e:
+        raise UsageError(str(e)) from None
+    return EXIT_OK
+
+
+def _spool(args: argparse.Namespace) -> int:
+    from kwire.live import spool
+
+    return spool.run(args)
+
+
 def _refuse_existing(path: Path, args: argparse.Namespace) -> None:
     if path.exists() and not args.overwrite:
         raise UsageError(f"{path} exists; give --overwrite to replace it")
@@ -188,6 +229,8 @@ def _generate(args: argparse.Namespace) -> int:
 
 RUNNERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "decode": _decode,
+    "live": _live,
+    "spool": _spool,
     "groups": _groups,
     "report": _report,
     "capture": _capture,

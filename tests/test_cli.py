@@ -92,6 +92,7 @@ def test_shared_options_mean_the_same_everywhere() -> None:
     wanted = {
         "decode": ["-o", "-p", "--master", "--conf", "--quiet", "--overwrite"],
         "capture": ["-o", "-p", "--quiet", "--overwrite"],
+        "live": ["-o", "-p", "--master", "--conf", "--quiet"],
         "report": ["-o", "--overwrite"],
         "groups": ["-o", "--overwrite"],
         "generate": ["-o", "--quiet"],

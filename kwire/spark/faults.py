@@ -17,7 +17,14 @@ import os
 import signal
 from pathlib import Path
 
-PLACES = ("capture", "decode-requests", "decode-responses", "records", "groups")
+PLACES = (
+    "capture",
+    "decode-requests",
+    "decode-responses",
+    "records",
+    "groups",
+    "live-commit",
+)
 
 
 def fault_point(place: str) -> None:

@@ -1,0 +1,573 @@
+"""`kwire live RING -o OUT`: follows a rotating capture ring and keeps OUT's tables current.
+
+One Structured Streaming query: the `kwire-ring` source (kwire.live.source) admits closed files
+in ring order; each micro-batch (`foreachBatch`) runs the batch job's steps on them:
+
+1. capture: the batch's segments and every flow's state carried from the batch before are
+   regrouped by flow; kwire.live.track restores each flow's TCP reassembly, half-read frames and
+   outstanding requests, feeds the new segments and saves what is still open (OUT/_live/state,
+   one version per batch). Pairing, latency and records are therefore those of the batch job.
+2. decode, records: the batch job's steps on the batch's frames.
+3. commit: every table's new files are moved into OUT/frames.parquet, OUT/requests,
+   OUT/responses and OUT/records under names that carry the batch number; then the group tables
+   are built again from the committed requests and responses (OUT/groups, swapped in whole) and
+   OUT/manifest.json says which batch OUT holds.
+
+Exactly once: Spark's checkpoint (OUT/_live/checkpoint) logs each batch's offsets (file numbers)
+before the batch runs and marks it done after `foreachBatch` returns; a batch interrupted by a
+crash is run again with the same files, reads the state version before it, and replaces whatever
+it had moved into the tables (files named with its number) and its state version. So after a
+restart no row is lost and none is there twice. A reader that lists a table while a batch is
+being moved in can see part of that batch; the manifest names the last batch complete.
+
+Decisions: the decoded tables carry a struct column for every message family (the batch job
+carries those present): live tables keep one schema across batches, as Parquet readers need.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
+
+from kwire.capture.distributed import FRAMES_SCHEMA, SPLIT_BYTES, merge_stats
+from kwire.capture.summary import Summary
+from kwire.live.source import MAX_FILES, Registry, closed_files, detect_layout, register_ring
+from kwire.live.track import IDLE_US, LIVE_SCHEMA, track_live
+from kwire.spark.faults import fault_point
+
+LIVE = "_live"
+TABLES = ("frames.parquet", "requests", "responses", "records")
+
+
+class LiveError(Exception):
+    """What stops `kwire live` with a one-line reason."""
+
+
+def say(message: str) -> None:
+    print(f"kwire live: {message}", flush=True)
+
+
+@dataclass
+class Paths:
+    out: str
+
+    @property
+    def live(self) -> str:
+        return os.path.join(self.out, LIVE)
+
+    @property
+    def registry(self) -> str:
+        return os.path.join(self.live, "files.jsonl")
+
+    @property
+    def checkpoint(self) -> str:
+        return os.path.join(self.live, "checkpoint")
+
+    @property
+    def state(self) -> str:
+        return os.path.join(self.live, "state")
+
+    @property
+    def batches(self) -> str:
+        return os.path.join(self.live, "batches")
+
+    @property
+    def final(self) -> str:
+        return os.path.join(self.live, "final")
+
+    def staging(self, tag: str) -> str:
+        return os.path.join(self.live, "staging", tag)
+
+
+def tag_of(batch_id: int, final: bool = False) -> str:
+    return f"{batch_id:09d}" + ("e" if final else "")
+
+
+def _versions(paths: Paths) -> list[str]:
+    try:
+        return sorted(n for n in os.listdir(paths.state) if n.startswith("v") and ".tmp" not in n)
+    except FileNotFoundError:
+        return []
+
+
+def state_before(paths: Paths, tag: str) -> str | None:
+    """The state version a batch starts from: the newest one written before it."""
+    older = [v for v in _versions(paths) if v < f"v{tag}"]
+    return os.path.join(paths.state, older[-1]) if older else None
+
+
+def batch_logs(paths: Paths) -> list[dict[str, Any]]:
+    try:
+        names = sorted(os.listdir(paths.batches))
+    except FileNotFoundError:
+        return []
+    out = []
+    for name in names:
+        if name.endswith(".json"):
+            with open(os.path.join(paths.batches, name), encoding="utf-8") as f:
+                out.append(json.load(f))
+    return out
+
+
+def _write_json(path: str, body: Any) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(body, f, indent=2, sort_keys=True, default=str)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def move_in(staged: str, table: str, tag: str) -> int:
+    """Moves the Parquet files Spark wrote under `staged` into `table` (same partition
+    directories), named `b<tag>-...`, after removing any that an interrupted run of the same
+    batch moved there. Returns how many files were moved."""
+    prefix = f"b{tag}-"
+    if os.path.isdir(table):
+        for root, _dirs, files in os.walk(table):
+            for name in files:
+                if name.startswith(prefix):
+                    os.remove(os.path.join(root, name))
+    moved = 0
+    if not os.path.isdir(staged):
+        return 0
+    for root, _dirs, files in os.walk(staged):
+        rel = os.path.relpath(root, staged)
+        for name in sorted(files):
+            if not name.endswith(".parquet") or name.startswith((".", "_")):
+                continue
+            target_dir = os.path.normpath(os.path.join(table, rel))
+            os.makedirs(target_dir, exist_ok=True)
+            os.replace(os.path.join(root, name), os.path.join(target_dir, prefix + name))
+            moved += 1
+    return moved
+
+
+@dataclass
+class Live:
+    """One follower of one ring into one OUT."""
+
+    spark: SparkSession
+    ring: str
+    out: str
+    broker_ports: list[int]
+    layout: str = "auto"
+    families: list[str] | None = None
+    tolerant: bool = True
+    groups: bool = True
+    records: bool = True
+    max_files: int = MAX_FILES
+    split_size: int = SPLIT_BYTES
+    idle_us: int = IDLE_US
+    quiet: bool = False
+    started: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        self.paths = Paths(self.out)
+        if self.layout == "auto":
+            self.layout = detect_layout(self.ring)
+
+    # -- one batch ------------------------------------------------------------------------
+
+    def process(self, batch: DataFrame, batch_id: int, final: bool = False) -> None:
+        """foreachBatch: the batch's files (or, `final`, the end of the capture) into OUT."""
+        from kwire.job import decode_frames, size_batches, write
+        from kwire.spark.explode import records_table
+        from kwire.spark.sink import write_parquet
+
+        t0 = time.monotonic()
+        steps: dict[str, float] = {}
+        spark = self.spark
+        paths = self.paths
+        tag = tag_of(batch_id, final)
+        staging = paths.staging(tag)
+        shutil.rmtree(staging, ignore_errors=True)
+        logs = [b for b in batch_logs(paths) if b["tag"] < tag]
+        horizon = max((b["max_us"] for b in logs if b.get("max_us") is not None), default=None)
+        registry = Registry(paths.registry)
+        seq_paths = {e["seq"]: e["path"] for e in registry.entries}
+        ports = list(self.broker_ports)
+        idle_us = self.idle_us
+
+        files_seen = Observation(f"kwire_live_files_{tag}")
+        tracked = Observation(f"kwire_live_tracked_{tag}")
+        stats_rows = F.struct(
+            F.col("file_time"), F.col("file_index"), F.col("offset"), F.col("stats")
+        )
+        segments = batch.observe(
+            files_seen,
+            F.collect_list(F.when(F.col("stats").isNotNull(), stats_rows)).alias("files"),
+            F.max(F.array_max("ts_us")).alias("max_us"),
+            F.count(F.when(F.col("stats").isNull(), 1)).alias("runs"),
+        ).where(F.col("stats").isNull())
+        segments = segments.select(
+            *[c for c in segments.columns if c != "stats"],
+            F.lit(None).cast("binary").alias("state"),
+            F.lit(None).cast("long").alias("last_us"),
+        )
+        before = state_before(paths, tag)
+        if before is not None:
+            carried = spark.read.parquet(before)
+            segments = segments.unionByName(carried, allowMissingColumns=True)
+
+        def track(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            yield from track_live(
+                batches, seq_paths, ports, horizon_us=horizon, final=final, idle_us=idle_us
+            )
+
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        out = (
+            # Flows over a few tasks (streaming runs without adaptive execution, so Spark's 200
+            # shuffle partitions would be 200 Python tasks for a few files).
+            segments.repartition(self.tasks(), "flow")
+            .sortWithinPartitions(F.col("state").isNull(), "file_index", "offset")
+            .mapInArrow(track, from_arrow_schema(LIVE_SCHEMA))
+            .observe(tracked, F.collect_list("stats").alias("tracked"))
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        )
+        try:
+            state_tmp = os.path.join(paths.state, f"v{tag}.tmp")
+            shutil.rmtree(state_tmp, ignore_errors=True)
+            write_parquet(
+                out.where(F.col("state").isNotNull()).select(
+                    "a_addr", "a_port", "b_addr", "b_port", "flow", "state", "last_us"
+                ),
+                state_tmp,
+            )
+            frames_path = os.path.join(staging, "frames.parquet")
+            frames_cols = [c for c in FRAMES_SCHEMA.names if c != "stats"]
+            steps["state"] = time.monotonic() - t0
+            write_parquet(
+                out.where(F.col("state").isNull() & F.col("stats").isNull()).select(*frames_cols),
+                frames_path,
+            )
+            steps["frames"] = time.monotonic() - t0
+        finally:
+            out.unpersist()
+        try:
+            got = files_seen.get
+        except Exception:  # a final batch has no source rows
+            got = {"files": [], "max_us": None, "runs": 0}
+        ranges = sorted(got.get("files") or [], key=lambda r: (r[1], r[2]))
+        summary = merge_stats([r[3] for r in ranges], tracked.get["tracked"])
+        t_capture = time.monotonic() - t0
+        frames = spark.read.parquet(frames_path)
+        n_frames = summary.frames["request"] + summary.frames["response"]
+        if n_frames:
+            size_batches(spark, frames)
+            steps["sizes"] = time.monotonic() - t0
+            requests, responses = decode_frames(frames, self.families, tolerant=self.tolerant)
+            write(requests, os.path.join(staging, "requests"), "overwrite")
+            steps["requests"] = time.monotonic() - t0
+            write(responses, os.path.join(staging, "responses"), "overwrite")
+            steps["responses"] = time.monotonic() - t0
+            if self.records:
+                decoded = spark.read.parquet(os.path.join(staging, "responses"))
+                write_parquet(records_table(frames, decoded), os.path.join(staging, "records"))
+        t_decode = time.monotonic() - t0 - t_capture
+        # Commit: the tables' new files, then the state version, then the group tables, then
+        # the batch's log (its presence says the batch is done).
+        for i, table in enumerate(TABLES):
+            if i == 2:
+                fault_point("live-commit")  # the fault tests: a driver killed mid-commit
+            move_in(os.path.join(staging, table), os.path.join(self.out, table), tag)
+        target = os.path.join(paths.state, f"v{tag}")
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(state_tmp, target)
+        shutil.rmtree(staging, ignore_errors=True)
+        groups_s = None
+        done = max((r[1] for r in ranges), default=0)
+        if self.groups and self._groups_due(n_frames, final, done):
+            groups_s = self.rebuild_groups(tag)
+        seqs = sorted({r[1] for r in ranges})
+        log = {
+            "tag": tag,
+            "batch": batch_id,
+            "final": final,
+            "files": [{"seq": s, "path": seq_paths.get(s)} for s in seqs],
+            "lost": [f["path"] for f in summary.files if "lost" in str(f.get("error", ""))],
+            "errors": [f"{f['path']}: {f['error']}" for f in summary.files if f.get("error")],
+            "max_us": got.get("max_us") if got.get("max_us") is not None else horizon,
+            "packets": summary.packets,
+            "frames": n_frames,
+            "state_flows": self.spark.read.parquet(target).count() if not final else 0,
+            "summary": summary.state(),
+            "seconds": {
+                "capture": round(t_capture, 2),
+                "decode": round(t_decode, 2),
+                "groups": groups_s,
+                "total": round(time.monotonic() - t0, 2),
+                "steps": {k: round(v, 2) for k, v in steps.items()},
+            },
+        }
+        _write_json(os.path.join(paths.batches, f"{tag}.json"), log)
+        for old in _versions(paths)[:-2]:
+            shutil.rmtree(os.path.join(paths.state, old), ignore_errors=True)
+        self.write_manifest(tag)
+        self.tell(log, registry)
+
+    def _groups_due(self, n_frames: int, final: bool, done: int) -> bool:
+        """Whether to build the group tables again after this batch: when frames came since
+        the last build (this batch's or those of batches that skipped it), and no closed file
+        is waiting: a ring that fell behind catches up first, then its stories are built once."""
+        logs = batch_logs(self.paths)
+        built = [i for i, b in enumerate(logs) if b["seconds"].get("groups") is not None]
+        since = logs[built[-1] + 1 :] if built else logs
+        if not n_frames and not any(b["frames"] for b in since):
+            return False
+        return final or not self._waiting(done)
+
+    def _waiting(self, done: int) -> bool:
+        """Whether closed files wait beyond file number `done`."""
+        registry = Registry(self.paths.registry)
+        if registry.between(done, 1 << 62):
+            return True
+        include = os.path.exists(self.paths.final)
+        return any(
+            (f["path"], f["inode"], f["size"], f["mtime_ns"]) not in registry.known
+            for f in closed_files(self.ring, self.layout, include_newest=include)
+        )
+
+    def tasks(self) -> int:
+        return max(2, 2 * self.spark.sparkContext.defaultParallelism)
+
+    def rebuild_groups(self, tag: str) -> float:
+        from kwire.groups.build import build_and_write
+
+        t = time.monotonic()
+        spark = self.spark
+        staging = self.paths.staging(f"{tag}-groups")
+        shutil.rmtree(staging, ignore_errors=True)
+        requests = spark.read.parquet(os.path.join(self.out, "requests"))
+        responses = spark.read.parquet(os.path.join(self.out, "responses"))
+        build_and_write(spark, requests, responses, staging)
+        target = os.path.join(self.out, "groups")
+        old = os.path.join(self.paths.live, "groups.old")
+        shutil.rmtree(old, ignore_errors=True)
+        if os.path.exists(target):
+            os.replace(target, old)
+        os.replace(os.path.join(staging, "groups"), target)
+        shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)
+        return round(time.monotonic() - t, 2)
+
+    def write_manifest(self, tag: str) -> None:
+        from kwire import __version__
+        from kwire.groups.schema import TABLES as GROUP_TABLES
+        from kwire.spark import manifest
+
+        tables = {
+            t.removesuffix(".parquet"): t
+            for t in TABLES
+            if os.path.isdir(os.path.join(self.out, t))
+        }
+        if os.path.isdir(os.path.join(self.out, "groups")):
+            tables.update({f"groups/{g}": f"groups/{g}" for g in GROUP_TABLES})
+        logs = batch_logs(self.paths)
+        manifest.write(
+            self.out,
+            tables,
+            kwire=__version__,
+            inputs=[self.ring],
+            live={
+                "batch": tag,
+                "files": sum(len(b["files"]) for b in logs),
+                "ended": tag.endswith("e"),
+            },
+            families=self.families,
+            strict=not self.tolerant,
+        )
+
+    def tell(self, log: dict[str, Any], registry: Registry) -> None:
+        if self.quiet:
+            return
+        files = log["files"]
+        span = f"files {files[0]['seq']}-{files[-1]['seq']}" if files else "no new file"
+        behind = registry.last - (files[-1]["seq"] if files else registry.last)
+        lag = ""
+        if files and files[-1]["path"] and os.path.exists(files[-1]["path"]):
+            lag = f", {time.time() - os.path.getmtime(files[-1]['path']):.1f} s after its close"
+        took = log["seconds"]
+        groups = f", groups {took['groups']:.1f} s" if took.get("groups") else ""
+        what = "end of capture" if log["final"] else f"batch {log['batch']}"
+        lost = f", {len(log['lost'])} file(s) LOST" if log["lost"] else ""
+        say(
+            f"{what}: {span} ({len(files)}), {log['packets']:,} packets, {log['frames']:,} frames"
+            f"{lost}; {behind} closed file(s) waiting{lag}; {took['total']:.1f} s{groups}"
+        )
+
+    # -- the run --------------------------------------------------------------------------
+
+    def stream(self) -> DataFrame:
+        register_ring(self.spark)
+        os.makedirs(self.paths.live, exist_ok=True)
+        return (
+            self.spark.readStream.format("kwire-ring")
+            .option("registry", self.paths.registry)
+            .option("layout", self.layout)
+            .option("maxFilesPerTrigger", str(self.max_files))
+            .option("splitSize", str(self.split_size))
+            .option("final", self.paths.final)
+            .load(self.ring)
+        )
+
+    def run(self, trigger_s: float = 2.0, until_idle: float | None = None) -> None:
+        """Runs until stopped (Ctrl-C), or, with `until_idle`, until no new closed file came for
+        that many seconds: the run then ends the capture (every flow ended, as the batch job's
+        end does) and returns."""
+        paths = self.paths
+        ended = [b for b in batch_logs(paths) if b["final"]]
+        if ended:
+            say(f"{self.out} ended at batch {ended[-1]['batch']}; following on from there")
+        if os.path.exists(paths.final):
+            os.remove(paths.final)
+        query = (
+            self.stream()
+            .writeStream.foreachBatch(lambda df, i: self.process(df, i))
+            .option("checkpointLocation", paths.checkpoint)
+            .trigger(processingTime=f"{trigger_s} seconds")
+            .queryName("kwire-live")
+            .start()
+        )
+        say(f"following {self.ring} ({self.layout}) into {self.out}; Ctrl-C stops")
+        try:
+            last_change = time.monotonic()
+            seen = self._files_seen()
+            while query.isActive:
+                query.awaitTermination(1)
+                now_seen = self._files_seen()
+                if now_seen != seen:
+                    seen, last_change = now_seen, time.monotonic()
+                if until_idle is None or time.monotonic() - last_change < until_idle:
+                    continue
+                if not self._caught_up():
+                    continue
+                if self.layout == "ring" and not os.path.exists(paths.final):
+                    # The file still open is read as it stands before the run ends.
+                    open(paths.final, "w").close()
+                    last_change = time.monotonic()
+                    continue
+                break
+            if query.exception() is not None:
+                raise LiveError(f"the streaming query failed: {query.exception()}")
+        finally:
+            query.stop()
+        self.end()
+
+    def _files_seen(self) -> int:
+        return len(closed_files(self.ring, self.layout, include_newest=True))
+
+    def _caught_up(self) -> bool:
+        logs = batch_logs(self.paths)
+        done = max((f["seq"] for b in logs for f in b["files"]), default=0)
+        return not self._waiting(done)
+
+    def end(self) -> None:
+        """The end of the capture: every flow still held is ended (idempotent)."""
+        logs = batch_logs(self.paths)
+        if not logs or logs[-1]["final"]:
+            return
+        empty = self.spark.createDataFrame([], schema=self._segment_type())
+        self.process(empty, logs[-1]["batch"], final=True)
+
+    def _segment_type(self) -> Any:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        from kwire.capture.distributed import SEGMENT_SCHEMA
+
+        return from_arrow_schema(SEGMENT_SCHEMA)
+
+
+# -- command line ---------------------------------------------------------------------------
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    from kwire.job import _size
+    from kwire.options import add_broker_ports, add_quiet, add_spark
+
+    parser.add_argument("ring", help="the spool directory (kwire-spool) or the ring directory")
+    parser.add_argument("-o", "--output", required=True, metavar="OUT", help="output directory")
+    parser.add_argument(
+        "--layout",
+        choices=("auto", "spool", "ring"),
+        default="auto",
+        help="spool: every file is closed (moved in by kwire-spool); ring: the newest file is "
+        "being written; auto (default): spool when every file carries kwire-spool's number",
+    )
+    parser.add_argument(
+        "--trigger", type=float, default=2.0, metavar="SECONDS", help="seconds between checks"
+    )
+    parser.add_argument(
+        "--until-idle",
+        type=float,
+        metavar="SECONDS",
+        help="end the run (and the capture: what is still open is reported, as the batch "
+        "job's end does) after this long without a new closed file",
+    )
+    parser.add_argument(
+        "--max-files", type=int, default=MAX_FILES, help="files per batch at most (default 8)"
+    )
+    parser.add_argument(
+        "--idle-minutes",
+        type=float,
+        default=IDLE_US / 60e6,
+        help="end a connection with no packet for this long, in capture time (default 15)",
+    )
+    parser.add_argument("--no-records", action="store_true", help="skip OUT/records")
+    parser.add_argument("--no-groups", action="store_true", help="skip OUT/groups")
+    parser.add_argument("--strict", action="store_true", help="as kwire decode --strict")
+    parser.add_argument(
+        "--split-size",
+        type=_size,
+        default=SPLIT_BYTES,
+        metavar="BYTES",
+        help="bytes of a file per task (default 128m)",
+    )
+    add_broker_ports(parser)
+    add_spark(parser)
+    add_quiet(parser)
+
+
+def run(args: argparse.Namespace, spark: SparkSession | None = None) -> None:
+    from kwire.capture import DEFAULT_BROKER_PORTS
+    from kwire.spark.session import build_session
+
+    if not os.path.isdir(args.ring):
+        raise LiveError(f"{args.ring} is not a directory")
+    if "://" in args.output:
+        raise LiveError("kwire live writes to a local (or mounted) OUT")
+    existing = [t for t in TABLES if os.path.exists(os.path.join(args.output, t))]
+    if existing and not os.path.isdir(os.path.join(args.output, LIVE)):
+        raise LiveError(f"{args.output} holds a batch job's tables; give a new OUT")
+    if spark is None:
+        say(f"starting Spark on {args.master}")
+        spark = build_session(args.master, "kwire-live", args.conf)
+    live = Live(
+        spark,
+        os.path.abspath(args.ring),
+        os.path.abspath(args.output),
+        args.broker_ports or list(DEFAULT_BROKER_PORTS),
+        layout=args.layout,
+        tolerant=not args.strict,
+        groups=not args.no_groups,
+        records=not args.no_records,
+        max_files=args.max_files,
+        split_size=args.split_size,
+        idle_us=int(args.idle_minutes * 60e6),
+        quiet=args.quiet,
+    )
+    live.run(args.trigger, args.until_idle)

@@ -1,0 +1,170 @@
+"""`kwire live` equals the batch job on the same files, through a crash and a restart.
+
+A real capture (librdkafka's mock cluster: a consumer group, a member killed, a rebalance) is cut
+into ring files; the files are dropped into a spool one by one with the real hook
+(kwire.live.spool) while `kwire live` runs in its own process. The first run is killed in the
+middle of committing a batch (after some tables took the batch's files, before the others did);
+a second run goes on from the checkpoint and ends on idle. Every table must then equal the
+batch job's (`kwire decode` over the same files), row for row: nothing lost, nothing twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow.dataset as ds
+import pytest
+
+from kwire.capture.pcapfile import FileStats, iter_packets
+from kwire.live.spool import spool_file
+from tests.fuzz.pcaps import pcap_file
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "capture"
+CAPTURE = DATA / "mock_gt_eager_kill.pcap"
+PIECES = 4
+
+pytestmark = pytest.mark.xdist_group("spark")
+
+
+def cut(path: Path, pieces: int, into: Path) -> list[Path]:
+    """The capture's packets in `pieces` pcap files of about equal packet counts, named as
+    tcpdump -C names a ring's files."""
+    with open(path, "rb") as f:
+        packets = list(iter_packets(f, FileStats(str(path))))
+    linktype = packets[0].linktype
+    assert all(p.linktype == linktype for p in packets)
+    into.mkdir(parents=True, exist_ok=True)
+    out = []
+    step = -(-len(packets) // pieces)
+    for i in range(pieces):
+        chunk = packets[i * step : (i + 1) * step]
+        data, _ = pcap_file([(p.ts_us, p.data) for p in chunk], linktype)
+        target = into / f"ring.pcap{i}"
+        target.write_bytes(data)
+        out.append(target)
+    return out
+
+
+def _live(spool: Path, out: Path, ports: str, *extra: str, env: dict[str, str]) -> Any:
+    cmd = [sys.executable, "-m", "kwire", "live", str(spool), "-o", str(out), "-p", ports]
+    cmd += ["--trigger", "0.5", "--max-files", "2", "--master", "local[2]", *extra]
+    return subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _finish(proc: Any, timeout: float) -> tuple[int, str]:
+    try:
+        text, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        text, _ = proc.communicate()
+        pytest.fail(f"kwire live did not finish in {timeout} s:\n{text}")
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the JVM, should it outlive its driver
+    except ProcessLookupError:
+        pass
+    return proc.returncode, text
+
+
+def _rows(path: Path, columns: list[str] | None = None) -> Counter[str]:
+    table = ds.dataset(str(path), format="parquet", partitioning="hive").to_table(columns=columns)
+    return Counter(json.dumps(r, sort_keys=True, default=repr) for r in table.to_pylist())
+
+
+def _ring_name(source_file: str | None) -> str | None:
+    """A frame's file, as the ring named it (the spool prefixes a sequence number)."""
+    if source_file is None:
+        return None
+    name = os.path.basename(source_file)
+    return name.split("-", 1)[1] if name[:12].isdigit() else name
+
+
+def test_live_equals_batch_through_a_crash(tmp_path: Path, spark: Any) -> None:
+    from kwire import job
+
+    ports = ",".join(
+        str(p) for p in json.loads(CAPTURE.with_suffix(".json").read_text())["broker_ports"]
+    )
+    ring = cut(CAPTURE, PIECES, tmp_path / "ring")
+    batch_in = tmp_path / "batch_in"
+    batch_in.mkdir()
+    for f in ring:
+        (batch_in / f.name).write_bytes(f.read_bytes())
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    out = tmp_path / "live"
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    env = {**os.environ, "KWIRE_FAULTS": "live-commit", "KWIRE_FAULTS_DIR": str(faults)}
+
+    # Run 1: two files closed; killed while committing its first batch.
+    for f in ring[:2]:
+        spool_file(str(f), str(spool))
+    code, text = _finish(_live(spool, out, ports, env=env), 240)
+    assert (faults / "fault-live-commit").exists(), text
+    assert code == -signal.SIGKILL, text
+    assert not (out / "manifest.json").exists(), "a killed first batch left a manifest"
+    committed = list((out / "requests").rglob("*.parquet")) if (out / "requests").exists() else []
+    assert committed, "the crash should come after the requests took the batch's files"
+
+    # Run 2: goes on from the checkpoint while the other files close one by one.
+    env.pop("KWIRE_FAULTS")
+    proc = _live(spool, out, ports, "--until-idle", "4", env=env)
+    for f in ring[2:]:
+        time.sleep(1.0)
+        spool_file(str(f), str(spool))
+    code, text = _finish(proc, 300)
+    assert code == 0, text
+    assert "end of capture" in text, text
+    logs = [json.loads(p.read_text()) for p in sorted((out / "_live" / "batches").glob("*.json"))]
+    read = [f["seq"] for b in logs for f in b["files"]]
+    assert sorted(read) == list(range(1, PIECES + 1)), read  # every file once
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["live"]["ended"] is True
+
+    # The batch job on the same files.
+    batch_out = tmp_path / "batch"
+    args = job.parse_args([str(batch_in), "-o", str(batch_out), "-p", ports, "--no-summary", "-q"])
+    job.run(args, spark)
+
+    for table in ("requests", "responses", "records"):
+        columns = [
+            c
+            for c in ds.dataset(str(batch_out / table), partitioning="hive").schema.names
+            if c != "source_file"
+        ]
+        want = _rows(batch_out / table, columns)
+        got = _rows(out / table, columns)
+        assert sum(want.values()) > 0, table
+        assert got == want, f"{table}: {sum(got.values())} rows live, {sum(want.values())} batch"
+    names = Counter(
+        _ring_name(r["source_file"])
+        for r in ds.dataset(str(out / "frames.parquet")).to_table(["source_file"]).to_pylist()
+    )
+    want_names = Counter(
+        _ring_name(r["source_file"])
+        for r in ds.dataset(str(batch_out / "frames.parquet")).to_table(["source_file"]).to_pylist()
+    )
+    assert names == want_names
+    for table in sorted(p.name for p in (batch_out / "groups").iterdir()):
+        want = _rows(batch_out / "groups" / table)
+        assert _rows(out / "groups" / table) == want, f"groups/{table}"
+    from kwire.groups.story import tell
+
+    assert tell(out) == tell(batch_out)
