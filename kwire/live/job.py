@@ -131,6 +131,14 @@ def _write_json(path: str, body: Any) -> None:
     os.replace(tmp, path)
 
 
+def _has_files(table: str) -> bool:
+    return any(
+        name.endswith(".parquet") and not name.startswith((".", "_"))
+        for _root, _dirs, files in os.walk(table)
+        for name in files
+    )
+
+
 def move_in(staged: str, table: str, tag: str) -> int:
     """Moves the Parquet files Spark wrote under `staged` into `table` (same partition
     directories), named `b<tag>-...`, after removing any that an interrupted run of the same
@@ -173,7 +181,8 @@ class Live:
     split_size: int = SPLIT_BYTES
     idle_us: int = IDLE_US
     quiet: bool = False
-    started: float = field(default_factory=time.monotonic)
+    groups_every: float = 60.0
+    started_at: float = field(default_factory=time.time)
 
     def __post_init__(self) -> None:
         self.paths = Paths(self.out)
@@ -276,7 +285,9 @@ class Live:
             write(responses, os.path.join(staging, "responses"), "overwrite")
             steps["responses"] = time.monotonic() - t0
             if self.records:
-                decoded = spark.read.parquet(os.path.join(staging, "responses"))
+                staged = os.path.join(staging, "responses")
+                # A batch can hold requests and no response (the end of a capture): no files.
+                decoded = spark.read.parquet(staged) if _has_files(staged) else None
                 write_parquet(records_table(frames, decoded), os.path.join(staging, "records"))
         t_decode = time.monotonic() - t0 - t_capture
         # Commit: the tables' new files, then the state version, then the group tables, then
@@ -295,6 +306,7 @@ class Live:
             groups_s = self.rebuild_groups(tag)
         seqs = sorted({r[1] for r in ranges})
         log = {
+            "committed_at": time.time(),
             "tag": tag,
             "batch": batch_id,
             "final": final,
@@ -329,7 +341,12 @@ class Live:
         since = logs[built[-1] + 1 :] if built else logs
         if not n_frames and not any(b["frames"] for b in since):
             return False
-        return final or not self._waiting(done)
+        if final or not self._waiting(done):
+            return True
+        # Behind: still build now and then, so a ring that rotates faster than a batch with its
+        # group tables takes still gets current stories.
+        last = logs[built[-1]]["committed_at"] if built else self.started_at
+        return time.time() - last >= self.groups_every
 
     def _waiting(self, done: int) -> bool:
         """Whether closed files wait beyond file number `done`."""
@@ -400,7 +417,8 @@ class Live:
         behind = registry.last - (files[-1]["seq"] if files else registry.last)
         lag = ""
         if files and files[-1]["path"] and os.path.exists(files[-1]["path"]):
-            lag = f", {time.time() - os.path.getmtime(files[-1]['path']):.1f} s after its close"
+            # A file's close: its last write (a ring), or its move into the spool (ctime).
+            lag = f", {time.time() - os.stat(files[-1]['path']).st_ctime:.1f} s after its close"
         took = log["seconds"]
         groups = f", groups {took['groups']:.1f} s" if took.get("groups") else ""
         what = "end of capture" if log["final"] else f"batch {log['batch']}"
@@ -527,6 +545,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=IDLE_US / 60e6,
         help="end a connection with no packet for this long, in capture time (default 15)",
     )
+    parser.add_argument(
+        "--groups-every",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="while behind the ring, build the group tables at most this often (default 60); "
+        "once caught up, after every batch",
+    )
     parser.add_argument("--no-records", action="store_true", help="skip OUT/records")
     parser.add_argument("--no-groups", action="store_true", help="skip OUT/groups")
     parser.add_argument("--strict", action="store_true", help="as kwire decode --strict")
@@ -569,5 +595,6 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> None:
         split_size=args.split_size,
         idle_us=int(args.idle_minutes * 60e6),
         quiet=args.quiet,
+        groups_every=args.groups_every,
     )
     live.run(args.trigger, args.until_idle)

@@ -17,14 +17,9 @@ import os
 import signal
 from pathlib import Path
 
-PLACES = (
-    "capture",
-    "decode-requests",
-    "decode-responses",
-    "records",
-    "groups",
-    "live-commit",
-)
+PLACES = ("capture", "decode-requests", "decode-responses", "records", "groups")
+# kwire live's driver, between two tables' commits of a micro-batch (PLACE only: the driver).
+LIVE_PLACES = ("live-commit",)
 
 
 def fault_point(place: str) -> None:

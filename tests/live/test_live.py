@@ -30,9 +30,9 @@ from tests.fuzz.pcaps import pcap_file
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "capture"
 CAPTURE = DATA / "mock_gt_eager_kill.pcap"
-PIECES = 4
+PIECES = 3
 
-pytestmark = pytest.mark.xdist_group("spark")
+pytestmark = pytest.mark.xdist_group("live")
 
 
 def cut(path: Path, pieces: int, into: Path) -> list[Path]:

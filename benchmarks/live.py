@@ -1,0 +1,217 @@
+"""Live: `kwire live` following a ring that rotates while it runs.
+
+    python -m benchmarks.live --ring out/ring_big [--file-mb 25] [--every 10] [--files 40]
+
+The ring's packets are cut again into files of --file-mb MB (pcap, as tcpdump -C writes them),
+then moved into a spool with the real hook (kwire.live.spool), one every --every seconds (the
+ring's rotation; 0 drops them all at once: a reader catching up), while `kwire live` runs on the
+spool in its own process until idle. Reported per trigger, from the live run's batch logs: files,
+frames, seconds (capture with the state carried across files, decode, group tables), the flows
+held in the state after it, and per file the latency from its close (its move into the spool)
+to its rows being committed (the batch log's write). Then, on the same files, `kwire decode` as
+the batch reference: total time, and whether the tables hold the same rows (counts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.scale import TreeSampler, parquet_rows, say  # noqa: E402
+
+
+def recut(ring: Path, into: Path, file_mb: float, limit: int | None) -> list[Path]:
+    """The ring's packets, in capture order, in pcap files of about `file_mb` MB."""
+    import struct
+
+    from kwire.capture.pcapfile import FileStats, iter_packets
+    from kwire.capture.reader import expand_paths
+
+    into.mkdir(parents=True, exist_ok=True)
+    budget = int(file_mb * 1e6)
+    out: list[Path] = []
+    current: Any = None
+    size = 0
+    linktype = None
+    for path in expand_paths([str(ring)]):
+        if not path.endswith((".pcap", ".pcapng")) and ".pcap" not in os.path.basename(path):
+            continue
+        with open(path, "rb") as f:
+            for p in iter_packets(f, FileStats(path)):
+                if linktype is None:
+                    linktype = p.linktype
+                if current is None or size >= budget:
+                    if current is not None:
+                        current.close()
+                        if limit is not None and len(out) >= limit:
+                            return out
+                    target = into / f"ring.pcap{len(out)}"
+                    out.append(target)
+                    current = open(target, "wb")
+                    current.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, linktype))
+                    size = 24
+                head = struct.pack(
+                    "<IIII", p.ts_us // 1_000_000, p.ts_us % 1_000_000, len(p.data), p.orig_len
+                )
+                current.write(head + p.data)
+                size += 16 + len(p.data)
+    if current is not None:
+        current.close()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ring", type=Path, required=True)
+    parser.add_argument("--file-mb", type=float, default=25.0)
+    parser.add_argument("--every", type=float, default=10.0, help="seconds between rotations")
+    parser.add_argument("--files", type=int, help="use only the first N files")
+    parser.add_argument("--work", type=Path, default=Path("out/bench_live"))
+    parser.add_argument("--json", type=Path, default=Path("out/bench_live.json"))
+    parser.add_argument("--no-batch", action="store_true", help="skip the batch reference")
+    parser.add_argument("--idle", type=float, default=20.0, help="--until-idle of the live run")
+    args = parser.parse_args(argv)
+
+    from kwire.live.spool import spool_file
+
+    info = (
+        json.loads((args.ring / "ring.json").read_text())
+        if (args.ring / "ring.json").exists()
+        else {}
+    )
+    ports = ",".join(str(p) for p in info.get("broker_ports", [9092]))
+    work = args.work
+    shutil.rmtree(work, ignore_errors=True)
+    t = time.monotonic()
+    files = recut(args.ring, work / "files", args.file_mb, args.files)
+    total = sum(f.stat().st_size for f in files)
+    say(f"{len(files)} files, {total / 1e9:.2f} GB, cut in {time.monotonic() - t:.1f} s")
+    keep = work / "batch_in"
+    keep.mkdir()
+    for f in files:
+        os.link(f, keep / f.name)  # the batch reference reads the same bytes
+    spool = work / "spool"
+    spool.mkdir()
+    out = work / "out"
+    cmd = [sys.executable, "-m", "kwire", "live", str(spool), "-o", str(out), "-p", ports]
+    cmd += ["--until-idle", str(args.idle), "--trigger", "1"]
+    log = open(work / "live.log", "w")
+    started = time.time()
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    closed: dict[str, float] = {}
+
+    def rotate() -> None:
+        time.sleep(5)
+        for f in files:
+            closed[os.path.basename(spool_file(str(f), str(spool)))] = time.time()
+            if args.every:
+                time.sleep(args.every)
+
+    feeder = threading.Thread(target=rotate)
+    feeder.start()
+    with TreeSampler(proc.pid) as sampler:
+        proc.wait()
+    peak = sampler.peak
+    feeder.join()
+    live_s = time.time() - started
+    if proc.returncode != 0:
+        say(f"kwire live failed ({proc.returncode}); see {work / 'live.log'}")
+        return 1
+    batches = []
+    for p in sorted((out / "_live" / "batches").glob("*.json")):
+        b = json.loads(p.read_text())
+        b["committed_at"] = p.stat().st_mtime
+        batches.append(b)
+    latencies = []
+    for b in batches:
+        for f in b["files"]:
+            name = os.path.basename(f["path"] or "")
+            if name in closed:
+                latencies.append(b["committed_at"] - closed[name])
+    triggers = [b for b in batches if b["files"]]
+    secs = [b["seconds"]["total"] for b in triggers]
+    report: dict[str, Any] = {
+        "files": len(files),
+        "bytes": total,
+        "every_s": args.every,
+        "live_wall_s": round(live_s, 1),
+        "peak_rss_bytes": peak,
+        "triggers": [
+            {
+                "tag": b["tag"],
+                "files": len(b["files"]),
+                "frames": b["frames"],
+                "state_flows": b.get("state_flows"),
+                "seconds": b["seconds"],
+            }
+            for b in batches
+        ],
+        "trigger_s": {"median": statistics.median(secs), "max": max(secs)} if secs else None,
+        "close_to_visible_s": (
+            {
+                "median": statistics.median(latencies),
+                "p95": sorted(latencies)[int(0.95 * (len(latencies) - 1))],
+                "max": max(latencies),
+            }
+            if latencies
+            else None
+        ),
+        "state_flows": [b.get("state_flows") for b in triggers],
+    }
+    say(
+        f"live: {len(triggers)} triggers, median {report['trigger_s']['median']:.1f} s, "
+        f"close to visible median {report['close_to_visible_s']['median']:.1f} s, "
+        f"max {report['close_to_visible_s']['max']:.1f} s; state flows "
+        f"{min(report['state_flows'])}-{max(report['state_flows'])}; peak {peak / 1e9:.2f} GB"
+    )
+    if not args.no_batch:
+        bout = work / "batch_out"
+        t = time.monotonic()
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kwire",
+                "decode",
+                str(keep),
+                "-o",
+                str(bout),
+                "-p",
+                ports,
+                "-q",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+        report["batch_s"] = round(time.monotonic() - t, 1)
+        if done.returncode != 0:
+            say(f"kwire decode failed: {done.stderr[-2000:]}")
+        else:
+            same = {}
+            for table in ("requests", "responses", "records"):
+                same[table] = [parquet_rows(out / table), parquet_rows(bout / table)]
+            report["rows_live_vs_batch"] = same
+            say(f"batch: {report['batch_s']} s; rows live vs batch {same}")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=2) + "\n")
+    say(f"-> {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
