@@ -483,24 +483,35 @@ def track_segments(
             if blob is None:
                 continue  # a statistics row, should one come this far
             tracker.src = paths[index]
-            ends = ((a, ap, b, bp), (b, bp, a, ap))
-            pos = 0
-            for side, ts, seq, ack, flags, length, missing in zip(
-                sides, tss, seqs, acks, flagss, lengths, missings
-            ):
-                src, sport, dst, dport = ends[side]
-                payload = blob[pos : pos + length]
-                pos += length
-                segment = Segment(src, sport, dst, dport, seq, ack, flags, payload, missing)
-                tracker.segment(segment, ts)
-                if builder.full():
-                    yield _with_stats(builder.take(), None)
+            run = (a, ap, b, bp, sides, tss, seqs, acks, flagss, lengths, missings, blob)
+            for done in feed_run(tracker, builder, run):
+                yield _with_stats(done, None)
     tracker.finish()
     if builder.rows:
         yield _with_stats(builder.take(), None)
     row: dict[str, Any] = {name: None for name in FRAMES_SCHEMA.names}
     row["stats"] = json.dumps(summary.state())
     yield pa.RecordBatch.from_pylist([row], schema=FRAMES_SCHEMA)
+
+
+def feed_run(tracker: Tracker, builder: BatchBuilder, run: tuple[Any, ...]) -> list[pa.RecordBatch]:
+    """Feeds one run (a flow's consecutive segments, SEGMENT_SCHEMA's a_addr ... payload) to the
+    tracker; returns the frame batches the builder filled meanwhile (a run is at most RUN_BYTES
+    of payload, so a batch or two)."""
+    a, ap, b, bp, sides, tss, seqs, acks, flagss, lengths, missings, blob = run
+    ends = ((a, ap, b, bp), (b, bp, a, ap))
+    full: list[pa.RecordBatch] = []
+    pos = 0
+    for side, ts, seq, ack, flags, length, missing in zip(
+        sides, tss, seqs, acks, flagss, lengths, missings
+    ):
+        src, sport, dst, dport = ends[side]
+        payload = blob[pos : pos + length]
+        pos += length
+        tracker.segment(Segment(src, sport, dst, dport, seq, ack, flags, payload, missing), ts)
+        if builder.full():
+            full.append(builder.take())
+    return full
 
 
 _TRACKED = (

@@ -25,9 +25,13 @@ from typing import Any
 import pyarrow as pa
 
 from kwire.capture.carry import end_flow, flow_keys, load_flow, save_flow
-from kwire.capture.distributed import FRAMES_SCHEMA, FRAME_BATCH_BYTES, FRAME_BATCH_ROWS
+from kwire.capture.distributed import (
+    FRAME_BATCH_BYTES,
+    FRAME_BATCH_ROWS,
+    FRAMES_SCHEMA,
+    feed_run,
+)
 from kwire.capture.engine import Tracker
-from kwire.capture.packets import Segment
 from kwire.capture.summary import Summary
 from kwire.capture.table import BatchBuilder
 
@@ -123,21 +127,11 @@ def track_live(
             if blob is None:
                 continue  # a statistics row
             tracker.src = paths.get(index, "")
-            ends = ((a, ap, b, bp), (b, bp, a, ap))
-            pos = 0
-            for side, ts, seq, ack, flags, length, missing in zip(
-                sides, tss, seqs, acks, flagss, lengths, missings
-            ):
-                src, sport, dst, dport = ends[side]
-                payload = blob[pos : pos + length]
-                pos += length
-                tracker.segment(
-                    Segment(src, sport, dst, dport, seq, ack, flags, payload, missing), ts
-                )
-                if builder.full():
-                    yield _extend(builder.take())
+            run = (a, ap, b, bp, sides, tss, seqs, acks, flagss, lengths, missings, blob)
+            for done in feed_run(tracker, builder, run):
+                yield _extend(done)
             if tss:
-                last[key] = max(last.get(key, 0), tss[-1], max(tss))
+                last[key] = max(last.get(key, 0), max(tss))
     states: list[dict[str, Any]] = []
     if final:
         tracker.finish()
