@@ -476,7 +476,7 @@ def track_segments(
     for batch in batches:
         if batch.num_rows == 0:
             continue
-        cols = [batch.column(name).to_pylist() for name in _TRACKED]
+        cols = [batch.column(name).to_pylist() for name in TRACKED]
         for index, a, ap, b, bp, sides, tss, seqs, acks, flagss, lengths, missings, blob in zip(
             *cols
         ):
@@ -514,7 +514,7 @@ def feed_run(tracker: Tracker, builder: BatchBuilder, run: tuple[Any, ...]) -> l
     return full
 
 
-_TRACKED = (
+TRACKED = (
     "file_index",
     "a_addr",
     "a_port",

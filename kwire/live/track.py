@@ -29,6 +29,7 @@ from kwire.capture.distributed import (
     FRAME_BATCH_BYTES,
     FRAME_BATCH_ROWS,
     FRAMES_SCHEMA,
+    TRACKED,
     feed_run,
 )
 from kwire.capture.engine import Tracker
@@ -54,24 +55,8 @@ LIVE_SCHEMA = pa.schema(
 )
 EXTRA = ("a_addr", "a_port", "b_addr", "b_port", "flow", "state", "last_us")
 
-_SEGMENT_COLUMNS = (
-    "flow",
-    "file_index",
-    "a_addr",
-    "a_port",
-    "b_addr",
-    "b_port",
-    "side",
-    "ts_us",
-    "seq",
-    "ack",
-    "flags",
-    "length",
-    "missing",
-    "payload",
-    "state",
-    "last_us",
-)
+# The batch capture step's columns of a run, then the carried state's.
+_SEGMENT_COLUMNS = ("flow", *TRACKED, "state", "last_us")
 
 
 def _extend(batch: pa.RecordBatch) -> pa.RecordBatch:
