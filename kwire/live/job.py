@@ -40,7 +40,8 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
-from kwire.capture.distributed import FRAMES_SCHEMA, SPLIT_BYTES, merge_stats
+from kwire.capture.distributed import FRAMES_SCHEMA, SPLIT_BYTES, load_keylog, merge_stats
+from kwire.capture.tls import KeyLogError
 from kwire.capture.summary import Summary
 from kwire.live.source import MAX_FILES, Registry, closed_files, detect_layout, register_ring
 from kwire.live.track import IDLE_US, LIVE_SCHEMA, track_live
@@ -182,6 +183,7 @@ class Live:
     idle_us: int = IDLE_US
     quiet: bool = False
     groups_every: float = 60.0
+    keylogs: list[str] = field(default_factory=list)
     started_at: float = field(default_factory=time.time)
 
     def __post_init__(self) -> None:
@@ -210,6 +212,8 @@ class Live:
         seq_paths = {e["seq"]: e["path"] for e in registry.entries}
         ports = list(self.broker_ports)
         idle_us = self.idle_us
+        # Read again each batch: clients append the keys of new sessions as the ring runs.
+        keylog = load_keylog(self.keylogs) if self.keylogs else None
 
         files_seen = Observation(f"kwire_live_files_{tag}")
         tracked = Observation(f"kwire_live_tracked_{tag}")
@@ -234,7 +238,13 @@ class Live:
 
         def track(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             yield from track_live(
-                batches, seq_paths, ports, horizon_us=horizon, final=final, idle_us=idle_us
+                batches,
+                seq_paths,
+                ports,
+                horizon_us=horizon,
+                final=final,
+                idle_us=idle_us,
+                keylog=keylog,
             )
 
         from pyspark.sql.pandas.types import from_arrow_schema
@@ -317,6 +327,11 @@ class Live:
             "packets": summary.packets,
             "frames": n_frames,
             "state_flows": self.spark.read.parquet(target).count() if not final else 0,
+            "state_bytes": sum(
+                os.path.getsize(os.path.join(target, n))
+                for n in os.listdir(target)
+                if n.endswith(".parquet")
+            ),
             "summary": summary.state(),
             "seconds": {
                 "capture": round(t_capture, 2),
@@ -515,7 +530,7 @@ class Live:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     from kwire.job import _size
-    from kwire.options import add_broker_ports, add_quiet, add_spark
+    from kwire.options import add_broker_ports, add_keylog, add_quiet, add_spark
 
     parser.add_argument("ring", help="the spool directory (kwire-spool) or the ring directory")
     parser.add_argument("-o", "--output", required=True, metavar="OUT", help="output directory")
@@ -564,6 +579,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="bytes of a file per task (default 128m)",
     )
     add_broker_ports(parser)
+    add_keylog(parser)
     add_spark(parser)
     add_quiet(parser)
 
@@ -579,6 +595,10 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> None:
     existing = [t for t in TABLES if os.path.exists(os.path.join(args.output, t))]
     if existing and not os.path.isdir(os.path.join(args.output, LIVE)):
         raise LiveError(f"{args.output} holds a batch job's tables; give a new OUT")
+    try:
+        load_keylog(args.keylog)  # a bad key log stops the run before Spark starts
+    except KeyLogError as e:
+        raise LiveError(str(e)) from None
     if spark is None:
         say(f"starting Spark on {args.master}")
         spark = build_session(args.master, "kwire-live", args.conf)
@@ -596,5 +616,6 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> None:
         idle_us=int(args.idle_minutes * 60e6),
         quiet=args.quiet,
         groups_every=args.groups_every,
+        keylogs=list(args.keylog),
     )
     live.run(args.trigger, args.until_idle)

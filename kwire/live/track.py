@@ -24,7 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from kwire.capture.carry import end_flow, flow_keys, load_flow, save_flow
+from kwire.capture.carry import CarryError, end_flow, flow_keys, load_flow, save_flow
 from kwire.capture.distributed import (
     FRAME_BATCH_BYTES,
     FRAME_BATCH_ROWS,
@@ -35,6 +35,7 @@ from kwire.capture.distributed import (
 from kwire.capture.engine import Tracker
 from kwire.capture.summary import Summary
 from kwire.capture.table import BatchBuilder
+from kwire.capture.tls import KeyLog
 
 # A flow with no packet for this long (capture time) is ended and its state dropped. Brokers
 # close connections idle for connections.max.idle.ms (10 minutes by default), so a Kafka
@@ -77,10 +78,11 @@ def track_live(
     idle_us: int = IDLE_US,
     infer_direction: bool = True,
     keep_auth_bytes: bool = False,
+    keylog: KeyLog | None = None,
 ) -> Iterator[pa.RecordBatch]:
     summary = Summary()
     builder = BatchBuilder(FRAME_BATCH_ROWS, FRAME_BATCH_BYTES)
-    tracker = Tracker(broker_ports, infer_direction, builder.add, summary, keep_auth_bytes, None)
+    tracker = Tracker(broker_ports, infer_direction, builder.add, summary, keep_auth_bytes, keylog)
     last: dict[tuple[str, int, str, int], int] = {}
     for batch in batches:
         if batch.num_rows == 0:
@@ -106,7 +108,13 @@ def track_live(
         ) in zip(*cols):
             key = (a, ap, b, bp)
             if state is not None:
-                load_flow(tracker, key, state)
+                try:
+                    load_flow(tracker, key, state)
+                except CarryError as e:
+                    # e.g. a TLS connection whose secrets left the key log since the last
+                    # batch: the connection goes on as one seen from mid-stream.
+                    summary.connections_ignored[f"carried state not restored: {e}"] += 1
+                    continue
                 last[key] = max(last.get(key, 0), last_us or 0)
                 continue
             if blob is None:

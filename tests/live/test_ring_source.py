@@ -20,10 +20,15 @@ import pyarrow as pa
 
 from kwire.capture.distributed import SEGMENT_SCHEMA, Range, read_segments
 from kwire.capture.engine import E_NO_RESPONSE
+from kwire.capture.reader import read_frames
+from kwire.capture.table import SCHEMA
+from kwire.capture.tls import KeyLog
 from kwire.live.source import LOST, Registry, RingReader, closed_files, detect_layout
 from kwire.live.track import LIVE_SCHEMA, track_live
 from tests.capture.ring import T0
 from tests.fuzz.pcaps import conversation, pcap_file
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "capture"
 
 
 def _write(path: Path, data: bytes, mtime_ns: int) -> None:
@@ -106,9 +111,9 @@ def _segments(packets: list[tuple[int, bytes]], tmp: Path) -> list[pa.RecordBatc
 
 
 def _run(
-    batches: list[pa.RecordBatch], **kw: Any
+    batches: list[pa.RecordBatch], ports: Any = (9092,), **kw: Any
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    out = [r for b in track_live(batches, {1: "c.pcap"}, [9092], **kw) for r in b.to_pylist()]
+    out = [r for b in track_live(batches, {1: "c.pcap"}, list(ports), **kw) for r in b.to_pylist()]
     frames = [r for r in out if r["state"] is None and r["stats"] is None]
     states = [r for r in out if r["state"] is not None]
     return frames, states
@@ -150,3 +155,80 @@ def test_idle_flows_end_and_leave_no_state(tmp_path: Path) -> None:
     # The end of the capture reports the same request as the batch capture's end does.
     frames, none = _run([_as_input(states)], horizon_us=None, final=True)
     assert none == [] and frames[0]["error"] == f"{E_NO_RESPONSE} (capture ended)"
+
+
+def _rows_of(batches: Any) -> list[str]:
+    return sorted(
+        json.dumps({k: v for k, v in r.items() if k in FRAME_COLUMNS}, default=repr, sort_keys=True)
+        for b in batches
+        for r in b.to_pylist()
+    )
+
+
+FRAME_COLUMNS = set(SCHEMA.names) - {"source_file"}
+
+
+def _pieces(batch: pa.RecordBatch, n: int) -> list[pa.RecordBatch]:
+    """Each run of the batch cut into runs of `n` segments (one row each), in order."""
+    lists = ("side", "ts_us", "seq", "ack", "flags", "length", "missing")
+    out = []
+    for row in batch.to_pylist():
+        pos = 0
+        for i in range(0, len(row["side"]), n):
+            piece = dict(row)
+            for name in lists:
+                piece[name] = row[name][i : i + n]
+            size = sum(piece["length"])
+            piece["payload"] = row["payload"][pos : pos + size]
+            pos += size
+            out.append(pa.RecordBatch.from_pylist([piece], schema=batch.schema))
+    return out
+
+
+def test_tls_connections_carry_across_batches_with_keys_read_again(tmp_path: Path) -> None:
+    """A TLS 1.3 capture (three suites, a resumed session) cut into batches at several points,
+    each batch's state carried into the next with the key log handed over again: the frames are
+    those of one pass over the whole capture; a batch whose key log lost the secrets goes on
+    with those connections from mid-stream and says so."""
+    base = DATA / "tls" / "tls13_records"
+    ports = json.loads(base.with_suffix(".json").read_text())["broker_ports"]
+    keylog = KeyLog.load([str(base.with_suffix(".keys"))])
+    size = base.with_suffix(".pcap").stat().st_size
+    runs = [
+        b
+        for b in read_segments([Range(1, str(base.with_suffix(".pcap")), 0, size, size, True)])
+        if b.num_rows and b.column("stats").null_count == b.num_rows
+    ]
+    rows = [_with_state_columns(r) for b in runs for r in _pieces(b, 2)]
+    # The key log's secrets (last field of each line): never inside a carried state.
+    secrets = [
+        bytes.fromhex(line.split()[-1])
+        for line in base.with_suffix(".keys").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
+    whole = _rows_of(read_frames([base.with_suffix(".pcap")], ports, keylog=keylog))
+    assert len(whole) > 100
+    assert len(rows) > 100
+    for cut in (1, len(rows) // 5, len(rows) // 3, len(rows) // 2, len(rows) - 2):
+        frames, states = _run(rows[:cut], horizon_us=None, final=False, keylog=keylog, ports=ports)
+        more, _ = _run(
+            [_as_input(states)] + rows[cut:],
+            horizon_us=None,
+            final=True,
+            keylog=keylog,
+            ports=ports,
+        )
+        got = _rows_of([pa.RecordBatch.from_pylist(frames + more)]) if frames + more else []
+        assert got == whole, f"cut after run {cut}"
+        blobs = [st["state"] for st in states]
+        assert blobs and not any(secret in blob for secret in secrets for blob in blobs)
+    # The second batch without the key log: the carried TLS state cannot be restored.
+    cut = len(rows) // 2
+    _, states = _run(rows[:cut], horizon_us=None, final=False, keylog=keylog, ports=ports)
+    out = [
+        r
+        for b in track_live([_as_input(states)], {1: "x"}, ports, horizon_us=None, final=True)
+        for r in b.to_pylist()
+    ]
+    told = json.loads(out[-1]["stats"])["connections_ignored"]
+    assert any(k.startswith("carried state not restored") for k in told), told
