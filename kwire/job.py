@@ -362,7 +362,7 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> Summary 
         unknown = [f for f in families if f not in FAMILIES]
         if unknown:
             raise JobError(f"unknown families {unknown}; known: {', '.join(FAMILIES)}")
-    for sub in ("requests", "responses", "records", "groups", manifest.NAME):
+    for sub in ("requests", "responses", "records", "groups", "delivery", manifest.NAME):
         target = os.path.join(out, sub)
         if "://" not in out and os.path.exists(target) and not args.overwrite:
             raise JobError(f"{target} exists; give --overwrite to replace it")
@@ -465,6 +465,23 @@ def _run(
     return summary
 
 
+def write_delivery(spark: SparkSession, out: str, groups: bool) -> list[tuple[str, str]]:
+    """OUT/delivery and OUT/delivery_summary from the tables written before them."""
+    from kwire.groups.delivery import delivery, summary
+
+    records = spark.read.parquet(os.path.join(out, "records"))
+    responses = spark.read.parquet(os.path.join(out, "responses"))
+    commits = members = None
+    if groups:
+        commits = spark.read.parquet(os.path.join(out, "groups", "commits"))
+        members = spark.read.parquet(os.path.join(out, "groups", "members"))
+    target = os.path.join(out, "delivery")
+    write_parquet(delivery(records, responses, commits, members), target)
+    brief = os.path.join(out, "delivery_summary")
+    write_parquet(summary(spark.read.parquet(target)), brief)
+    return [("delivery", target), ("delivery_summary", brief)]
+
+
 def _decode(
     spark: SparkSession,
     args: argparse.Namespace,
@@ -523,6 +540,12 @@ def _decode(
         responses_table = spark.read.parquet(os.path.join(out, "responses"))
         outputs.extend(build_and_write(spark, requests_table, responses_table, out))
         say(f"group tables -> {os.path.join(out, 'groups')} ({time.monotonic() - t:.1f} s)")
+    if not args.no_records:
+        t = time.monotonic()
+        if progress is not None:
+            progress.start("delivery")
+        outputs.extend(write_delivery(spark, out, groups=not args.no_groups))
+        say(f"delivery -> {os.path.join(out, 'delivery')} ({time.monotonic() - t:.1f} s)")
     if progress is not None:
         progress.start("summary")
     return outputs

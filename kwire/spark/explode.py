@@ -136,6 +136,13 @@ def _explode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield from explode_batch(batch)
 
 
+def _with_trace(rows: DataFrame) -> DataFrame:
+    from kwire.spark.trace import trace_columns
+
+    trace, span = trace_columns()
+    return rows.select("*", trace.alias("trace_id"), span.alias("span_id"))
+
+
 def records_table(frames: DataFrame, responses: DataFrame | None = None) -> DataFrame:
     """The OUT/records rows of a frames table; `responses` (decoded) resolves topic ids."""
     from pyspark.sql.pandas.types import from_arrow_schema
@@ -160,6 +167,7 @@ def records_table(frames: DataFrame, responses: DataFrame | None = None) -> Data
         .select(*INPUT_COLUMNS)
         .mapInArrow(_explode, from_arrow_schema(SCHEMA))
     )
+    out = _with_trace(out)
     if responses is None or "metadata" not in responses.columns:
         return out
     names = (
@@ -171,6 +179,7 @@ def records_table(frames: DataFrame, responses: DataFrame | None = None) -> Data
         .agg(F.min("_name").alias("_name"))
     )
     columns = [
-        F.coalesce("topic", "_name").alias("topic") if c == "topic" else c for c in SCHEMA.names
+        F.coalesce("topic", "_name").alias("topic") if c == "topic" else c
+        for c in (*SCHEMA.names, "trace_id", "span_id")
     ]
     return out.join(names, out["topic_id"] == names["_id"], "left").select(*columns)

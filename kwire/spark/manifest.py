@@ -17,7 +17,15 @@ from kwire.capture import distributed
 
 NAME = "manifest.json"
 # What a decode job writes under OUT: any of them without a manifest is a job that did not finish.
-TABLE_DIRS = ("frames.parquet", "requests", "responses", "records", "groups")
+TABLE_DIRS = (
+    "frames.parquet",
+    "requests",
+    "responses",
+    "records",
+    "groups",
+    "delivery",
+    "delivery_summary",
+)
 
 
 class IncompleteOutput(Exception):

@@ -1,0 +1,346 @@
+"""OUT/delivery and OUT/delivery_summary: each produced record's trip, from the wire alone.
+
+A record's trip has up to four instants the capture can hold:
+- `produced_at`: the first packet of the Produce request that carried it (its first attempt, for
+  an idempotent producer's retries);
+- `acked_at`: the Produce response that gave it its offset (partition base offset + the
+  record's position among the partition's records in that request, as the broker assigns them),
+  with the response's error, if any (`ack_error`);
+- `first_fetched_at`: per consumer (group, or client without a group), the first Fetch response
+  that carried the record at that offset;
+- `committed_at`: per group, the first successful OffsetCommit past the record (committed offset
+  > record offset: a committed offset is the next one to read) at or after the group's first
+  fetch of it (a commit past a record the group had not fetched yet is a reset or a seek, not
+  the record's processing).
+
+Rows: one per produced record and consumer that fetched it (a record nobody fetched in the
+capture: one row with null consumer columns). Retries and idempotent duplicates are counted once
+by (producer id, epoch, partition, sequence) where the producer has an id; without one, each
+request's records are rows of their own (a retried non-idempotent batch is in the log twice).
+An instant the capture does not hold is null, never guessed: a record fetched but produced
+before the capture started is in no row (nothing says when it was produced).
+
+Latencies: `ack_ms` = acked - produced (the broker's write and replication), `fetch_ms` =
+first_fetched - produced (producer to consumer), `commit_ms` = committed - first_fetched (the
+consumer's processing until its commit).
+
+Trace context: `trace_id` and `span_id` from the record headers, as OUT/records has them
+(kwire.spark.trace).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from kwire.spark.trace import trace_columns
+
+
+def _broker(connection_id: str) -> Column:
+    """A connection's broker end, "host:port", from its id ("client->broker[#n]")."""
+    m = r"->\[?(.*?)\]?:(\d+)(#\d+)?$"
+    return F.concat_ws(
+        ":", F.regexp_extract(connection_id, m, 1), F.regexp_extract(connection_id, m, 2)
+    )
+
+
+def clusters(responses: DataFrame) -> DataFrame | None:
+    """Broker "host:port" -> cluster id, from the Metadata responses (v2+ carry the cluster
+    id). Topic names are per cluster: a host that produces to one cluster and consumes the same
+    topic from another (MirrorMaker) must not see one trip there."""
+    if "metadata" not in responses.columns:
+        return None
+    return (
+        responses.where(F.col("metadata.cluster_id").isNotNull())
+        .select(
+            F.col("metadata.cluster_id").alias("cluster"), F.explode("metadata.brokers").alias("b")
+        )
+        .select(
+            F.concat_ws(":", F.col("b.host"), F.col("b.port").cast("string")).alias("_ep"),
+            "cluster",
+        )
+        .groupBy("_ep")
+        .agg(F.min("cluster").alias("cluster"))
+    )
+
+
+def _with_cluster(rows: DataFrame, connection: str, known: DataFrame | None) -> DataFrame:
+    if known is None:
+        return rows.withColumn("cluster", F.lit(None).cast("string"))
+    rows = rows.withColumn("_ep", _broker(connection))
+    return rows.join(F.broadcast(known), "_ep", "left").drop("_ep")
+
+
+def _ms(later: str, earlier: str) -> Column:
+    return (F.unix_micros(later) - F.unix_micros(earlier)) / 1000.0
+
+
+_GOOD_BATCH = ("ok", "crc_mismatch", "partial")
+
+
+def produced(records: DataFrame, responses: DataFrame) -> DataFrame:
+    """One row per record the capture saw produced, with its ack (see the module)."""
+    trace, span = trace_columns()
+    rq = records.where(
+        (F.col("direction") == "request")
+        & (F.col("api_key") == 0)
+        & F.col("batch_status").isin(*_GOOD_BATCH)
+        & ~F.coalesce(F.col("is_control"), F.lit(False))
+        & F.col("offset").isNotNull()
+    )
+    # A record's offset in the log: the partition's base offset plus its place among the
+    # partition's records in the request (batches in order, records in order).
+    place = Window.partitionBy("connection_id", "correlation_id", "topic", "partition").orderBy(
+        "batch_index", "offset"
+    )
+    rq = rq.select(
+        "connection_id",
+        "correlation_id",
+        "client_id",
+        F.col("frame_ts").alias("produced_at"),
+        "topic",
+        "topic_id",
+        "partition",
+        "producer_id",
+        "producer_epoch",
+        "sequence",
+        F.col("timestamp").alias("record_timestamp"),
+        trace.alias("trace_id"),
+        span.alias("span_id"),
+        (F.row_number().over(place) - 1).alias("_place"),
+    )
+    if "produce" not in responses.columns:
+        acks = None
+    else:
+        acks = (
+            responses.where(F.col("produce").isNotNull())
+            .select(
+                F.col("connection_id").alias("_conn"),
+                F.col("correlation_id").alias("_corr"),
+                F.col("ts_first").alias("acked_at"),
+                F.explode("produce.responses").alias("t"),
+            )
+            .select(
+                "_conn",
+                "_corr",
+                "acked_at",
+                F.col("t.name").alias("_name"),
+                F.col("t.topic_id").alias("_tid"),
+                F.explode("t.partition_responses").alias("p"),
+            )
+            .select(
+                "_conn",
+                "_corr",
+                "acked_at",
+                "_name",
+                "_tid",
+                F.col("p.index").alias("_part"),
+                F.col("p.error_code").alias("_error"),
+                F.col("p.base_offset").alias("_base"),
+            )
+        )
+    if acks is None:
+        out = rq.select(
+            "*",
+            F.lit(None).cast("timestamp").alias("acked_at"),
+            F.lit(None).cast("short").alias("_error"),
+            F.lit(None).cast("long").alias("_base"),
+        )
+    else:
+        same_topic = (F.col("_name") == F.col("topic")) | (
+            F.col("_tid").isNotNull() & (F.col("_tid") == F.col("topic_id"))
+        )
+        out = rq.join(
+            acks,
+            (F.col("_conn") == F.col("connection_id"))
+            & (F.col("_corr") == F.col("correlation_id"))
+            & (F.col("_part") == F.col("partition"))
+            & same_topic,
+            "left",
+        )
+    ok = (F.col("_error") == 0) & (F.col("_base") >= 0)
+    out = out.select(
+        "topic",
+        "partition",
+        F.when(ok, F.col("_base") + F.col("_place")).alias("offset"),
+        F.col("client_id").alias("producer_client_id"),
+        F.col("connection_id").alias("producer_connection"),
+        "produced_at",
+        "acked_at",
+        F.when(F.col("_error") != 0, F.col("_error").cast("int")).alias("ack_error"),
+        "producer_id",
+        "producer_epoch",
+        "sequence",
+        "record_timestamp",
+        "trace_id",
+        "span_id",
+    )
+    out = _with_cluster(out, "producer_connection", clusters(responses))
+    # An idempotent producer's retries: one record, first attempt's time, the attempt acked.
+    idem = (F.col("producer_id") >= 0) & (F.col("sequence") >= 0)
+    key = F.when(
+        idem,
+        F.concat_ws(
+            "/",
+            F.coalesce("cluster", F.lit("")),
+            F.col("producer_id").cast("string"),
+            F.col("producer_epoch").cast("string"),
+            "topic",
+            F.col("partition").cast("string"),
+            F.col("sequence").cast("string"),
+        ),
+    ).otherwise(
+        F.concat_ws(
+            "/",
+            F.lit("conn"),
+            "producer_connection",
+            F.col("produced_at").cast("string"),
+            "topic",
+            F.col("partition").cast("string"),
+            F.coalesce(F.col("offset").cast("string"), F.lit("")),
+            F.coalesce(F.col("sequence").cast("string"), F.lit("")),
+            F.monotonically_increasing_id().cast("string"),
+        )
+    )
+    out = out.withColumn("_key", key)
+    first = Window.partitionBy("_key")
+    best = Window.partitionBy("_key").orderBy(
+        F.col("offset").isNull(), F.col("acked_at").asc_nulls_last(), "produced_at"
+    )
+    return (
+        out.withColumn("_first", F.min("produced_at").over(first))
+        .withColumn("attempts", F.count(F.lit(1)).over(first))
+        .withColumn("_n", F.row_number().over(best))
+        .where("_n = 1")
+        .withColumn("produced_at", F.col("_first"))
+        .drop("_first", "_n", "_key")
+    )
+
+
+def fetched(
+    records: DataFrame, members: DataFrame | None, known: DataFrame | None = None
+) -> DataFrame:
+    """(topic, partition, offset, consumer) -> first_fetched_at; the consumer's group from the
+    group tables' members (client id and address), where it has one."""
+    rs = records.where(
+        (F.col("direction") == "response")
+        & (F.col("api_key") == 1)
+        & F.col("batch_status").isin(*_GOOD_BATCH)
+        & ~F.coalesce(F.col("is_control"), F.lit(False))
+        & F.col("offset").isNotNull()
+    ).select(
+        "topic",
+        "partition",
+        "offset",
+        F.col("client_id").alias("consumer_client_id"),
+        F.regexp_extract("connection_id", r"^\[?([^\]]*?)\]?:\d+->", 1).alias("_addr"),
+        "frame_ts",
+        "connection_id",
+    )
+    rs = _with_cluster(rs, "connection_id", known).drop("connection_id")
+    if members is not None:
+        who = (
+            members.where(F.col("client_id").isNotNull())
+            .groupBy("client_id", "client_addr")
+            .agg(F.min("group_id").alias("group_id"))
+        )
+        rs = rs.join(
+            who,
+            (who["client_id"] == rs["consumer_client_id"]) & (who["client_addr"] == rs["_addr"]),
+            "left",
+        ).drop("client_id", "client_addr")
+    else:
+        rs = rs.withColumn("group_id", F.lit(None).cast("string"))
+    return rs.groupBy(
+        "cluster", "topic", "partition", "offset", "group_id", "consumer_client_id"
+    ).agg(F.min("frame_ts").alias("first_fetched_at"))
+
+
+def delivery(
+    records: DataFrame,
+    responses: DataFrame,
+    commits: DataFrame | None = None,
+    members: DataFrame | None = None,
+) -> DataFrame:
+    """OUT/delivery (see the module)."""
+    prod = produced(records, responses)
+    got = fetched(records, members, clusters(responses))
+    same = (
+        (prod["topic"] == got["topic"])
+        & (prod["partition"] == got["partition"])
+        & (prod["offset"] == got["offset"])
+        & prod["cluster"].eqNullSafe(got["cluster"])
+    )
+    rows = prod.join(got, same, "left").select(
+        prod["*"], *[got[c] for c in ("group_id", "consumer_client_id", "first_fetched_at")]
+    )
+    if commits is not None:
+        done = commits.where(F.col("error").isNull() & F.col("offset").isNotNull()).select(
+            F.col("group_id").alias("_g"),
+            F.col("topic").alias("_t"),
+            F.col("partition").alias("_p"),
+            F.col("offset").alias("_o"),
+            F.col("ts").alias("_ts"),
+        )
+        rows = rows.withColumn("_rid", F.monotonically_increasing_id())
+        past = rows.join(
+            done,
+            (F.col("_g") == F.col("group_id"))
+            & (F.col("_t") == F.col("topic"))
+            & (F.col("_p") == F.col("partition"))
+            & (F.col("_o") > F.col("offset"))
+            & (F.col("first_fetched_at").isNull() | (F.col("_ts") >= F.col("first_fetched_at"))),
+            "left",
+        )
+        rows = past.groupBy(*rows.columns).agg(F.min("_ts").alias("committed_at"))
+    else:
+        rows = rows.withColumn("committed_at", F.lit(None).cast("timestamp"))
+    return rows.select(
+        "cluster",
+        "topic",
+        "partition",
+        "offset",
+        "producer_client_id",
+        "producer_connection",
+        "produced_at",
+        "acked_at",
+        "ack_error",
+        "attempts",
+        "group_id",
+        "consumer_client_id",
+        "first_fetched_at",
+        "committed_at",
+        _ms("acked_at", "produced_at").alias("ack_ms"),
+        _ms("first_fetched_at", "produced_at").alias("fetch_ms"),
+        _ms("committed_at", "first_fetched_at").alias("commit_ms"),
+        "producer_id",
+        "producer_epoch",
+        "sequence",
+        "record_timestamp",
+        "trace_id",
+        "span_id",
+    )
+
+
+def summary(rows: DataFrame) -> DataFrame:
+    """OUT/delivery_summary: per topic, partition and consumer, the latencies' p50/p95/p99/max."""
+    aggs: list[Any] = [
+        F.count(F.lit(1)).alias("records"),
+        F.count("acked_at").alias("acked"),
+        F.count("first_fetched_at").alias("fetched"),
+        F.count("committed_at").alias("committed"),
+    ]
+    for name in ("ack_ms", "fetch_ms", "commit_ms"):
+        q = F.percentile_approx(name, [0.5, 0.95, 0.99], 10000)
+        base = name.removesuffix("_ms")
+        aggs += [
+            q[0].cast("double").alias(f"{base}_p50_ms"),
+            q[1].cast("double").alias(f"{base}_p95_ms"),
+            q[2].cast("double").alias(f"{base}_p99_ms"),
+            F.max(name).alias(f"{base}_max_ms"),
+        ]
+    return rows.groupBy("cluster", "topic", "partition", "group_id", "consumer_client_id").agg(
+        *aggs
+    )
