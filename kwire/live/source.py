@@ -46,6 +46,7 @@ from kwire.capture.distributed import (
     plan_ranges,
     read_segments,
 )
+from kwire.capture.pcapfile import first_timestamp
 from kwire.capture.summary import Summary
 from kwire.spark.faults import fault_point
 
@@ -99,11 +100,19 @@ class Registry:
         return self.entries[-1]["seq"] if self.entries else 0
 
     def add(self, files: list[dict[str, Any]]) -> None:
+        """Admits the files not admitted yet, numbered by their first packet's time (then as
+        given): hooks that run in parallel (tcpdump -z) can spool two files out of order, and
+        the files that arrive together are put back in capture order."""
+        fresh = [
+            f for f in files if (f["path"], f["inode"], f["size"], f["mtime_ns"]) not in self.known
+        ]
+        if len(fresh) > 1:
+            firsts = [_first_time(f["path"]) for f in fresh]
+            order = sorted(range(len(fresh)), key=lambda i: (firsts[i] is None, firsts[i] or 0, i))
+            fresh = [fresh[i] for i in order]
         new = []
-        for f in files:
+        for f in fresh:
             ident = (f["path"], f["inode"], f["size"], f["mtime_ns"])
-            if ident in self.known:
-                continue
             self.known.add(ident)
             entry = {"seq": self.last + 1, **f}
             self.entries.append(entry)
@@ -118,6 +127,13 @@ class Registry:
 
     def between(self, start: int, end: int) -> list[dict[str, Any]]:
         return [e for e in self.entries if start < e["seq"] <= end]
+
+
+def _first_time(path: str) -> int | None:
+    try:
+        return first_timestamp(path)
+    except Exception:  # unreadable: its reading reports it
+        return None
 
 
 def closed_files(directory: str, layout: str, include_newest: bool = False) -> list[dict[str, Any]]:

@@ -57,6 +57,7 @@ def cut(path: Path, pieces: int, into: Path) -> list[Path]:
 def _live(spool: Path, out: Path, ports: str, *extra: str, env: dict[str, str]) -> Any:
     cmd = [sys.executable, "-m", "kwire", "live", str(spool), "-o", str(out), "-p", ports]
     cmd += ["--trigger", "0.5", "--max-files", "2", "--master", "local[2]", *extra]
+    cmd += ["--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2"]
     return subprocess.Popen(
         cmd,
         cwd=ROOT,
@@ -125,7 +126,7 @@ def test_live_equals_batch_through_a_crash(tmp_path: Path, spark: Any) -> None:
 
     # Run 2: goes on from the checkpoint while the other files close one by one.
     env.pop("KWIRE_FAULTS")
-    proc = _live(spool, out, ports, "--until-idle", "4", env=env)
+    proc = _live(spool, out, ports, "--until-idle", "3", env=env)
     for f in ring[2:]:
         time.sleep(1.0)
         spool_file(str(f), str(spool))

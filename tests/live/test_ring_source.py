@@ -232,3 +232,19 @@ def test_tls_connections_carry_across_batches_with_keys_read_again(tmp_path: Pat
     ]
     told = json.loads(out[-1]["stats"])["connections_ignored"]
     assert any(k.startswith("carried state not restored") for k in told), told
+
+
+def test_files_arriving_together_are_read_in_capture_order(tmp_path: Path) -> None:
+    """Parallel hooks can number a later file first: files admitted in one trigger are put
+    back in the order of their first packets."""
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    later, earlier = pcap_file([(T0 + 2_000_000, b"x" * 60)])[0], pcap_file([(T0, b"y" * 60)])[0]
+    _write(spool / "000000000001-ring.pcap2", later, 10**9)
+    _write(spool / "000000000002-ring.pcap1", earlier, 2 * 10**9)
+    reader = _reader(tmp_path, spool)
+    assert reader.latestOffset({"seq": 0}, None) == {"seq": 2}
+    assert [e["name"] for e in reader.registry.entries] == [
+        "000000000002-ring.pcap1",
+        "000000000001-ring.pcap2",
+    ]
