@@ -271,6 +271,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-summary", action="store_true", help="skip the summary")
     parser.add_argument(
+        "--no-delivery",
+        action="store_true",
+        help="skip OUT/delivery and OUT/delivery_summary (each produced record's trip)",
+    )
+    parser.add_argument(
         "--strict",
         action="store_true",
         help="refuse (status malformed) frames that Kafka's own Java readers accept, such as "
@@ -540,7 +545,7 @@ def _decode(
         responses_table = spark.read.parquet(os.path.join(out, "responses"))
         outputs.extend(build_and_write(spark, requests_table, responses_table, out))
         say(f"group tables -> {os.path.join(out, 'groups')} ({time.monotonic() - t:.1f} s)")
-    if not args.no_records:
+    if not args.no_records and not args.no_delivery:
         t = time.monotonic()
         if progress is not None:
             progress.start("delivery")

@@ -198,7 +198,8 @@ def test_job_accounts_for_every_frame_of_a_ring_cut_mid_frame(
     files = ring.write(tmp_path / "ring", parts)
     out = tmp_path / "out"
     args = job.parse_args(
-        [str(tmp_path / "ring"), "-o", str(out), "--no-groups", "--capture-on", "spark"]
+        [str(tmp_path / "ring"), "-o", str(out), "--no-groups", "--no-delivery"]
+        + ["--capture-on", "spark"]
     )
     summary = job.run(args, spark=spark)
     assert summary is not None

@@ -217,7 +217,8 @@ def test_cluster_output_equals_local(cluster: Cluster, spark: SparkSession, tmp_
     inputs = [str(frames), str(captures)]
     # The reference reads the captures in one process; the cluster reads them in ranges of
     # 64 kB, so both captures are cut into several ranges read by both workers.
-    reference = [*inputs, "-o", str(local), "--no-summary", "--no-groups", "--capture-on", "driver"]
+    reference = [*inputs, "-o", str(local), "--no-summary", "--no-groups", "--no-delivery"]
+    reference += ["--capture-on", "driver"]
     job.run(job.parse_args(reference), spark=spark)
 
     remote = tmp_path / "cluster"
@@ -234,7 +235,7 @@ def test_cluster_output_equals_local(cluster: Cluster, spark: SparkSession, tmp_
         "--conf", "spark.ui.enabled=false",
         "--conf", "spark.executorEnv.KWIRE_FAULTS=decode-responses,records:worker",
         "--conf", f"spark.executorEnv.KWIRE_FAULTS_DIR={faults}",
-        "--no-summary", "--no-groups", "--capture-on", "spark", "--split-size", "64k",
+        "--no-summary", "--no-groups", "--no-delivery", "--capture-on", "spark", "--split-size", "64k",
     ]  # fmt: skip
     left = DEADLINE_S - (time.monotonic() - start)
     outside = tmp_path / "elsewhere"

@@ -36,6 +36,8 @@ ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "capture"
 # A classic group with its rebalances, and records from kafka-python: every stage has work.
 CAPTURES = [DATA / "mock_group_classic.pcap", DATA / "mock_records_kafka_python.pcap"]
+# The jobs here are about faults, not OUT/delivery (tests/spark/test_job.py checks that).
+QUIET = ("--no-summary", "--no-delivery", "-q")
 DEADLINE_S = 400  # a guard against a hung job, not a speed check
 # One worker runs them all, so the undisturbed reference run is made once.
 pytestmark = pytest.mark.xdist_group("faults")
@@ -67,7 +69,7 @@ def _tables(out: Path) -> dict[str, list[str]]:
 def reference(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The undisturbed run, on the tests' shared session."""
     out = tmp_path_factory.mktemp("faults") / "reference"
-    job.run(job.parse_args([*map(str, CAPTURES), "-o", str(out), "--no-summary", "-q"]), spark)
+    job.run(job.parse_args([*map(str, CAPTURES), "-o", str(out), *QUIET]), spark)
     return out
 
 
@@ -75,7 +77,7 @@ def test_killed_python_workers_cost_a_retry_not_the_job(reference: Path, tmp_pat
     out = tmp_path / "out"
     places = [p for p in PLACES if p != "capture"]  # small captures are read on the driver
     env = {"KWIRE_FAULTS": ",".join(places), "KWIRE_FAULTS_DIR": str(tmp_path)}
-    proc = _kwire(*map(str, CAPTURES), "-o", str(out), "--no-summary", "-q", env=env)
+    proc = _kwire(*map(str, CAPTURES), "-o", str(out), *QUIET, env=env)
     _, err = proc.communicate(timeout=DEADLINE_S)
     assert proc.returncode == 0, err[-4000:]
     # Each place's first batch really was killed (the marker is made just before the kill).
@@ -87,7 +89,9 @@ def test_a_killed_job_leaves_an_incomplete_out_that_readers_refuse(
     spark: SparkSession, reference: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
-    proc = _kwire(*map(str, CAPTURES), "-o", str(out), "-q", start_new_session=True)
+    proc = _kwire(
+        *map(str, CAPTURES), "-o", str(out), "-q", "--no-delivery", start_new_session=True
+    )
     try:
         # Killed (the driver, its JVM and Python workers) once its first decoded table is in.
         end = time.monotonic() + DEADLINE_S
@@ -106,7 +110,7 @@ def test_a_killed_job_leaves_an_incomplete_out_that_readers_refuse(
         assert err.count("\n") == 1 and "Traceback" not in err, err
         assert "is incomplete: it has no manifest.json" in err and "--overwrite" in err, err
     # Written again over the remains, the tables are the undisturbed run's.
-    args = [*map(str, CAPTURES), "-o", str(out), "--no-summary", "-q"]
+    args = [*map(str, CAPTURES), "-o", str(out), *QUIET]
     with pytest.raises(job.JobError, match="exists; give --overwrite"):
         job.run(job.parse_args(args), spark)
     job.run(job.parse_args([*args, "--overwrite"]), spark)

@@ -22,8 +22,8 @@ CAPTURES = sorted(
 )
 
 
-def run_job(spark: SparkSession, inputs: list[str], out: Path) -> job.Summary:
-    args = job.parse_args([*inputs, "-o", str(out)])
+def run_job(spark: SparkSession, inputs: list[str], out: Path, *extra: str) -> job.Summary:
+    args = job.parse_args([*inputs, "-o", str(out), *extra])
     summary = job.run(args, spark=spark)
     assert summary is not None
     return summary
@@ -35,7 +35,7 @@ def test_job_on_a_frames_table(
     table = synth.frames_table()
     frames = tmp_path / "frames.parquet"
     pq.write_table(table, frames)
-    summary = run_job(spark, [str(frames)], tmp_path / "out")
+    summary = run_job(spark, [str(frames)], tmp_path / "out", "--no-delivery")
     requests = sum(1 for d in table.column("direction").to_pylist() if d == "request")
     assert summary.requests == requests
     assert summary.response_count == table.num_rows - requests

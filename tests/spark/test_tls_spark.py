@@ -80,6 +80,7 @@ def test_the_job_decrypts_and_tells_the_groups_story(
             "spark",
             "--split-size",
             "16k",
+            "--no-delivery",
         ]
     )
     summary = job.run(args, spark=spark)
