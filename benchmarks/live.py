@@ -84,6 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=Path("out/bench_live.json"))
     parser.add_argument("--no-batch", action="store_true", help="skip the batch reference")
     parser.add_argument("--idle", type=float, default=20.0, help="--until-idle of the live run")
+    parser.add_argument(
+        "--live-arg",
+        action="append",
+        default=[],
+        help="more arguments for kwire live (repeat; e.g. --live-arg=--idle-minutes=0.5)",
+    )
     args = parser.parse_args(argv)
 
     from kwire.live.spool import spool_file
@@ -108,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     spool.mkdir()
     out = work / "out"
     cmd = [sys.executable, "-m", "kwire", "live", str(spool), "-o", str(out), "-p", ports]
-    cmd += ["--until-idle", str(args.idle), "--trigger", "1"]
+    cmd += ["--until-idle", str(args.idle), "--trigger", "1", *args.live_arg]
     log = open(work / "live.log", "w")
     started = time.time()
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
@@ -156,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
                 "files": len(b["files"]),
                 "frames": b["frames"],
                 "state_flows": b.get("state_flows"),
+                "state_bytes": b.get("state_bytes"),
                 "seconds": b["seconds"],
             }
             for b in batches
@@ -171,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
             else None
         ),
         "state_flows": [b.get("state_flows") for b in triggers],
+        "state_bytes": [b.get("state_bytes") for b in triggers],
     }
     say(
         f"live: {len(triggers)} triggers, median {report['trigger_s']['median']:.1f} s, "
