@@ -114,6 +114,7 @@ def produced(records: DataFrame, responses: DataFrame) -> DataFrame:
     if "produce" not in responses.columns:
         acks = None
     else:
+        ack = ["_conn", "_corr", "acked_at"]
         acks = (
             responses.where(F.col("produce").isNotNull())
             .select(
@@ -123,17 +124,13 @@ def produced(records: DataFrame, responses: DataFrame) -> DataFrame:
                 F.explode("produce.responses").alias("t"),
             )
             .select(
-                "_conn",
-                "_corr",
-                "acked_at",
+                *ack,
                 F.col("t.name").alias("_name"),
                 F.col("t.topic_id").alias("_tid"),
                 F.explode("t.partition_responses").alias("p"),
             )
             .select(
-                "_conn",
-                "_corr",
-                "acked_at",
+                *ack,
                 "_name",
                 "_tid",
                 F.col("p.index").alias("_part"),
