@@ -80,16 +80,21 @@ def _ms(later: str, earlier: str) -> Column:
 _GOOD_BATCH = ("ok", "crc_mismatch", "partial")
 
 
-def produced(records: DataFrame, responses: DataFrame) -> DataFrame:
-    """One row per record the capture saw produced, with its ack (see the module)."""
-    trace, span = trace_columns()
-    rq = records.where(
-        (F.col("direction") == "request")
-        & (F.col("api_key") == 0)
+def _data_records(records: DataFrame, direction: str, api_key: int) -> DataFrame:
+    """The readable data records of one api key's frames (no control records, an offset)."""
+    return records.where(
+        (F.col("direction") == direction)
+        & (F.col("api_key") == api_key)
         & F.col("batch_status").isin(*_GOOD_BATCH)
         & ~F.coalesce(F.col("is_control"), F.lit(False))
         & F.col("offset").isNotNull()
     )
+
+
+def produced(records: DataFrame, responses: DataFrame) -> DataFrame:
+    """One row per record the capture saw produced, with its ack (see the module)."""
+    trace, span = trace_columns()
+    rq = _data_records(records, "request", 0)
     # A record's offset in the log: the partition's base offset plus its place among the
     # partition's records in the request (batches in order, records in order).
     place = Window.partitionBy("connection_id", "correlation_id", "topic", "partition").orderBy(
@@ -221,13 +226,7 @@ def fetched(
 ) -> DataFrame:
     """(topic, partition, offset, consumer) -> first_fetched_at; the consumer's group from the
     group tables' members (client id and address), where it has one."""
-    rs = records.where(
-        (F.col("direction") == "response")
-        & (F.col("api_key") == 1)
-        & F.col("batch_status").isin(*_GOOD_BATCH)
-        & ~F.coalesce(F.col("is_control"), F.lit(False))
-        & F.col("offset").isNotNull()
-    ).select(
+    rs = _data_records(records, "response", 1).select(
         "topic",
         "partition",
         "offset",
