@@ -18,7 +18,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -470,18 +470,80 @@ def _run(
     return summary
 
 
-def write_delivery(spark: SparkSession, out: str, groups: bool) -> list[tuple[str, str]]:
-    """OUT/delivery and OUT/delivery_summary from the tables written before them."""
+def _has_parquet(path: str) -> bool:
+    return os.path.isdir(path) and any(
+        name.endswith(".parquet") for _, _, names in os.walk(path) for name in names
+    )
+
+
+def write_derived(
+    spark: SparkSession,
+    src: str,
+    dst: str,
+    *,
+    groups: bool = True,
+    delivery: bool = True,
+    progress: Progress | None = None,
+    tell: Callable[[str], None] | None = None,
+) -> list[tuple[str, str]]:
+    """The tables derived from the decoded ones under `src`, written under `dst`: groups/ (its
+    commits and progress with time lag when `src` has records), then delivery and
+    delivery_summary (when `src` has records and `delivery`). The produced records' offsets are
+    computed once for both and dropped from Spark's cache at the end."""
+    from pyspark import StorageLevel
+
+    from kwire.groups.delivery import offsets, produced
+
+    tell = tell or (lambda _: None)
+    outputs: list[tuple[str, str]] = []
+    responses = spark.read.parquet(os.path.join(src, "responses"))
+    records_path = os.path.join(src, "records")
+    records = spark.read.parquet(records_path) if _has_parquet(records_path) else None
+    held: list[DataFrame] = []
+    try:
+        prod = known = None
+        if records is not None:
+            prod = produced(records, responses).persist(StorageLevel.MEMORY_AND_DISK)
+            known = offsets(records, responses, prod).persist(StorageLevel.MEMORY_AND_DISK)
+            held += [prod, known]
+        if groups:
+            from kwire.groups.build import build_and_write
+
+            t = time.monotonic()
+            if progress is not None:
+                progress.start("group tables")
+            requests = spark.read.parquet(os.path.join(src, "requests"))
+            outputs.extend(build_and_write(spark, requests, responses, dst, known))
+            tell(f"group tables -> {os.path.join(dst, 'groups')} ({time.monotonic() - t:.1f} s)")
+        if records is not None and delivery:
+            t = time.monotonic()
+            if progress is not None:
+                progress.start("delivery")
+            outputs.extend(write_delivery(spark, records, responses, dst, groups, prod))
+            tell(f"delivery -> {os.path.join(dst, 'delivery')} ({time.monotonic() - t:.1f} s)")
+    finally:
+        for df in held:
+            df.unpersist()
+    return outputs
+
+
+def write_delivery(
+    spark: SparkSession,
+    records: DataFrame,
+    responses: DataFrame,
+    out: str,
+    groups: bool,
+    prod: DataFrame | None = None,
+) -> list[tuple[str, str]]:
+    """OUT/delivery and OUT/delivery_summary, with the group tables written under `out`."""
     from kwire.groups.delivery import delivery, summary
 
-    records = spark.read.parquet(os.path.join(out, "records"))
-    responses = spark.read.parquet(os.path.join(out, "responses"))
     commits = members = None
     if groups:
         commits = spark.read.parquet(os.path.join(out, "groups", "commits"))
         members = spark.read.parquet(os.path.join(out, "groups", "members"))
     target = os.path.join(out, "delivery")
-    write_parquet(delivery(records, responses, commits, members), target)
+    write_parquet(delivery(records, responses, commits, members, prod), target)
     brief = os.path.join(out, "delivery_summary")
     write_parquet(summary(spark.read.parquet(target)), brief)
     return [("delivery", target), ("delivery_summary", brief)]
@@ -535,22 +597,17 @@ def _decode(
         write_parquet(records_table(frames, decoded), target, mode=mode, row_bytes=largest or None)
         say(f"exploded records -> {target} ({time.monotonic() - t:.1f} s)")
         outputs.append(("records", target))
-    if not args.no_groups:
-        from kwire.groups.build import build_and_write
-
-        t = time.monotonic()
-        if progress is not None:
-            progress.start("group tables")
-        requests_table = spark.read.parquet(os.path.join(out, "requests"))
-        responses_table = spark.read.parquet(os.path.join(out, "responses"))
-        outputs.extend(build_and_write(spark, requests_table, responses_table, out))
-        say(f"group tables -> {os.path.join(out, 'groups')} ({time.monotonic() - t:.1f} s)")
-    if not args.no_records and not args.no_delivery:
-        t = time.monotonic()
-        if progress is not None:
-            progress.start("delivery")
-        outputs.extend(write_delivery(spark, out, groups=not args.no_groups))
-        say(f"delivery -> {os.path.join(out, 'delivery')} ({time.monotonic() - t:.1f} s)")
+    outputs.extend(
+        write_derived(
+            spark,
+            out,
+            out,
+            groups=not args.no_groups,
+            delivery=not args.no_records and not args.no_delivery,
+            progress=progress,
+            tell=say,
+        )
+    )
     if progress is not None:
         progress.start("summary")
     return outputs

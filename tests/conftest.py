@@ -67,6 +67,6 @@ def groups_out(spark: "SparkSession", tmp_path_factory: pytest.TempPathFactory) 
     data = Path(__file__).resolve().parent / "data" / "capture"
     target = tmp_path_factory.mktemp("groups") / "out"
     inputs = [str(data / capture) for capture in GROUP_CAPTURES]
-    args = job.parse_args([*inputs, "-o", str(target), "--no-records", "--no-summary", "--quiet"])
+    args = job.parse_args([*inputs, "-o", str(target), "--no-summary", "--quiet"])
     job.run(args, spark=spark)
     return target

@@ -22,7 +22,7 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from kwire.groups.errors import NAMES
+from kwire.groups.errors import ERROR_AT, NAMES
 from kwire.groups.history import history
 from kwire.spark.faults import fault_point
 from kwire.spark.sink import write_parquet
@@ -439,11 +439,17 @@ def build(
     requests: DataFrame,
     responses: DataFrame,
     cached: list[DataFrame] | None = None,
+    known: DataFrame | None = None,
 ) -> dict[str, DataFrame]:
     """The nine tables (lazy DataFrames) from the decoded requests and responses. The
     intermediate frames it caches are appended to `cached`, for the caller to unpersist once the
     tables are written: Spark finds cached data by plan, and a later build over the same paths
-    with new files in them (kwire live) would otherwise be answered from the old cache."""
+    with new files in them (kwire live) would otherwise be answered from the old cache.
+    `known` (kwire.groups.delivery.offsets(), from OUT/records) gives commits and progress their
+    time lag; without it those columns are null."""
+    from kwire.groups.delivery import clusters
+
+    endpoints = clusters(responses) if known is not None else None
     # The decoded tables are wide (a struct per API): keep only what the group tables read, so
     # every query below plans against a few columns, not a thousand.
     requests = requests.select(*[c for c in requests.columns if c in _REQUEST_COLUMNS])
@@ -462,9 +468,17 @@ def build(
     told = told.cache()
     held.append(told)
     tables: dict[str, DataFrame] = {table: _from_history(told, table) for table in PER_GROUP}
-    tables["commits"] = commits(requests, pairs)
+    log_ends = log_end_seen(requests, responses, names) if known is not None else None
+    # Cached: progress reads it again.
+    tables["commits"] = commit_lag(commits(requests, pairs), known, endpoints, log_ends).cache()
+    held.append(tables["commits"])
     ends = ev.groupBy("group_id").agg(F.max(F.coalesce("resp_ts", "ts")).alias("end_ts"))
-    tables["progress"] = progress(tables["commits"], requests, responses, names, ends)
+    tables["progress"] = end_lag(
+        progress(tables["commits"], requests, responses, names, ends),
+        known,
+        endpoints,
+        capture_end,
+    )
     tables["latency"] = latency(responses)
     tables["clients"] = clients(requests, ev)
     tables["coordinators"] = coordinators(requests, pairs)
@@ -543,10 +557,6 @@ def _narrow_responses(responses: DataFrame) -> DataFrame:
     return responses.select(*cols)
 
 
-# Classic group APIs: (first version with throttle_time_ms, first flexible version).
-_ERROR_AT = {11: (2, 6), 12: (1, 4), 13: (1, 4), 14: (1, 4)}
-
-
 def _raw_error() -> Any:
     """The error code of a classic group API response the decoder refused (status malformed),
     read from the frame: it sits after the correlation id, the header's tag buffer (flexible
@@ -554,7 +564,7 @@ def _raw_error() -> Any:
     failed SyncGroup with a null assignment, which the schema does not allow: without this the
     failure (INVALID_REQUEST) was lost and the request looked unanswered."""
     out = F.lit(None).cast("int")
-    for key, (throttled, flexible) in _ERROR_AT.items():
+    for key, (throttled, flexible) in ERROR_AT.items():
         v = F.col("api_version")
         pos = 5 + F.when(v >= flexible, 1).otherwise(0) + F.when(v >= throttled, 4).otherwise(0)
         raw = F.conv(F.hex(F.substring("frame", pos, 2)), 16, 10).cast("int")
@@ -597,10 +607,114 @@ def commits(requests: DataFrame, pairs: DataFrame) -> DataFrame:
     )
 
 
+def _cluster_of(df: DataFrame, endpoints: DataFrame | None) -> tuple[DataFrame, Any]:
+    """`df` with its coordinator's cluster id (`_cluster`), where Metadata named it."""
+    if endpoints is None:
+        return df, None
+    e = endpoints.select(F.col("_ep").alias("_coord_ep"), F.col("cluster").alias("_cluster"))
+    joined = df.join(F.broadcast(e), F.col("_coord_ep") == F.col("coordinator"), "left")
+    return joined.drop("_coord_ep"), F.col("_cluster")
+
+
+def commit_lag(
+    commits_df: DataFrame,
+    known: DataFrame | None,
+    endpoints: DataFrame | None,
+    log_ends: DataFrame | None = None,
+) -> DataFrame:
+    """commits with `time_lag_ms` and `timestamp_lag_ms` at each successful commit: how old
+    the oldest record the group had not consumed was (kwire.groups.delivery.time_lag); null for
+    a failed commit, which committed nothing. Where the capture does not show the record at the
+    committed offset, the lags are 0 if the last log end offset seen before the commit
+    (`log_ends`, log_end_seen()) was not past it: the group had read all there was."""
+    from kwire.groups.delivery import lag_columns_dropped, time_lag
+
+    if known is None:
+        return commits_df.select(
+            "*",
+            F.lit(None).cast("double").alias("time_lag_ms"),
+            F.lit(None).cast("double").alias("timestamp_lag_ms"),
+        )
+    df, cluster = _cluster_of(commits_df, endpoints)
+    caught_up = F.lit(False)
+    if log_ends is not None:
+        df, seen = _log_end_before(df, log_ends)
+        caught_up = seen.isNotNull() & (seen <= F.col("offset"))
+    joined, by_wire, by_ts = time_lag(df, known, F.col("ts"), F.col("offset"), cluster)
+    ok = F.col("error").isNull()
+    unseen = F.col("_k_produced").isNull() & F.col("_k_ts").isNull()
+    out = joined.select(
+        "*",
+        F.when(ok, F.when(unseen & caught_up, F.lit(0.0)).otherwise(by_wire)).alias("time_lag_ms"),
+        F.when(ok, F.when(unseen & caught_up, F.lit(0.0)).otherwise(by_ts)).alias(
+            "timestamp_lag_ms"
+        ),
+    )
+    return lag_columns_dropped(out).drop("_cluster", "_seen_hw")
+
+
+def _log_end_before(df: DataFrame, log_ends: DataFrame) -> tuple[DataFrame, Any]:
+    """`df` (rows with ts, topic, partition) with `_seen_hw`: the last log end offset seen for
+    its partition at or before its ts. An as-of join done as one ordered pass (a union and a
+    running last value), not a join of every row with every observation."""
+    rows = df.withColumn("_obs", F.lit(1))
+    obs = log_ends.select(
+        F.col("hw_ts").alias("ts"),
+        "topic",
+        "partition",
+        F.col("hw").alias("_seen_hw"),
+        F.lit(0).alias("_obs"),
+    )
+    both = rows.unionByName(obs, allowMissingColumns=True)
+    w = (
+        Window.partitionBy("topic", "partition")
+        .orderBy("ts", "_obs")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    both = both.withColumn("_seen_hw", F.last("_seen_hw", ignorenulls=True).over(w))
+    return both.where("_obs = 1").drop("_obs"), F.col("_seen_hw")
+
+
+def end_lag(
+    progress_df: DataFrame,
+    known: DataFrame | None,
+    endpoints: DataFrame | None,
+    capture_end: datetime | None,
+) -> DataFrame:
+    """progress with the time lags at the end of the capture, of the record at the last
+    committed offset (0 when the offset lag is 0: nothing was left to consume)."""
+    from kwire.groups.delivery import lag_columns_dropped, time_lag
+
+    if known is None or capture_end is None:
+        return progress_df.drop("coordinator").select(
+            "*",
+            F.lit(None).cast("double").alias("time_lag_ms"),
+            F.lit(None).cast("double").alias("timestamp_lag_ms"),
+        )
+    df, cluster = _cluster_of(progress_df, endpoints)
+    at = F.lit(capture_end).cast("timestamp")
+    joined, by_wire, by_ts = time_lag(df, known, at, F.col("last_offset"), cluster)
+    caught_up = F.col("lag") == 0
+    out = joined.select(
+        "*",
+        F.when(caught_up, F.lit(0.0)).otherwise(by_wire).alias("time_lag_ms"),
+        F.when(caught_up, F.lit(0.0)).otherwise(by_ts).alias("timestamp_lag_ms"),
+    )
+    return lag_columns_dropped(out).drop("_cluster", "coordinator")
+
+
 def log_end_offsets(requests: DataFrame, responses: DataFrame, names: dict[str, str]) -> DataFrame:
-    """The latest log end offset seen per topic and partition: Fetch responses' high watermarks
-    and the answers to ListOffsets requests for the latest offset (timestamp -1; the answer
-    says -1 for the earliest too, so the request decides), whichever came last."""
+    """The latest log end offset seen per topic and partition (log_end_seen), whichever came
+    last."""
+    every = log_end_seen(requests, responses, names)
+    last = Window.partitionBy("topic", "partition").orderBy(F.col("hw_ts").desc())
+    return every.withColumn("_n", F.row_number().over(last)).where("_n = 1").drop("_n")
+
+
+def log_end_seen(requests: DataFrame, responses: DataFrame, names: dict[str, str]) -> DataFrame:
+    """Every log end offset the capture shows (topic, partition, hw, hw_ts, hw_source): Fetch
+    responses' high watermarks and the answers to ListOffsets requests for the latest offset
+    (timestamp -1; the answer says -1 for the earliest too, so the request decides)."""
     spark = responses.sparkSession
     seen = []
     if _has(responses, "fetch"):
@@ -655,9 +769,7 @@ def log_end_offsets(requests: DataFrame, responses: DataFrame, names: dict[str, 
         return spark.createDataFrame(
             [], "topic string, partition int, hw long, hw_ts timestamp, hw_source string"
         )
-    every = seen[0] if len(seen) == 1 else seen[0].unionByName(seen[1])
-    last = Window.partitionBy("topic", "partition").orderBy(F.col("hw_ts").desc())
-    return every.withColumn("_n", F.row_number().over(last)).where("_n = 1").drop("_n")
+    return seen[0] if len(seen) == 1 else seen[0].unionByName(seen[1])
 
 
 # A partition is STOPped only after this long without a commit (twice the clients' default
@@ -695,6 +807,7 @@ def progress(
         F.count("*").alias("commits"),
         F.max(F.when(F.col("offset") < F.col("prev"), 1).otherwise(0)).alias("rewound"),
         F.max_by(F.col("offset") == F.col("prev"), "ts").alias("repeating"),
+        F.max_by("coordinator", "ts").alias("coordinator"),
     )
     hw = log_end_offsets(requests, responses, names)
     joined = (
@@ -732,6 +845,7 @@ def progress(
         F.col("hw").alias("log_end_offset"),
         lag.alias("lag"),
         F.when(lag.isNotNull(), F.col("hw_source")).alias("lag_source"),
+        "coordinator",
     )
 
 
@@ -873,7 +987,11 @@ def write(tables: dict[str, DataFrame], out: str) -> list[tuple[str, str]]:
 
 
 def build_and_write(
-    spark: SparkSession, requests: DataFrame, responses: DataFrame, out: str
+    spark: SparkSession,
+    requests: DataFrame,
+    responses: DataFrame,
+    out: str,
+    known: DataFrame | None = None,
 ) -> list[tuple[str, str]]:
     """build() then write(), with few shuffle partitions: the group tables are small next to
     the frames (protocol events, not records), and Spark's 200 would be hundreds of near-empty
@@ -889,7 +1007,7 @@ def build_and_write(
         spark.conf.set(key, value)
     cached: list[DataFrame] = []
     try:
-        return write(build(spark, requests, responses, cached), out)
+        return write(build(spark, requests, responses, cached, known), out)
     finally:
         for df in cached:
             df.unpersist()

@@ -259,9 +259,10 @@ def delivery(
     responses: DataFrame,
     commits: DataFrame | None = None,
     members: DataFrame | None = None,
+    prod: DataFrame | None = None,
 ) -> DataFrame:
-    """OUT/delivery (see the module)."""
-    prod = produced(records, responses)
+    """OUT/delivery (see the module); `prod` is produced()'s result when the caller has it."""
+    prod = produced(records, responses) if prod is None else prod
     got = fetched(records, members, clusters(responses))
     same = (
         (prod["topic"] == got["topic"])
@@ -318,6 +319,105 @@ def delivery(
         "trace_id",
         "span_id",
     )
+
+
+def offsets(records: DataFrame, responses: DataFrame, prod: DataFrame | None = None) -> DataFrame:
+    """What the capture knows of the record at each log offset: (cluster, topic, partition,
+    offset) -> `produced_at` and `acked_at` (from the Produce traffic, as in OUT/delivery) and
+    `record_timestamp` (the log's, from a Fetch response that carried it, else the one the
+    producer wrote). `prod` is produced()'s result when the caller has it already."""
+    prod = produced(records, responses) if prod is None else prod
+    keys = ["cluster", "topic", "partition", "offset"]
+    wrote = (
+        prod.where(F.col("offset").isNotNull())
+        .groupBy(*keys)
+        .agg(
+            F.min("produced_at").alias("produced_at"),
+            F.min("acked_at").alias("acked_at"),
+            F.min("record_timestamp").alias("_produce_ts"),
+        )
+    )
+    read = _with_cluster(
+        _data_records(records, "response", 1).select(
+            "connection_id", "topic", "partition", "offset", "timestamp"
+        ),
+        "connection_id",
+        clusters(responses),
+    )
+    read = read.groupBy(*keys).agg(F.min("timestamp").alias("_log_ts"))
+    read = read.select(*[F.col(k).alias(f"_r_{k}") for k in keys], "_log_ts")
+    # Null clusters (no Metadata v2+ for the broker) join as keys of their own.
+    on = [F.col(k).eqNullSafe(F.col(f"_r_{k}")) for k in keys]
+    both = wrote.join(read, on[0] & on[1] & on[2] & on[3], "full")
+    return both.select(
+        *[F.coalesce(F.col(k), F.col(f"_r_{k}")).alias(k) for k in keys],
+        "produced_at",
+        "acked_at",
+        F.coalesce("_log_ts", "_produce_ts").alias("record_timestamp"),
+    )
+
+
+def time_lag(
+    rows: DataFrame,
+    known: DataFrame,
+    at: Column,
+    offset: Column,
+    cluster: Column | None = None,
+) -> tuple[DataFrame, Column, Column]:
+    """`rows` with what `known` (offsets()) says of the record at `offset` (a committed offset:
+    the next record the group would read), and the two time lags at instant `at`:
+    - by the wire: `at` - the record's produced_at; 0 when it was acked after `at` (at `at` the
+      group had read all there was); null when the capture did not see it produced;
+    - by record timestamp: `at` - its timestamp, at least 0; 0 when acked after `at`; null when
+      the capture holds neither its production nor a fetch of it.
+    A partition's topic is matched within its cluster where both are known."""
+    k = known.select(
+        F.col("cluster").alias("_k_cluster"),
+        F.col("topic").alias("_k_topic"),
+        F.col("partition").alias("_k_partition"),
+        F.col("offset").alias("_k_offset"),
+        F.col("produced_at").alias("_k_produced"),
+        F.col("acked_at").alias("_k_acked"),
+        F.col("record_timestamp").alias("_k_ts"),
+    )
+    same = (
+        (F.col("_k_topic") == F.col("topic"))
+        & (F.col("_k_partition") == F.col("partition"))
+        & (F.col("_k_offset") == offset)
+    )
+    if cluster is not None:
+        same = same & (
+            cluster.isNull() | F.col("_k_cluster").isNull() | (F.col("_k_cluster") == cluster)
+        )
+    rid = Window.partitionBy("_k_rid").orderBy(
+        F.when(F.col("_k_cluster").isNull(), 1).otherwise(0), F.col("_k_cluster")
+    )
+    joined = (
+        rows.withColumn("_k_rid", F.monotonically_increasing_id())
+        .join(k, same, "left")
+        .withColumn("_k_n", F.row_number().over(rid))
+        .where("_k_n = 1")
+    )
+    later = F.col("_k_acked").isNotNull() & (F.col("_k_acked") > at)
+    by_wire = (
+        F.when(F.col("_k_produced").isNull(), F.lit(None))
+        .when(later, F.lit(0.0))
+        .otherwise(F.greatest(_ms_at(at, "_k_produced"), F.lit(0.0)))
+    )
+    by_ts = (
+        F.when(F.col("_k_ts").isNull(), F.lit(None))
+        .when(later, F.lit(0.0))
+        .otherwise(F.greatest(_ms_at(at, "_k_ts"), F.lit(0.0)))
+    )
+    return joined, by_wire.cast("double"), by_ts.cast("double")
+
+
+def lag_columns_dropped(df: DataFrame) -> DataFrame:
+    return df.drop(*[c for c in df.columns if c.startswith("_k_")])
+
+
+def _ms_at(at: Column, earlier: str) -> Column:
+    return (F.unix_micros(at) - F.unix_micros(earlier)) / 1000.0
 
 
 def summary(rows: DataFrame) -> DataFrame:

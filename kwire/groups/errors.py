@@ -6,6 +6,24 @@ evidence reads as operators know it; an unknown code stays visible as ERROR_<cod
 
 from __future__ import annotations
 
+# Where a classic group API response's error code sits, for responses the decoder refused: after
+# the correlation id, the header's tag buffer (flexible versions) and throttle_time_ms (where the
+# version has it). Api key -> (first version with throttle_time_ms, first flexible version).
+ERROR_AT = {11: (2, 6), 12: (1, 4), 13: (1, 4), 14: (1, 4)}
+
+
+def raw_error(api_key: int, api_version: int, frame: bytes) -> int | None:
+    """The error code of a refused classic group API response, read from its frame (the same
+    rule as the group tables' Spark expression, kwire.groups.build._raw_error)."""
+    if api_key not in ERROR_AT:
+        return None
+    throttled, flexible = ERROR_AT[api_key]
+    pos = 4 + (1 if api_version >= flexible else 0) + (4 if api_version >= throttled else 0)
+    if len(frame) < pos + 2:
+        return None
+    return int.from_bytes(frame[pos : pos + 2], "big", signed=True)
+
+
 NAMES: dict[int, str] = {
     -1: "UNKNOWN_SERVER_ERROR",
     0: "NONE",

@@ -123,6 +123,8 @@ TABLES: dict[str, StructType] = {
         ("error", S),
         ("latency_us", L),
         ("coordinator", S),
+        ("time_lag_ms", D),
+        ("timestamp_lag_ms", D),
     ),
     "progress": _t(
         ("group_id", S),
@@ -137,6 +139,8 @@ TABLES: dict[str, StructType] = {
         ("log_end_offset", L),
         ("lag", L),
         ("lag_source", S),
+        ("time_lag_ms", D),
+        ("timestamp_lag_ms", D),
     ),
     "latency": _t(
         ("api_key", ShortType()),

@@ -401,7 +401,35 @@ def _progress_lines(group: Group) -> list[str]:
             source = sorted({p["lag_source"] for p in lags if p["lag_source"]})
             text += f", lag {total}" + (f" (from {', '.join(source)})" if source else "")
         lines.append(text)
+    behind = _behind(group.group_id, rows)
+    if behind:
+        lines.append(behind)
     return lines
+
+
+def _behind(group_id: str, rows: list[Row]) -> str | None:
+    """How far behind the group was at the end of the capture, in time: its worst partition
+    (the time lag of the oldest record it had not consumed, by when the capture saw the record
+    produced, else by the record's timestamp)."""
+    timed = [
+        (p["time_lag_ms"] if p.get("time_lag_ms") is not None else p.get("timestamp_lag_ms"), p)
+        for p in rows
+    ]
+    timed = [(ms, p) for ms, p in timed if ms is not None]
+    if not timed:
+        return None
+    ms, worst = max(timed, key=lambda t: (t[0], str(t[1]["topic"]), t[1]["partition"]))
+    if ms == 0:
+        return f"at the end of the capture {group_id} had consumed all there was (time lag 0)"
+    text = f"at the end of the capture {group_id} is {span(ms)} behind on {worst['topic']}-{worst['partition']}"
+    notes = []
+    if worst.get("lag") is not None:
+        notes.append(f"offset lag {worst['lag']}")
+    if worst.get("time_lag_ms") is None:
+        notes.append("by record timestamp: the capture did not see it produced")
+    elif worst.get("timestamp_lag_ms") is not None:
+        notes.append(f"{span(worst['timestamp_lag_ms'])} by record timestamp")
+    return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def tell_group(group: Group) -> list[str]:

@@ -378,22 +378,22 @@ class Live:
         return max(2, 2 * self.spark.sparkContext.defaultParallelism)
 
     def rebuild_groups(self, tag: str) -> float:
-        from kwire.groups.build import build_and_write
+        """The group tables, and delivery when records are kept, from the whole committed
+        history: written to a staging directory, then each swapped in whole."""
+        from kwire.job import write_derived
 
         t = time.monotonic()
-        spark = self.spark
         staging = self.paths.staging(f"{tag}-groups")
         shutil.rmtree(staging, ignore_errors=True)
-        requests = spark.read.parquet(os.path.join(self.out, "requests"))
-        responses = spark.read.parquet(os.path.join(self.out, "responses"))
-        build_and_write(spark, requests, responses, staging)
-        target = os.path.join(self.out, "groups")
-        old = os.path.join(self.paths.live, "groups.old")
-        shutil.rmtree(old, ignore_errors=True)
-        if os.path.exists(target):
-            os.replace(target, old)
-        os.replace(os.path.join(staging, "groups"), target)
-        shutil.rmtree(old, ignore_errors=True)
+        written = write_derived(self.spark, self.out, staging, groups=True, delivery=self.records)
+        for name in sorted({name.split("/")[0] for name, _ in written}):
+            target = os.path.join(self.out, name)
+            old = os.path.join(self.paths.live, f"{name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            if os.path.exists(target):
+                os.replace(target, old)
+            os.replace(os.path.join(staging, name), target)
+            shutil.rmtree(old, ignore_errors=True)
         shutil.rmtree(staging, ignore_errors=True)
         return round(time.monotonic() - t, 2)
 
@@ -409,6 +409,9 @@ class Live:
         }
         if os.path.isdir(os.path.join(self.out, "groups")):
             tables.update({f"groups/{g}": f"groups/{g}" for g in GROUP_TABLES})
+        for name in ("delivery", "delivery_summary"):
+            if os.path.isdir(os.path.join(self.out, name)):
+                tables[name] = name
         logs = batch_logs(self.paths)
         manifest.write(
             self.out,

@@ -150,9 +150,7 @@ def test_live_equals_batch_through_a_crash(tmp_path: Path, spark: Any) -> None:
 
     # The batch job on the same files.
     batch_out = tmp_path / "batch"
-    args = job.parse_args(
-        [str(batch_in), "-o", str(batch_out), "-p", ports, "--no-summary", "--no-delivery", "-q"]
-    )
+    args = job.parse_args([str(batch_in), "-o", str(batch_out), "-p", ports, "--no-summary", "-q"])
     job.run(args, spark)
 
     for table in ("requests", "responses", "records"):
@@ -177,6 +175,12 @@ def test_live_equals_batch_through_a_crash(tmp_path: Path, spark: Any) -> None:
     for table in sorted(p.name for p in (batch_out / "groups").iterdir()):
         want = _rows(batch_out / "groups" / table)
         assert _rows(out / "groups" / table) == want, f"groups/{table}"
+    # Delivery is rebuilt with the group tables: the same trips as the batch job's.
+    assert _rows(out / "delivery") == _rows(batch_out / "delivery")
+    assert sum(_rows(out / "delivery").values()) > 0
+    counts = ["cluster", "topic", "partition", "group_id", "records", "acked", "fetched"]
+    assert _rows(out / "delivery_summary", counts) == _rows(batch_out / "delivery_summary", counts)
+    assert {"delivery", "delivery_summary"} <= set(manifest["tables"])
     from kwire.groups.story import tell
 
     assert tell(out) == tell(batch_out)
