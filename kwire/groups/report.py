@@ -1,6 +1,7 @@
 """`kwire report OUT -o report.html`: one self-contained HTML page about every consumer group.
 
-Per group: its story (kwire.groups.story), a timeline drawn with plotly (members as lanes: each
+First the overview (kwire.groups.overview): every group in one table, and the whole capture's
+charts over time. Then, per group: its story (kwire.groups.story), a timeline drawn with plotly (members as lanes: each
 member's time in the group as a bar coloured by how it ended, its commits as ticks, failed
 commits in red, its ending as a marker; generations as shaded bands labelled with their cause),
 then its tables (generations, members, progress). Then the latency and client tables of the
@@ -172,6 +173,67 @@ def timeline(group: Group) -> Any:
     return fig
 
 
+def overview_html(out: Path, groups: dict[str, Group]) -> list[str]:
+    """The overview section: every group in one table, then the capture's charts
+    (kwire.groups.overview). Carries plotly's JavaScript, inlined once for the whole page."""
+    from kwire.groups import overview
+
+    index = {gid: i for i, gid in enumerate(groups)}
+    rows = overview.group_rows(groups)
+    for r in rows:
+        lag = r["time lag at end"]
+        r["time lag at end"] = (
+            None if lag is None else "0 (caught up)" if lag == 0 else story.span(lag)
+        )
+    columns = list(rows[0]) if rows else ["group"]
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join(
+        "<tr>"
+        + "".join(
+            (
+                f'<td><a href="#g-{index[r["group"]]}">{html.escape(r["group"])}</a></td>'
+                if c == "group"
+                else f"<td>{_cell(r.get(c))}</td>"
+            )
+            for c in columns
+        )
+        + "</tr>"
+        for r in rows
+    )
+    parts = [
+        '<section id="overview">',
+        "<h2>Overview</h2>",
+        "<p>Every group at the end of the capture (time lag: the age of the oldest record the "
+        "group had not consumed, on its worst partition), then the whole capture over time.</p>",
+        f'<table class="overview-groups"><tr>{head}</tr>{body}</table>',
+    ]
+    plotly_js: bool | str = True
+    for chart_id, title, fig in overview.figures(out):
+        parts.append(f'<h3 id="chart-{chart_id}">{html.escape(title)}</h3>')
+        if isinstance(fig, str):
+            parts.append(f'<p class="no-chart" data-chart="{chart_id}">{html.escape(fig)}</p>')
+            continue
+        parts.append(
+            fig.to_html(
+                full_html=False,
+                include_plotlyjs=plotly_js,
+                div_id=f"overview-{chart_id}",
+                config={"displaylogo": False},
+            )
+        )
+        plotly_js = False
+    if plotly_js is True:  # no chart: the group timelines still need plotly
+        parts.append(_plotly_only())
+    parts.append("</section>")
+    return parts
+
+
+def _plotly_only() -> str:
+    import plotly.offline
+
+    return f'<script type="text/javascript">{plotly.offline.get_plotlyjs()}</script>'
+
+
 def render(out: str | Path, group: str | None = None) -> str:
     """The report as one HTML string."""
     groups = story.load(out, group)
@@ -190,10 +252,12 @@ def render(out: str | Path, group: str | None = None) -> str:
         "ticks: commits, red when they failed); shaded bands are generations, labelled with "
         "their cause (red: eviction, orange: poll timeout, blue: a member left).</p>",
         "<nav>"
+        + '<a href="#overview">overview</a>'
         + "".join(f'<a href="#g-{i}">{html.escape(gid)}</a>' for i, gid in enumerate(groups))
         + "</nav>",
     ]
-    first = True
+    parts.extend(overview_html(Path(out), groups))
+    first = False  # the overview inlined plotly's JavaScript
     for i, (gid, g) in enumerate(groups.items()):
         parts.append(f'<section class="group" id="g-{i}" data-group="{html.escape(gid)}">')
         parts.append(f"<h2>{html.escape(gid)}</h2>")
@@ -250,7 +314,16 @@ def render(out: str | Path, group: str | None = None) -> str:
             parts.append(
                 table_html(
                     g.rows("progress"),
-                    ["topic", "partition", "status", "last_offset", "commits", "lag"],
+                    [
+                        "topic",
+                        "partition",
+                        "status",
+                        "last_offset",
+                        "commits",
+                        "lag",
+                        "time_lag_ms",
+                        "timestamp_lag_ms",
+                    ],
                     "progress",
                 )
             )

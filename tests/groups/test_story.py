@@ -134,10 +134,20 @@ def test_report_renders_every_group_in_a_headless_browser(groups_out: Path, tmp_
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             page.goto(page_file.as_uri())
+            charts = text.count('class="plotly-graph-div"')
             page.wait_for_function(
-                f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {len(groups)}",
+                f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {charts}",
                 timeout=60_000,
             )
+            drawn = page.eval_on_selector_all(
+                "#overview .js-plotly-plot",
+                "els => els.map(e => [e.id, e.querySelectorAll('.main-svg .trace').length])",
+            )
+            overview_rows = page.eval_on_selector_all(
+                "#overview table.overview-groups tr td:first-child a",
+                "els => els.map(e => [e.textContent, e.getAttribute('href')])",
+            )
+            targets = page.eval_on_selector_all("section.group", "els => els.map(e => '#' + e.id)")
             shown = page.eval_on_selector_all(
                 "section.group", "els => els.map(e => e.dataset.group)"
             )
@@ -149,6 +159,15 @@ def test_report_renders_every_group_in_a_headless_browser(groups_out: Path, tmp_
             browser.close()
     assert errors == []
     assert shown == groups
+    # The overview comes first: every chart drawn with its series, every group a row that links
+    # to its section.
+    assert [d[0] for d in drawn] == [
+        f"overview-{c}" for c in ("rate", "latency", "errors", "records", "bytes", "delivery")
+    ]
+    assert all(traces > 0 for _, traces in drawn), drawn
+    assert charts == len(drawn) + len(groups)
+    assert [name for name, _ in overview_rows] == groups
+    assert [href for _, href in overview_rows] == targets
     first = story.load(groups_out)[groups[0]]
     assert sorted(lanes) == sorted(
         story.Names(first.rows("members"))(m["member_id"]) for m in first.rows("members")
