@@ -194,12 +194,42 @@ READER_ROWS = 4096  # Spark's defaults, kept when frames are small
 ARROW_ROWS = 10000
 
 
-def size_batches(spark: SparkSession, frames: DataFrame) -> tuple[int, int, int, set[int] | None]:
+def _sizes_here(paths: list[str], columns: list[str]) -> dict[str, Any] | None:
+    """size_batches' figures read with pyarrow on the driver, when every frames table is local:
+    two small columns, and no Spark job (about 2 s of a small capture's run, most of it the
+    first job's warm-up). None when a path is remote or pyarrow cannot read it."""
+    import numpy as np
+    import pyarrow.dataset as ds
+
+    from kwire.capture.distributed import local_path
+
+    local = [local_path(p) for p in paths]
+    if any(p is None for p in local):
+        return None
+    wanted = [c for c in ("frame_length", "api_key") if c in columns]
+    try:
+        table = ds.dataset(local, format="parquet", partitioning="hive").to_table(columns=wanted)
+    except Exception:  # Spark reads what pyarrow cannot: let it
+        return None
+    row: dict[str, Any] = {}
+    if "frame_length" in wanted:
+        lengths = table.column("frame_length").drop_null().to_numpy()
+        row["p"] = float(np.percentile(lengths, 99.9)) if len(lengths) else None
+        row["m"] = int(lengths.max()) if len(lengths) else None
+    if "api_key" in wanted:
+        row["keys"] = [k for k in table.column("api_key").unique().to_pylist() if k is not None]
+    return row
+
+
+def size_batches(
+    spark: SparkSession, frames: DataFrame, paths: list[str] | None = None
+) -> tuple[int, int, int, set[int] | None]:
     """Sets the reader and Arrow batch rows so a batch of frames is about BATCH_BYTES: rows =
     BATCH_BYTES / the 99.9th percentile frame length. A batch of 4096 frames of 300 kB (a
     Produce/Fetch-heavy ring) would be 1.2 GB in one column vector: that, not the data's size,
     is what ran the JVM out of heap. The same pass over the small frame_length and api_key
-    columns (one Spark job) also gives the api keys present. Returns (reader rows, Arrow rows,
+    columns (one Spark job, or pyarrow when `paths`, the frames tables, are local) also gives the
+    api keys present. Returns (reader rows, Arrow rows,
     the largest frame's length, the api keys or None without an api_key column); leaves
     settings the user gave with --conf alone."""
     aggs = []
@@ -212,7 +242,9 @@ def size_batches(spark: SparkSession, frames: DataFrame) -> tuple[int, int, int,
         aggs.append(F.collect_set("api_key").alias("keys"))
     if not aggs:
         return READER_ROWS, ARROW_ROWS, 0, None
-    row = frames.agg(*aggs).first()
+    row: Any = _sizes_here(paths, frames.columns) if paths else None
+    if row is None:
+        row = frames.agg(*aggs).first()
     keys = set(row["keys"]) if row is not None and "api_key" in frames.columns else None
     if "frame_length" not in frames.columns:
         return READER_ROWS, ARROW_ROWS, 0, keys
@@ -457,10 +489,7 @@ def _run(
     )
     if args.no_summary:
         return None
-    summary = summarize(
-        spark.read.parquet(os.path.join(out, "requests")),
-        spark.read.parquet(os.path.join(out, "responses")),
-    )
+    summary = _summary(spark, out)
     print(
         f"\nkwire decode: {summary.requests} requests, {summary.response_count} responses "
         f"in {elapsed:.1f} s -> {out}\n"
@@ -483,22 +512,29 @@ def write_derived(
     *,
     groups: bool = True,
     delivery: bool = True,
+    with_records: bool = True,
     progress: Progress | None = None,
     tell: Callable[[str], None] | None = None,
 ) -> list[tuple[str, str]]:
     """The tables derived from the decoded ones under `src`, written under `dst`: groups/ (its
-    commits and progress with time lag when `src` has records), then delivery and
-    delivery_summary (when `src` has records and `delivery`). The produced records' offsets are
-    computed once for both and dropped from Spark's cache at the end."""
+    commits and progress with time lag when `src` has records: `with_records`, and a local
+    table with files), then delivery and delivery_summary (when it has records and `delivery`).
+    The produced records' offsets are computed once for both and dropped from Spark's cache at
+    the end."""
     from pyspark import StorageLevel
 
     from kwire.groups.delivery import offsets, produced
 
     tell = tell or (lambda _: None)
     outputs: list[tuple[str, str]] = []
-    responses = spark.read.parquet(os.path.join(src, "responses"))
     records_path = os.path.join(src, "records")
-    records = spark.read.parquet(records_path) if _has_parquet(records_path) else None
+    records = None
+    if with_records and (local_path(records_path) is None or _has_parquet(records_path)):
+        records = spark.read.parquet(records_path)
+    delivery = delivery and records is not None
+    if not groups and not delivery:
+        return outputs
+    responses = spark.read.parquet(os.path.join(src, "responses"))
     held: list[DataFrame] = []
     try:
         prod = known = None
@@ -515,7 +551,7 @@ def write_derived(
             requests = spark.read.parquet(os.path.join(src, "requests"))
             outputs.extend(build_and_write(spark, requests, responses, dst, known))
             tell(f"group tables -> {os.path.join(dst, 'groups')} ({time.monotonic() - t:.1f} s)")
-        if records is not None and delivery:
+        if delivery and records is not None:
             t = time.monotonic()
             if progress is not None:
                 progress.start("delivery")
@@ -549,6 +585,13 @@ def write_delivery(
     return [("delivery", target), ("delivery_summary", brief)]
 
 
+def _summary(spark: SparkSession, out: str) -> Summary:
+    return summarize(
+        spark.read.parquet(os.path.join(out, "requests")),
+        spark.read.parquet(os.path.join(out, "responses")),
+    )
+
+
 def _decode(
     spark: SparkSession,
     args: argparse.Namespace,
@@ -572,7 +615,7 @@ def _decode(
     frames = spark.read.parquet(*tables)
     if progress is not None:
         progress.start("inspect frames")
-    reader_rows, arrow_rows, largest, keys = size_batches(spark, frames)
+    reader_rows, arrow_rows, largest, keys = size_batches(spark, frames, tables)
     if reader_rows < READER_ROWS:
         say(f"large frames: batches of {reader_rows} rows to the reader, {arrow_rows} to Python")
     if families is None:
@@ -603,7 +646,8 @@ def _decode(
             out,
             out,
             groups=not args.no_groups,
-            delivery=not args.no_records and not args.no_delivery,
+            delivery=not args.no_delivery,
+            with_records=not args.no_records,
             progress=progress,
             tell=say,
         )

@@ -385,7 +385,9 @@ class Live:
         t = time.monotonic()
         staging = self.paths.staging(f"{tag}-groups")
         shutil.rmtree(staging, ignore_errors=True)
-        written = write_derived(self.spark, self.out, staging, groups=True, delivery=self.records)
+        written = write_derived(
+            self.spark, self.out, staging, delivery=self.records, with_records=self.records
+        )
         for name in sorted({name.split("/")[0] for name, _ in written}):
             target = os.path.join(self.out, name)
             old = os.path.join(self.paths.live, f"{name}.old")
