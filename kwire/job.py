@@ -37,7 +37,7 @@ from kwire.spark import manifest
 from kwire.spark.explode import records_table
 from kwire.spark.model import FAMILIES
 from kwire.spark.progress import Progress, describe_outputs
-from kwire.spark.sink import resize_row_groups, write_parquet
+from kwire.spark.sink import has_parquet_files, resize_row_groups, write_parquet
 from kwire.spark.summary import Summary, summarize
 from kwire.options import add_broker_ports, add_keylog, add_overwrite, add_quiet, add_spark
 
@@ -499,12 +499,6 @@ def _run(
     return summary
 
 
-def _has_parquet(path: str) -> bool:
-    return os.path.isdir(path) and any(
-        name.endswith(".parquet") for _, _, names in os.walk(path) for name in names
-    )
-
-
 def write_derived(
     spark: SparkSession,
     src: str,
@@ -529,7 +523,7 @@ def write_derived(
     outputs: list[tuple[str, str]] = []
     records_path = os.path.join(src, "records")
     records = None
-    if with_records and (local_path(records_path) is None or _has_parquet(records_path)):
+    if with_records and (local_path(records_path) is None or has_parquet_files(records_path)):
         records = spark.read.parquet(records_path)
     delivery = delivery and records is not None
     if not groups and not delivery:

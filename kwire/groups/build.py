@@ -607,13 +607,13 @@ def commits(requests: DataFrame, pairs: DataFrame) -> DataFrame:
     )
 
 
-def _cluster_of(df: DataFrame, endpoints: DataFrame | None) -> tuple[DataFrame, Any]:
-    """`df` with its coordinator's cluster id (`_cluster`), where Metadata named it."""
-    if endpoints is None:
-        return df, None
-    e = endpoints.select(F.col("_ep").alias("_coord_ep"), F.col("cluster").alias("_cluster"))
-    joined = df.join(F.broadcast(e), F.col("_coord_ep") == F.col("coordinator"), "left")
-    return joined.drop("_coord_ep"), F.col("_cluster")
+def _no_lag(df: DataFrame) -> DataFrame:
+    """The time lag columns, null: the job kept no records to find the records in."""
+    return df.select(
+        "*",
+        F.lit(None).cast("double").alias("time_lag_ms"),
+        F.lit(None).cast("double").alias("timestamp_lag_ms"),
+    )
 
 
 def commit_lag(
@@ -627,20 +627,16 @@ def commit_lag(
     a failed commit, which committed nothing. Where the capture does not show the record at the
     committed offset, the lags are 0 if the last log end offset seen before the commit
     (`log_ends`, log_end_seen()) was not past it: the group had read all there was."""
-    from kwire.groups.delivery import lag_columns_dropped, time_lag
+    from kwire.groups.delivery import lag_columns_dropped, time_lag, with_cluster
 
     if known is None:
-        return commits_df.select(
-            "*",
-            F.lit(None).cast("double").alias("time_lag_ms"),
-            F.lit(None).cast("double").alias("timestamp_lag_ms"),
-        )
-    df, cluster = _cluster_of(commits_df, endpoints)
+        return _no_lag(commits_df)
+    df = with_cluster(commits_df, F.col("coordinator"), endpoints, "_cluster")
     caught_up = F.lit(False)
     if log_ends is not None:
         df, seen = _log_end_before(df, log_ends)
         caught_up = seen.isNotNull() & (seen <= F.col("offset"))
-    joined, by_wire, by_ts = time_lag(df, known, F.col("ts"), F.col("offset"), cluster)
+    joined, by_wire, by_ts = time_lag(df, known, F.col("ts"), F.col("offset"), F.col("_cluster"))
     ok = F.col("error").isNull()
     unseen = F.col("_k_produced").isNull() & F.col("_k_ts").isNull()
     out = joined.select(
@@ -683,17 +679,13 @@ def end_lag(
 ) -> DataFrame:
     """progress with the time lags at the end of the capture, of the record at the last
     committed offset (0 when the offset lag is 0: nothing was left to consume)."""
-    from kwire.groups.delivery import lag_columns_dropped, time_lag
+    from kwire.groups.delivery import lag_columns_dropped, time_lag, with_cluster
 
     if known is None or capture_end is None:
-        return progress_df.drop("coordinator").select(
-            "*",
-            F.lit(None).cast("double").alias("time_lag_ms"),
-            F.lit(None).cast("double").alias("timestamp_lag_ms"),
-        )
-    df, cluster = _cluster_of(progress_df, endpoints)
+        return _no_lag(progress_df.drop("coordinator"))
+    df = with_cluster(progress_df, F.col("coordinator"), endpoints, "_cluster")
     at = F.lit(capture_end).cast("timestamp")
-    joined, by_wire, by_ts = time_lag(df, known, at, F.col("last_offset"), cluster)
+    joined, by_wire, by_ts = time_lag(df, known, at, F.col("last_offset"), F.col("_cluster"))
     caught_up = F.col("lag") == 0
     out = joined.select(
         "*",

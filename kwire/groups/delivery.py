@@ -66,15 +66,23 @@ def clusters(responses: DataFrame) -> DataFrame | None:
     )
 
 
-def _with_cluster(rows: DataFrame, connection: str, known: DataFrame | None) -> DataFrame:
+def with_cluster(
+    rows: DataFrame, endpoint: Column, known: DataFrame | None, name: str = "cluster"
+) -> DataFrame:
+    """`rows` with the cluster id (clusters()) of their broker `endpoint` ("host:port") as
+    column `name`; null where Metadata did not name it, or without `known`."""
     if known is None:
-        return rows.withColumn("cluster", F.lit(None).cast("string"))
-    rows = rows.withColumn("_ep", _broker(connection))
-    return rows.join(F.broadcast(known), "_ep", "left").drop("_ep")
+        return rows.withColumn(name, F.lit(None).cast("string"))
+    ids = known.select(F.col("_ep").alias("_with_ep"), F.col("cluster").alias(name))
+    return rows.join(F.broadcast(ids), endpoint == F.col("_with_ep"), "left").drop("_with_ep")
 
 
-def _ms(later: str, earlier: str) -> Column:
+def _ms(later: Column | str, earlier: Column | str) -> Column:
     return (F.unix_micros(later) - F.unix_micros(earlier)) / 1000.0
+
+
+# The producer's columns a produced record carries into OUT/delivery.
+_PRODUCER = ("producer_id", "producer_epoch", "sequence", "record_timestamp", "trace_id", "span_id")
 
 
 _GOOD_BATCH = ("ok", "crc_mismatch", "partial")
@@ -172,14 +180,9 @@ def produced(records: DataFrame, responses: DataFrame) -> DataFrame:
         "produced_at",
         "acked_at",
         F.when(F.col("_error") != 0, F.col("_error").cast("int")).alias("ack_error"),
-        "producer_id",
-        "producer_epoch",
-        "sequence",
-        "record_timestamp",
-        "trace_id",
-        "span_id",
+        *_PRODUCER,
     )
-    out = _with_cluster(out, "producer_connection", clusters(responses))
+    out = with_cluster(out, _broker("producer_connection"), clusters(responses))
     # An idempotent producer's retries: one record, first attempt's time, the attempt acked.
     idem = (F.col("producer_id") >= 0) & (F.col("sequence") >= 0)
     key = F.when(
@@ -235,7 +238,7 @@ def fetched(
         "frame_ts",
         "connection_id",
     )
-    rs = _with_cluster(rs, "connection_id", known).drop("connection_id")
+    rs = with_cluster(rs, _broker("connection_id"), known).drop("connection_id")
     if members is not None:
         who = (
             members.where(F.col("client_id").isNotNull())
@@ -312,12 +315,7 @@ def delivery(
         _ms("acked_at", "produced_at").alias("ack_ms"),
         _ms("first_fetched_at", "produced_at").alias("fetch_ms"),
         _ms("committed_at", "first_fetched_at").alias("commit_ms"),
-        "producer_id",
-        "producer_epoch",
-        "sequence",
-        "record_timestamp",
-        "trace_id",
-        "span_id",
+        *_PRODUCER,
     )
 
 
@@ -337,11 +335,11 @@ def offsets(records: DataFrame, responses: DataFrame, prod: DataFrame | None = N
             F.min("record_timestamp").alias("_produce_ts"),
         )
     )
-    read = _with_cluster(
+    read = with_cluster(
         _data_records(records, "response", 1).select(
             "connection_id", "topic", "partition", "offset", "timestamp"
         ),
-        "connection_id",
+        _broker("connection_id"),
         clusters(responses),
     )
     read = read.groupBy(*keys).agg(F.min("timestamp").alias("_log_ts"))
@@ -362,7 +360,7 @@ def time_lag(
     known: DataFrame,
     at: Column,
     offset: Column,
-    cluster: Column | None = None,
+    cluster: Column,
 ) -> tuple[DataFrame, Column, Column]:
     """`rows` with what `known` (offsets()) says of the record at `offset` (a committed offset:
     the next record the group would read), and the two time lags at instant `at`:
@@ -385,10 +383,9 @@ def time_lag(
         & (F.col("_k_partition") == F.col("partition"))
         & (F.col("_k_offset") == offset)
     )
-    if cluster is not None:
-        same = same & (
-            cluster.isNull() | F.col("_k_cluster").isNull() | (F.col("_k_cluster") == cluster)
-        )
+    same = same & (
+        cluster.isNull() | F.col("_k_cluster").isNull() | (F.col("_k_cluster") == cluster)
+    )
     rid = Window.partitionBy("_k_rid").orderBy(
         F.when(F.col("_k_cluster").isNull(), 1).otherwise(0), F.col("_k_cluster")
     )
@@ -402,22 +399,19 @@ def time_lag(
     by_wire = (
         F.when(F.col("_k_produced").isNull(), F.lit(None))
         .when(later, F.lit(0.0))
-        .otherwise(F.greatest(_ms_at(at, "_k_produced"), F.lit(0.0)))
+        .otherwise(F.greatest(_ms(at, "_k_produced"), F.lit(0.0)))
     )
     by_ts = (
         F.when(F.col("_k_ts").isNull(), F.lit(None))
         .when(later, F.lit(0.0))
-        .otherwise(F.greatest(_ms_at(at, "_k_ts"), F.lit(0.0)))
+        .otherwise(F.greatest(_ms(at, "_k_ts"), F.lit(0.0)))
     )
     return joined, by_wire.cast("double"), by_ts.cast("double")
 
 
 def lag_columns_dropped(df: DataFrame) -> DataFrame:
+    """time_lag()'s result without the columns it joined in."""
     return df.drop(*[c for c in df.columns if c.startswith("_k_")])
-
-
-def _ms_at(at: Column, earlier: str) -> Column:
-    return (F.unix_micros(at) - F.unix_micros(earlier)) / 1000.0
 
 
 def summary(rows: DataFrame) -> DataFrame:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kwire.groups.errors import NAMES as ERROR_NAMES
+from kwire.groups import story
 from kwire.groups.story import Group
 
 BATCH_ROWS = 65_536
@@ -36,9 +37,9 @@ DELIVERY = (("ack_ms", "acked"), ("fetch_ms", "producer to consumer"), ("commit_
 
 
 def _api_name(key: int) -> str:
-    from kwire.spark.api import api_names
+    from kwire.spark.summary import api_name
 
-    return api_names().get(key, f"ApiKey{key}")
+    return api_name(key)
 
 
 def _dataset(path: Path) -> Any:
@@ -347,11 +348,7 @@ def group_rows(groups: dict[str, Group]) -> list[dict[str, Any]]:
         progress = g.rows("progress")
         verdicts = Counter(p["status"] for p in progress)
         lags = [p["lag"] for p in progress if p["lag"] is not None]
-        times = [
-            p["time_lag_ms"] if p.get("time_lag_ms") is not None else p.get("timestamp_lag_ms")
-            for p in progress
-        ]
-        known = [t for t in times if t is not None]
+        known = [t for t in (story.time_lag(p) for p in progress) if t is not None]
         rows.append(
             {
                 "group": gid,

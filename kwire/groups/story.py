@@ -407,15 +407,18 @@ def _progress_lines(group: Group) -> list[str]:
     return lines
 
 
+def time_lag(progress: Row) -> float | None:
+    """A progress row's time lag at the end: by the wire where the capture saw the record
+    produced, else by its record timestamp (None when neither is known)."""
+    ms = progress.get("time_lag_ms")
+    return ms if ms is not None else progress.get("timestamp_lag_ms")
+
+
 def _behind(group_id: str, rows: list[Row]) -> str | None:
     """How far behind the group was at the end of the capture, in time: its worst partition
     (the time lag of the oldest record it had not consumed, by when the capture saw the record
     produced, else by the record's timestamp)."""
-    timed = [
-        (p["time_lag_ms"] if p.get("time_lag_ms") is not None else p.get("timestamp_lag_ms"), p)
-        for p in rows
-    ]
-    timed = [(ms, p) for ms, p in timed if ms is not None]
+    timed = [(ms, p) for ms, p in ((time_lag(p), p) for p in rows) if ms is not None]
     if not timed:
         return None
     ms, worst = max(timed, key=lambda t: (t[0], str(t[1]["topic"]), t[1]["partition"]))

@@ -132,14 +132,6 @@ def _write_json(path: str, body: Any) -> None:
     os.replace(tmp, path)
 
 
-def _has_files(table: str) -> bool:
-    return any(
-        name.endswith(".parquet") and not name.startswith((".", "_"))
-        for _root, _dirs, files in os.walk(table)
-        for name in files
-    )
-
-
 def move_in(staged: str, table: str, tag: str) -> int:
     """Moves the Parquet files Spark wrote under `staged` into `table` (same partition
     directories), named `b<tag>-...`, after removing any that an interrupted run of the same
@@ -197,7 +189,7 @@ class Live:
         """foreachBatch: the batch's files (or, `final`, the end of the capture) into OUT."""
         from kwire.job import decode_frames, size_batches, write
         from kwire.spark.explode import records_table
-        from kwire.spark.sink import write_parquet
+        from kwire.spark.sink import has_parquet_files, write_parquet
 
         t0 = time.monotonic()
         steps: dict[str, float] = {}
@@ -297,7 +289,7 @@ class Live:
             if self.records:
                 staged = os.path.join(staging, "responses")
                 # A batch can hold requests and no response (the end of a capture): no files.
-                decoded = spark.read.parquet(staged) if _has_files(staged) else None
+                decoded = spark.read.parquet(staged) if has_parquet_files(staged) else None
                 write_parquet(records_table(frames, decoded), os.path.join(staging, "records"))
         t_decode = time.monotonic() - t0 - t_capture
         # Commit: the tables' new files, then the state version, then the group tables, then

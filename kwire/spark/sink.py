@@ -53,6 +53,16 @@ def parquet_options(row_bytes: int | None = None) -> dict[str, str]:
     return options
 
 
+def has_parquet_files(table: str) -> bool:
+    """Whether a local table directory holds any data file (Spark writes none for an empty
+    DataFrame, and then cannot read the table back)."""
+    return any(
+        name.endswith(".parquet") and not name.startswith((".", "_"))
+        for _root, _dirs, files in os.walk(table)
+        for name in files
+    )
+
+
 def write_parquet(
     df: DataFrame,
     path: str,
