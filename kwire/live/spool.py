@@ -29,6 +29,9 @@ tcpdump looks the hook up in its own PATH, which under sudo is sudo's secure_pat
 - tcpdump runs the hooks in parallel with the capture, several at once when files close quickly;
   each takes its own number. Since the file is moved, not copied, `-W` writing the same name again
   later creates a new file and never truncates one the spool holds.
+- Size the ring so it takes far longer to come round than a hook takes to start (seconds on a
+  busy machine; tcpdump runs hooks at the lowest priority): when tcpdump comes back to a file
+  name whose hook has not yet moved it, it truncates that file, and its packets are lost.
 - tcpdump does not run the hook for the file it is writing when it stops; spool that one by
   hand if it matters: `kwire-spool --spool /var/spool/kwire /var/ring/ring.pcap*`.
 
