@@ -22,6 +22,7 @@ from typing import Any, Callable, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, DataType, StructField, StructType
 
 from kwire import __version__
 from kwire.capture.distributed import (
@@ -499,6 +500,39 @@ def _run(
     return summary
 
 
+# What no derived table reads, and what would be most of a scan's bytes: the fetched records
+# inside each Fetch response (OUT/records holds them one a row). Spark's nested column pruning
+# stops at higher-order functions (the group tables keep a few numbers of each fetched partition
+# with `transform`), so they are left out of the schema the table is read with.
+_NOT_DERIVED = ("fetch.responses.partitions.records",)
+
+
+def _without(schema: StructType, path: list[str]) -> StructType:
+    """`schema` without the nested field at `path` (through structs and arrays)."""
+
+    def inner(t: DataType, rest: list[str]) -> DataType:
+        if isinstance(t, ArrayType):
+            return ArrayType(inner(t.elementType, rest), t.containsNull)
+        return _without(t, rest) if isinstance(t, StructType) else t
+
+    fields = []
+    for f in schema.fields:
+        if f.name != path[0]:
+            fields.append(f)
+        elif len(path) > 1:
+            fields.append(StructField(f.name, inner(f.dataType, path[1:]), f.nullable, f.metadata))
+    return StructType(fields)
+
+
+def _read_without(spark: SparkSession, path: str, drop: Sequence[str]) -> DataFrame:
+    """The Parquet table at `path`, read without the nested fields `drop` (dotted paths): the
+    reader then never touches their bytes."""
+    schema = spark.read.parquet(path).schema
+    for dotted in drop:
+        schema = _without(schema, dotted.split("."))
+    return spark.read.schema(schema).parquet(path)
+
+
 def write_derived(
     spark: SparkSession,
     src: str,
@@ -517,7 +551,7 @@ def write_derived(
     the end."""
     from pyspark import StorageLevel
 
-    from kwire.groups.delivery import offsets, produced
+    from kwire.groups.delivery import data_records, offsets, produced
 
     tell = tell or (lambda _: None)
     outputs: list[tuple[str, str]] = []
@@ -528,11 +562,13 @@ def write_derived(
     delivery = delivery and records is not None
     if not groups and not delivery:
         return outputs
-    responses = spark.read.parquet(os.path.join(src, "responses"))
+    responses = _read_without(spark, os.path.join(src, "responses"), _NOT_DERIVED)
     held: list[DataFrame] = []
     try:
         prod = known = None
         if records is not None:
+            records = data_records(records).persist(StorageLevel.MEMORY_AND_DISK)
+            held.append(records)
             prod = produced(records, responses).persist(StorageLevel.MEMORY_AND_DISK)
             known = offsets(records, responses, prod).persist(StorageLevel.MEMORY_AND_DISK)
             held += [prod, known]

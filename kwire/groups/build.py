@@ -452,12 +452,14 @@ def build(
     endpoints = clusters(responses) if known is not None else None
     # The decoded tables are wide (a struct per API): keep only what the group tables read, so
     # every query below plans against a few columns, not a thousand.
-    requests = requests.select(*[c for c in requests.columns if c in _REQUEST_COLUMNS])
-    responses = _narrow_responses(responses)
+    # Cached, narrow: the tables below read them a dozen times, and a scan of the decoded
+    # tables opens a file per api key and task.
+    requests = requests.select(*[c for c in requests.columns if c in _REQUEST_COLUMNS]).cache()
+    responses = _narrow_responses(responses).cache()
     pairs = pair_all(requests, responses).cache()
     ev = events(requests, pairs).cache()
     held = cached if cached is not None else []
-    held += [pairs, ev]
+    held += [requests, responses, pairs, ev]
     names = topic_names(responses)
     end_row = requests.agg(F.unix_micros(F.max("ts_last")).alias("end")).first()
     capture_end = None
@@ -552,9 +554,17 @@ def _narrow_responses(responses: DataFrame) -> DataFrame:
                 ).alias("topics")
             ).alias("metadata")
         )
-    if "frame" in responses.columns:
-        cols.append(_raw_error().alias("raw_error"))
-    return responses.select(*cols)
+    if "frame" not in responses.columns:
+        return responses.select(*cols)
+    # The frame is read only where its error code may be needed, the classic group APIs'
+    # responses: OUT/responses is partitioned by api_key, so the Fetch and Produce frames (the
+    # bulk of a capture's bytes) are never read here.
+    grouped = F.coalesce(F.col("api_key").isin(*ERROR_AT), F.lit(False))
+    return (
+        responses.where(~grouped)
+        .select(*cols, F.lit(None).cast("int").alias("raw_error"))
+        .unionByName(responses.where(grouped).select(*cols, _raw_error().alias("raw_error")))
+    )
 
 
 def _raw_error() -> Any:

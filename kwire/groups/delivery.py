@@ -91,11 +91,51 @@ _GOOD_BATCH = ("ok", "crc_mismatch", "partial")
 def _data_records(records: DataFrame, direction: str, api_key: int) -> DataFrame:
     """The readable data records of one api key's frames (no control records, an offset)."""
     return records.where(
-        (F.col("direction") == direction)
-        & (F.col("api_key") == api_key)
-        & F.col("batch_status").isin(*_GOOD_BATCH)
+        (F.col("direction") == direction) & (F.col("api_key") == api_key) & _readable()
+    )
+
+
+def _readable() -> Column:
+    return (
+        F.col("batch_status").isin(*_GOOD_BATCH)
         & ~F.coalesce(F.col("is_control"), F.lit(False))
         & F.col("offset").isNotNull()
+    )
+
+
+# All that delivery and the time lags read of OUT/records: never keys or values, which are
+# nearly all of its bytes.
+_RECORD_COLUMNS = (
+    "connection_id",
+    "direction",
+    "api_key",
+    "correlation_id",
+    "client_id",
+    "frame_ts",
+    "topic",
+    "topic_id",
+    "partition",
+    "batch_index",
+    "batch_status",
+    "is_control",
+    "producer_id",
+    "producer_epoch",
+    "offset",
+    "sequence",
+    "timestamp",
+    "headers",
+)
+
+
+def data_records(records: DataFrame) -> DataFrame:
+    """The produced and fetched data records, with only the columns the functions below read:
+    one scan of OUT/records for the caller to cache, where each function would scan it again."""
+    produce = (F.col("direction") == "request") & (F.col("api_key") == 0)
+    fetch = (F.col("direction") == "response") & (F.col("api_key") == 1)
+    return (
+        records.where(produce | fetch)
+        .select(*[c for c in _RECORD_COLUMNS if c in records.columns])
+        .where(_readable())
     )
 
 

@@ -127,6 +127,36 @@ def test_job_on_real_captures(spark: SparkSession, tmp_path: Path) -> None:
         == 0
     )
     _delivery_agrees_with_the_scenarios(spark, tmp_path / "out")
+    _derived_steps_skip_the_payloads(spark, tmp_path / "out")
+
+
+def _derived_steps_skip_the_payloads(spark: SparkSession, out: Path) -> None:
+    """The group tables and delivery never read the fetched records inside Fetch responses nor
+    the frames of other APIs than the classic group ones (whose refused answers' error codes
+    are read from the frame): those are most of a capture's bytes, and nested column pruning
+    does not reach through the `transform` the group tables narrow responses with."""
+    from kwire.groups.build import _narrow_responses
+
+    responses = job._read_without(spark, str(out / "responses"), job._NOT_DERIVED)
+    partition = responses.schema["fetch"].dataType["responses"].dataType.elementType
+    fields = partition["partitions"].dataType.elementType.fieldNames()
+    assert "records" not in fields and "high_watermark" in fields
+    full = spark.read.parquet(str(out / "responses"))
+    assert full.count() == responses.count() > 0
+    key = "spark.sql.maxMetadataStringLength"  # plan strings whole, with every column read
+    before = spark.conf.get(key)
+    spark.conf.set(key, "1000000")
+    try:
+        plan = _narrow_responses(responses)._jdf.queryExecution().executedPlan().toString()
+    finally:
+        spark.conf.set(key, before)
+    scans = [line for line in plan.splitlines() if "FileScan" in line]
+    assert len(scans) == 2 and not any("records:binary" in scan for scan in scans), scans
+    with_frames = [scan for scan in scans if "frame:binary" in scan]
+    assert len(with_frames) == 1, scans
+    assert re.search(
+        r"PartitionFilters: \[coalesce\(api_key#\d+ IN \(11,12,13,14\)", with_frames[0]
+    )
 
 
 def _delivery_agrees_with_the_scenarios(spark: SparkSession, out: Path) -> None:
