@@ -37,7 +37,7 @@ from kwire.spark.api import decode_requests, decode_responses
 from kwire.spark import manifest
 from kwire.spark.explode import records_table
 from kwire.spark.model import FAMILIES
-from kwire.spark.progress import Progress, describe_outputs
+from kwire.spark.progress import Progress, describe, describe_outputs
 from kwire.spark.sink import has_parquet_files, resize_row_groups, write_parquet
 from kwire.spark.summary import Summary, summarize
 from kwire.options import add_broker_ports, add_keylog, add_overwrite, add_quiet, add_spark
@@ -131,8 +131,7 @@ def run_capture_on_spark(
     total = sum(size for _, _, size in run.files)
     detail = f"{len(run.files)} file(s), {total / 1e6:,.1f} MB, broker ports {ports}"
     say(f"capture on Spark: {detail} -> {frames}")
-    if progress is not None:
-        progress.start("capture", detail)
+    _step(spark, progress, "capture", detail)
     started = time.monotonic()
     write_parquet(run.frames, frames)
     # Row groups are cut by compressed size; a capture of large compressible frames (records
@@ -533,6 +532,13 @@ def _read_without(spark: SparkSession, path: str, drop: Sequence[str]) -> DataFr
     return spark.read.schema(schema).parquet(path)
 
 
+def _step(spark: SparkSession, progress: Progress | None, step: str, detail: str = "") -> None:
+    """A new step: on the progress line, and as the name of its jobs in Spark's UI."""
+    describe(spark, step)
+    if progress is not None:
+        progress.start(step, detail)
+
+
 def write_derived(
     spark: SparkSession,
     src: str,
@@ -567,6 +573,7 @@ def write_derived(
     try:
         prod = known = None
         if records is not None:
+            describe(spark, "produced records and their offsets")
             records = data_records(records).persist(StorageLevel.MEMORY_AND_DISK)
             held.append(records)
             prod = produced(records, responses).persist(StorageLevel.MEMORY_AND_DISK)
@@ -576,15 +583,13 @@ def write_derived(
             from kwire.groups.build import build_and_write
 
             t = time.monotonic()
-            if progress is not None:
-                progress.start("group tables")
+            _step(spark, progress, "group tables")
             requests = spark.read.parquet(os.path.join(src, "requests"))
             outputs.extend(build_and_write(spark, requests, responses, dst, known))
             tell(f"group tables -> {os.path.join(dst, 'groups')} ({time.monotonic() - t:.1f} s)")
         if delivery and records is not None:
             t = time.monotonic()
-            if progress is not None:
-                progress.start("delivery")
+            _step(spark, progress, "delivery")
             outputs.extend(write_delivery(spark, records, responses, dst, groups, prod))
             tell(f"delivery -> {os.path.join(dst, 'delivery')} ({time.monotonic() - t:.1f} s)")
     finally:
@@ -643,8 +648,7 @@ def _decode(
     if captures:
         outputs.append(("frames", os.path.join(out, "frames.parquet")))
     frames = spark.read.parquet(*tables)
-    if progress is not None:
-        progress.start("inspect frames")
+    _step(spark, progress, "inspect frames")
     reader_rows, arrow_rows, largest, keys = size_batches(spark, frames, tables)
     if reader_rows < READER_ROWS:
         say(f"large frames: batches of {reader_rows} rows to the reader, {arrow_rows} to Python")
@@ -656,15 +660,13 @@ def _decode(
     mode = "overwrite"
     for name, df in (("requests", requests), ("responses", responses)):
         t = time.monotonic()
-        if progress is not None:
-            progress.start(f"decode {name}")
+        _step(spark, progress, f"decode {name}")
         write(df, os.path.join(out, name), mode, row_bytes=2 * largest or None)
         say(f"decoded {name} -> {os.path.join(out, name)} ({time.monotonic() - t:.1f} s)")
         outputs.append((name, os.path.join(out, name)))
     if not args.no_records:
         t = time.monotonic()
-        if progress is not None:
-            progress.start("explode records")
+        _step(spark, progress, "explode records")
         target = os.path.join(out, "records")
         decoded = spark.read.parquet(os.path.join(out, "responses"))
         write_parquet(records_table(frames, decoded), target, mode=mode, row_bytes=largest or None)
@@ -682,6 +684,5 @@ def _decode(
             tell=say,
         )
     )
-    if progress is not None:
-        progress.start("summary")
+    _step(spark, progress, "summary")
     return outputs

@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 from kwire.groups.errors import ERROR_AT, NAMES
 from kwire.groups.history import history
 from kwire.spark.faults import fault_point
+from kwire.spark.progress import describe
 from kwire.spark.sink import write_parquet
 from kwire.groups.schema import TABLES
 from pyspark.sql.types import LongType, StructField, StructType, TimestampType
@@ -980,6 +981,7 @@ def write(tables: dict[str, DataFrame], out: str) -> list[tuple[str, str]]:
     """Writes OUT/groups/<table> (Parquet) for each table; returns (name, path)."""
     written = []
     for name, df in tables.items():
+        describe(df.sparkSession, f"group tables: {name}")
         schema = TABLES[name]
         typed = df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema])
         path = os.path.join(out, "groups", name)

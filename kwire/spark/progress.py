@@ -19,6 +19,14 @@ def _mb(n: float) -> str:
     return f"{n / 1e6:,.0f} MB" if n >= 1e7 else f"{n / 1e6:.1f} MB"
 
 
+def describe(spark: Any, what: str) -> None:
+    """Names the Spark jobs this thread starts from now on ("kwire: <what>"), as Spark's UI,
+    its event log and history server show them."""
+    context = getattr(spark, "sparkContext", None)
+    if context is not None and hasattr(context, "setJobDescription"):
+        context.setJobDescription(f"kwire: {what}")
+
+
 class Progress:
     def __init__(
         self,
