@@ -470,6 +470,7 @@ tables = ["frames.parquet", "requests", "responses", "records"]
 groups = os.path.join(out, "groups")
 if os.path.isdir(groups):
     tables += ["groups/" + t for t in sorted(os.listdir(groups))]
+tables += ["delivery", "delivery_summary"]
 times = {}
 for t in tables:
     path = os.path.join(out, t)

@@ -38,6 +38,7 @@ from kwire.spark import manifest
 from kwire.spark.explode import records_table
 from kwire.spark.model import FAMILIES
 from kwire.spark.progress import Progress, describe, describe_outputs
+from kwire.spark.session import hold, release
 from kwire.spark.sink import has_parquet_files, resize_row_groups, write_parquet
 from kwire.spark.summary import Summary, summarize
 from kwire.options import add_broker_ports, add_keylog, add_overwrite, add_quiet, add_spark
@@ -555,7 +556,6 @@ def write_derived(
     table with files), then delivery and delivery_summary (when it has records and `delivery`).
     The produced records' offsets are computed once for both and dropped from Spark's cache at
     the end."""
-    from pyspark import StorageLevel
 
     from kwire.groups.delivery import data_records, offsets, produced
 
@@ -574,10 +574,10 @@ def write_derived(
         prod = known = None
         if records is not None:
             describe(spark, "produced records and their offsets")
-            records = data_records(records).persist(StorageLevel.MEMORY_AND_DISK)
+            records = hold(data_records(records))
             held.append(records)
-            prod = produced(records, responses).persist(StorageLevel.MEMORY_AND_DISK)
-            known = offsets(records, responses, prod).persist(StorageLevel.MEMORY_AND_DISK)
+            prod = hold(produced(records, responses))
+            known = hold(offsets(records, responses, prod))
             held += [prod, known]
         if groups:
             from kwire.groups.build import build_and_write
@@ -594,7 +594,7 @@ def write_derived(
             tell(f"delivery -> {os.path.join(dst, 'delivery')} ({time.monotonic() - t:.1f} s)")
     finally:
         for df in held:
-            df.unpersist()
+            release(df)
     return outputs
 
 

@@ -26,6 +26,7 @@ from kwire.groups.errors import ERROR_AT, NAMES
 from kwire.groups.history import history
 from kwire.spark.faults import fault_point
 from kwire.spark.progress import describe
+from kwire.spark.session import hold, release
 from kwire.spark.sink import write_parquet
 from kwire.groups.schema import TABLES
 from pyspark.sql.types import LongType, StructField, StructType, TimestampType
@@ -443,8 +444,9 @@ def build(
     known: DataFrame | None = None,
 ) -> dict[str, DataFrame]:
     """The nine tables (lazy DataFrames) from the decoded requests and responses. The
-    intermediate frames it caches are appended to `cached`, for the caller to unpersist once the
-    tables are written: Spark finds cached data by plan, and a later build over the same paths
+    intermediate frames it holds (kwire.spark.session.hold) are appended to `cached`, for the
+    caller to release once the tables are written: Spark finds cached data by plan, and a later
+    build over the same paths
     with new files in them (kwire live) would otherwise be answered from the old cache.
     `known` (kwire.groups.delivery.offsets(), from OUT/records) gives commits and progress their
     time lag; without it those columns are null."""
@@ -453,12 +455,12 @@ def build(
     endpoints = clusters(responses) if known is not None else None
     # The decoded tables are wide (a struct per API): keep only what the group tables read, so
     # every query below plans against a few columns, not a thousand.
-    # Cached, narrow: the tables below read them a dozen times, and a scan of the decoded
-    # tables opens a file per api key and task.
-    requests = requests.select(*[c for c in requests.columns if c in _REQUEST_COLUMNS]).cache()
-    responses = _narrow_responses(responses).cache()
-    pairs = pair_all(requests, responses).cache()
-    ev = events(requests, pairs).cache()
+    # Held, narrow: the tables below read them a dozen times, and a scan of the decoded tables
+    # opens a file per api key and task.
+    requests = hold(requests.select(*[c for c in requests.columns if c in _REQUEST_COLUMNS]))
+    responses = hold(_narrow_responses(responses))
+    pairs = hold(pair_all(requests, responses))
+    ev = hold(events(requests, pairs))
     held = cached if cached is not None else []
     held += [requests, responses, pairs, ev]
     names = topic_names(responses)
@@ -468,12 +470,12 @@ def build(
         # Naive UTC, as the session (and the executors' pandas) see timestamps.
         capture_end = datetime(1970, 1, 1) + timedelta(microseconds=end_row["end"])
     told = ev.groupBy("group_id").applyInPandas(_histories(names, capture_end), HISTORY_ROWS)
-    told = told.cache()
+    told = hold(told)
     held.append(told)
     tables: dict[str, DataFrame] = {table: _from_history(told, table) for table in PER_GROUP}
     log_ends = log_end_seen(requests, responses, names) if known is not None else None
-    # Cached: progress reads it again.
-    tables["commits"] = commit_lag(commits(requests, pairs), known, endpoints, log_ends).cache()
+    # Held: progress reads it again.
+    tables["commits"] = hold(commit_lag(commits(requests, pairs), known, endpoints, log_ends))
     held.append(tables["commits"])
     ends = ev.groupBy("group_id").agg(F.max(F.coalesce("resp_ts", "ts")).alias("end_ts"))
     tables["progress"] = end_lag(
@@ -1014,7 +1016,7 @@ def build_and_write(
         return write(build(spark, requests, responses, cached, known), out)
     finally:
         for df in cached:
-            df.unpersist()
+            release(df)
         for key, old in before.items():
             if old is not None:
                 spark.conf.set(key, old)

@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 from typing import Iterable
 
-from pyspark.sql import SparkSession
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
 
 LOG4J = Path(__file__).resolve().with_name("log4j2.properties")
 DRIVER_MEMORY = "1g"
@@ -24,6 +25,28 @@ DRIVER_MEMORY = "1g"
 
 def _is_local(master: str) -> bool:
     return master.startswith("local")
+
+
+def hold(df: DataFrame) -> DataFrame:
+    """`df`, computed once for the queries that follow (release() it after them).
+
+    In local mode, a local checkpoint: the queries that follow plan, optimise and generate code
+    against one leaf instead of `df`'s whole lineage, which on a small capture was most of the
+    group stage's time (19.0 -> 12.8 s). Its blocks live in the one JVM, whose loss ends the job
+    anyway. On a cluster a lost executor would take local checkpoint blocks with it and fail
+    the job, so there `df` is cached instead, and recomputed from its lineage if lost."""
+    if _is_local(df.sparkSession.sparkContext.master or ""):
+        return df.localCheckpoint(eager=False)
+    return df.persist(StorageLevel.MEMORY_AND_DISK)
+
+
+def release(df: DataFrame) -> None:
+    """Frees what hold() kept: the cache, or the local checkpoint's blocks (which Spark would
+    otherwise keep until the driver's garbage collector finds the RDD unreferenced)."""
+    df.unpersist()
+    plan = df._jdf.queryExecution().logical()
+    if plan.nodeName() == "LogicalRDD":
+        plan.rdd().unpersist(False)
 
 
 def build_session(

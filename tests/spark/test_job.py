@@ -217,3 +217,17 @@ def _delivery_agrees_with_the_scenarios(spark: SparkSession, out: Path) -> None:
     summary = spark.read.parquet(str(out / "delivery_summary"))
     assert summary.count() > 0
     assert summary.where("fetch_p50_ms > fetch_p99_ms").count() == 0
+
+
+def test_hold_cuts_the_plan_and_release_frees_it(spark: SparkSession) -> None:
+    from kwire.spark.session import hold, release
+
+    context = spark.sparkContext._jsc.sc()  # type: ignore[union-attr]
+    before = context.getPersistentRDDs().size()
+    held = hold(spark.range(100).selectExpr("id * 2 AS x").where("x % 3 = 0"))
+    # The tests' session is local: a local checkpoint, so later queries plan against one leaf.
+    assert held._jdf.queryExecution().logical().nodeName() == "LogicalRDD"
+    assert sorted(r.x for r in held.collect()) == [x for x in range(0, 200, 2) if x % 3 == 0]
+    assert context.getPersistentRDDs().size() == before + 1
+    release(held)
+    assert context.getPersistentRDDs().size() == before
