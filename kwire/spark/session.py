@@ -27,15 +27,18 @@ def _is_local(master: str) -> bool:
     return master.startswith("local")
 
 
-def hold(df: DataFrame) -> DataFrame:
+def hold(df: DataFrame, local: bool | None = None) -> DataFrame:
     """`df`, computed once for the queries that follow (release() it after them).
 
     In local mode, a local checkpoint: the queries that follow plan, optimise and generate code
     against one leaf instead of `df`'s whole lineage, which on a small capture was most of the
     group stage's time (19.0 -> 12.8 s). Its blocks live in the one JVM, whose loss ends the job
     anyway. On a cluster a lost executor would take local checkpoint blocks with it and fail
-    the job, so there `df` is cached instead, and recomputed from its lineage if lost."""
-    if _is_local(df.sparkSession.sparkContext.master or ""):
+    the job, so there `df` is cached instead, and recomputed from its lineage if lost.
+    `local`: which of the two, when not the session's master's kind (the tests)."""
+    if local is None:
+        local = _is_local(df.sparkSession.sparkContext.master or "")
+    if local:
         return df.localCheckpoint(eager=False)
     return df.persist(StorageLevel.MEMORY_AND_DISK)
 

@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 from kwire.spark.api import api_names
 from kwire.spark.decode import STATUSES
 from kwire.spark.model import FAMILIES
+from kwire.spark.session import hold, release
 
 NO_SCHEMA = "unknown api key"
 _NAMES = api_names()
@@ -203,35 +204,65 @@ def _groups(requests: DataFrame) -> list[dict[str, Any]]:
     ]
 
 
+def _narrow(df: DataFrame, direction: str) -> DataFrame:
+    """The few columns the summary counts, with the row's direction."""
+
+    def have(name: str, kind: str) -> Any:
+        return F.col(name) if name in df.columns else F.lit(None).cast(kind)
+
+    return df.select(
+        F.lit(direction).alias("d"),
+        have("status", "string").alias("status"),
+        "api_key",
+        "api_version",
+        have("error", "string").alias("error"),
+        have("warnings", "array<string>").alias("warnings"),
+    )
+
+
 def summarize(requests: DataFrame, responses: DataFrame, top: int = 8) -> Summary:
+    """What was decoded. The counts read one held frame of a few columns of both tables: each
+    of them would otherwise scan every file of both (a file per api key and task)."""
+    both = hold(_narrow(requests, "request").unionByName(_narrow(responses, "response")))
+    try:
+        s = _counted(both, top)
+    finally:
+        release(both)
+    s.groups = _groups(requests)
+    return s
+
+
+def _counted(both: DataFrame, top: int) -> Summary:
     s = Summary()
-    for direction, df in (("request", requests), ("response", responses)):
-        if "status" in df.columns:
-            warned = F.col("warnings").isNotNull() if "warnings" in df.columns else F.lit(False)
-            for r in df.groupBy("status", warned.alias("warned")).count().collect():
-                key = (direction, r["status"])
-                s.statuses[key] = s.statuses.get(key, 0) + r["count"]
-                if r["warned"]:
-                    s.warned[direction] = s.warned.get(direction, 0) + r["count"]
+    warned = F.col("warnings").isNotNull()
+    for r in (
+        both.where(F.col("status").isNotNull())
+        .groupBy("d", "status", warned.alias("warned"))
+        .count()
+        .collect()
+    ):
+        key = (r["d"], r["status"])
+        s.statuses[key] = s.statuses.get(key, 0) + r["count"]
+        if r["warned"]:
+            s.warned[r["d"]] = s.warned.get(r["d"], 0) + r["count"]
     no_schema = F.col("error").startswith(NO_SCHEMA)
     for r in (
-        requests.groupBy("api_key", "api_version")
-        .agg(F.count(F.lit(1)).alias("n"), F.count("error").alias("errors"))
-        .orderBy("api_key", "api_version")
+        both.groupBy("d", "api_key", "api_version")
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.count("error").alias("errors"),
+            F.count(F.when(no_schema, 1)).alias("no_schema"),
+        )
+        .orderBy("d", "api_key", "api_version")
         .collect()
     ):
-        s.by_version.append((r["api_key"], r["api_version"], r["n"], r["errors"]))
-    for r in (
-        responses.groupBy("api_key")
-        .agg(F.count(F.lit(1)).alias("n"), F.count("error").alias("errors"))
-        .collect()
-    ):
-        s.responses[r["api_key"]] = (r["n"], r["errors"])
-    both = requests.select(F.lit("request").alias("d"), "api_key", "error").unionByName(
-        responses.select(F.lit("response").alias("d"), "api_key", "error")
-    )
-    for r in both.where(no_schema).groupBy("api_key").count().collect():
-        s.no_schema[r["api_key"]] = r["count"]
+        if r["d"] == "request":
+            s.by_version.append((r["api_key"], r["api_version"], r["n"], r["errors"]))
+        else:
+            n, errors = s.responses.get(r["api_key"], (0, 0))
+            s.responses[r["api_key"]] = (n + r["n"], errors + r["errors"])
+        if r["no_schema"]:
+            s.no_schema[r["api_key"]] = s.no_schema.get(r["api_key"], 0) + r["no_schema"]
     # One line per kind of TLS failure: the client random and the byte count vary per connection.
     kind = F.regexp_replace(
         F.regexp_replace("error", r"client random [0-9a-f]+…", "client random …"),
@@ -251,15 +282,9 @@ def summarize(requests: DataFrame, responses: DataFrame, top: int = 8) -> Summar
     if s.warned:
         # One line per kind of warning: byte offsets vary from frame to frame.
         kind = F.regexp_replace("w", r" \(from byte \d+\)| at byte \d+", "")
-        warned_rows = [
-            df.where(F.col("warnings").isNotNull()).select(
-                F.lit(d).alias("d"), "api_key", "api_version", F.explode("warnings").alias("w")
-            )
-            for d, df in (("request", requests), ("response", responses))
-            if "warnings" in df.columns
-        ]
         for r in (
-            reduce(DataFrame.unionByName, warned_rows)
+            both.where(warned)
+            .select("d", "api_key", "api_version", F.explode("warnings").alias("w"))
             .groupBy("d", "api_key", "api_version", kind.alias("kind"))
             .count()
             .orderBy(F.desc("count"), "d", "api_key", "api_version", "kind")
@@ -267,5 +292,4 @@ def summarize(requests: DataFrame, responses: DataFrame, top: int = 8) -> Summar
             .collect()
         ):
             s.top_warnings.append((r["d"], r["api_key"], r["api_version"], r["kind"], r["count"]))
-    s.groups = _groups(requests)
     return s

@@ -231,3 +231,16 @@ def test_hold_cuts_the_plan_and_release_frees_it(spark: SparkSession) -> None:
     assert context.getPersistentRDDs().size() == before + 1
     release(held)
     assert context.getPersistentRDDs().size() == before
+
+
+def test_hold_caches_on_a_cluster(spark: SparkSession) -> None:
+    """Where an executor can be lost, held frames stay recomputable: cached, not cut."""
+    from kwire.spark.session import hold, release
+
+    df = spark.range(50).selectExpr("id + 1 AS x")
+    held = hold(df, local=False)
+    assert held.is_cached and held.storageLevel.useDisk
+    assert held._jdf.queryExecution().logical().nodeName() != "LogicalRDD"
+    assert sum(r.x for r in held.collect()) == sum(range(1, 51))
+    release(held)
+    assert not held.is_cached
