@@ -43,7 +43,8 @@ including the last file when it stops)::
 
 Relative names are taken relative to kwire-spool's working directory (in a pipeline, dumpcap's).
 dumpcap's own removal of old ring files (`-b files:N`) finds them already moved, which is
-harmless.
+harmless; a file it reaches before kwire-spool has read its name is deleted, so size that ring
+to take minutes to come round too.
 
 By hand: `kwire-spool --spool SPOOL FILE...` (or with KWIRE_SPOOL set, `kwire-spool FILE...`).
 
