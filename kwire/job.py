@@ -557,7 +557,7 @@ def write_derived(
     The produced records' offsets are computed once for both and dropped from Spark's cache at
     the end."""
 
-    from kwire.groups.delivery import data_records, offsets, produced
+    from kwire.groups.delivery import clusters, data_records, offsets, produced
 
     tell = tell or (lambda _: None)
     outputs: list[tuple[str, str]] = []
@@ -571,13 +571,19 @@ def write_derived(
     responses = _read_without(spark, os.path.join(src, "responses"), _NOT_DERIVED)
     held: list[DataFrame] = []
     try:
-        prod = known = None
+        prod = known = endpoints = None
         if records is not None:
             describe(spark, "produced records and their offsets")
+            # Broker endpoint -> cluster id, for the produced records, the fetched ones and the
+            # commits' coordinators alike.
+            endpoints = clusters(responses)
+            if endpoints is not None:
+                endpoints = hold(endpoints)
+                held.append(endpoints)
             records = hold(data_records(records))
             held.append(records)
-            prod = hold(produced(records, responses))
-            known = hold(offsets(records, responses, prod))
+            prod = hold(produced(records, responses, endpoints))
+            known = hold(offsets(records, prod, endpoints))
             held += [prod, known]
         if groups:
             from kwire.groups.build import build_and_write
@@ -585,12 +591,12 @@ def write_derived(
             t = time.monotonic()
             _step(spark, progress, "group tables")
             requests = spark.read.parquet(os.path.join(src, "requests"))
-            outputs.extend(build_and_write(spark, requests, responses, dst, known))
+            outputs.extend(build_and_write(spark, requests, responses, dst, known, endpoints))
             tell(f"group tables -> {os.path.join(dst, 'groups')} ({time.monotonic() - t:.1f} s)")
-        if delivery and records is not None:
+        if delivery and records is not None and prod is not None:
             t = time.monotonic()
             _step(spark, progress, "delivery")
-            outputs.extend(write_delivery(spark, records, responses, dst, groups, prod))
+            outputs.extend(write_delivery(spark, records, prod, endpoints, dst, groups))
             tell(f"delivery -> {os.path.join(dst, 'delivery')} ({time.monotonic() - t:.1f} s)")
     finally:
         for df in held:
@@ -601,12 +607,13 @@ def write_derived(
 def write_delivery(
     spark: SparkSession,
     records: DataFrame,
-    responses: DataFrame,
+    prod: DataFrame,
+    endpoints: DataFrame | None,
     out: str,
     groups: bool,
-    prod: DataFrame | None = None,
 ) -> list[tuple[str, str]]:
-    """OUT/delivery and OUT/delivery_summary, with the group tables written under `out`."""
+    """OUT/delivery and OUT/delivery_summary from write_derived()'s data records, produced
+    records and cluster ids, with the group tables written under `out`."""
     from kwire.groups.delivery import delivery, summary
 
     commits = members = None
@@ -614,7 +621,7 @@ def write_delivery(
         commits = spark.read.parquet(os.path.join(out, "groups", "commits"))
         members = spark.read.parquet(os.path.join(out, "groups", "members"))
     target = os.path.join(out, "delivery")
-    write_parquet(delivery(records, responses, commits, members, prod), target)
+    write_parquet(delivery(records, prod, endpoints, commits, members), target)
     brief = os.path.join(out, "delivery_summary")
     write_parquet(summary(spark.read.parquet(target)), brief)
     return [("delivery", target), ("delivery_summary", brief)]

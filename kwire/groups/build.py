@@ -442,17 +442,16 @@ def build(
     responses: DataFrame,
     cached: list[DataFrame] | None = None,
     known: DataFrame | None = None,
+    endpoints: DataFrame | None = None,
 ) -> dict[str, DataFrame]:
     """The nine tables (lazy DataFrames) from the decoded requests and responses. The
     intermediate frames it holds (kwire.spark.session.hold) are appended to `cached`, for the
     caller to release once the tables are written: Spark finds cached data by plan, and a later
-    build over the same paths
-    with new files in them (kwire live) would otherwise be answered from the old cache.
+    build over the same paths with new files in them (kwire live) would otherwise be answered
+    from the old cache.
     `known` (kwire.groups.delivery.offsets(), from OUT/records) gives commits and progress their
-    time lag; without it those columns are null."""
-    from kwire.groups.delivery import clusters
-
-    endpoints = clusters(responses) if known is not None else None
+    time lag (topics matched within the cluster that `endpoints`, delivery.clusters(), names);
+    without it those columns are null."""
     # The decoded tables are wide (a struct per API): keep only what the group tables read, so
     # every query below plans against a few columns, not a thousand.
     # Held, narrow: the tables below read them a dozen times, and a scan of the decoded tables
@@ -998,6 +997,7 @@ def build_and_write(
     responses: DataFrame,
     out: str,
     known: DataFrame | None = None,
+    endpoints: DataFrame | None = None,
 ) -> list[tuple[str, str]]:
     """build() then write(), with few shuffle partitions: the group tables are small next to
     the frames (protocol events, not records), and Spark's 200 would be hundreds of near-empty
@@ -1013,7 +1013,7 @@ def build_and_write(
         spark.conf.set(key, value)
     cached: list[DataFrame] = []
     try:
-        return write(build(spark, requests, responses, cached, known), out)
+        return write(build(spark, requests, responses, cached, known, endpoints), out)
     finally:
         for df in cached:
             release(df)

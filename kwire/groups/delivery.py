@@ -139,8 +139,9 @@ def data_records(records: DataFrame) -> DataFrame:
     )
 
 
-def produced(records: DataFrame, responses: DataFrame) -> DataFrame:
-    """One row per record the capture saw produced, with its ack (see the module)."""
+def produced(records: DataFrame, responses: DataFrame, endpoints: DataFrame | None) -> DataFrame:
+    """One row per record the capture saw produced, with its ack (see the module);
+    `endpoints` is clusters(responses)."""
     trace, span = trace_columns()
     rq = _data_records(records, "request", 0)
     # A record's offset in the log: the partition's base offset plus its place among the
@@ -222,7 +223,7 @@ def produced(records: DataFrame, responses: DataFrame) -> DataFrame:
         F.when(F.col("_error") != 0, F.col("_error").cast("int")).alias("ack_error"),
         *_PRODUCER,
     )
-    out = with_cluster(out, _broker("producer_connection"), clusters(responses))
+    out = with_cluster(out, _broker("producer_connection"), endpoints)
     # An idempotent producer's retries: one record, first attempt's time, the attempt acked.
     idem = (F.col("producer_id") >= 0) & (F.col("sequence") >= 0)
     key = F.when(
@@ -299,14 +300,14 @@ def fetched(
 
 def delivery(
     records: DataFrame,
-    responses: DataFrame,
+    prod: DataFrame,
+    endpoints: DataFrame | None,
     commits: DataFrame | None = None,
     members: DataFrame | None = None,
-    prod: DataFrame | None = None,
 ) -> DataFrame:
-    """OUT/delivery (see the module); `prod` is produced()'s result when the caller has it."""
-    prod = produced(records, responses) if prod is None else prod
-    got = fetched(records, members, clusters(responses))
+    """OUT/delivery (see the module), from produced()'s rows `prod` and clusters()'s
+    `endpoints`."""
+    got = fetched(records, members, endpoints)
     same = (
         (prod["topic"] == got["topic"])
         & (prod["partition"] == got["partition"])
@@ -359,12 +360,11 @@ def delivery(
     )
 
 
-def offsets(records: DataFrame, responses: DataFrame, prod: DataFrame | None = None) -> DataFrame:
+def offsets(records: DataFrame, prod: DataFrame, endpoints: DataFrame | None) -> DataFrame:
     """What the capture knows of the record at each log offset: (cluster, topic, partition,
     offset) -> `produced_at` and `acked_at` (from the Produce traffic, as in OUT/delivery) and
     `record_timestamp` (the log's, from a Fetch response that carried it, else the one the
-    producer wrote). `prod` is produced()'s result when the caller has it already."""
-    prod = produced(records, responses) if prod is None else prod
+    producer wrote). `prod` is produced()'s rows, `endpoints` clusters()'s."""
     keys = ["cluster", "topic", "partition", "offset"]
     wrote = (
         prod.where(F.col("offset").isNotNull())
@@ -380,7 +380,7 @@ def offsets(records: DataFrame, responses: DataFrame, prod: DataFrame | None = N
             "connection_id", "topic", "partition", "offset", "timestamp"
         ),
         _broker("connection_id"),
-        clusters(responses),
+        endpoints,
     )
     read = read.groupBy(*keys).agg(F.min("timestamp").alias("_log_ts"))
     read = read.select(*[F.col(k).alias(f"_r_{k}") for k in keys], "_log_ts")

@@ -22,9 +22,7 @@ def _mb(n: float) -> str:
 def describe(spark: Any, what: str) -> None:
     """Names the Spark jobs this thread starts from now on ("kwire: <what>"), as Spark's UI,
     its event log and history server show them."""
-    context = getattr(spark, "sparkContext", None)
-    if context is not None and hasattr(context, "setJobDescription"):
-        context.setJobDescription(f"kwire: {what}")
+    spark.sparkContext.setJobDescription(f"kwire: {what}")
 
 
 class Progress:
