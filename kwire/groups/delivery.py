@@ -35,6 +35,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from kwire.spark.model import rows_of
 from kwire.spark.trace import trace_columns
 
 
@@ -53,7 +54,8 @@ def clusters(responses: DataFrame) -> DataFrame | None:
     if "metadata" not in responses.columns:
         return None
     return (
-        responses.where(F.col("metadata.cluster_id").isNotNull())
+        rows_of(responses, "metadata")
+        .where(F.col("metadata.cluster_id").isNotNull())
         .select(
             F.col("metadata.cluster_id").alias("cluster"), F.explode("metadata.brokers").alias("b")
         )
@@ -170,7 +172,7 @@ def produced(records: DataFrame, responses: DataFrame, endpoints: DataFrame | No
     else:
         ack = ["_conn", "_corr", "acked_at"]
         acks = (
-            responses.where(F.col("produce").isNotNull())
+            rows_of(responses, "produce")
             .select(
                 F.col("connection_id").alias("_conn"),
                 F.col("correlation_id").alias("_corr"),

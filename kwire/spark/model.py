@@ -15,6 +15,8 @@ from operator import attrgetter, is_
 from typing import Any, Callable, Iterable, Sequence
 
 import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import (
     ArrayType,
@@ -67,6 +69,13 @@ FAMILIES: dict[str, int] = {
     snake(info.name): key for key, info in sorted(generated.REGISTRY.items())
 }
 FAMILY_OF_KEY: dict[int, str] = {key: name for name, key in FAMILIES.items()}
+
+
+def rows_of(decoded: DataFrame, family: str) -> DataFrame:
+    """The rows of a decoded table (the job's OUT/requests or OUT/responses) that carry one
+    API's message. The api key is tested first: a table partitioned by it is then read in that
+    API's partition alone, where the struct's test alone reads every file of every API."""
+    return decoded.where((F.col("api_key") == FAMILIES[family]) & F.col(family).isNotNull())
 
 
 def parse_selection(paths: Iterable[str]) -> dict[str, Selection]:
@@ -162,7 +171,7 @@ def _load_columns() -> Any:
     if os.environ.get("KWIRE_PURE_PYTHON", "") not in ("", "0"):
         return None
     try:
-        from kwire.spark import _columns as module  # type: ignore[attr-defined]
+        from kwire.spark import _columns as module
     except ImportError:
         return None
     return module if getattr(module, "API", None) == 1 else None

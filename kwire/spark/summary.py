@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 
 from kwire.spark.api import api_names
 from kwire.spark.decode import STATUSES
-from kwire.spark.model import FAMILIES
+from kwire.spark.model import FAMILIES, rows_of
 from kwire.spark.session import hold, release
 
 NO_SCHEMA = "unknown api key"
@@ -154,7 +154,7 @@ def _groups(requests: DataFrame) -> list[dict[str, Any]]:
             continue
         member = F.col(name)["member_id"] if "member_id" in fields else F.lit(None)
         parts.append(
-            requests.where(F.col(name).isNotNull()).select(
+            rows_of(requests, name).select(
                 F.col(name)["group_id"].alias("group_id"),
                 member.cast("string").alias("member_id"),
                 F.col("client_id"),
@@ -166,7 +166,7 @@ def _groups(requests: DataFrame) -> list[dict[str, Any]]:
     jg = _struct_fields(requests, "join_group")
     if "protocols" in jg:
         topics.append(
-            requests.where(F.col("join_group").isNotNull())
+            rows_of(requests, "join_group")
             .select(
                 F.col("join_group.group_id").alias("group_id"),
                 F.explode("join_group.protocols").alias("p"),
@@ -175,7 +175,7 @@ def _groups(requests: DataFrame) -> list[dict[str, Any]]:
         )
     if "subscribed_topic_names" in _struct_fields(requests, "consumer_group_heartbeat"):
         topics.append(
-            requests.where(F.col("consumer_group_heartbeat").isNotNull()).select(
+            rows_of(requests, "consumer_group_heartbeat").select(
                 F.col("consumer_group_heartbeat.group_id").alias("group_id"),
                 F.explode("consumer_group_heartbeat.subscribed_topic_names").alias("topic"),
             )
