@@ -28,6 +28,7 @@ from kwire import __version__
 from kwire.capture.distributed import (
     SPLIT_BYTES,
     SplitError,
+    list_files,
     load_keylog,
     local_path,
     parse_size,
@@ -348,12 +349,31 @@ def _capture_place(captures: list[str], split_size: int) -> str:
     """'driver' when every capture is local and together they fit in one range, else 'spark'.
     One range is one task on Spark: the single process reads it about twice as fast per core
     (no shuffle of the payloads) and needs no Spark job (README, Performance)."""
-    from kwire.capture.distributed import list_files, local_path
-
     if any(local_path(p) is None for p in captures):
         return "spark"
     total = sum(size for _, _, size in list_files(captures))
     return "driver" if total <= split_size else "spark"
+
+
+# Inputs up to this size make a short job (kwire.spark.session.SHORT_JOB_JVM).
+SHORT_INPUT = 64 << 20
+
+
+def _input_bytes(tables: list[str], captures: list[str]) -> float:
+    """The inputs' bytes on disk; infinite when one is not local (its size is not looked up)."""
+    total = 0
+    for path in tables + captures:
+        local = local_path(path)
+        if local is None:
+            return float("inf")
+        if path in captures:
+            total += sum(size for _, _, size in list_files([path]))
+        elif os.path.isdir(local):
+            for folder, _, names in os.walk(local):
+                total += sum(os.path.getsize(os.path.join(folder, n)) for n in names)
+        else:
+            total += os.path.getsize(local)
+    return total
 
 
 def _relative(path: str, out: str) -> str:
@@ -462,8 +482,9 @@ def _run(
     USER_CONF.clear()
     USER_CONF.update(key for key, _ in args.conf)
     if spark is None:
-        say(f"starting Spark on {args.master}")
-        spark = build_session(args.master, "kwire-decode", args.conf)
+        short = args.master.startswith("local") and _input_bytes(tables, captures) <= SHORT_INPUT
+        say(f"starting Spark on {args.master}" + (" (a short job: C1 JIT only)" if short else ""))
+        spark = build_session(args.master, "kwire-decode", args.conf, short=short)
     sc = spark.sparkContext
     # The frames table written on Spark keeps the capture's timestamp type (us, UTC).
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")

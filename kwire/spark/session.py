@@ -52,14 +52,39 @@ def release(df: DataFrame) -> None:
         plan.rdd().unpersist(False)
 
 
+# A job on a small capture is dozens of small Spark queries, each a few new code paths for the
+# JVM: C2's compiler threads then compete with the job for the cores (two, often) and finish
+# code the job no longer runs. C1 alone took 2.7 s off a 32 s job on a 313 kB capture (3 runs
+# each, README Performance); on the 1.2 GB ring C2 is what makes the long stages fast.
+SHORT_JOB_JVM = "-XX:TieredStopAtLevel=1"
+
+
 def build_session(
     master: str = "local[*,4]",
     app_name: str = "kwire",
     conf: Iterable[tuple[str, str]] = (),
     log_level: str = "WARN",
+    short: bool = False,
 ) -> SparkSession:
     """Starts (or joins) a session on `master` with WARN logs (see the module's docstring for how
-    executors get kwire)."""
+    executors get kwire). `short`: the job is expected to take seconds of JVM work (a small
+    input), so a local JVM compiles with C1 alone (see SHORT_JOB_JVM)."""
+    # Executors run the Python that runs the driver (it has pyarrow and the same pyspark) unless
+    # PYSPARK_PYTHON names another: on a real cluster, set it to the workers' interpreter.
+    # pyspark takes the executors' Python from this variable, not from spark.pyspark.python.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in session_settings(master, conf, short).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(log_level)
+    return spark
+
+
+def session_settings(
+    master: str, conf: Iterable[tuple[str, str]] = (), short: bool = False
+) -> dict[str, str]:
+    """The settings build_session() starts a session with: kwire's, then `conf` over them."""
     settings: dict[str, str] = {
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
@@ -73,10 +98,6 @@ def build_session(
         # never completed. Plain reads are as fast here and fail loudly if they fail.
         "spark.hadoop.parquet.hadoop.vectored.io.enabled": "false",
     }
-    # Executors run the Python that runs the driver (it has pyarrow and the same pyspark) unless
-    # PYSPARK_PYTHON names another: on a real cluster, set it to the workers' interpreter.
-    # pyspark takes the executors' Python from this variable, not from spark.pyspark.python.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if _is_local(master) or "127.0.0.1" in master or "localhost" in master:
         settings["spark.driver.host"] = "127.0.0.1"
         settings["spark.driver.bindAddress"] = "127.0.0.1"
@@ -86,13 +107,10 @@ def build_session(
         # about 3.4 GB for the whole process tree (JVM heap and off-heap Arrow and Parquet
         # buffers, Python workers, this process); 1.5g would add about 0.5 GB of RSS for nothing.
         settings["spark.driver.memory"] = DRIVER_MEMORY
+        if short:
+            settings["spark.driver.extraJavaOptions"] += " " + SHORT_JOB_JVM
     settings.update(dict(conf))
-    builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in settings.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(log_level)
-    return spark
+    return settings
 
 
 class ExecutorSetupError(Exception):

@@ -244,3 +244,29 @@ def test_hold_caches_on_a_cluster(spark: SparkSession) -> None:
     assert sum(r.x for r in held.collect()) == sum(range(1, 51))
     release(held)
     assert not held.is_cached
+
+
+def test_a_small_local_job_starts_its_jvm_for_a_short_run(tmp_path: Path) -> None:
+    """Inputs up to SHORT_INPUT on a local master get C1 alone; big, remote or cluster ones keep
+    the JVM's default tiers, and the user's own java options win over kwire's."""
+    from kwire.spark.session import SHORT_JOB_JVM, session_settings
+
+    small = tmp_path / "small.pcap"
+    small.write_bytes(b"\0" * 1000)
+    table = tmp_path / "frames.parquet"
+    (table / "part").mkdir(parents=True)
+    (table / "part" / "a.parquet").write_bytes(b"\0" * 3000)
+    assert job._input_bytes([str(table)], [str(small)]) == 4000
+    assert job._input_bytes([], [str(tmp_path)]) == 1000  # a directory of captures
+    assert job._input_bytes([], ["s3://bucket/ring/"]) == float("inf")
+    big = tmp_path / "big.pcap"
+    with open(big, "wb") as f:  # sparse: its size, not its blocks, is what counts
+        f.truncate(job.SHORT_INPUT + 1)
+    assert job._input_bytes([], [str(big)]) > job.SHORT_INPUT
+
+    java = "spark.driver.extraJavaOptions"
+    assert SHORT_JOB_JVM in session_settings("local[*,4]", short=True)[java]
+    assert SHORT_JOB_JVM not in session_settings("local[*,4]", short=False)[java]
+    assert SHORT_JOB_JVM not in session_settings("spark://127.0.0.1:7077", short=True)[java]
+    mine = session_settings("local[2]", [(java, "-Xss4m")], short=True)
+    assert mine[java] == "-Xss4m"
