@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable, Iterator
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -117,7 +117,7 @@ class ExecutorSetupError(Exception):
     """The executors cannot import kwire (named in the message, with the way to fix it)."""
 
 
-def _backend_here(_: object) -> tuple[str, str]:
+def _backend_here() -> tuple[str, str]:
     import generated
     from kwire import records
     from kwire.spark import model
@@ -133,6 +133,17 @@ def _backend_here(_: object) -> tuple[str, str]:
     return ", ".join(f"{what} {backend}" for what, backend in parts.items()), where
 
 
+_PROBE_SCHEMA = "readers string, kwire string"
+
+
+def _backend_batches(batches: Iterator[Any]) -> Iterator[Any]:
+    import pyarrow as pa
+
+    for _ in batches:
+        readers, where = _backend_here()
+        yield pa.RecordBatch.from_pydict({"readers": [readers], "kwire": [where]})
+
+
 def executor_setup(spark: SparkSession) -> tuple[str, str]:
     """(which readers the executors decode with, where their kwire package is): "compiled" or
     "python", or the codecs', the records loop's and the column builder's where they differ.
@@ -143,7 +154,13 @@ def executor_setup(spark: SparkSession) -> tuple[str, str]:
     # the one line below says what went wrong instead.
     sc.setLogLevel("ERROR")
     try:
-        found = sc.parallelize([0], 1).map(_backend_here).collect()
+        # A SQL query through an Arrow batch function, as the decoders are: the Python worker
+        # it starts (with the codecs imported) is the kind the first decoding task is given
+        # again, where an RDD probe's worker is not reused by SQL and the decoders pay the
+        # import a second time.
+        found = (
+            spark.range(1, numPartitions=1).mapInArrow(_backend_batches, _PROBE_SCHEMA).collect()
+        )
     except Exception as e:  # a Py4JJavaError carrying the executor's Python traceback
         text = str(e)
         for module in ("kwire", "generated", "pyarrow", "pandas"):
@@ -157,7 +174,7 @@ def executor_setup(spark: SparkSession) -> tuple[str, str]:
         raise
     finally:
         sc.setLogLevel(level)
-    return str(found[0][0]), str(found[0][1])
+    return str(found[0]["readers"]), str(found[0]["kwire"])
 
 
 def _log_level(spark: SparkSession) -> str:
