@@ -349,10 +349,7 @@ def _capture_place(captures: list[str], split_size: int) -> str:
     """'driver' when every capture is local and together they fit in one range, else 'spark'.
     One range is one task on Spark: the single process reads it about twice as fast per core
     (no shuffle of the payloads) and needs no Spark job (README, Performance)."""
-    if any(local_path(p) is None for p in captures):
-        return "spark"
-    total = sum(size for _, _, size in list_files(captures))
-    return "driver" if total <= split_size else "spark"
+    return "driver" if _input_bytes([], captures) <= split_size else "spark"
 
 
 # Inputs up to this size make a short job (kwire.spark.session.SHORT_JOB_JVM).
@@ -360,15 +357,14 @@ SHORT_INPUT = 64 << 20
 
 
 def _input_bytes(tables: list[str], captures: list[str]) -> float:
-    """The inputs' bytes on disk; infinite when one is not local (its size is not looked up)."""
-    total = 0
-    for path in tables + captures:
-        local = local_path(path)
-        if local is None:
-            return float("inf")
-        if path in captures:
-            total += sum(size for _, _, size in list_files([path]))
-        elif os.path.isdir(local):
+    """The inputs' bytes on disk: the capture files (list_files) and every file under the
+    tables; infinite when one is not local (its size is not looked up)."""
+    if any(local_path(p) is None for p in tables + captures):
+        return float("inf")
+    total = sum(size for _, _, size in list_files(captures)) if captures else 0
+    for path in tables:
+        local = str(local_path(path))
+        if os.path.isdir(local):
             for folder, _, names in os.walk(local):
                 total += sum(os.path.getsize(os.path.join(folder, n)) for n in names)
         else:
@@ -469,12 +465,14 @@ def _run(
     start: float,
     keylog: KeyLog | None = None,
 ) -> Summary | None:
-    from kwire.spark.session import ExecutorSetupError, build_session, executor_setup
+    from kwire.spark.session import ExecutorSetupError, build_session, executor_setup, is_local
 
     out = args.output
     kinds = [(p, _kind(p)) for p in args.inputs]
     tables = [p for p, k in kinds if k == "parquet"]
     captures = [p for p, k in kinds if k == "capture"]
+    # Sized before the driver's capture adds its frames table to the inputs.
+    short = is_local(args.master) and _input_bytes(tables, captures) <= SHORT_INPUT
     if captures and args.capture_on == "auto":
         args.capture_on = _capture_place(captures, args.split_size)
     if captures and args.capture_on == "driver":
@@ -482,7 +480,6 @@ def _run(
     USER_CONF.clear()
     USER_CONF.update(key for key, _ in args.conf)
     if spark is None:
-        short = args.master.startswith("local") and _input_bytes(tables, captures) <= SHORT_INPUT
         say(f"starting Spark on {args.master}" + (" (a short job: C1 JIT only)" if short else ""))
         spark = build_session(args.master, "kwire-decode", args.conf, short=short)
     sc = spark.sparkContext

@@ -23,7 +23,7 @@ LOG4J = Path(__file__).resolve().with_name("log4j2.properties")
 DRIVER_MEMORY = "1g"
 
 
-def _is_local(master: str) -> bool:
+def is_local(master: str) -> bool:
     return master.startswith("local")
 
 
@@ -37,7 +37,7 @@ def hold(df: DataFrame, local: bool | None = None) -> DataFrame:
     the job, so there `df` is cached instead, and recomputed from its lineage if lost.
     `local`: which of the two, when not the session's master's kind (the tests)."""
     if local is None:
-        local = _is_local(df.sparkSession.sparkContext.master or "")
+        local = is_local(df.sparkSession.sparkContext.master or "")
     if local:
         return df.localCheckpoint(eager=False)
     return df.persist(StorageLevel.MEMORY_AND_DISK)
@@ -98,10 +98,10 @@ def session_settings(
         # never completed. Plain reads are as fast here and fail loudly if they fail.
         "spark.hadoop.parquet.hadoop.vectored.io.enabled": "false",
     }
-    if _is_local(master) or "127.0.0.1" in master or "localhost" in master:
+    if is_local(master) or "127.0.0.1" in master or "localhost" in master:
         settings["spark.driver.host"] = "127.0.0.1"
         settings["spark.driver.bindAddress"] = "127.0.0.1"
-    if _is_local(master):
+    if is_local(master):
         # Local mode runs every task inside the driver's JVM. Spark's 1g heap is enough once
         # batches are sized in bytes (kwire.job.size_batches): the 1.2 GB benchmark ring peaks at
         # about 3.4 GB for the whole process tree (JVM heap and off-heap Arrow and Parquet
