@@ -17,6 +17,7 @@ import os
 import shutil
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -39,8 +40,9 @@ from kwire.spark import manifest
 from kwire.spark.explode import records_table
 from kwire.spark.model import FAMILIES
 from kwire.spark.progress import Progress, describe, describe_outputs
-from kwire.spark.session import hold, release
+from kwire.spark.session import hold, release, with_conf
 from kwire.spark.sink import has_parquet_files, resize_row_groups, write_parquet
+from kwire.spark.steps import Steps
 from kwire.spark.summary import Summary, summarize
 from kwire.options import add_broker_ports, add_keylog, add_overwrite, add_quiet, add_spark
 
@@ -495,7 +497,7 @@ def _run(
     )
     progress = None if args.quiet else Progress(spark)
     with progress if progress is not None else contextlib.nullcontext():
-        outputs = _decode(spark, args, tables, captures, families, progress, keylog)
+        outputs, summary = _decode(spark, args, tables, captures, families, progress, keylog)
     elapsed = time.monotonic() - start
     manifest.write(
         out,
@@ -506,9 +508,8 @@ def _run(
         families=families,
         seconds=round(elapsed, 1),
     )
-    if args.no_summary:
+    if summary is None:
         return None
-    summary = _summary(spark, out)
     print(
         f"\nkwire decode: {summary.requests} requests, {summary.response_count} responses "
         f"in {elapsed:.1f} s -> {out}\n"
@@ -569,57 +570,135 @@ def write_derived(
     progress: Progress | None = None,
     tell: Callable[[str], None] | None = None,
 ) -> list[tuple[str, str]]:
-    """The tables derived from the decoded ones under `src`, written under `dst`: groups/ (its
-    commits and progress with time lag when `src` has records: `with_records`, and a local
-    table with files), then delivery and delivery_summary (when it has records and `delivery`).
-    The produced records' offsets are computed once for both and dropped from Spark's cache at
-    the end."""
+    """The tables derived from the decoded ones under `src`, written under `dst` (see
+    add_derived); returns (name, path) of what it wrote."""
+    from kwire.groups.build import settings
 
-    from kwire.groups.delivery import clusters, data_records, offsets, produced
+    steps = Steps(spark, progress)
+    written = add_derived(
+        steps,
+        spark,
+        src,
+        dst,
+        groups=groups,
+        delivery=delivery,
+        with_records=with_records,
+        tell=tell,
+    )
+    with with_conf(spark, settings(spark)):
+        steps.run()
+    return written
+
+
+def add_derived(
+    steps: Steps,
+    spark: SparkSession,
+    src: str,
+    dst: str,
+    *,
+    groups: bool = True,
+    delivery: bool = True,
+    with_records: bool = True,
+    tell: Callable[[str], None] | None = None,
+    decoded: Sequence[str] = (),
+    exploded: Sequence[str] = (),
+) -> list[tuple[str, str]]:
+    """Adds to `steps` the tables derived from the decoded ones under `src` (once the steps in
+    `decoded` have written requests and responses, and those in `exploded` records: none when
+    they are there already), written under `dst`: groups/ (its commits and progress with
+    time lag when `src` has records: `with_records`), then delivery and delivery_summary (when
+    it has records and `delivery`). The produced records' offsets are computed once for both
+    and dropped from Spark's cache when the steps end. Returns (name, path) of what the steps
+    write."""
+
+    from kwire.groups.build import add_steps
 
     tell = tell or (lambda _: None)
-    outputs: list[tuple[str, str]] = []
     records_path = os.path.join(src, "records")
-    records = None
-    if with_records and (local_path(records_path) is None or has_parquet_files(records_path)):
-        records = spark.read.parquet(records_path)
-    delivery = delivery and records is not None
+    delivery = delivery and with_records
     if not groups and not delivery:
-        return outputs
-    responses = _read_without(spark, os.path.join(src, "responses"), _NOT_DERIVED)
+        return []
     held: list[DataFrame] = []
-    try:
-        prod = known = endpoints = None
-        if records is not None:
-            describe(spark, "produced records and their offsets")
-            # Broker endpoint -> cluster id, for the produced records, the fetched ones and the
-            # commits' coordinators alike.
-            endpoints = clusters(responses)
-            if endpoints is not None:
-                endpoints = hold(endpoints)
-                held.append(endpoints)
-            records = hold(data_records(records))
-            held.append(records)
-            prod = hold(produced(records, responses, endpoints))
-            known = hold(offsets(records, prod, endpoints))
-            held += [prod, known]
-        if groups:
-            from kwire.groups.build import build_and_write
 
-            t = time.monotonic()
-            _step(spark, progress, "group tables")
-            requests = spark.read.parquet(os.path.join(src, "requests"))
-            outputs.extend(build_and_write(spark, requests, responses, dst, known, endpoints))
-            tell(f"group tables -> {os.path.join(dst, 'groups')} ({time.monotonic() - t:.1f} s)")
-        if delivery and records is not None and prod is not None:
-            t = time.monotonic()
-            _step(spark, progress, "delivery")
-            outputs.extend(write_delivery(spark, records, prod, endpoints, dst, groups))
-            tell(f"delivery -> {os.path.join(dst, 'delivery')} ({time.monotonic() - t:.1f} s)")
-    finally:
+    def release_held() -> None:
         for df in held:
             release(df)
-    return outputs
+
+    steps.finally_(release_held)
+    inputs: dict[str, Any] = {}
+
+    def read_inputs() -> None:
+        inputs["responses"] = _read_without(spark, os.path.join(src, "responses"), _NOT_DERIVED)
+        inputs["records"] = inputs["prod"] = inputs["known"] = inputs["endpoints"] = None
+
+    def read_records() -> None:
+        # An empty OUT/records has no files (Spark writes none), and cannot be read back.
+        if local_path(records_path) is None or has_parquet_files(records_path):
+            inputs.update(_produced(spark, spark.read.parquet(records_path), inputs["responses"]))
+            held.extend(
+                df for key in ("endpoints", "records", "prod", "known") if (df := inputs[key])
+            )
+
+    # The decoded responses, read without what no derived table reads; then, with records, the
+    # produced ones and their offsets.
+    steps.add("derived inputs", read_inputs, after=decoded)
+    first = "derived inputs"
+    if with_records:
+        first = "produced records and their offsets"
+        steps.add(first, read_records, after=["derived inputs", *exploded])
+    # The group tables in their order, then delivery's two once written (not without records).
+    written: list[tuple[str, str]] = []
+    if groups:
+        records_step = ["produced records and their offsets"] if with_records else []
+        written += add_steps(
+            steps,
+            spark,
+            lambda: (spark.read.parquet(os.path.join(src, "requests")), inputs["responses"]),
+            lambda: (inputs["known"], inputs["endpoints"]),
+            dst,
+            after=["derived inputs"],
+            after_lag=records_step,
+            tell=tell,
+        )
+    if delivery:
+        started: dict[str, float] = {}
+
+        def write_delivery_table() -> None:
+            if inputs["records"] is None:
+                return
+            started["t"] = time.monotonic()
+            records, prod, endpoints = inputs["records"], inputs["prod"], inputs["endpoints"]
+            written.append(
+                ("delivery", write_delivery(spark, records, prod, endpoints, dst, groups))
+            )
+
+        def write_summary() -> None:
+            if inputs["records"] is None:
+                return
+            written.append(("delivery_summary", write_delivery_summary(spark, dst)))
+            took = time.monotonic() - started["t"]
+            tell(f"delivery -> {os.path.join(dst, 'delivery')} ({took:.1f} s)")
+
+        needs = ["group tables: commits", "group tables: members"] if groups else [first]
+        steps.add("delivery", write_delivery_table, after=needs)
+        steps.add("delivery summary", write_summary, after=["delivery"])
+    return written
+
+
+def _produced(spark: SparkSession, records: DataFrame, responses: DataFrame) -> dict[str, Any]:
+    """The data records, the produced ones with their offsets, and the broker endpoints'
+    clusters (kwire.groups.delivery), held for the steps that read them."""
+    from kwire.groups.delivery import clusters, data_records, offsets, produced
+
+    # Broker endpoint -> cluster id, for the produced records, the fetched ones and the
+    # commits' coordinators alike.
+    endpoints = clusters(responses)
+    if endpoints is not None:
+        endpoints = hold(endpoints)
+    records = hold(data_records(records))
+    prod = hold(produced(records, responses, endpoints))
+    known = hold(offsets(records, prod, endpoints))
+    return {"endpoints": endpoints, "records": records, "prod": prod, "known": known}
 
 
 def write_delivery(
@@ -629,10 +708,10 @@ def write_delivery(
     endpoints: DataFrame | None,
     out: str,
     groups: bool,
-) -> list[tuple[str, str]]:
-    """OUT/delivery and OUT/delivery_summary from write_derived()'s data records, produced
-    records and cluster ids, with the group tables written under `out`."""
-    from kwire.groups.delivery import delivery, summary
+) -> str:
+    """OUT/delivery from add_derived()'s data records, produced records and cluster ids, with
+    the group tables' commits and members written under `out`; returns its path."""
+    from kwire.groups.delivery import delivery
 
     commits = members = None
     if groups:
@@ -640,9 +719,16 @@ def write_delivery(
         members = spark.read.parquet(os.path.join(out, "groups", "members"))
     target = os.path.join(out, "delivery")
     write_parquet(delivery(records, prod, endpoints, commits, members), target)
+    return target
+
+
+def write_delivery_summary(spark: SparkSession, out: str) -> str:
+    """OUT/delivery_summary from OUT/delivery; returns its path."""
+    from kwire.groups.delivery import summary
+
     brief = os.path.join(out, "delivery_summary")
-    write_parquet(summary(spark.read.parquet(target)), brief)
-    return [("delivery", target), ("delivery_summary", brief)]
+    write_parquet(summary(spark.read.parquet(os.path.join(out, "delivery"))), brief)
+    return brief
 
 
 def _summary(spark: SparkSession, out: str) -> Summary:
@@ -660,8 +746,9 @@ def _decode(
     families: list[str] | None,
     progress: Progress | None,
     keylog: KeyLog | None = None,
-) -> list[tuple[str, str]]:
-    """The job's Spark steps; returns (name, path) of what it wrote."""
+) -> tuple[list[tuple[str, str]], Summary | None]:
+    """The job's Spark steps; returns (name, path) of what it wrote, and the decoded tables'
+    summary (None with --no-summary)."""
     out = args.output
     outputs: list[tuple[str, str]] = []
     if captures and args.capture_on == "spark":
@@ -681,33 +768,53 @@ def _decode(
         families = present_families(keys) if keys is not None else None
         if families is not None:
             say(f"{len(families)} of the {len(FAMILIES)} APIs occur: {', '.join(families)}")
+    from kwire.groups.build import settings as group_settings
+
     requests, responses = decode_frames(frames, families, tolerant=not args.strict)
-    mode = "overwrite"
+    # From here on, steps whose inputs are written run side by side (kwire.spark.steps).
+    steps = Steps(spark, progress)
+    decoded = []
     for name, df in (("requests", requests), ("responses", responses)):
-        t = time.monotonic()
-        _step(spark, progress, f"decode {name}")
-        write(df, os.path.join(out, name), mode, row_bytes=2 * largest or None)
-        say(f"decoded {name} -> {os.path.join(out, name)} ({time.monotonic() - t:.1f} s)")
-        outputs.append((name, os.path.join(out, name)))
+        target = os.path.join(out, name)
+        steps.add(f"decode {name}", partial(_write_decoded, df, target, name, largest))
+        outputs.append((name, target))
+        decoded.append(f"decode {name}")
     if not args.no_records:
-        t = time.monotonic()
-        _step(spark, progress, "explode records")
         target = os.path.join(out, "records")
-        decoded = spark.read.parquet(os.path.join(out, "responses"))
-        write_parquet(records_table(frames, decoded), target, mode=mode, row_bytes=largest or None)
-        say(f"exploded records -> {target} ({time.monotonic() - t:.1f} s)")
+
+        def explode() -> None:
+            t = time.monotonic()
+            responses = spark.read.parquet(os.path.join(out, "responses"))
+            write_parquet(records_table(frames, responses), target, row_bytes=largest or None)
+            say(f"exploded records -> {target} ({time.monotonic() - t:.1f} s)")
+
+        # After the responses: Metadata responses name the topics fetched by id.
+        steps.add("explode records", explode, after=["decode responses"])
         outputs.append(("records", target))
-    outputs.extend(
-        write_derived(
-            spark,
-            out,
-            out,
-            groups=not args.no_groups,
-            delivery=not args.no_delivery,
-            with_records=not args.no_records,
-            progress=progress,
-            tell=say,
-        )
+    if not args.no_summary:
+        steps.add("summary", partial(_summary, spark, out), after=decoded)
+    derived = add_derived(
+        steps,
+        spark,
+        out,
+        out,
+        groups=not args.no_groups,
+        delivery=not args.no_delivery,
+        with_records=not args.no_records,
+        tell=say,
+        decoded=decoded,
+        exploded=[] if args.no_records else ["explode records"],
     )
-    _step(spark, progress, "summary")
-    return outputs
+    # The group tables' settings (few shuffle partitions) for every step: the steps run side by
+    # side and session settings are the session's, and the tables after decoding are all small
+    # next to the frames; decoding itself does not shuffle.
+    with with_conf(spark, group_settings(spark)):
+        results = steps.run()
+    outputs.extend(derived)
+    return outputs, results.get("summary")
+
+
+def _write_decoded(df: DataFrame, target: str, name: str, largest: int) -> None:
+    t = time.monotonic()
+    write(df, target, "overwrite", row_bytes=2 * largest or None)
+    say(f"decoded {name} -> {target} ({time.monotonic() - t:.1f} s)")

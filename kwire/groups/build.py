@@ -14,8 +14,11 @@ after the request; a window keeps the first). Then:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 import pandas as pd
@@ -25,9 +28,9 @@ from pyspark.sql import functions as F
 from kwire.groups.errors import ERROR_AT, NAMES
 from kwire.groups.history import history
 from kwire.spark.faults import fault_point
-from kwire.spark.progress import describe
-from kwire.spark.session import hold, release
+from kwire.spark.session import hold, release, with_conf
 from kwire.spark.sink import write_parquet
+from kwire.spark.steps import Steps
 from kwire.groups.schema import TABLES
 from pyspark.sql.types import LongType, StructField, StructType, TimestampType
 
@@ -452,6 +455,28 @@ def build(
     `known` (kwire.groups.delivery.offsets(), from OUT/records) gives commits and progress their
     time lag (topics matched within the cluster that `endpoints`, delivery.clusters(), names);
     without it those columns are null."""
+    held = cached if cached is not None else []
+    tables, basis = build_base(requests, responses, held)
+    return {**tables, **build_lagged(basis, held, known, endpoints)}
+
+
+@dataclass
+class Basis:
+    """What build_base() holds for build_lagged(): the narrowed, held decoded tables."""
+
+    requests: DataFrame
+    responses: DataFrame
+    pairs: DataFrame
+    ev: DataFrame
+    names: dict[str, str]
+    capture_end: datetime | None
+
+
+def build_base(
+    requests: DataFrame, responses: DataFrame, held: list[DataFrame]
+) -> tuple[dict[str, DataFrame], Basis]:
+    """The seven tables that need no records (all but commits and progress), and what those
+    two are built from (build_lagged). Held frames are appended to `held`."""
     # The decoded tables are wide (a struct per API): keep only what the group tables read, so
     # every query below plans against a few columns, not a thousand.
     # Held, narrow: the tables below read them a dozen times, and a scan of the decoded tables
@@ -460,7 +485,6 @@ def build(
     responses = hold(_narrow_responses(responses))
     pairs = hold(pair_all(requests, responses))
     ev = hold(events(requests, pairs))
-    held = cached if cached is not None else []
     held += [requests, responses, pairs, ev]
     names = topic_names(responses)
     end_row = requests.agg(F.unix_micros(F.max("ts_last")).alias("end")).first()
@@ -472,21 +496,29 @@ def build(
     told = hold(told)
     held.append(told)
     tables: dict[str, DataFrame] = {table: _from_history(told, table) for table in PER_GROUP}
-    log_ends = log_end_seen(requests, responses, names) if known is not None else None
-    # Held: progress reads it again.
-    tables["commits"] = hold(commit_lag(commits(requests, pairs), known, endpoints, log_ends))
-    held.append(tables["commits"])
-    ends = ev.groupBy("group_id").agg(F.max(F.coalesce("resp_ts", "ts")).alias("end_ts"))
-    tables["progress"] = end_lag(
-        progress(tables["commits"], requests, responses, names, ends),
-        known,
-        endpoints,
-        capture_end,
-    )
     tables["latency"] = latency(responses)
     tables["clients"] = clients(requests, ev)
     tables["coordinators"] = coordinators(requests, pairs)
-    return tables
+    return tables, Basis(requests, responses, pairs, ev, names, capture_end)
+
+
+def build_lagged(
+    basis: Basis,
+    held: list[DataFrame],
+    known: DataFrame | None = None,
+    endpoints: DataFrame | None = None,
+) -> dict[str, DataFrame]:
+    """commits and progress, with their time lag when `known` (see build)."""
+    requests, responses, names = basis.requests, basis.responses, basis.names
+    log_ends = log_end_seen(requests, responses, names) if known is not None else None
+    # Held: progress reads it again.
+    done = hold(commit_lag(commits(requests, basis.pairs), known, endpoints, log_ends))
+    held.append(done)
+    ends = basis.ev.groupBy("group_id").agg(F.max(F.coalesce("resp_ts", "ts")).alias("end_ts"))
+    lag = end_lag(
+        progress(done, requests, responses, names, ends), known, endpoints, basis.capture_end
+    )
+    return {"commits": done, "progress": lag}
 
 
 _BASE = (
@@ -978,16 +1010,87 @@ def coordinators(requests: DataFrame, pairs: DataFrame) -> DataFrame:
     )
 
 
-def write(tables: dict[str, DataFrame], out: str) -> list[tuple[str, str]]:
-    """Writes OUT/groups/<table> (Parquet) for each table; returns (name, path)."""
+def write_table(name: str, df: DataFrame, out: str) -> str:
+    """Writes OUT/groups/<name> (Parquet) in the table's schema; returns its path."""
+    schema = TABLES[name]
+    typed = df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema])
+    path = os.path.join(out, "groups", name)
+    write_parquet(typed, path)
+    return path
+
+
+def settings(spark: SparkSession) -> dict[str, str]:
+    """Session settings for building the group tables (set by the caller around the steps):
+    the tables are small next to the frames (protocol events, not records), and Spark's 200
+    shuffle partitions would be hundreds of near-empty tasks per join, window and grouped map."""
+    return {
+        "spark.sql.shuffle.partitions": str(max(2, 2 * spark.sparkContext.defaultParallelism)),
+        # A member listed twice in one SyncGroup: the last entry, as a broker's map keeps it,
+        # rather than a failed job.
+        "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
+    }
+
+
+LAGGED = ("commits", "progress")
+
+
+def add_steps(
+    steps: Steps,
+    spark: SparkSession,
+    decoded: Callable[[], tuple[DataFrame, DataFrame]],
+    lag: Callable[[], tuple[DataFrame | None, DataFrame | None]],
+    out: str,
+    after: Sequence[str] = (),
+    after_lag: Sequence[str] = (),
+    tell: Callable[[str], None] | None = None,
+) -> list[tuple[str, str]]:
+    """Adds the group tables to a job's steps. "group tables" (build_base: the queries planned,
+    their shared frames held) starts once the steps in `after` are done and `decoded()` gives
+    (requests, responses); then one step per table, "group tables: <name>", side by side; commits
+    and progress also wait for the steps in `after_lag`, then take `lag()`'s (known, endpoints)
+    (see build). Returns (name, path) of the tables the steps write. Run the steps under
+    settings(spark)."""
+    tell = tell or (lambda _: None)
+    state: dict[str, Any] = {"left": len(TABLES)}
+    cached: list[DataFrame] = []
+
+    def base() -> tuple[dict[str, DataFrame], Basis]:
+        state["started"] = time.monotonic()
+        requests, responses = decoded()
+        return build_base(requests, responses, cached)
+
+    def close() -> None:
+        for df in cached:
+            release(df)
+
+    def table(name: str) -> DataFrame:
+        if name in LAGGED:
+            if "lagged" not in state:  # commits first: progress waits for it
+                known, endpoints = lag()
+                basis = steps.result("group tables")[1]
+                state["lagged"] = build_lagged(basis, cached, known, endpoints)
+            return state["lagged"][name]
+        return steps.result("group tables")[0][name]
+
+    def write_one(name: str) -> str:
+        path = write_table(name, table(name), out)
+        with steps.lock:
+            state["left"] -= 1
+            last = state["left"] == 0
+        if last:
+            took = time.monotonic() - state["started"]
+            tell(f"group tables -> {os.path.join(out, 'groups')} ({took:.1f} s)")
+        return path
+
+    steps.add("group tables", base, after=after)
+    steps.finally_(close)
     written = []
-    for name, df in tables.items():
-        describe(df.sparkSession, f"group tables: {name}")
-        schema = TABLES[name]
-        typed = df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema])
-        path = os.path.join(out, "groups", name)
-        write_parquet(typed, path)
-        written.append((f"groups/{name}", path))
+    for name in TABLES:
+        waits = ["group tables"]
+        if name in LAGGED:
+            waits += after_lag if name == "commits" else ["group tables: commits"]
+        steps.add(f"group tables: {name}", partial(write_one, name), after=waits)
+        written.append((f"groups/{name}", os.path.join(out, "groups", name)))
     return written
 
 
@@ -999,27 +1102,14 @@ def build_and_write(
     known: DataFrame | None = None,
     endpoints: DataFrame | None = None,
 ) -> list[tuple[str, str]]:
-    """build() then write(), with few shuffle partitions: the group tables are small next to
-    the frames (protocol events, not records), and Spark's 200 would be hundreds of near-empty
-    tasks per join, window and grouped map."""
-    settings = {
-        "spark.sql.shuffle.partitions": str(max(2, 2 * spark.sparkContext.defaultParallelism)),
-        # A member listed twice in one SyncGroup: the last entry, as a broker's map keeps it,
-        # rather than a failed job.
-        "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
-    }
-    before = {key: spark.conf.get(key) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    cached: list[DataFrame] = []
-    try:
-        return write(build(spark, requests, responses, cached, known, endpoints), out)
-    finally:
-        for df in cached:
-            release(df)
-        for key, old in before.items():
-            if old is not None:
-                spark.conf.set(key, old)
+    """build() then every table written (side by side); returns (name, path)."""
+    steps = Steps(spark)
+    written = add_steps(
+        steps, spark, lambda: (requests, responses), lambda: (known, endpoints), out
+    )
+    with with_conf(spark, settings(spark)):
+        steps.run()
+    return written
 
 
 def iter_tables() -> Iterator[str]:

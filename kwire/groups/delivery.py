@@ -309,12 +309,20 @@ def delivery(
 ) -> DataFrame:
     """OUT/delivery (see the module), from produced()'s rows `prod` and clusters()'s
     `endpoints`."""
-    got = fetched(records, members, endpoints)
+    # Both sides come from the same held records: their key columns are renamed apart, so the
+    # condition names one side each (Spark would otherwise see `topic == topic` and warn).
+    keys = ("topic", "partition", "offset", "cluster")
+    got = fetched(records, members, endpoints).select(
+        *[F.col(c).alias(f"_got_{c}") for c in keys],
+        "group_id",
+        "consumer_client_id",
+        "first_fetched_at",
+    )
     same = (
-        (prod["topic"] == got["topic"])
-        & (prod["partition"] == got["partition"])
-        & (prod["offset"] == got["offset"])
-        & prod["cluster"].eqNullSafe(got["cluster"])
+        (prod["topic"] == got["_got_topic"])
+        & (prod["partition"] == got["_got_partition"])
+        & (prod["offset"] == got["_got_offset"])
+        & prod["cluster"].eqNullSafe(got["_got_cluster"])
     )
     rows = prod.join(got, same, "left").select(
         prod["*"], *[got[c] for c in ("group_id", "consumer_client_id", "first_fetched_at")]

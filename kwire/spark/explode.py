@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 import generated
@@ -143,6 +143,24 @@ def _with_trace(rows: DataFrame) -> DataFrame:
     return rows.select("*", trace.alias("trace_id"), span.alias("span_id"))
 
 
+def row_size() -> Column:
+    """An OUT/records row's size, near enough to bound its row groups (its key, value and
+    headers, plus the fixed columns): kwire.spark.sink.resize_row_groups."""
+    header = F.aggregate(
+        "headers",
+        F.lit(0),
+        lambda n, h: n
+        + F.coalesce(F.length(h["key"]), F.lit(0))
+        + F.coalesce(F.length(h["value"]), F.lit(0)),
+    )
+    return (
+        F.coalesce(F.length("key"), F.lit(0))
+        + F.coalesce(F.length("value"), F.lit(0))
+        + F.coalesce(header, F.lit(0))
+        + F.lit(512)
+    )
+
+
 def records_table(frames: DataFrame, responses: DataFrame | None = None) -> DataFrame:
     """The OUT/records rows of a frames table; `responses` (decoded) resolves topic ids."""
     from pyspark.sql.pandas.types import from_arrow_schema
@@ -182,4 +200,6 @@ def records_table(frames: DataFrame, responses: DataFrame | None = None) -> Data
         F.coalesce("topic", "_name").alias("topic") if c == "topic" else c
         for c in (*SCHEMA.names, "trace_id", "span_id")
     ]
-    return out.join(names, out["topic_id"] == names["_id"], "left").select(*columns)
+    # Broadcast: the names are a few rows per topic, and a shuffle join would move every
+    # record (values and all) to look them up.
+    return out.join(F.broadcast(names), out["topic_id"] == names["_id"], "left").select(*columns)

@@ -11,6 +11,7 @@ build time) runs anywhere.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -43,6 +44,23 @@ def hold(df: DataFrame, local: bool | None = None) -> DataFrame:
     return df.persist(StorageLevel.MEMORY_AND_DISK)
 
 
+@contextlib.contextmanager
+def with_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    """The session's SQL settings changed for the queries run inside, then put back as they
+    were (unset when they were not set)."""
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, old in before.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
+
+
 def release(df: DataFrame) -> None:
     """Frees what hold() kept: the cache, or the local checkpoint's blocks (which Spark would
     otherwise keep until the driver's garbage collector finds the RDD unreferenced)."""
@@ -56,7 +74,10 @@ def release(df: DataFrame) -> None:
 # JVM: C2's compiler threads then compete with the job for the cores (two, often) and finish
 # code the job no longer runs. C1 alone took 2.7 s off a 32 s job on a 313 kB capture (3 runs
 # each, README Performance); on the 1.2 GB ring C2 is what makes the long stages fast.
-SHORT_JOB_JVM = "-XX:TieredStopAtLevel=1"
+# C1 alone also shrinks the JVM's code cache to 48 MB (from 240), which a session running
+# hundreds of queries fills ("Out of space in CodeCache for adapters" ended the tests' JVM):
+# the cache keeps its usual size.
+SHORT_JOB_JVM = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 
 
 def build_session(

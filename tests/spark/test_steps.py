@@ -1,0 +1,104 @@
+"""kwire.spark.steps: a job's independent steps side by side on one session."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+pyspark = pytest.importorskip("pyspark")
+
+from kwire.spark.steps import Steps  # noqa: E402
+
+
+def test_steps_wait_for_their_inputs_and_give_their_results(spark):
+    steps = Steps(spark)
+    order: list[str] = []
+    lock = threading.Lock()
+
+    def step(name: str, value: int):
+        def run() -> int:
+            with lock:
+                order.append(name)
+            return value
+
+        return run
+
+    steps.add("a", step("a", 1))
+    steps.add("b", lambda: steps.result("a") + 10, after=["a"])
+    steps.add("c", step("c", 3), after=["a"])
+    steps.add("d", lambda: steps.result("b") + steps.result("c"), after=["b", "c"])
+    assert steps.run() == {"a": 1, "b": 11, "c": 3, "d": 14}
+    assert order[0] == "a"
+
+
+def test_independent_steps_run_at_the_same_time(spark):
+    # Each step waits for the other: run one after the other, the barrier would time out.
+    barrier = threading.Barrier(2, timeout=60)
+    steps = Steps(spark)
+    for name in ("left", "right"):
+        steps.add(name, lambda: spark.range(10).count() + barrier.wait())
+    results = steps.run()
+    assert sorted(results.values()) == [10, 11]
+
+
+def test_each_step_names_its_spark_jobs(spark):
+    steps = Steps(spark)
+    seen: dict[str, str | None] = {}
+
+    def run(name: str) -> None:
+        seen[name] = spark.sparkContext.getLocalProperty("spark.job.description")
+
+    for name in ("decode requests", "decode responses"):
+        steps.add(name, lambda name=name: run(name))
+    steps.run()
+    assert seen == {
+        "decode requests": "kwire: decode requests",
+        "decode responses": "kwire: decode responses",
+    }
+
+
+def _slow(batches):
+    for batch in batches:
+        time.sleep(120)
+        yield batch
+
+
+def test_a_failed_step_cancels_the_others_and_raises_its_own_error(spark):
+    steps = Steps(spark)
+    ran: list[str] = []
+    closed: list[str] = []
+    started = threading.Event()
+
+    def slow() -> int:
+        started.set()
+        # Two minutes of a task unless cancelled.
+        return spark.range(1, numPartitions=1).mapInArrow(_slow, "id long").count()
+
+    def broken() -> None:
+        started.wait(60)
+        time.sleep(1)  # the slow step's job is running
+        raise ValueError("the decoded requests are not there")
+
+    steps.add("slow", slow)
+    steps.add("broken", broken)
+    steps.add("after broken", lambda: ran.append("after broken"), after=["broken"])
+    steps.finally_(lambda: closed.append("released"))
+    t = time.monotonic()
+    with pytest.raises(ValueError, match="the decoded requests are not there"):
+        steps.run()
+    assert time.monotonic() - t < 100, "the slow step's job was not cancelled"
+    assert ran == []
+    assert closed == ["released"]
+    # The session goes on: the cancellation was of that run's jobs only.
+    assert spark.range(5).count() == 5
+
+
+def test_steps_are_added_after_what_they_wait_for():
+    steps = Steps(None)  # type: ignore[arg-type]
+    steps.add("a", lambda: 1)
+    with pytest.raises(ValueError, match="not added before it"):
+        steps.add("b", lambda: 2, after=["c"])
+    with pytest.raises(ValueError, match="two steps named"):
+        steps.add("a", lambda: 3)
