@@ -23,10 +23,11 @@ from __future__ import annotations
 import os
 import shutil
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from kwire.capture.distributed import local_path
+from kwire.spark.session import with_conf
 
 ROW_GROUP_BYTES = 16 * 1024 * 1024
 ROW_GROUP_UNCOMPRESSED = 64 * 1024 * 1024
@@ -78,11 +79,11 @@ def write_parquet(
     writer.parquet(path)
 
 
-def resize_row_groups(spark: SparkSession, path: str, length_column: str) -> bool:
+def resize_row_groups(spark: SparkSession, path: str, row_size: str | Column) -> bool:
     """Writes a local table again with a bound on rows per row group when one of its row groups
     holds more than 2 x ROW_GROUP_UNCOMPRESSED once uncompressed (Parquet's footers say, so this
-    reads no data): the largest `length_column` value is then the row size. Returns whether it
-    did. Tables in remote stores are left as written."""
+    reads no data): the largest `row_size` (a column, or an expression of the row's columns) is
+    then the row size. Returns whether it did. Tables in remote stores are left as written."""
     import pyarrow.parquet as pq
 
     local = local_path(path)
@@ -103,20 +104,15 @@ def resize_row_groups(spark: SparkSession, path: str, length_column: str) -> boo
     if not too_big:
         return False
     table = spark.read.parquet(path)
-    largest = table.agg(F.max(length_column)).first()
+    # Read row by row: the columnar reader would hold a batch of those rows.
+    with with_conf(spark, {"spark.sql.parquet.enableVectorizedReader": "false"}):
+        largest = table.agg(F.max(row_size)).first()
     row_bytes = max(int(largest[0] or 0) if largest is not None else 0, 1)
     staging = path.rstrip("/") + ".resizing"
     # Reading those row groups needs reader batches bounded in bytes too.
-    key = "spark.sql.parquet.columnarReaderBatchSize"
-    before = spark.conf.get(key, None)
-    spark.conf.set(key, str(max(1, min(4096, ROW_GROUP_UNCOMPRESSED // 2 // row_bytes))))
-    try:
+    rows = max(1, min(4096, ROW_GROUP_UNCOMPRESSED // 2 // row_bytes))
+    with with_conf(spark, {"spark.sql.parquet.columnarReaderBatchSize": str(rows)}):
         write_parquet(table, staging, row_bytes=row_bytes)
-    finally:
-        if before is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, before)
     shutil.rmtree(local)
     os.replace(local_path(staging) or staging, local)
     return True

@@ -100,3 +100,25 @@ def test_a_table_written_as_it_comes_is_resized(spark: SparkSession, tmp_path: P
     assert spark.read.parquet(path).count() == ROWS
     # A table whose row groups are already small is left alone.
     assert resize_row_groups(spark, path, "frame_length") is False
+
+
+def test_records_of_large_values_are_resized_by_their_own_size(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """OUT/records is written as it comes, then bounded by its largest record (key, value and
+    headers: kwire.spark.explode.row_size), as the job does."""
+    from kwire.spark.explode import row_size
+
+    path = str(tmp_path / "records")
+    big = _big_rows(spark).select(
+        F.lit(None).cast("binary").alias("key"),
+        F.col("frame").alias("value"),
+        F.array(F.struct(F.lit("h").alias("key"), F.lit(b"v").alias("value"))).alias("headers"),
+    )
+    write_parquet(big.coalesce(1), path)
+    assert resize_row_groups(spark, path, row_size()) is True
+    groups = _row_groups(path)
+    assert sum(n for n, _ in groups) == ROWS
+    assert max(size for _, size in groups) <= 2 * ROW_GROUP_UNCOMPRESSED
+    done = read_whole_in_a_default_session(path)
+    assert done.returncode == 0, done.stderr[-3000:]
