@@ -34,7 +34,7 @@ from kwire.spark.progress import Progress, describe
 
 # Steps running at once. Two cores' worth of tasks is all an executor of the default local
 # master runs; the rest is planning, which a few threads keep ahead of.
-WORKERS = 4
+WORKERS = 8
 
 
 @dataclass
