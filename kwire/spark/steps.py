@@ -21,7 +21,6 @@ cancellations it caused). Steps must not change session settings the others' que
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -32,8 +31,9 @@ from pyspark.util import inheritable_thread_target
 
 from kwire.spark.progress import Progress, describe
 
-# Steps running at once. Two cores' worth of tasks is all an executor of the default local
-# master runs; the rest is planning, which a few threads keep ahead of.
+# Steps running at once. The executors' cores bound the tasks, not this: the rest is planning,
+# which threads keep ahead of. With 4, a 313 kB capture's commits waited for a slot behind the
+# seven group tables that need no records, on the job's longest chain.
 WORKERS = 8
 
 
@@ -44,7 +44,6 @@ class _Step:
     after: tuple[str, ...]
     done: threading.Event = field(default_factory=threading.Event)
     result: Any = None
-    seconds: float = 0.0
     ok: bool = False
 
 
@@ -83,19 +82,12 @@ class Steps:
         releasing what several steps read."""
         self._closers.append(close)
 
-    def names(self) -> list[str]:
-        return list(self._steps)
-
     def result(self, name: str) -> Any:
         """What a finished step returned (for the steps that wait for it)."""
         step = self._steps[name]
         if not step.ok:
             raise RuntimeError(f"step {name!r} has not finished")
         return step.result
-
-    def seconds(self, name: str) -> float:
-        """How long a finished step took, from its start (not its wait) to its end."""
-        return self._steps[name].seconds
 
     def run(self) -> dict[str, Any]:
         """Runs every step; returns their results by name, or raises the first failure."""
@@ -139,11 +131,9 @@ class Steps:
                     if self._error is not None:
                         return
                     self._begin(step.name)
-                    started = time.monotonic()
                     try:
                         step.result = step.run()
                     finally:
-                        step.seconds = time.monotonic() - started
                         self._end(step.name)
                 step.ok = True
             except BaseException as e:  # noqa: BLE001 - handed to run(), which raises it
