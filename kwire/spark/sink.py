@@ -104,8 +104,10 @@ def resize_row_groups(spark: SparkSession, path: str, row_size: str | Column) ->
     if not too_big:
         return False
     table = spark.read.parquet(path)
-    # Read row by row: the columnar reader would hold a batch of those rows.
-    with with_conf(spark, {"spark.sql.parquet.enableVectorizedReader": "false"}):
+    # In batches of a few rows: a default batch of such rows is what runs a reader out of heap.
+    # (The batch size only sizes buffers, so the queries of other steps planned meanwhile stay
+    # right; turning the columnar reader off for a moment would not be safe for them.)
+    with with_conf(spark, {"spark.sql.parquet.columnarReaderBatchSize": "4"}):
         largest = table.agg(F.max(row_size)).first()
     row_bytes = max(int(largest[0] or 0) if largest is not None else 0, 1)
     staging = path.rstrip("/") + ".resizing"
