@@ -41,7 +41,7 @@ from kwire.spark.explode import records_table
 from kwire.spark.explode import row_size as records_row_size
 from kwire.spark.model import FAMILIES
 from kwire.spark.progress import Progress, describe, describe_outputs
-from kwire.spark.session import hold, release, with_conf
+from kwire.spark.session import hold, release
 from kwire.spark.sink import has_parquet_files, resize_row_groups, write_parquet
 from kwire.spark.steps import Steps
 from kwire.spark.summary import Summary, summarize
@@ -560,37 +560,6 @@ def _step(spark: SparkSession, progress: Progress | None, step: str, detail: str
         progress.start(step, detail)
 
 
-def write_derived(
-    spark: SparkSession,
-    src: str,
-    dst: str,
-    *,
-    groups: bool = True,
-    delivery: bool = True,
-    with_records: bool = True,
-    progress: Progress | None = None,
-    tell: Callable[[str], None] | None = None,
-) -> list[tuple[str, str]]:
-    """The tables derived from the decoded ones under `src`, written under `dst` (see
-    add_derived); returns (name, path) of what it wrote."""
-    from kwire.groups.build import settings
-
-    steps = Steps(spark, progress)
-    written = add_derived(
-        steps,
-        spark,
-        src,
-        dst,
-        groups=groups,
-        delivery=delivery,
-        with_records=with_records,
-        tell=tell,
-    )
-    with with_conf(spark, settings(spark)):
-        steps.run()
-    return written
-
-
 def add_derived(
     steps: Steps,
     spark: SparkSession,
@@ -609,8 +578,9 @@ def add_derived(
     they are there already), written under `dst`: groups/ (its commits and progress with
     time lag when `src` has records: `with_records`), then delivery and delivery_summary (when
     it has records and `delivery`). The produced records' offsets are computed once for both
-    and dropped from Spark's cache when the steps end. Returns (name, path) of what the steps
-    write."""
+    and dropped from Spark's cache when the steps end. Returns the list of (name, path) the
+    steps write, delivery's two added once written (there are none without records). Run the
+    steps (Steps.run) to write them."""
 
     from kwire.groups.build import add_steps
 
@@ -810,11 +780,11 @@ def _decode(
         decoded=decoded,
         exploded=[] if args.no_records else ["explode records"],
     )
-    # The group tables' settings (few shuffle partitions) for every step: the steps run side by
-    # side and session settings are the session's, and the tables after decoding are all small
-    # next to the frames; decoding itself does not shuffle.
-    with with_conf(spark, group_settings(spark)):
-        results = steps.run()
+    # The group tables' settings (few shuffle partitions) for every step, with or without group
+    # tables: the tables after decoding are all small next to the frames, and decoding itself
+    # does not shuffle.
+    steps.configure(group_settings(spark))
+    results = steps.run()
     outputs.extend(derived)
     return outputs, results.get("summary")
 

@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from kwire.groups.errors import ERROR_AT, NAMES
 from kwire.groups.history import history
 from kwire.spark.faults import fault_point
-from kwire.spark.session import hold, release, with_conf
+from kwire.spark.session import hold, release
 from kwire.spark.sink import write_parquet
 from kwire.spark.steps import Steps
 from kwire.groups.schema import TABLES
@@ -439,27 +439,6 @@ def _missing(v: Any) -> bool:
         return False
 
 
-def build(
-    spark: SparkSession,
-    requests: DataFrame,
-    responses: DataFrame,
-    cached: list[DataFrame] | None = None,
-    known: DataFrame | None = None,
-    endpoints: DataFrame | None = None,
-) -> dict[str, DataFrame]:
-    """The nine tables (lazy DataFrames) from the decoded requests and responses. The
-    intermediate frames it holds (kwire.spark.session.hold) are appended to `cached`, for the
-    caller to release once the tables are written: Spark finds cached data by plan, and a later
-    build over the same paths with new files in them (kwire live) would otherwise be answered
-    from the old cache.
-    `known` (kwire.groups.delivery.offsets(), from OUT/records) gives commits and progress their
-    time lag (topics matched within the cluster that `endpoints`, delivery.clusters(), names);
-    without it those columns are null."""
-    held = cached if cached is not None else []
-    tables, basis = build_base(requests, responses, held)
-    return {**tables, **build_lagged(basis, held, known, endpoints)}
-
-
 @dataclass
 class Basis:
     """What build_base() holds for build_lagged(): the narrowed, held decoded tables."""
@@ -475,8 +454,11 @@ class Basis:
 def build_base(
     requests: DataFrame, responses: DataFrame, held: list[DataFrame]
 ) -> tuple[dict[str, DataFrame], Basis]:
-    """The seven tables that need no records (all but commits and progress), and what those
-    two are built from (build_lagged). Held frames are appended to `held`."""
+    """The seven group tables that need no records (all but commits and progress), lazy, and
+    what those two are built from (build_lagged). The intermediate frames it holds
+    (kwire.spark.session.hold) are appended to `held`, for the caller to release once the
+    tables are written: Spark finds cached data by plan, and a later build over the same paths
+    with new files in them (kwire live) would otherwise be answered from the old cache."""
     # The decoded tables are wide (a struct per API): keep only what the group tables read, so
     # every query below plans against a few columns, not a thousand.
     # Held, narrow: the tables below read them a dozen times, and a scan of the decoded tables
@@ -508,7 +490,10 @@ def build_lagged(
     known: DataFrame | None = None,
     endpoints: DataFrame | None = None,
 ) -> dict[str, DataFrame]:
-    """commits and progress, with their time lag when `known` (see build)."""
+    """commits and progress (lazy; held frames appended to `held`, see build_base). `known`
+    (kwire.groups.delivery.offsets(), from OUT/records) gives them their time lag (topics
+    matched within the cluster that `endpoints`, delivery.clusters(), names); without it those
+    columns are null."""
     requests, responses, names = basis.requests, basis.responses, basis.names
     log_ends = log_end_seen(requests, responses, names) if known is not None else None
     # Held: progress reads it again.
@@ -1020,9 +1005,9 @@ def write_table(name: str, df: DataFrame, out: str) -> str:
 
 
 def settings(spark: SparkSession) -> dict[str, str]:
-    """Session settings for building the group tables (set by the caller around the steps):
-    the tables are small next to the frames (protocol events, not records), and Spark's 200
-    shuffle partitions would be hundreds of near-empty tasks per join, window and grouped map."""
+    """Session settings for building the group tables (add_steps gives them to the steps): the
+    tables are small next to the frames (protocol events, not records), and Spark's 200 shuffle
+    partitions would be hundreds of near-empty tasks per join, window and grouped map."""
     return {
         "spark.sql.shuffle.partitions": str(max(2, 2 * spark.sparkContext.defaultParallelism)),
         # A member listed twice in one SyncGroup: the last entry, as a broker's map keeps it,
@@ -1044,12 +1029,13 @@ def add_steps(
     after_lag: Sequence[str] = (),
     tell: Callable[[str], None] | None = None,
 ) -> list[tuple[str, str]]:
-    """Adds the group tables to a job's steps. "group tables" (build_base: the queries planned,
-    their shared frames held) starts once the steps in `after` are done and `decoded()` gives
-    (requests, responses); then one step per table, "group tables: <name>", side by side; commits
-    and progress also wait for the steps in `after_lag`, then take `lag()`'s (known, endpoints)
-    (see build). Returns (name, path) of the tables the steps write. Run the steps under
-    settings(spark)."""
+    """Adds the group tables to a job's steps, with settings(spark) for the steps' run:
+    - "group tables" (build_base: the queries planned, their shared frames held), once the steps
+      in `after` are done and `decoded()` gives (requests, responses);
+    - "group tables: lag" (build_lagged), once the steps in `after_lag` are done too and `lag()`
+      gives (known, endpoints);
+    - one step per table, "group tables: <name>", side by side, after the one that builds it.
+    Returns (name, path) of the tables the steps write."""
     tell = tell or (lambda _: None)
     state: dict[str, Any] = {"left": len(TABLES)}
     cached: list[DataFrame] = []
@@ -1059,21 +1045,20 @@ def add_steps(
         requests, responses = decoded()
         return build_base(requests, responses, cached)
 
+    def lagged() -> dict[str, DataFrame]:
+        known, endpoints = lag()
+        return build_lagged(steps.result("group tables")[1], cached, known, endpoints)
+
     def close() -> None:
         for df in cached:
             release(df)
 
-    def table(name: str) -> DataFrame:
-        if name in LAGGED:
-            if "lagged" not in state:  # commits first: progress waits for it
-                known, endpoints = lag()
-                basis = steps.result("group tables")[1]
-                state["lagged"] = build_lagged(basis, cached, known, endpoints)
-            return state["lagged"][name]
-        return steps.result("group tables")[0][name]
-
     def write_one(name: str) -> str:
-        path = write_table(name, table(name), out)
+        if name in LAGGED:
+            df = steps.result("group tables: lag")[name]
+        else:
+            df = steps.result("group tables")[0][name]
+        path = write_table(name, df, out)
         with steps.lock:
             state["left"] -= 1
             last = state["left"] == 0
@@ -1082,33 +1067,15 @@ def add_steps(
             tell(f"group tables -> {os.path.join(out, 'groups')} ({took:.1f} s)")
         return path
 
+    steps.configure(settings(spark))
     steps.add("group tables", base, after=after)
+    steps.add("group tables: lag", lagged, after=["group tables", *after_lag])
     steps.finally_(close)
     written = []
     for name in TABLES:
-        waits = ["group tables"]
-        if name in LAGGED:
-            waits += after_lag if name == "commits" else ["group tables: commits"]
-        steps.add(f"group tables: {name}", partial(write_one, name), after=waits)
+        built_by = "group tables: lag" if name in LAGGED else "group tables"
+        steps.add(f"group tables: {name}", partial(write_one, name), after=[built_by])
         written.append((f"groups/{name}", os.path.join(out, "groups", name)))
-    return written
-
-
-def build_and_write(
-    spark: SparkSession,
-    requests: DataFrame,
-    responses: DataFrame,
-    out: str,
-    known: DataFrame | None = None,
-    endpoints: DataFrame | None = None,
-) -> list[tuple[str, str]]:
-    """build() then every table written (side by side); returns (name, path)."""
-    steps = Steps(spark)
-    written = add_steps(
-        steps, spark, lambda: (requests, responses), lambda: (known, endpoints), out
-    )
-    with with_conf(spark, settings(spark)):
-        steps.run()
     return written
 
 

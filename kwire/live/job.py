@@ -372,14 +372,17 @@ class Live:
     def rebuild_groups(self, tag: str) -> float:
         """The group tables, and delivery when records are kept, from the whole committed
         history: written to a staging directory, then each swapped in whole."""
-        from kwire.job import write_derived
+        from kwire.job import add_derived
+        from kwire.spark.steps import Steps
 
         t = time.monotonic()
         staging = self.paths.staging(f"{tag}-groups")
         shutil.rmtree(staging, ignore_errors=True)
-        written = write_derived(
-            self.spark, self.out, staging, delivery=self.records, with_records=self.records
+        steps = Steps(self.spark)
+        written = add_derived(
+            steps, self.spark, self.out, staging, delivery=self.records, with_records=self.records
         )
+        steps.run()
         for name in sorted({name.split("/")[0] for name, _ in written}):
             target = os.path.join(self.out, name)
             old = os.path.join(self.paths.live, f"{name}.old")

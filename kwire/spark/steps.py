@@ -15,7 +15,8 @@ tasks first, so running side by side adds no tasks at once beyond the executors'
 Each step names its Spark jobs (Spark's UI, event log and history server show "kwire: <step>"),
 and all of a run's jobs share one job group: when a step fails, the others' jobs are cancelled,
 the steps not begun are not begun, and run() raises the failed step's own error (never the
-cancellations it caused). Steps must not change session settings the others' queries read.
+cancellations it caused). Steps must not change session settings the others' queries read:
+settings a step needs are given to configure(), and hold while the steps run.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pyspark.sql import SparkSession
 from pyspark.util import inheritable_thread_target
 
 from kwire.spark.progress import Progress, describe
+from kwire.spark.session import with_conf
 
 # Steps running at once. The executors' cores bound the tasks, not this: the rest is planning,
 # which threads keep ahead of. With 4, a 313 kB capture's commits waited for a slot behind the
@@ -61,6 +63,7 @@ class Steps:
         self.workers = workers
         self._steps: dict[str, _Step] = {}
         self._closers: list[Callable[[], None]] = []
+        self._settings: dict[str, str] = {}
         # Held briefly by the steps' own bookkeeping; steps may use it for theirs.
         self.lock = threading.Lock()
         self._running: list[str] = []
@@ -76,6 +79,12 @@ class Steps:
         if unknown:  # added in order, so there can be no cycle
             raise ValueError(f"step {name!r} waits for steps not added before it: {unknown}")
         self._steps[name] = _Step(name, run, waits)
+
+    def configure(self, settings: dict[str, str]) -> None:
+        """Session settings that hold while the steps run, then are put back: settings are the
+        session's, not a thread's, so a step that needs some cannot set them itself while
+        others run."""
+        self._settings.update(settings)
 
     def finally_(self, close: Callable[[], None]) -> None:
         """Called after run(), whether the steps succeeded or not (in the reverse order given):
@@ -103,16 +112,18 @@ class Steps:
             for step in self._steps.values()
         ]
         try:
-            for t in threads:
-                t.start()
-            for t in threads:
-                while t.is_alive():  # in slices, so Ctrl-C reaches this thread
-                    t.join(0.2)
-        except BaseException as e:
-            self._fail(e)
-            for t in threads:
-                t.join()
-            raise
+            with with_conf(self.spark, self._settings):
+                try:
+                    for t in threads:
+                        t.start()
+                    for t in threads:
+                        while t.is_alive():  # in slices, so Ctrl-C reaches this thread
+                            t.join(0.2)
+                except BaseException as e:
+                    self._fail(e)
+                    for t in threads:
+                        t.join()
+                    raise
         finally:
             for close in reversed(self._closers):
                 close()
