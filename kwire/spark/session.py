@@ -118,6 +118,9 @@ def session_settings(
         # for the 300 s of their timeout (the benchmark ring, out/ring_big): the read's future
         # never completed. Plain reads are as fast here and fail loudly if they fail.
         "spark.hadoop.parquet.hadoop.vectored.io.enabled": "false",
+        # pyspark's daemon, without the Python traceback it prints for each task cancelled
+        # while writing (when a failed step stops the others; kwire/spark/daemon.py).
+        "spark.python.daemon.module": "kwire.spark.daemon",
     }
     if is_local(master) or "127.0.0.1" in master or "localhost" in master:
         settings["spark.driver.host"] = "127.0.0.1"

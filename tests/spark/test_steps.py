@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 
@@ -102,3 +104,51 @@ def test_steps_are_added_after_what_they_wait_for():
         steps.add("b", lambda: 2, after=["c"])
     with pytest.raises(ValueError, match="two steps named"):
         steps.add("a", lambda: 3)
+
+
+# A step whose Python worker writes without end, and a step that fails while it does. In a
+# session of kwire's (build_session), so with kwire's Python daemon: pyspark's own prints the
+# cancelled worker's BrokenPipeError traceback on the terminal, under kwire's one-line error
+# (3 runs of 3 with spark.python.daemon.module=pyspark.daemon when this test was written).
+_CANCELLED_WHILE_WRITING = """
+import sys, time
+from kwire.spark.session import build_session
+from kwire.spark.steps import Steps
+
+spark = build_session("local[2]", short=True)
+
+def endless(batches):
+    import pyarrow as pa
+    batch = pa.RecordBatch.from_pydict({"x": [b"x" * 1000] * 1000})
+    for _ in batches:
+        while True:
+            yield batch
+
+def writing():
+    df = spark.range(1, numPartitions=1).mapInArrow(endless, "x binary")
+    df.write.format("noop").mode("overwrite").save()
+
+def failing():
+    time.sleep(4)  # the other step's worker is writing
+    raise RuntimeError("the failing step")
+
+steps = Steps(spark)
+steps.add("writing", writing)
+steps.add("failing", failing)
+try:
+    steps.run()
+except RuntimeError as e:
+    print("raised:", e, file=sys.stderr)
+"""
+
+
+def test_a_worker_cancelled_while_writing_prints_no_python_traceback():
+    result = subprocess.run(
+        [sys.executable, "-c", _CANCELLED_WHILE_WRITING],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "raised: the failing step" in result.stderr, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
