@@ -290,10 +290,11 @@ def run_single(ring: Path, ports: list[int], tmp: Path, args: argparse.Namespace
     """`kwire capture RING -o TMP/frames.parquet` in a subprocess, wall clock."""
     out, summary = tmp / "frames.parquet", tmp / "capture-summary.json"
     cmd = [sys.executable, "-m", "kwire", "capture", str(ring), "-o", str(out)]
-    cmd += ["-p", ",".join(map(str, ports)), "--summary-json", str(summary), "-q"]
+    # --overwrite: every timed run writes the same output (the command refuses an existing one).
+    cmd += ["-p", ",".join(map(str, ports)), "--summary-json", str(summary), "-q", "--overwrite"]
     cmd += ["--keylog", str(args.keylog)] if args.keylog else []
     result: dict[str, Any] = {
-        "command": "kwire capture RING -o TMP/frames.parquet -p PORTS --summary-json S -q"
+        "command": "kwire capture RING -o TMP/frames.parquet -p PORTS --summary-json S -q --overwrite"
         + (" --keylog FILE" if args.keylog else ""),
         "seconds": [],
         "memory": [],
