@@ -15,21 +15,28 @@ can import it: the ways docs/cluster.md gives to install kwire on a cluster all 
 
 from __future__ import annotations
 
-import socket
+from typing import Any
 
 from pyspark import daemon
 
-_pyspark_worker = daemon.worker
 
+def main() -> None:
+    """pyspark's daemon, its forked workers wrapped (unwrapped if this pyspark has no
+    `daemon.worker`: its daemon then runs as it is)."""
+    pyspark_worker = getattr(daemon, "worker", None)
+    if callable(pyspark_worker):
 
-def _worker(sock: socket.socket, authenticated: bool) -> int:
-    try:
-        return _pyspark_worker(sock, authenticated)
-    except (BrokenPipeError, ConnectionResetError):
-        # A non-zero code makes the daemon's child wait for the socket to close and exit.
-        return 1
+        def worker(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return pyspark_worker(*args, **kwargs)
+            except (BrokenPipeError, ConnectionResetError):
+                # A non-zero code makes the daemon's child wait for the socket to close, then
+                # exit.
+                return 1
+
+        daemon.worker = worker  # the name the daemon's manager calls in each forked child
+    daemon.manager()
 
 
 if __name__ == "__main__":
-    daemon.worker = _worker  # the name the daemon's manager calls for each forked child
-    daemon.manager()
+    main()
