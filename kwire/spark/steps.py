@@ -119,6 +119,11 @@ class Steps:
                     for t in threads:
                         while t.is_alive():  # in slices, so Ctrl-C reaches this thread
                             t.join(0.2)
+                            if self._error is not None:
+                                # Again: Spark cancels only the jobs running when asked, and a
+                                # step may submit one after (still planning its query when
+                                # another failed), which would then run to its end.
+                                self._cancel()
                 except BaseException as e:
                     self._fail(e)
                     for t in threads:
@@ -178,7 +183,10 @@ class Steps:
             if first:
                 self._error = error
         if first:
-            try:
-                self.spark.sparkContext.cancelJobGroup(self._group)
-            except Exception:  # noqa: BLE001 - the session is going away: nothing left to stop
-                pass
+            self._cancel()
+
+    def _cancel(self) -> None:
+        try:
+            self.spark.sparkContext.cancelJobGroup(self._group)
+        except Exception:  # noqa: BLE001 - the session is going away: nothing left to stop
+            pass

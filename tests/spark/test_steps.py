@@ -97,6 +97,30 @@ def test_a_failed_step_cancels_the_others_and_raises_its_own_error(spark):
     assert spark.range(5).count() == 5
 
 
+def test_a_job_submitted_after_another_step_failed_is_cancelled_too(spark):
+    # A step still planning its query when another fails submits its job after the
+    # cancellation (seen on a loaded machine: the slow job above then ran its two minutes).
+    steps = Steps(spark)
+    failed = threading.Event()
+
+    def late() -> int:
+        failed.wait(60)
+        time.sleep(1)  # the failure has been handled and its jobs cancelled
+        return spark.range(1, numPartitions=1).mapInArrow(_slow, "id long").count()
+
+    def broken() -> None:
+        failed.set()
+        raise ValueError("the decoded responses are not there")
+
+    steps.add("late", late)
+    steps.add("broken", broken)
+    t = time.monotonic()
+    with pytest.raises(ValueError, match="the decoded responses are not there"):
+        steps.run()
+    assert time.monotonic() - t < 100, "the late step's job was not cancelled"
+    assert spark.range(5).count() == 5
+
+
 def test_steps_are_added_after_what_they_wait_for():
     steps = Steps(None)  # type: ignore[arg-type]
     steps.add("a", lambda: 1)
