@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     if keylogs:
         options += ["-p", "9092,9093,9094"]
     args = job.parse_args([*captures, "-o", str(out), "--overwrite", *options])
-    spark = build_session(args.master, "kwire-demo")
+    spark = build_session(args.master, "kwire-demo", tell=job.say)
     try:
         job.run(args, spark=spark)
         register(spark)

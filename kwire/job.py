@@ -484,7 +484,7 @@ def _run(
     USER_CONF.update(key for key, _ in args.conf)
     if spark is None:
         say(f"starting Spark on {args.master}" + (" (a short job: C1 JIT only)" if short else ""))
-        spark = build_session(args.master, "kwire-decode", args.conf, short=short)
+        spark = build_session(args.master, "kwire-decode", args.conf, short=short, tell=say)
     sc = spark.sparkContext
     # The frames table written on Spark keeps the capture's timestamp type (us, UTC).
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")

@@ -9,6 +9,12 @@ from collections.abc import Iterator
 
 import pytest
 
+# kwire's sessions keep the driver JVM's classes in the user's cache between runs
+# (kwire/spark/classes.py): off for the suite, whose jobs would otherwise run differently the
+# first time on a machine (one exit 15 s longer) and write 200 MB under ~/.cache.
+# tests/spark/test_classes.py turns it on, with a cache of its own.
+os.environ["KWIRE_JVM_CLASSES"] = "off"
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator["SparkSession"]:  # type: ignore[name-defined]  # noqa: F821

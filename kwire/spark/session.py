@@ -15,7 +15,7 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -86,19 +86,34 @@ def build_session(
     conf: Iterable[tuple[str, str]] = (),
     log_level: str = "WARN",
     short: bool = False,
+    tell: Callable[[str], None] | None = None,
 ) -> SparkSession:
     """Starts (or joins) a session on `master` with WARN logs (see the module's docstring for how
     executors get kwire). `short`: the job is expected to take seconds of JVM work (a small
-    input), so a local JVM compiles with C1 alone (see SHORT_JOB_JVM)."""
+    input), so a local JVM compiles with C1 alone (see SHORT_JOB_JVM). `tell` hears when this
+    run keeps the JVM's classes for later ones (kwire/spark/classes.py)."""
     # Executors run the Python that runs the driver (it has pyarrow and the same pyspark) unless
     # PYSPARK_PYTHON names another: on a real cluster, set it to the workers' interpreter.
     # pyspark takes the executors' Python from this variable, not from spark.pyspark.python.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark import SparkContext
+
+    from kwire.spark import classes
+
+    settings = session_settings(master, conf, short)
+    # The driver JVM's classes from an archive of an earlier run, or written for the next
+    # (kwire/spark/classes.py); only for a JVM this session starts.
+    fresh = SparkContext._active_spark_context is None
+    archive = classes.plan(settings) if fresh else classes.Plan()
+    if archive.options:
+        given = settings.get("spark.driver.extraJavaOptions", "")
+        settings["spark.driver.extraJavaOptions"] = f"{given} {archive.options}".strip()
     builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in session_settings(master, conf, short).items():
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
+    classes.finish_at_exit(archive, spark, tell)
     return spark
 
 
