@@ -22,6 +22,7 @@ settings a step needs are given to configure(), and hold while the steps run.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -32,6 +33,10 @@ from pyspark.util import inheritable_thread_target
 
 from kwire.spark.progress import Progress, describe
 from kwire.spark.session import with_conf
+
+# How long a failed run waits for its cancelled tasks to end before raising.
+SETTLE_S = 30.0
+SETTLE_GRACE_S = 0.5
 
 # Steps running at once. The executors' cores bound the tasks, not this: the rest is planning,
 # which threads keep ahead of. With 4, a 313 kB capture's commits waited for a slot behind the
@@ -123,7 +128,7 @@ class Steps:
                                 # Again: Spark cancels only the jobs running when asked, and a
                                 # step may submit one after (still planning its query when
                                 # another failed), which would then run to its end.
-                                self._cancel()
+                                self._cancel(only_running=True)
                 except BaseException as e:
                     self._fail(e)
                     for t in threads:
@@ -133,6 +138,7 @@ class Steps:
             for close in reversed(self._closers):
                 close()
         if self._error is not None:
+            self._settle()
             raise self._error
         return {name: step.result for name, step in self._steps.items()}
 
@@ -185,8 +191,38 @@ class Steps:
         if first:
             self._cancel()
 
-    def _cancel(self) -> None:
+    def _cancel(self, only_running: bool = False) -> None:
+        """Cancels the run's jobs (`only_running`: if any of them runs; Spark warns of a
+        cancellation that finds none)."""
+        sc = self.spark.sparkContext
         try:
-            self.spark.sparkContext.cancelJobGroup(self._group)
+            if only_running:
+                tracker = sc.statusTracker()
+                ours = set(tracker.getJobIdsForGroup(self._group))
+                if not ours.intersection(tracker.getActiveJobsIds()):
+                    return
+            sc.cancelJobGroup(self._group)
         except Exception:  # noqa: BLE001 - the session is going away: nothing left to stop
+            pass
+
+    def _settle(self, timeout: float = SETTLE_S) -> None:
+        """Waits (up to `timeout`) until no task runs on the executors. A cancelled job ends at
+        once, its running tasks when they next look: until then they may still write under the
+        job's output, and Spark logs each of them as it ends, after the error run() raises."""
+        deadline = time.monotonic() + timeout
+        try:
+            jsc = self.spark.sparkContext._jsc
+            assert jsc is not None
+            sc = jsc.sc()
+            while time.monotonic() < deadline:
+                # The running tasks as Spark's listeners know them, every event so far heard:
+                # a task's end reaches them after the scheduler has logged it.
+                sc.listenerBus().waitUntilEmpty(int(max(0.0, deadline - time.monotonic()) * 1e3))
+                if not any(e.numRunningTasks() for e in sc.statusTracker().getExecutorInfos()):
+                    # The scheduler tells the listeners of a lost task as it logs it, not
+                    # always after.
+                    time.sleep(SETTLE_GRACE_S)
+                    return
+                time.sleep(0.1)
+        except Exception:  # noqa: BLE001 - the session is going away, or the wait timed out
             pass
