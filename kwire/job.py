@@ -16,6 +16,7 @@ import contextlib
 import os
 import shutil
 import sys
+import threading
 import time
 from functools import partial
 from pathlib import Path
@@ -61,7 +62,10 @@ class JobError(Exception):
 
 
 def say(message: str) -> None:
-    print(f"kwire: {message}", file=sys.stderr, flush=True)
+    # One write, line and newline together: the driver's capture says its lines from a thread
+    # of its own while the session starts.
+    sys.stderr.write(f"kwire: {message}\n")
+    sys.stderr.flush()
 
 
 CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap")
@@ -478,27 +482,44 @@ def _run(
     short = is_local(args.master) and _input_bytes(tables, captures) <= SHORT_INPUT
     if captures and args.capture_on == "auto":
         args.capture_on = _capture_place(captures, args.split_size)
+    # The driver's capture runs while the JVM starts (a separate process, mostly waited for
+    # here): side by side, not one after the other. The session starts in this thread, where
+    # pyspark installs its Ctrl-C handler.
+    capturing = None
     if captures and args.capture_on == "driver":
-        tables.append(run_capture(captures, out, args.broker_ports, keylog))
+        capturing = _Background(run_capture, captures, out, args.broker_ports, keylog)
     USER_CONF.clear()
     USER_CONF.update(key for key, _ in args.conf)
     if spark is None:
         say(f"starting Spark on {args.master}" + (" (a short job: C1 JIT only)" if short else ""))
         spark = build_session(args.master, "kwire-decode", args.conf, short=short, tell=say)
+    if capturing is not None:
+        tables.append(capturing.result())
     sc = spark.sparkContext
     # The frames table written on Spark keeps the capture's timestamp type (us, UTC).
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-    try:
-        readers, where = executor_setup(spark)
-    except ExecutorSetupError as e:
-        raise JobError(str(e)) from None
-    say(
-        f"Spark {spark.version} on {sc.master}, default parallelism {sc.defaultParallelism}, "
-        f"readers on the executors: {readers} (kwire from {where})"
-    )
+    # The executors' probe (their first Python worker, importing the codecs) runs while the
+    # driver inspects the frames and plans the decoding; its answer is awaited before the first
+    # step that needs the executors.
+    probing = _Background(executor_setup, spark)
+
+    def executors_ready() -> None:
+        if probing.done:
+            return
+        try:
+            readers, where = probing.result()
+        except ExecutorSetupError as e:
+            raise JobError(str(e)) from None
+        say(
+            f"Spark {spark.version} on {sc.master}, default parallelism "
+            f"{sc.defaultParallelism}, readers on the executors: {readers} (kwire from {where})"
+        )
+
     progress = None if args.quiet else Progress(spark)
     with progress if progress is not None else contextlib.nullcontext():
-        outputs, summary = _decode(spark, args, tables, captures, families, progress, keylog)
+        outputs, summary = _decode(
+            spark, args, tables, captures, families, progress, keylog, executors_ready
+        )
     elapsed = time.monotonic() - start
     manifest.write(
         out,
@@ -551,6 +572,32 @@ def _read_without(spark: SparkSession, path: str, drop: Sequence[str]) -> DataFr
     for dotted in drop:
         schema = _without(schema, dotted.split("."))
     return spark.read.schema(schema).parquet(path)
+
+
+class _Background:
+    """`fn(*args)` run in a thread of its own; result() waits for it and returns its value or
+    raises its exception."""
+
+    def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self.done = False
+        self._thread = threading.Thread(target=self._run, args=(fn, *args), daemon=True)
+        self._thread.start()
+
+    def _run(self, fn: Callable[..., Any], *args: Any) -> None:
+        try:
+            self._value = fn(*args)
+        except BaseException as e:  # noqa: BLE001 - raised again by result()
+            self._error = e
+
+    def result(self) -> Any:
+        while self._thread.is_alive():  # in slices, so Ctrl-C reaches the waiting thread
+            self._thread.join(0.2)
+        self.done = True
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def _step(spark: SparkSession, progress: Progress | None, step: str, detail: str = "") -> None:
@@ -717,12 +764,15 @@ def _decode(
     families: list[str] | None,
     progress: Progress | None,
     keylog: KeyLog | None = None,
+    executors_ready: Callable[[], None] = lambda: None,
 ) -> tuple[list[tuple[str, str]], Summary | None]:
     """The job's Spark steps; returns (name, path) of what it wrote, and the decoded tables'
-    summary (None with --no-summary)."""
+    summary (None with --no-summary). `executors_ready` is called before the first Spark work
+    that runs on the executors (and raises if they cannot run it)."""
     out = args.output
     outputs: list[tuple[str, str]] = []
     if captures and args.capture_on == "spark":
+        executors_ready()
         tables.append(
             run_capture_on_spark(
                 spark, captures, out, args.broker_ports, progress, args.split_size, keylog
@@ -784,6 +834,7 @@ def _decode(
     # tables: the tables after decoding are all small next to the frames, and decoding itself
     # does not shuffle.
     steps.configure(group_settings(spark))
+    executors_ready()
     results = steps.run()
     outputs.extend(derived)
     return outputs, results.get("summary")
