@@ -132,6 +132,8 @@ def plan(settings: dict[str, str]) -> Plan:
         where.mkdir(parents=True, exist_ok=True)
         name = f"spark-{key(java, base, jars, settings)}"
         archive = where / f"{name}.jsa"
+        if any(c.isspace() or c in "'\"" for c in str(archive)):
+            return Plan()  # the JVM's options are one string, split at spaces
         if archive.is_file():
             os.utime(archive)  # the most recently used are kept
             return Plan(f"-XX:SharedArchiveFile={archive} {QUIET}", archive, None, java)

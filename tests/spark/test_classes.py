@@ -78,6 +78,14 @@ def test_no_archive_options_when_off_or_the_user_manages_sharing(
     assert classes.plan(settings) == classes.Plan()
 
 
+def test_no_archive_in_a_cache_whose_path_has_spaces(
+    fake: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # spark.driver.extraJavaOptions is one string, split at spaces.
+    monkeypatch.setenv(classes.ENV_CACHE, str(fake / "my cache"))
+    assert classes.plan({}) == classes.Plan()
+
+
 def test_no_archive_without_the_jdks_base_archive(fake: Path) -> None:
     # A JVM asked to write a dynamic archive without its base refuses to start.
     (fake / "jdk" / "lib" / "server" / "classes.jsa").unlink()
