@@ -1283,6 +1283,34 @@ class _Installed(NamedTuple):
 
 _INSTALLED: list[_Installed] = []
 _STATE = {"backend": "python"}
+_DIRECTORIES: dict[str, list[str]] = {}  # directory -> its file names, sorted
+
+
+def _names_in(directory: Any) -> list[str]:
+    """The file names in `directory`, read once per process: every generated module looks there
+    for its compiled build, and globbing a directory of ~600 files ~400 times took half of
+    `import generated`."""
+    import os
+
+    key = str(directory)
+    if key not in _DIRECTORIES:
+        try:
+            _DIRECTORIES[key] = sorted(os.listdir(key))
+        except OSError:
+            _DIRECTORIES[key] = []
+    return _DIRECTORIES[key]
+
+
+def _builds(full: str, directories: list[Any]) -> list[Any]:
+    """The compiled builds of module `full` in `directories`, in order: the files glob's
+    `{full}.*.so` then `{full}.*.pyd` match (an ABI tag between the name and the suffix)."""
+    return [
+        d / n
+        for d in directories
+        for ext in ("so", "pyd")
+        for n in _names_in(d)
+        if n.startswith(f"{full}.") and n.endswith(f".{ext}") and len(n) >= len(full) + len(ext) + 2
+    ]
 
 
 def _load_native(name: str) -> Any:
@@ -1301,7 +1329,7 @@ def _load_native(name: str) -> Any:
     here = [Path(__file__).resolve().parent / "_native"]
     if os.environ.get("KWIRE_NATIVE_DIR"):
         here.append(Path(os.environ["KWIRE_NATIVE_DIR"]))
-    built = [p for d in here for ext in ("so", "pyd") for p in sorted(d.glob(f"{full}.*.{ext}"))]
+    built = _builds(full, here)
     if built:
         spec = importlib.util.spec_from_file_location(full, built[0])
         if spec is not None and spec.loader is not None:

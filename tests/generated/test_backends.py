@@ -241,3 +241,29 @@ def test_tagged_struct_defaults_and_writes_match_python(python_then_compiled: An
     with pytest.raises(Exception) as raised:
         _native("FetchResponse").encode_direct(msg, 12)  # a tagged field to write: Python's
     assert type(raised.value).__name__ == "_Fallback"
+
+
+def test_the_builds_found_are_those_glob_finds(tmp_path: Path) -> None:
+    """The compiled modules are found from one listing of the directory (globbing it for each
+    of ~200 modules took half of `import generated`); the names it accepts are glob's."""
+    names = [
+        "kwire_native_fetch_request.cpython-311-x86_64-linux-gnu.so",
+        "kwire_native_fetch_request.abi3.so",
+        "kwire_native_fetch_request.cp311-win_amd64.pyd",
+        "kwire_native_fetch_request..so",
+        "kwire_native_fetch_request.so",  # no tag: not a build glob's pattern takes
+        "kwire_native_fetch_request_v2.cpython-311-x86_64-linux-gnu.so",
+        "kwire_native_fetch_request.pyx",
+        "kwire_native_fetch_request.c",
+        "kwire_native_fetch.cpython-311-x86_64-linux-gnu.so",
+    ]
+    other = tmp_path / "other"
+    other.mkdir()
+    for n in names:
+        (tmp_path / n).write_bytes(b"")
+    (other / names[1]).write_bytes(b"")
+    full = "kwire_native_fetch_request"
+    dirs = [tmp_path, other]
+    expected = [p for d in dirs for ext in ("so", "pyd") for p in sorted(d.glob(f"{full}.*.{ext}"))]
+    assert _runtime._builds(full, dirs) == expected
+    assert len(expected) == 5
