@@ -43,6 +43,9 @@ def spark() -> Iterator["SparkSession"]:  # type: ignore[name-defined]  # noqa: 
         # The tests' jobs are small, as the jobs kwire starts this way are: C1 alone took the
         # group, job and fault tests from 145-149 s to 115-120 s on 2 cores (2 runs each).
         .config("spark.driver.extraJavaOptions", SHORT_JOB_JVM)
+        # kwire's Python daemon, as kwire's sessions have it (kwire/spark/daemon.py): its
+        # workers import pyspark from the installed package, not from Spark's zip.
+        .config("spark.python.daemon.module", "kwire.spark.daemon")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
