@@ -40,7 +40,14 @@ def hold(df: DataFrame, local: bool | None = None) -> DataFrame:
     if local is None:
         local = is_local(df.sparkSession.sparkContext.master or "")
     if local:
-        return df.localCheckpoint(eager=False)
+        held = df.localCheckpoint(eager=False)
+        # The first query that reads `held` computes it with `df`'s plan, whose metrics the
+        # driver registers only weakly: `df` must live as long as `held`, or once the JVM's
+        # collector has run, every task of that computation logs an error for each metric it
+        # reports (DAGScheduler: "Failed to update accumulator"; seen with queries interpreted,
+        # where no generated code keeps the metrics referenced).
+        held._kwire_source = df  # type: ignore[attr-defined]
+        return held
     return df.persist(StorageLevel.MEMORY_AND_DISK)
 
 
@@ -78,6 +85,14 @@ def release(df: DataFrame) -> None:
 # hundreds of queries fills ("Out of space in CodeCache for adapters" ended the tests' JVM):
 # the cache keeps its usual size.
 SHORT_JOB_JVM = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+# For the same reason, a short job's queries are interpreted rather than compiled: Spark
+# generates Java source for every projection, filter, sort and aggregate of every query and
+# compiles it with Janino, a fixed cost per query shape that pays back over millions of rows.
+# On a 313 kB capture it was a fifth of the JVM's samples (Java Flight Recorder), and turning it
+# off took the job from 28.6-29.2 s to 21.1-22.1 s (2 runs each). The setting is Spark's own
+# (internal, the one its tests run every expression both ways with); whole-stage code
+# generation stays off with it.
+SHORT_JOB_SQL = {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
 
 def build_session(
@@ -90,7 +105,8 @@ def build_session(
 ) -> SparkSession:
     """Starts (or joins) a session on `master` with WARN logs (see the module's docstring for how
     executors get kwire). `short`: the job is expected to take seconds of JVM work (a small
-    input), so a local JVM compiles with C1 alone (see SHORT_JOB_JVM). `tell` hears when this
+    input), so a local JVM compiles with C1 alone and runs queries interpreted (SHORT_JOB_JVM,
+    SHORT_JOB_SQL). `tell` hears when this
     run keeps the JVM's classes for later ones (kwire/spark/classes.py)."""
     # Executors run the Python that runs the driver (it has pyarrow and the same pyspark) unless
     # PYSPARK_PYTHON names another: on a real cluster, set it to the workers' interpreter.
@@ -148,6 +164,7 @@ def session_settings(
         settings["spark.driver.memory"] = DRIVER_MEMORY
         if short:
             settings["spark.driver.extraJavaOptions"] += " " + SHORT_JOB_JVM
+            settings.update(SHORT_JOB_SQL)
     settings.update(dict(conf))
     return settings
 

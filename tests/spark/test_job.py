@@ -233,6 +233,53 @@ def test_hold_cuts_the_plan_and_release_frees_it(spark: SparkSession) -> None:
     assert context.getPersistentRDDs().size() == before
 
 
+def _metric_ids(jvm: Any, node: Any) -> list[int]:
+    """The accumulator ids of every metric of a physical plan's operators."""
+    scala = jvm.scala.jdk.javaapi.CollectionConverters
+    if node.nodeName() == "AdaptiveSparkPlan":
+        node = node.executedPlan()
+    ids = [m.id() for m in scala.asJava(node.metrics().values()).toArray()]
+    for child in scala.asJava(node.children()).toArray():
+        ids += _metric_ids(jvm, child)
+    return ids
+
+
+def test_held_frames_keep_their_plans_metrics_alive(spark: SparkSession) -> None:
+    """A local checkpoint is computed by the first query that reads it, with the source's plan:
+    that plan's metrics (held by the driver only weakly) must outlive the source frame, or the
+    tasks' reports of them log an error each once the JVM has collected them."""
+    import gc
+    import time
+
+    from kwire.spark.session import SHORT_JOB_SQL, hold, release, with_conf
+
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    with with_conf(spark, SHORT_JOB_SQL):
+        # As the group tables' histories: a Python function over each group (an exchange, a
+        # sort and the Python runner, all with metrics).
+        source = (
+            spark.range(1000)
+            .selectExpr("id % 7 AS g", "id AS x")
+            .groupBy("g")
+            .applyInPandas(lambda pdf: pdf.head(1), "g long, x long")
+        )
+        ids = _metric_ids(jvm, source._jdf.queryExecution().executedPlan())
+        assert ids
+        held = hold(source)
+        del source
+        # The source frame is gone from Python's side: py4j lets the JVM forget it, and the
+        # JVM collects what nothing else holds.
+        for _ in range(3):
+            gc.collect()
+            time.sleep(0.2)
+            jvm.System.gc()
+        context = jvm.org.apache.spark.util.AccumulatorContext
+        assert all(context.get(i).isDefined() for i in ids)
+        assert held.count() == 7
+    release(held)
+
+
 def test_hold_caches_on_a_cluster(spark: SparkSession) -> None:
     """Where an executor can be lost, held frames stay recomputable: cached, not cut."""
     from kwire.spark.session import hold, release
@@ -265,8 +312,43 @@ def test_a_small_local_job_starts_its_jvm_for_a_short_run(tmp_path: Path) -> Non
     assert job._input_bytes([], [str(big)]) > job.SHORT_INPUT
 
     java = "spark.driver.extraJavaOptions"
+    mode = "spark.sql.codegen.factoryMode"
+    assert session_settings("local[*,4]", short=True)[mode] == "NO_CODEGEN"
+    assert mode not in session_settings("local[*,4]", short=False)
+    assert mode not in session_settings("spark://127.0.0.1:7077", short=True)
+    assert session_settings("local[2]", [(mode, "FALLBACK")], short=True)[mode] == "FALLBACK"
     assert SHORT_JOB_JVM in session_settings("local[*,4]", short=True)[java]
     assert SHORT_JOB_JVM not in session_settings("local[*,4]", short=False)[java]
     assert SHORT_JOB_JVM not in session_settings("spark://127.0.0.1:7077", short=True)[java]
     mine = session_settings("local[2]", [(java, "-Xss4m")], short=True)
     assert mine[java] == "-Xss4m"
+
+
+def _rows(path: Path) -> list[str]:
+    table = pq.read_table(path)
+    return sorted(repr(sorted(row.items())) for row in table.to_pylist())
+
+
+def test_interpreted_queries_write_what_compiled_ones_write(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A short job runs its queries interpreted (kwire.spark.session.SHORT_JOB_SQL), a long one
+    compiled: every table of a capture with every table comes out the same, row for row."""
+    from kwire.spark import manifest
+    from kwire.spark.session import SHORT_JOB_SQL, with_conf
+
+    capture = str(ROOT / "tests" / "data" / "capture" / "mock_gt_progress.pcap")
+    compiled = tmp_path / "compiled"
+    run_job(spark, [capture], compiled)
+    interpreted = tmp_path / "interpreted"
+    with with_conf(spark, SHORT_JOB_SQL):
+        run_job(spark, [capture], interpreted)
+    tables = manifest.read(str(compiled))["tables"]
+    assert tables == manifest.read(str(interpreted))["tables"]
+    assert {"records", "groups/progress", "groups/assignments", "delivery"} <= set(tables)
+    filled = 0
+    for name, relative in tables.items():
+        a, b = _rows(compiled / relative), _rows(interpreted / relative)
+        assert a == b, name
+        filled += bool(a)
+    assert filled >= len(tables) - 2  # this capture has no assignment changes
