@@ -110,7 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     if keylogs:
         options += ["-p", "9092,9093,9094"]
     args = job.parse_args([*captures, "-o", str(out), "--overwrite", *options])
-    spark = build_session(args.master, "kwire-demo", tell=job.say)
+    # The bundled captures are a short job's input, as `kwire decode` would size them.
+    short = job.short_job(args.master, [], captures)
+    spark = build_session(args.master, "kwire-demo", short=short, tell=job.say)
     try:
         job.run(args, spark=spark)
         register(spark)

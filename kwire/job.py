@@ -363,6 +363,14 @@ def _capture_place(captures: list[str], split_size: int) -> str:
 SHORT_INPUT = 64 << 20
 
 
+def short_job(master: str, tables: list[str], captures: list[str]) -> bool:
+    """Whether a job on these inputs is a short one (kwire.spark.session.build_session's
+    `short`): a local master and inputs up to SHORT_INPUT."""
+    from kwire.spark.session import is_local
+
+    return is_local(master) and _input_bytes(tables, captures) <= SHORT_INPUT
+
+
 def _input_bytes(tables: list[str], captures: list[str]) -> float:
     """The inputs' bytes on disk: the capture files (list_files) and every file under the
     tables; infinite when one is not local (its size is not looked up)."""
@@ -472,14 +480,14 @@ def _run(
     start: float,
     keylog: KeyLog | None = None,
 ) -> Summary | None:
-    from kwire.spark.session import ExecutorSetupError, build_session, executor_setup, is_local
+    from kwire.spark.session import ExecutorSetupError, build_session, executor_setup
 
     out = args.output
     kinds = [(p, _kind(p)) for p in args.inputs]
     tables = [p for p, k in kinds if k == "parquet"]
     captures = [p for p, k in kinds if k == "capture"]
     # Sized before the driver's capture adds its frames table to the inputs.
-    short = is_local(args.master) and _input_bytes(tables, captures) <= SHORT_INPUT
+    short = short_job(args.master, tables, captures)
     if captures and args.capture_on == "auto":
         args.capture_on = _capture_place(captures, args.split_size)
     # The driver's capture runs while the JVM starts (a separate process, mostly waited for
