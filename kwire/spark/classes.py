@@ -9,9 +9,10 @@ them on later starts (`-XX:SharedArchiveFile`); a JVM that finds the archive unu
 classpath, another JDK) starts without it.
 
 kwire's sessions (build_session) do this for the driver: the first run of a Spark installation
-and JDK writes the archive as it ends (a few seconds more), the runs after it use it. The archive
-(about 200 MB) lives in KWIRE_CACHE_DIR, else $XDG_CACHE_HOME/kwire, else ~/.cache/kwire, under
-jvm/, named by a digest of the JDK and Spark's jars, the three most recently used kept.
+and JDK writes the archive as it ends (about 15 s more on 2 cores), the runs after it use it.
+The archive (about 200 MB) lives in KWIRE_CACHE_DIR, else $XDG_CACHE_HOME/kwire, else
+~/.cache/kwire, under jvm/, named by a digest of the JDK and Spark's jars, the three most
+recently used kept.
 KWIRE_JVM_CLASSES=off turns it off, as does any class-sharing option of the user's own in
 spark.driver.extraJavaOptions. Executors on a cluster start as their workers start them.
 
