@@ -63,6 +63,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+# The small capture: a real capture with every table (groups, records, delivery).
+SMALL_CAPTURE = ROOT / "tests" / "data" / "capture" / "mock_gt_progress.pcap"
 if sys.path and Path(sys.path[0] or ".").resolve() == HERE:
     sys.path[0] = str(ROOT)
 elif str(ROOT) not in sys.path:
@@ -538,8 +540,7 @@ def keep_classes(args: argparse.Namespace, tmp: Path) -> Path | None:
     archive = classes.plan(session_settings("local[*]")).archive
     if archive is not None and not archive.exists():
         say("  a first run keeps the driver's classes (not timed)")
-        capture = ROOT / "tests" / "data" / "capture" / "mock_gt_progress.pcap"
-        cmd = [sys.executable, "-m", "kwire", "decode", str(capture), "-o", str(tmp / "warm")]
+        cmd = [sys.executable, "-m", "kwire", "decode", str(SMALL_CAPTURE), "-o", str(tmp / "warm")]
         run_ok([*cmd, "-q"], args, "kwire decode", 25)
         shutil.rmtree(tmp / "warm", ignore_errors=True)
     return archive
@@ -553,7 +554,7 @@ def run_small(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     of the job's lead is the archive's."""
     from kwire.spark import classes
 
-    capture = ROOT / "tests" / "data" / "capture" / "mock_gt_progress.pcap"
+    capture = SMALL_CAPTURE
     archive = keep_classes(args, tmp)
     result: dict[str, Any] = {
         "capture": capture.name,

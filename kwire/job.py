@@ -499,7 +499,10 @@ def _run(
     USER_CONF.clear()
     USER_CONF.update(key for key, _ in args.conf)
     if spark is None:
-        say(f"starting Spark on {args.master}" + (" (a short job: C1 JIT only)" if short else ""))
+        say(
+            f"starting Spark on {args.master}"
+            + (" (a short job: C1 JIT, queries interpreted)" if short else "")
+        )
         spark = build_session(args.master, "kwire-decode", args.conf, short=short, tell=say)
     if capturing is not None:
         tables.append(capturing.result())
