@@ -20,7 +20,8 @@ import io
 import json
 import os
 from dataclasses import dataclass
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from itertools import accumulate
 from typing import Any, BinaryIO
 
 import pyarrow as pa
@@ -64,7 +65,11 @@ SEGMENT_SCHEMA = pa.schema(
         pa.field("flags", pa.list_(pa.int32())),
         pa.field("length", pa.list_(pa.int32())),
         pa.field("missing", pa.list_(pa.int32())),
-        # The segments' payloads one after the other (`length` cuts them apart).
+        # Where each segment's payload lies in its file, when the run carries positions instead
+        # of bytes (read_segments' `positions`); null when the payloads are in `payload`.
+        pa.field("at", pa.list_(pa.int64())),
+        # The segments' payloads one after the other (`length` cuts them apart); empty when the
+        # run carries positions.
         pa.field("payload", pa.binary()),
         # Set on the file's last row only, which carries no segment: Summary.state() as JSON.
         pa.field("stats", pa.string()),
@@ -190,37 +195,31 @@ def _local_size(path: str) -> int:
 
 
 class _Run:
-    __slots__ = (
-        "first",
-        "size",
-        "side",
-        "ts",
-        "seq",
-        "ack",
-        "flags",
-        "length",
-        "missing",
-        "payload",
-    )
+    """A run being filled: its first record's offset, payload bytes, and one tuple per segment
+    (side, ts, seq, ack, flags, length, missing, at), turned into columns when taken."""
+
+    __slots__ = ("first", "size", "segs", "payload")
 
     def __init__(self, first: int) -> None:
         self.first = first
         self.size = 0
-        self.side: list[int] = []
-        self.ts: list[int] = []
-        self.seq: list[int] = []
-        self.ack: list[int] = []
-        self.flags: list[int] = []
-        self.length: list[int] = []
-        self.missing: list[int] = []
+        self.segs: list[tuple[int, ...]] = []
         self.payload: list[bytes] = []
+
+
+_RUN_TYPES = [
+    pa.list_(t)
+    for t in (pa.int8(), pa.int64(), pa.int64(), pa.int64(), pa.int32(), pa.int32(), pa.int32())
+]
 
 
 class _Runs:
     """Runs being filled, per flow, and the finished rows of the current batch."""
 
-    def __init__(self, file_index: int) -> None:
+    def __init__(self, file_index: int, positions: bool = False) -> None:
         self.file_index = file_index
+        # Keep where the payloads are in the file rather than the bytes (see read_segments).
+        self.positions = positions
         self.file_time = NO_TIME
         self.open: dict[tuple[str, int, str, int], _Run] = {}
         self.open_bytes = 0
@@ -228,7 +227,8 @@ class _Runs:
         self.rows_bytes = 0
         self.keys: dict[tuple[str, int, str, int], tuple[tuple[str, int, str, int], int]] = {}
 
-    def add(self, seg: Segment, n: int, ts: int) -> None:
+    def add(self, seg: Segment, n: int, ts: int, at: int = -1) -> None:
+        """Adds a segment of the packet record at byte n, its data at byte `at` of the file."""
         key = (seg.src, seg.sport, seg.dst, seg.dport)
         known = self.keys.get(key)
         if known is None:
@@ -243,18 +243,13 @@ class _Runs:
         run = self.open.get(ends)
         if run is None:
             run = self.open[ends] = _Run(n)
-        run.side.append(side)
-        run.ts.append(ts)
-        run.seq.append(seg.seq)
-        run.ack.append(seg.ack)
-        run.flags.append(seg.flags)
-        run.length.append(len(seg.payload))
-        run.missing.append(seg.missing)
-        run.payload.append(seg.payload)
         size = len(seg.payload)
+        run.segs.append((side, ts, seg.seq, seg.ack, seg.flags, size, seg.missing, at + seg.at))
         run.size += size
-        self.open_bytes += size
-        if len(run.side) >= RUN_SEGMENTS or run.size >= RUN_BYTES:
+        if not self.positions:
+            run.payload.append(seg.payload)
+            self.open_bytes += size
+        if len(run.segs) >= RUN_SEGMENTS or run.size >= RUN_BYTES:
             self._finish(ends, run)
         if self.open_bytes > RUNS_BYTES:
             for ends, run in list(self.open.items()):
@@ -262,9 +257,10 @@ class _Runs:
 
     def _finish(self, ends: tuple[str, int, str, int], run: _Run) -> None:
         del self.open[ends]
-        self.open_bytes -= run.size
         self.rows.append((ends, run))
-        self.rows_bytes += run.size
+        if not self.positions:
+            self.open_bytes -= run.size
+            self.rows_bytes += run.size
 
     def full(self) -> bool:
         return len(self.rows) >= SEGMENT_BATCH_ROWS or self.rows_bytes >= SEGMENT_BATCH_BYTES
@@ -276,6 +272,8 @@ class _Runs:
     def take(self) -> pa.RecordBatch:
         rows, self.rows, self.rows_bytes = self.rows, [], 0
         n = len(rows)
+        # Per run, its segments' columns; then per column, every run's list.
+        *columns, ats = zip(*(tuple(zip(*r.segs)) for _, r in rows))
         arrays = [
             pa.array([flow_key(*e) for e, _ in rows], pa.int64()),
             pa.array([self.file_time] * n, pa.int64()),
@@ -285,13 +283,8 @@ class _Runs:
             pa.array([e[1] for e, _ in rows], pa.int32()),
             pa.array([e[2] for e, _ in rows], pa.string()),
             pa.array([e[3] for e, _ in rows], pa.int32()),
-            pa.array([r.side for _, r in rows], pa.list_(pa.int8())),
-            pa.array([r.ts for _, r in rows], pa.list_(pa.int64())),
-            pa.array([r.seq for _, r in rows], pa.list_(pa.int64())),
-            pa.array([r.ack for _, r in rows], pa.list_(pa.int64())),
-            pa.array([r.flags for _, r in rows], pa.list_(pa.int32())),
-            pa.array([r.length for _, r in rows], pa.list_(pa.int32())),
-            pa.array([r.missing for _, r in rows], pa.list_(pa.int32())),
+            *(pa.array(c, t) for c, t in zip(columns, _RUN_TYPES)),
+            pa.array([c if self.positions else None for c in ats], pa.list_(pa.int64())),
             pa.array([b"".join(r.payload) for _, r in rows], pa.binary()),
             pa.nulls(n, pa.string()),
         ]
@@ -418,16 +411,22 @@ def read_segments(
     *,
     opener: Callable[[str], BinaryIO] = open_capture,
     progress: Callable[[int], None] | None = None,
+    positions: Collection[int] = (),
 ) -> Iterator[pa.RecordBatch]:
     """The TCP segments of the given byte ranges, each range's then followed by one statistics
     row (see SEGMENT_SCHEMA). A file inside a directory that is not a capture is passed over (as
     `read_frames` does); a file named on its own that cannot be read gets an error in its
     statistics (from the file's first range only). `progress` is called with bytes read now and
-    then."""
+    then.
+
+    For the files whose indexes are in `positions` (local files that stay as they are), runs
+    carry where each payload lies in the file (`at`) instead of the bytes: the engine then moves
+    a few bytes per segment between the two halves, and `track_segments` reads the payloads
+    from the file itself."""
     for piece in ranges:
         summary = Summary()
         entry: dict[str, Any] = {}
-        runs = _Runs(piece.file_index)
+        runs = _Runs(piece.file_index, piece.file_index in positions)
         for offset, packet in read_range_packets(piece, entry, opener, progress):
             summary.packets += 1
             try:
@@ -436,7 +435,7 @@ def read_segments(
                 summary.skipped_packets[str(why)] += 1
                 continue
             summary.tcp_segments += 1
-            runs.add(seg, offset, packet.ts_us)
+            runs.add(seg, offset, packet.ts_us, packet.at)
             if runs.full():
                 runs.file_time = entry.get("file_time", NO_TIME)
                 yield runs.take()
@@ -467,26 +466,33 @@ def track_segments(
     keylog: KeyLog | None = None,
     batch_rows: int = FRAME_BATCH_ROWS,
     batch_bytes: int = FRAME_BATCH_BYTES,
+    stamps: Mapping[int, FileStamp] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Frames (FRAMES_SCHEMA) from segments of whole flows in capture order, then one row with
-    the tracker's statistics. `paths[file_index]` names each segment's file (source_file)."""
+    the tracker's statistics. `paths[file_index]` names each segment's file (source_file).
+    Runs that carry positions (`at`) have their payloads read from `paths[file_index]`, which
+    must still be the file `stamps[file_index]` describes (FileChanged otherwise)."""
     summary = Summary()
     builder = BatchBuilder(batch_rows, batch_bytes)
     tracker = Tracker(broker_ports, infer_direction, builder.add, summary, keep_auth_bytes, keylog)
-    for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        cols = [batch.column(name).to_pylist() for name in TRACKED]
-        for index, a, ap, b, bp, sides, tss, seqs, acks, flagss, lengths, missings, blob in zip(
-            *cols
-        ):
-            if blob is None:
-                continue  # a statistics row, should one come this far
-            tracker.src = paths[index]
-            run = (a, ap, b, bp, sides, tss, seqs, acks, flagss, lengths, missings, blob)
-            for done in feed_run(tracker, builder, run):
-                yield _with_stats(done, None)
-    tracker.finish()
+    views = _Views(paths, stamps or {})
+    try:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            cols = [batch.column(name).to_pylist() for name in TRACKED]
+            where = batch.column("at").to_pylist()
+            for values, ats in zip(zip(*cols), where):
+                index, *run = values
+                if run[-1] is None:
+                    continue  # a statistics row, should one come this far
+                tracker.src = paths[index]
+                view = None if ats is None else views.get(index)
+                for done in feed_run(tracker, builder, tuple(run), ats, view):
+                    yield _with_stats(done, None)
+        tracker.finish()
+    finally:
+        views.close()
     if builder.rows:
         yield _with_stats(builder.take(), None)
     row: dict[str, Any] = {name: None for name in FRAMES_SCHEMA.names}
@@ -494,24 +500,162 @@ def track_segments(
     yield pa.RecordBatch.from_pylist([row], schema=FRAMES_SCHEMA)
 
 
-def feed_run(tracker: Tracker, builder: BatchBuilder, run: tuple[Any, ...]) -> list[pa.RecordBatch]:
+def feed_run(
+    tracker: Tracker,
+    builder: BatchBuilder,
+    run: tuple[Any, ...],
+    ats: list[int] | None = None,
+    view: _File | None = None,
+) -> list[pa.RecordBatch]:
     """Feeds one run (a flow's consecutive segments, SEGMENT_SCHEMA's a_addr ... payload) to the
     tracker; returns the frame batches the builder filled meanwhile (a run is at most RUN_BYTES
-    of payload, so a batch or two)."""
+    of payload, so a batch or two). With `ats`, the payloads are read from `view` (the file,
+    see read_payloads) at those offsets instead of cut from the run's `payload`."""
     a, ap, b, bp, sides, tss, seqs, acks, flagss, lengths, missings, blob = run
     ends = ((a, ap, b, bp), (b, bp, a, ap))
     full: list[pa.RecordBatch] = []
-    pos = 0
-    for side, ts, seq, ack, flags, length, missing in zip(
-        sides, tss, seqs, acks, flagss, lengths, missings
+    if ats is not None:
+        payloads = read_payloads(view, ats, lengths)
+    else:
+        cuts = list(accumulate(lengths, initial=0))
+        payloads = [blob[cuts[i] : cuts[i + 1]] for i in range(len(lengths))]
+    for side, ts, seq, ack, flags, payload, missing in zip(
+        sides, tss, seqs, acks, flagss, payloads, missings
     ):
         src, sport, dst, dport = ends[side]
-        payload = blob[pos : pos + length]
-        pos += length
         tracker.segment(Segment(src, sport, dst, dport, seq, ack, flags, payload, missing), ts)
         if builder.full():
             full.append(builder.take())
     return full
+
+
+@dataclass(frozen=True)
+class FileStamp:
+    """What a local file was when the capture step listed it: its size, modification time and a
+    digest of its first HEAD_BYTES. The payloads of runs carrying positions are read from the
+    file again, so by then it may have grown (a capture still being written: the bytes listed
+    are unchanged) but not been written anew (a ring's oldest file rotated over: other packets,
+    so other first bytes)."""
+
+    size: int
+    mtime_ns: int
+    head: str
+
+    HEAD_BYTES = 64 * 1024
+
+    @classmethod
+    def of(cls, path: str) -> FileStamp:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            return cls._of(fd)
+        finally:
+            os.close(fd)
+
+    @classmethod
+    def _of(cls, fd: int) -> FileStamp:
+        st = os.fstat(fd)
+        head = hashlib.blake2b(os.pread(fd, cls.HEAD_BYTES, 0), digest_size=16).hexdigest()
+        return cls(st.st_size, st.st_mtime_ns, head)
+
+    def still(self, fd: int) -> FileStamp | None:
+        """None when the open file still holds the bytes this stamp describes, else what it is
+        now."""
+        st = os.fstat(fd)
+        if st.st_size == self.size and st.st_mtime_ns == self.mtime_ns:
+            return None
+        now = self._of(fd)
+        return None if now.size >= self.size and now.head == self.head else now
+
+
+class FileChanged(CaptureFileError):
+    """A capture file changed between the capture step's two reads of it."""
+
+
+# Payloads of a run that lie at most READ_GAP bytes apart in the file are read together, up to
+# READ_SPAN bytes at a time: a big frame in MTU-sized packets is one read, not hundreds.
+READ_GAP = 16 * 1024
+READ_SPAN = 1 << 20
+
+
+@dataclass
+class _File:
+    path: str
+    fd: int
+    size: int
+
+
+def read_payloads(
+    f: _File | None, ats: list[int], lengths: list[int], gap: int = READ_GAP, span: int = READ_SPAN
+) -> list[bytes]:
+    """The payloads of lengths[i] bytes at byte ats[i] of the file (in file order), by
+    positional reads of nearby payloads together."""
+    if f is None:
+        raise ValueError("a run with positions needs its file")
+    out: list[bytes] = []
+    n, i = len(ats), 0
+    while i < n:
+        lo = ats[i]
+        hi, j = lo + lengths[i], i + 1
+        while j < n:
+            at, length = ats[j], lengths[j]
+            if length:  # a segment without payload (an ACK) reads nothing
+                if at < hi or at - hi > gap or at + length - lo > span:
+                    break
+                hi = at + length
+            j += 1
+        buf = os.pread(f.fd, hi - lo, lo) if hi > lo else b""
+        if len(buf) < hi - lo:
+            raise FileChanged(
+                f"{f.path}: the file changed while the capture step read it (it ends at byte "
+                f"{lo + len(buf):,}, where a payload of bytes {lo:,}-{hi:,} was)"
+            )
+        for k in range(i, j):
+            length = lengths[k]
+            out.append(buf[ats[k] - lo : ats[k] - lo + length] if length else b"")
+        i = j
+    return out
+
+
+class _Views:
+    """The local files that runs point into, opened once each and checked first."""
+
+    def __init__(self, paths: list[str], stamps: Mapping[int, FileStamp]) -> None:
+        self.paths = paths
+        self.stamps = stamps
+        self.open: dict[int, _File] = {}
+
+    def get(self, index: int) -> _File:
+        f = self.open.get(index)
+        if f is None:
+            name = self.paths[index]
+            try:
+                fd = os.open(local_path(name) or name, os.O_RDONLY)
+            except OSError as e:
+                raise FileChanged(
+                    f"{name}: cannot open it again to read its payloads: {e.strerror or e}"
+                ) from None
+            f = self.open[index] = _File(name, fd, os.fstat(fd).st_size)
+            want = self.stamps.get(index)
+            now = want.still(fd) if want is not None else None
+            if now is not None:
+                assert want is not None
+                raise FileChanged(
+                    f"{name}: the file changed while the capture step read it "
+                    f"({want.size:,} bytes when listed, {now.size:,} now, "
+                    + (
+                        "its first bytes rewritten"
+                        if now.size and now.head != want.head
+                        else "cut short"
+                    )
+                    + "). Copy a ring that rotates before reading it, or follow it with "
+                    "`kwire live`."
+                )
+        return f
+
+    def close(self) -> None:
+        for f in self.open.values():
+            os.close(f.fd)
+        self.open.clear()
 
 
 TRACKED = (

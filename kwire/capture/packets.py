@@ -72,6 +72,8 @@ class Segment:
     payload: bytes
     # Payload bytes the packet carried but the capture did not keep (snaplen).
     missing: int
+    # Where the payload starts in the packet's captured bytes (Packet.data).
+    at: int = 0
 
 
 class Skip(Exception):
@@ -179,4 +181,4 @@ def decode(linktype: int, data: bytes, orig_len: int) -> Segment:
     kept_end = min(true_end, n)
     payload = data[start:kept_end] if kept_end > start else b""
     missing = true_end - max(kept_end, start)
-    return Segment(src, sport, dst, dport, seq, ack, flags, payload, missing)
+    return Segment(src, sport, dst, dport, seq, ack, flags, payload, missing, start)

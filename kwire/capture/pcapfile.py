@@ -84,6 +84,8 @@ class Packet:
     linktype: int
     data: bytes
     orig_len: int
+    # The byte offset of `data` in its file (-1 when not read from a file).
+    at: int = -1
 
 
 @dataclass
@@ -445,7 +447,9 @@ def _pcap_range(
             break  # where the next range's resynchronisation starts reading
         data = src.get(pos + rsize, caplen)
         stats.packets += 1
-        yield pos, Packet(sec * 1_000_000 + frac // divisor, linktype, data, max(origlen, caplen))
+        yield pos, Packet(
+            sec * 1_000_000 + frac // divisor, linktype, data, max(origlen, caplen), pos + rsize
+        )
         pos += rsize + caplen
     stats.next = pos
 
@@ -595,7 +599,8 @@ def _pcapng_range(
                 continue
             last_ts = ts_us
             stats.packets += 1
-            yield pos, Packet(ts_us, iface.linktype, body[20 : 20 + caplen], max(pkt_len, caplen))
+            data = body[20 : 20 + caplen]
+            yield pos, Packet(ts_us, iface.linktype, data, max(pkt_len, caplen), pos + 28)
         elif btype == dpcapng.PCAPNG_BT_SPB:
             if not ctx.ifaces or len(body) < 8:
                 stats.warnings.append(
@@ -607,7 +612,9 @@ def _pcapng_range(
             caplen = min(pkt_len, len(body) - 8)
             stats.packets += 1
             # Simple packet blocks carry no timestamp: reuse the previous packet's.
-            yield pos, Packet(last_ts, ctx.ifaces[0].linktype, body[4 : 4 + caplen], pkt_len)
+            yield pos, Packet(
+                last_ts, ctx.ifaces[0].linktype, body[4 : 4 + caplen], pkt_len, pos + 12
+            )
         else:
             # section headers and interface descriptions change the context; name resolution,
             # statistics and custom blocks carry no packets

@@ -20,6 +20,8 @@ Options:
 - `rows`: `packets` (default): one row per packet, with its IP and TCP fields, or `segments`:
   what kwire's capture step regroups by TCP flow (runs of a flow's segments, see
   kwire.capture.distributed.SEGMENT_SCHEMA), each range then followed by a statistics row.
+- `positions` (with `rows=segments`): a JSON list of file indexes (positions in `files`) whose
+  runs carry where their payloads lie in the file instead of the bytes (local files only).
 
 The `packets` rows: path, offset (the record's byte offset in its file), ts, linktype, caplen,
 length (on the wire), src, sport, dst, dport, seq, ack, flags, payload (the TCP payload), note
@@ -144,6 +146,7 @@ class PcapReader(DataSourceReader):
         except ValueError as e:
             raise ValueError(f"pcap source: splitSize: {e}") from None
         self.rows = options.get("rows", "packets")
+        self.positions = frozenset(json.loads(options.get("positions") or "[]"))
         self.schema = schema
 
     def partitions(self) -> list[InputPartition]:
@@ -156,7 +159,7 @@ class PcapReader(DataSourceReader):
         assert isinstance(partition, RangesPartition)
         fault_point("capture")
         if self.rows == "segments":
-            yield from read_segments(partition.ranges)
+            yield from read_segments(partition.ranges, positions=self.positions)
         else:
             yield from read_packets(partition.ranges)
 

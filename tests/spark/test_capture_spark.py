@@ -47,14 +47,16 @@ def _multiset(table: pa.Table, source_file: bool = True) -> Counter[str]:
 
 
 def _in_python(
-    paths: Iterable[str], ports: list[int], split: int = dist.SPLIT_BYTES
+    paths: Iterable[str], ports: list[int], split: int = dist.SPLIT_BYTES, positions: bool = False
 ) -> tuple[pa.Table, capture.Summary]:
     """Both halves of kwire.capture.distributed without Spark: read every file by byte ranges
-    of `split` bytes (tasks in reverse, as a cluster may finish them), regroup, track."""
+    of `split` bytes (tasks in reverse, as a cluster may finish them), regroup, track. With
+    `positions`, the runs carry where their payloads are and the tracking reads the files."""
     files = dist.list_files(paths)
+    stamps = {i: dist.FileStamp.of(p) for i, (p, _, _) in enumerate(files)} if positions else {}
     segments, stats = [], []
     for task in reversed(dist.plan_ranges(files, split)):
-        for batch in dist.read_segments(task):
+        for batch in dist.read_segments(task, positions=stamps):
             t = pa.Table.from_batches([batch])
             done = t.filter(pc.is_valid(t["stats"]))
             stats += [
@@ -67,7 +69,8 @@ def _in_python(
     for part in range(4):
         mine = table.filter(pc.equal(pc.bit_wise_and(table["flow"], 3), part))
         mine = mine.sort_by([(c, "ascending") for c in dist.ORDER])
-        for batch in dist.track_segments(mine.to_batches(500), [p for p, _, _ in files], ports):
+        paths_ = [p for p, _, _ in files]
+        for batch in dist.track_segments(mine.to_batches(500), paths_, ports, stamps=stamps):
             t = pa.Table.from_batches([batch])
             tracked += [s for s in t["stats"].to_pylist() if s]
             frames.append(t.filter(pc.is_null(t["stats"])).drop(["stats"]))
@@ -87,10 +90,10 @@ def test_real_captures_split_in_two_halves_equal_the_reference(meta: Path) -> No
     for ports in (record["broker_ports"], []):  # known broker ports, and direction inferred
         want, want_summary = _reference(paths, ports)
         # one range per file, and ranges of 1 kB (most packets' records cross a range's edge)
-        for split in (dist.SPLIT_BYTES, 1024):
-            got, got_summary = _in_python(paths, ports, split)
-            assert _multiset(got) == _multiset(want), split
-            assert got_summary.as_dict() == want_summary.as_dict(), split
+        for split, positions in ((dist.SPLIT_BYTES, False), (1024, False), (1024, True)):
+            got, got_summary = _in_python(paths, ports, split, positions)
+            assert _multiset(got) == _multiset(want), (split, positions)
+            assert got_summary.as_dict() == want_summary.as_dict(), (split, positions)
 
 
 @pytest.fixture(scope="module")
@@ -131,12 +134,95 @@ def test_every_layout_in_python_equals_the_single_process_reader(
     want = _multiset(ring_capture["reference"], source_file=False)
     for name, paths in ring_capture["layouts"].items():
         single, single_summary = _reference(paths, [9092])
-        got, got_summary = _in_python(paths, [9092], split=64 * 1024)
-        # source_file differs between layouts; everything else is the one file's rows.
-        assert _multiset(got) == _multiset(single), name
-        assert got_summary.as_dict() == single_summary.as_dict(), name
+        for positions in (False, True):
+            got, got_summary = _in_python(paths, [9092], split=64 * 1024, positions=positions)
+            # source_file differs between layouts; everything else is the one file's rows.
+            assert _multiset(got) == _multiset(single), (name, positions)
+            assert got_summary.as_dict() == single_summary.as_dict(), (name, positions)
         # Only the file names differ from the one-file capture.
         assert _multiset(single, source_file=False) == want, name
+
+
+def _segments(path: Path, positions: bool) -> pa.Table:
+    files = dist.list_files([str(path)])
+    t = pa.Table.from_batches(
+        [b for task in dist.plan_ranges(files) for b in dist.read_segments(task, positions={0})]
+        if positions
+        else [b for task in dist.plan_ranges(files) for b in dist.read_segments(task)]
+    )
+    return t.filter(pc.is_null(t["stats"])).sort_by([(c, "ascending") for c in dist.ORDER])
+
+
+def _track(segments: pa.Table, path: Path, stamps: dict[int, dist.FileStamp]) -> pa.Table:
+    t = pa.Table.from_batches(
+        list(dist.track_segments(segments.to_batches(100), [str(path)], [9092], stamps=stamps))
+    )
+    return t.filter(pc.is_null(t["stats"])).drop(["stats"])
+
+
+def test_runs_with_positions_carry_no_payload_and_read_the_file_again(tmp_path: Path) -> None:
+    """The runs that carry positions hold no payload bytes, and tracking them reads the same
+    frames from the file; a file that grew since (a capture still being written) still gives
+    them, as the bytes listed are unchanged."""
+    packets, frames = ring.ring_packets()
+    (path,) = ring.write(tmp_path / "r", [packets])
+    stamps = {0: dist.FileStamp.of(str(path))}
+    inline, placed = _segments(path, False), _segments(path, True)
+    assert placed.num_rows == inline.num_rows
+    assert pc.sum(pc.binary_length(placed["payload"])).as_py() == 0
+    assert pc.sum(pc.binary_length(inline["payload"])).as_py() > 3_000_000
+    assert placed["at"].null_count == 0 and inline["at"].null_count == inline.num_rows
+    want = _track(inline, path, {})
+    assert want.num_rows == frames
+    assert _multiset(_track(placed, path, stamps)) == _multiset(want)
+    with open(path, "ab") as f:  # grows: more packet records after those listed
+        f.write(path.read_bytes()[24:4096])
+    assert _multiset(_track(placed, path, stamps)) == _multiset(want)
+
+
+def test_payloads_read_together_are_the_bytes_at_their_positions(tmp_path: Path) -> None:
+    """Positional reads of nearby payloads together, for every gap and span: each payload is
+    the file's bytes at its offset, segments without payload read as empty ones."""
+    rng = random.Random(7)
+    data = rng.randbytes(200_000)
+    path = tmp_path / "f"
+    path.write_bytes(data)
+    views = dist._Views([str(path)], {})
+    try:
+        f = views.get(0)
+        for _ in range(200):
+            ats, lengths, at = [], [], rng.randrange(100)
+            while at < len(data) - 3000:
+                length = rng.choice([0, 0, 1, 52, 1448, 2900])
+                ats.append(at)
+                lengths.append(length)
+                at += length + rng.choice([0, 0, 16, 66, 5000, 40_000])
+            gap, span = rng.choice([0, 100, 16384]), rng.choice([1, 3000, 1 << 20])
+            got = dist.read_payloads(f, ats, lengths, gap, span)
+            assert got == [data[a : a + n] for a, n in zip(ats, lengths)]
+        with pytest.raises(dist.FileChanged, match="it ends at byte 200,000"):
+            dist.read_payloads(f, [199_990], [20])
+    finally:
+        views.close()
+
+
+def test_a_file_written_anew_between_the_two_reads_is_a_clear_error(tmp_path: Path) -> None:
+    """A ring's oldest file rotated over while the job runs: the positions point into other
+    bytes, and tracking stops with an error naming the file, never with wrong frames."""
+    packets, _ = ring.ring_packets()
+    (path,) = ring.write(tmp_path / "r", [packets])
+    stamps = {0: dist.FileStamp.of(str(path))}
+    placed = _segments(path, True)
+    other = ring.write(tmp_path / "o", [packets[len(packets) // 2 :]])[0].read_bytes()
+    path.write_bytes(other)
+    with pytest.raises(dist.FileChanged, match=f"{path}: the file changed .* first bytes"):
+        _track(placed, path, stamps)
+    path.write_bytes(b"")
+    with pytest.raises(dist.FileChanged, match="bytes when listed, 0 now, cut short"):
+        _track(placed, path, stamps)
+    path.unlink()
+    with pytest.raises(dist.FileChanged, match="cannot open it again"):
+        _track(placed, path, stamps)
 
 
 @pytest.mark.parametrize(
