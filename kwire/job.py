@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import shutil
 import sys
 import threading
@@ -29,6 +30,7 @@ from pyspark.sql.types import ArrayType, DataType, StructField, StructType
 from kwire import __version__
 from kwire.capture.distributed import (
     SPLIT_BYTES,
+    FileChanged,
     SplitError,
     list_files,
     load_keylog,
@@ -142,7 +144,16 @@ def run_capture_on_spark(
     say(f"capture on Spark: {detail} -> {frames}")
     _step(spark, progress, "capture", detail)
     started = time.monotonic()
-    write_parquet(run.frames, frames)
+    try:
+        write_parquet(run.frames, frames)
+    except Exception as e:
+        changed = executor_error(e, FileChanged)
+        if changed is None:
+            raise
+        # A file changed under the step (a ring rotated over): no table that looks complete.
+        if "://" not in frames:
+            shutil.rmtree(frames, ignore_errors=True)
+        raise JobError(changed) from None
     # Row groups are cut by compressed size; a capture of large compressible frames (records
     # sent uncompressed) is written again with a bound on rows, so a default session reads it.
     resize_row_groups(spark, frames, "frame_length")
@@ -420,6 +431,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="kwire decode", description=DESCRIPTION)
     configure(parser)
     return parser.parse_args(argv)
+
+
+def executor_error(e: BaseException, kind: type[BaseException]) -> str | None:
+    """The message of a `kind` error raised in an executor's Python worker, found in the text of
+    the Spark failure that carries it (its traceback's last line), else None."""
+    text = str(e)
+    java = getattr(e, "java_exception", None)
+    if java is not None:
+        try:
+            text += "\n" + str(java.toString())
+        except Exception:
+            pass
+    found = re.search(rf"^(?:[\w.]+\.)?{kind.__name__}: (.+)$", text, re.MULTILINE)
+    return found.group(1).strip() if found else None
 
 
 def run(args: argparse.Namespace, spark: SparkSession | None = None) -> Summary | None:

@@ -10,6 +10,7 @@ files named in shuffled order, a directory with a stray non-capture file.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import sys
@@ -223,6 +224,29 @@ def test_a_file_written_anew_between_the_two_reads_is_a_clear_error(tmp_path: Pa
     path.unlink()
     with pytest.raises(dist.FileChanged, match="cannot open it again"):
         _track(placed, path, stamps)
+
+
+def test_the_job_names_a_capture_written_anew_while_it_ran(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The executors find the file is not what the driver listed (as when tcpdump rotates over
+    a ring's file mid-job): the job stops with one line naming the file, and leaves no frames
+    table."""
+    packets, _ = ring.ring_packets()
+    (path,) = ring.write(tmp_path / "r", [packets])
+    real = dist.FileStamp.of
+
+    def listed_before_rewrite(cls: type, name: str) -> dist.FileStamp:
+        return dataclasses.replace(real(name), mtime_ns=1, head="0" * 32)
+
+    monkeypatch.setattr(dist.FileStamp, "of", classmethod(listed_before_rewrite))
+    out = tmp_path / "out"
+    with pytest.raises(job.JobError) as raised:
+        job.run_capture_on_spark(spark, [str(path)], str(out), [9092])
+    message = str(raised.value)
+    assert message.startswith(f"{path}: the file changed while the capture step read it")
+    assert "first bytes rewritten" in message and "\n" not in message
+    assert not (out / "frames.parquet").exists()
 
 
 @pytest.mark.parametrize(
