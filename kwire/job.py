@@ -436,13 +436,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def executor_error(e: BaseException, kind: type[BaseException]) -> str | None:
     """The message of a `kind` error raised in an executor's Python worker, found in the text of
     the Spark failure that carries it (its traceback's last line), else None."""
-    text = str(e)
-    java = getattr(e, "java_exception", None)
-    if java is not None:
-        try:
-            text += "\n" + str(java.toString())
-        except Exception:
-            pass
+    text = failure_text(e)
     found = re.search(rf"^(?:[\w.]+\.)?{kind.__name__}: (.+)$", text, re.MULTILINE)
     return found.group(1).strip() if found else None
 
@@ -481,21 +475,28 @@ def _no_space(e: BaseException) -> bool:
     """Whether a failure (a Python OSError, or Spark's, whose Java cause is in its text) was a
     full disk."""
     import errno
-    import traceback
 
     seen: BaseException | None = e
     while seen is not None:
         if isinstance(seen, OSError) and seen.errno == errno.ENOSPC:
             return True
         seen = seen.__cause__ or seen.__context__
+    return "No space left on device" in failure_text(e)
+
+
+def failure_text(e: BaseException) -> str:
+    """A failure's whole text: its Python traceback, and for Spark's the Java exception's text,
+    which carries the executors' Python tracebacks."""
+    import traceback
+
     text = "".join(traceback.format_exception(e))
     java = getattr(e, "java_exception", None)
     if java is not None:
         try:
-            text += str(java.toString())
+            text += "\n" + str(java.toString())
         except Exception:
             pass
-    return "No space left on device" in text
+    return text
 
 
 def _run(

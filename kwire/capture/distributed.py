@@ -581,7 +581,6 @@ READ_SPAN = 1 << 20
 class _File:
     path: str
     fd: int
-    size: int
 
 
 def read_payloads(
@@ -634,7 +633,7 @@ class _Views:
                 raise FileChanged(
                     f"{name}: cannot open it again to read its payloads: {e.strerror or e}"
                 ) from None
-            f = self.open[index] = _File(name, fd, os.fstat(fd).st_size)
+            f = self.open[index] = _File(name, fd)
             want = self.stamps.get(index)
             now = want.still(fd) if want is not None else None
             if now is not None:
