@@ -25,7 +25,7 @@ first_fetched - produced (producer to consumer), `commit_ms` = committed - first
 consumer's processing until its commit).
 
 Trace context: `trace_id` and `span_id` from the record headers, as OUT/records has them
-(kwire.spark.trace).
+(kwire.records.trace).
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from kwire.spark.model import rows_of
-from kwire.spark.trace import trace_columns
 
 
 def _broker(connection_id: str) -> Column:
@@ -125,7 +124,8 @@ _RECORD_COLUMNS = (
     "offset",
     "sequence",
     "timestamp",
-    "headers",
+    "trace_id",
+    "span_id",
 )
 
 
@@ -144,7 +144,6 @@ def data_records(records: DataFrame) -> DataFrame:
 def produced(records: DataFrame, responses: DataFrame, endpoints: DataFrame | None) -> DataFrame:
     """One row per record the capture saw produced, with its ack (see the module);
     `endpoints` is clusters(responses)."""
-    trace, span = trace_columns()
     rq = _data_records(records, "request", 0)
     # A record's offset in the log: the partition's base offset plus its place among the
     # partition's records in the request (batches in order, records in order).
@@ -163,8 +162,8 @@ def produced(records: DataFrame, responses: DataFrame, endpoints: DataFrame | No
         "producer_epoch",
         "sequence",
         F.col("timestamp").alias("record_timestamp"),
-        trace.alias("trace_id"),
-        span.alias("span_id"),
+        "trace_id",
+        "span_id",
         (F.row_number().over(place) - 1).alias("_place"),
     )
     if "produce" not in responses.columns:

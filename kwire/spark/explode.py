@@ -19,6 +19,8 @@ from pyspark.sql import functions as F
 
 import generated
 from kwire import records
+from kwire.records.rows import to_record_batch
+from kwire.records.trace import trace_ids
 from kwire.spark.faults import fault_point
 from generated import KwireError, kafka_uuid
 
@@ -52,7 +54,9 @@ FRAME_FIELDS = [
     pa.field("topic_id", pa.string()),
     pa.field("partition", pa.int32()),
 ]
-SCHEMA = pa.schema(FRAME_FIELDS + list(records.arrow_schema()))
+TRACE_FIELDS = [pa.field("trace_id", pa.string()), pa.field("span_id", pa.string())]
+_RECORDS_SCHEMA = records.arrow_schema()
+SCHEMA = pa.schema(FRAME_FIELDS + list(_RECORDS_SCHEMA) + TRACE_FIELDS)
 INPUT_COLUMNS = [
     "connection_id", "direction", "api_key", "api_version", "client_id", "ts_first", "frame"
 ]  # fmt: skip
@@ -92,6 +96,7 @@ def explode_batch(
     """One Arrow batch of frames -> Arrow batches of record rows (SCHEMA), bounded in size."""
     prefixes: list[tuple[Any, ...]] = []
     rows: list[tuple[Any, ...]] = []
+    traces: list[tuple[str | None, str | None]] = []
     size = 0
     for row in batch.to_pylist():
         key = (row["direction"], row["api_key"])
@@ -116,31 +121,33 @@ def explode_batch(
             for r in records.iter_rows(data, max_decompressed=max_decompressed):
                 prefixes.append(prefix)
                 rows.append(r)
+                traces.append(trace_ids(r[18]) if r[18] else _NO_TRACE)
                 size += 64 + len(r[16] or b"") + len(r[17] or b"")
                 if len(rows) >= MAX_ROWS or size >= MAX_BYTES:
-                    yield _arrow(prefixes, rows)
-                    prefixes, rows, size = [], [], 0
+                    yield _arrow(prefixes, rows, traces)
+                    prefixes, rows, traces, size = [], [], [], 0
     if rows:
-        yield _arrow(prefixes, rows)
+        yield _arrow(prefixes, rows, traces)
 
 
-def _arrow(prefixes: list[tuple[Any, ...]], rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
-    (tail,) = records.rows_to_arrow(rows, max_rows=len(rows) + 1, max_bytes=1 << 62)
-    head = [pa.array([p[i] for p in prefixes], type=f.type) for i, f in enumerate(FRAME_FIELDS)]
-    return pa.RecordBatch.from_arrays(head + tail.columns, schema=SCHEMA)
+_NO_TRACE = (None, None)
+
+
+def _arrow(
+    prefixes: list[tuple[Any, ...]],
+    rows: list[tuple[Any, ...]],
+    traces: list[tuple[str | None, str | None]],
+) -> pa.RecordBatch:
+    tail = to_record_batch(rows, _RECORDS_SCHEMA)
+    head = [pa.array(c, type=f.type) for c, f in zip(zip(*prefixes), FRAME_FIELDS)]
+    ids = [pa.array(c, type=pa.string()) for c in zip(*traces)]
+    return pa.RecordBatch.from_arrays(head + tail.columns + ids, schema=SCHEMA)
 
 
 def _explode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for batch in batches:
         fault_point("records")
         yield from explode_batch(batch)
-
-
-def _with_trace(rows: DataFrame) -> DataFrame:
-    from kwire.spark.trace import trace_columns
-
-    trace, span = trace_columns()
-    return rows.select("*", trace.alias("trace_id"), span.alias("span_id"))
 
 
 def row_size() -> Column:
@@ -185,7 +192,6 @@ def records_table(frames: DataFrame, responses: DataFrame | None = None) -> Data
         .select(*INPUT_COLUMNS)
         .mapInArrow(_explode, from_arrow_schema(SCHEMA))
     )
-    out = _with_trace(out)
     if responses is None or "metadata" not in responses.columns:
         return out
     names = (
@@ -197,8 +203,7 @@ def records_table(frames: DataFrame, responses: DataFrame | None = None) -> Data
         .agg(F.min("_name").alias("_name"))
     )
     columns = [
-        F.coalesce("topic", "_name").alias("topic") if c == "topic" else c
-        for c in (*SCHEMA.names, "trace_id", "span_id")
+        F.coalesce("topic", "_name").alias("topic") if c == "topic" else c for c in SCHEMA.names
     ]
     # Broadcast: the names are a few rows per topic, and a shuffle join would move every
     # record (values and all) to look them up.

@@ -224,3 +224,55 @@ def test_topic_ids_are_named_from_metadata_responses(spark: Any) -> None:
     assert [(r["topic"], r["topic_id"], r["partition"], r["key"], r["value"]) for r in out] == [
         ("payments", g.kafka_uuid(topic_id), 3, b"k", b"v")
     ]
+
+
+def test_trace_ids_come_from_each_records_headers() -> None:
+    """trace_id and span_id are cut from each record's own headers (kwire.records.trace holds
+    the formats), in the rows explode_batch gives, beside the headers themselves."""
+    from kwire import records
+
+    trace, span = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    heads = [
+        [("traceparent", f"00-{trace}-{span}-01".encode())],
+        [],
+        [("b3", f"{trace[16:]}-{span}-1".encode()), ("app", b"x")],
+        [("app", None)],
+    ]
+    batch = records.make_batch(
+        [
+            records.Record(offset=i, timestamp=1, key=None, value=b"v", headers=h)
+            for i, h in enumerate(heads)
+        ]
+    )
+    topic_cls = _struct(g.ProduceRequest, "topic_data")
+    partition_cls = _struct(topic_cls, "partition_data")
+    produce = g.ProduceRequest(
+        acks=1,
+        timeout_ms=100,
+        topic_data=[
+            topic_cls(
+                name="t",
+                partition_data=[partition_cls(index=0, records=records.encode_records([batch]))],
+            )
+        ],
+    )
+    frame = g.encode_request(g.RequestHeader(0, 9, 5, "c"), produce)[4:]
+    row = {
+        "connection_id": "c",
+        "direction": "request",
+        "api_key": 0,
+        "api_version": 9,
+        "client_id": "c",
+        "ts_first": None,
+        "frame": frame,
+    }
+    (out,) = list(explode_batch(pa.RecordBatch.from_pylist([row])))
+    assert out.schema == SCHEMA
+    got = out.select(["offset", "trace_id", "span_id"]).to_pylist()
+    assert [(r["trace_id"], r["span_id"]) for r in got] == [
+        (trace, span),
+        (None, None),
+        (trace[16:], span),
+        (None, None),
+    ]
+    assert [len(h) for h in out.column("headers").to_pylist()] == [1, 0, 2, 1]
