@@ -65,11 +65,40 @@ def test_snappy_xerial_and_raw() -> None:
         R.decompress(2, bytes(cramjam.snappy.compress(data)), magic=2)  # Google framing: not Kafka
 
 
-def test_gzip_concatenated_members_and_truncation() -> None:
+@pytest.fixture(params=["isal", "zlib"])
+def inflater(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """gzip read by ISA-L (kwire's default) and by the standard library's zlib, its fallback."""
+    from kwire.records import compression
+
+    if request.param == "isal":
+        from isal import isal_zlib
+
+        monkeypatch.setattr(compression, "_inflate", isal_zlib)
+    else:
+        monkeypatch.setattr(compression, "_inflate", zlib)
+    return str(request.param)
+
+
+def test_gzip_concatenated_members_and_truncation(inflater: str) -> None:
     two = zlib.compress(b"first ", 6, 31) + zlib.compress(b"second", 6, 31)
     assert R.decompress(1, two, magic=2) == b"first second"
     with pytest.raises(R.CompressionError, match="end marker"):
         R.decompress(1, two[:-4], magic=2)
+    with pytest.raises(R.CompressionError, match="^gzip: "):
+        R.decompress(1, two[:10] + bytes(reversed(two[10:])), magic=2)
+
+
+def test_gzip_inflaters_agree_and_keep_the_cap(inflater: str) -> None:
+    import random
+
+    rng = random.Random(7)
+    for _ in range(50):
+        data = bytes(rng.choice(b"abcdefgh ") for _ in range(rng.randint(0, 50000)))
+        level = rng.choice([1, 6, 9])
+        assert R.decompress(1, zlib.compress(data, level, 31), magic=2) == data
+    bomb = zlib.compress(bytes(10_000_000), 9, 31)
+    with pytest.raises(R.DecompressedTooLarge, match="cap of 1000000 bytes"):
+        R.decompress(1, bomb, magic=2, cap=1_000_000)
 
 
 def test_zstd_multiple_frames_and_no_content_size() -> None:
