@@ -786,10 +786,13 @@ def write_delivery_summary(spark: SparkSession, out: str) -> str:
     return brief
 
 
-def _summary(spark: SparkSession, out: str) -> Summary:
+def _summary(
+    spark: SparkSession, out: str, held: tuple[DataFrame, DataFrame] | None = None
+) -> Summary:
     return summarize(
         spark.read.parquet(os.path.join(out, "requests")),
         spark.read.parquet(os.path.join(out, "responses")),
+        held=held,
     )
 
 
@@ -853,8 +856,6 @@ def _decode(
         # After the responses: Metadata responses name the topics fetched by id.
         steps.add("explode records", explode, after=["decode responses"])
         outputs.append(("records", target))
-    if not args.no_summary:
-        steps.add("summary", partial(_summary, spark, out), after=decoded)
     derived = add_derived(
         steps,
         spark,
@@ -867,6 +868,15 @@ def _decode(
         decoded=decoded,
         exploded=[] if args.no_records else ["explode records"],
     )
+    if not args.no_summary and steps.has("group tables"):
+        # The counts from the group tables' held frames of both tables, once they are made.
+        def summary() -> Summary:
+            basis = steps.result("group tables")[1]
+            return _summary(spark, out, (basis.requests, basis.responses))
+
+        steps.add("summary", summary, after=[*decoded, "group tables"])
+    elif not args.no_summary:
+        steps.add("summary", partial(_summary, spark, out), after=decoded)
     # The group tables' settings (few shuffle partitions) for every step, with or without group
     # tables: the tables after decoding are all small next to the frames, and decoding itself
     # does not shuffle.

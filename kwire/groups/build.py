@@ -521,6 +521,10 @@ _BASE = (
     "client_id",
     "latency_us",
     "status",
+    # Not read by the group tables: the job's summary counts them from these held frames
+    # (kwire.spark.summary.summarize), which saves it a scan of every file of both tables.
+    "error",
+    "warnings",
 )
 _GROUP_APIS = (
     "join_group",

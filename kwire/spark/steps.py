@@ -96,6 +96,10 @@ class Steps:
         releasing what several steps read."""
         self._closers.append(close)
 
+    def has(self, name: str) -> bool:
+        """Whether a step of that name was added."""
+        return name in self._steps
+
     def result(self, name: str) -> Any:
         """What a finished step returned (for the steps that wait for it)."""
         step = self._steps[name]

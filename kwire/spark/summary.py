@@ -220,14 +220,24 @@ def _narrow(df: DataFrame, direction: str) -> DataFrame:
     )
 
 
-def summarize(requests: DataFrame, responses: DataFrame, top: int = 8) -> Summary:
+def summarize(
+    requests: DataFrame,
+    responses: DataFrame,
+    top: int = 8,
+    held: tuple[DataFrame, DataFrame] | None = None,
+) -> Summary:
     """What was decoded. The counts read one held frame of a few columns of both tables: each
-    of them would otherwise scan every file of both (a file per api key and task)."""
-    both = hold(_narrow(requests, "request").unionByName(_narrow(responses, "response")))
-    try:
-        s = _counted(both, top)
-    finally:
-        release(both)
+    of them would otherwise scan every file of both (a file per api key and task). `held`:
+    frames of (requests, responses) already held with at least those columns (the group
+    tables' narrow ones, kwire.groups.build), counted instead of holding a frame of their own."""
+    if held is not None:
+        s = _counted(_narrow(held[0], "request").unionByName(_narrow(held[1], "response")), top)
+    else:
+        both = hold(_narrow(requests, "request").unionByName(_narrow(responses, "response")))
+        try:
+            s = _counted(both, top)
+        finally:
+            release(both)
     s.groups = _groups(requests)
     return s
 

@@ -15,6 +15,7 @@ import generated as g
 from benchmarks import synth
 from tests.quirks import MOCK_CONTROL_BATCH_CRC, MOCK_QUIRKS, kafka_reads, tolerant_warning
 from kwire import job
+from kwire.spark.session import release
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = sorted(
@@ -128,6 +129,31 @@ def test_job_on_real_captures(spark: SparkSession, tmp_path: Path) -> None:
     )
     _delivery_agrees_with_the_scenarios(spark, tmp_path / "out")
     _derived_steps_skip_the_payloads(spark, tmp_path / "out")
+    _summary_from_the_group_frames_is_the_same(spark, tmp_path / "out", summary)
+
+
+def _summary_from_the_group_frames_is_the_same(
+    spark: SparkSession, out: Path, summary: job.Summary
+) -> None:
+    """The job counts its summary from the group tables' held frames of both tables; counted
+    from the tables themselves (as with --no-groups) it is the same."""
+    from kwire.groups.build import build_base
+    from kwire.spark.summary import summarize
+
+    requests = spark.read.parquet(str(out / "requests"))
+    responses = spark.read.parquet(str(out / "responses"))
+    held: list[Any] = []
+    _, basis = build_base(
+        requests, job._read_without(spark, str(out / "responses"), job._NOT_DERIVED), held
+    )
+    try:
+        alone = summarize(requests, responses)
+        shared = summarize(requests, responses, held=(basis.requests, basis.responses))
+    finally:
+        for df in held:
+            release(df)
+    assert alone == shared == summary
+    assert alone.statuses and alone.by_version and alone.groups
 
 
 def _derived_steps_skip_the_payloads(spark: SparkSession, out: Path) -> None:
