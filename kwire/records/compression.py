@@ -1,11 +1,12 @@
 """Kafka's four codecs, as real producers write them, with a cap on decompressed size.
 
-Libraries do the compression work (ISA-L's zlib twin for gzip, cramjam for snappy, lz4 and zstd); this module
-only adds what no library handles: snappy-java's "xerial" framing, the LZ4 frame-descriptor
-checksum that Kafka < 0.10 computed wrongly (KAFKA-3160, still written and accepted for magic 0),
-and a memory bound.  The bound matters because record batches come from untrusted captures and
-compress extremely well (1 GiB of zeros is 32 KiB of zstd): no call here ever holds more than
-about ``cap`` bytes of output (plus one copy when returning it), whatever the input declares.
+Libraries do the compression work (ISA-L's zlib twin for gzip, cramjam for snappy, lz4 and
+zstd); this module only adds what no library handles: snappy-java's "xerial" framing, the LZ4
+frame-descriptor checksum that Kafka < 0.10 computed wrongly (KAFKA-3160, still written and
+accepted for magic 0), and a memory bound.  The bound matters because record batches come from
+untrusted captures and compress extremely well (1 GiB of zeros is 32 KiB of zstd): no call here
+ever holds more than about ``cap`` bytes of output (plus one copy when returning it), whatever the
+input declares.
 
 * gzip: ``decompressobj`` with ``max_length``, member by member (Java reads concatenated
   members, so do we), from python-isal (Intel's ISA-L), which inflates 2-3x faster than zlib:
@@ -27,15 +28,15 @@ from types import ModuleType
 
 import cramjam
 
+from .errors import CompressionError, DecompressedTooLarge, UnsupportedCodec
+from .model import CODEC_NAMES
+
 _inflate: ModuleType
 try:
     from isal import isal_zlib as _inflate
 except ImportError:  # pragma: no cover - isal is a dependency; zlib reads the same bytes
     _inflate = zlib
 _InflateError: type[Exception] = _inflate.error
-
-from .errors import CompressionError, DecompressedTooLarge, UnsupportedCodec
-from .model import CODEC_NAMES
 
 DEFAULT_MAX_DECOMPRESSED = 64 * 1024 * 1024
 

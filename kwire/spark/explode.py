@@ -121,16 +121,13 @@ def explode_batch(
             for r in records.iter_rows(data, max_decompressed=max_decompressed):
                 prefixes.append(prefix)
                 rows.append(r)
-                traces.append(trace_ids(r[18]) if r[18] else _NO_TRACE)
+                traces.append(trace_ids(r[18]))
                 size += 64 + len(r[16] or b"") + len(r[17] or b"")
                 if len(rows) >= MAX_ROWS or size >= MAX_BYTES:
                     yield _arrow(prefixes, rows, traces)
                     prefixes, rows, traces, size = [], [], [], 0
     if rows:
         yield _arrow(prefixes, rows, traces)
-
-
-_NO_TRACE = (None, None)
 
 
 def _arrow(
