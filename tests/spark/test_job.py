@@ -245,6 +245,43 @@ def _delivery_agrees_with_the_scenarios(spark: SparkSession, out: Path) -> None:
     assert summary.where("fetch_p50_ms > fetch_p99_ms").count() == 0
 
 
+def test_frame_sizes_are_read_on_the_driver_from_directories_and_files(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The job sizes its batches from the frames' lengths and api keys, read with pyarrow when
+    the frames tables are local: a frames table written by Spark is a directory, and a list of
+    paths mixing it with a file must be read too (not sent to a Spark job). The figures agree
+    with Spark's own reading of the same rows."""
+    import pyarrow as pa
+
+    lengths = [100 + (i * 7919) % 5000 for i in range(3000)] + [250_000, 400_000]
+    keys = [i % 5 for i in range(len(lengths))]
+    table = pa.table({"frame_length": lengths, "api_key": keys})
+    folder = tmp_path / "frames.parquet"
+    folder.mkdir()
+    pq.write_table(table.slice(0, 1000), folder / "part-0.parquet")
+    pq.write_table(table.slice(1000, 1500), folder / "part-1.parquet")
+    (folder / "_SUCCESS").write_bytes(b"")
+    single = tmp_path / "more.parquet"
+    pq.write_table(table.slice(2500), single)
+
+    for paths in ([str(folder)], [str(folder), str(single)]):
+        here = job._sizes_here(paths, ["frame_length", "api_key"])
+        assert here is not None, paths
+        rows = lengths[: 2500 if len(paths) == 1 else None]
+        assert here["m"] == max(rows)
+        assert set(here["keys"]) == {k for k in keys[: len(rows)]}
+        spark_row = (
+            spark.read.parquet(*paths)
+            .agg(F.percentile_approx("frame_length", 0.999).alias("p"))
+            .first()
+        )
+        ordered = sorted(rows)
+        # numpy interpolates and Spark picks a row: both lie between the same two neighbours.
+        low, high = ordered[int(0.999 * (len(rows) - 1))], ordered[-1]
+        assert low <= here["p"] <= high and low <= spark_row["p"] <= high
+
+
 def test_hold_cuts_the_plan_and_release_frees_it(spark: SparkSession) -> None:
     from kwire.spark.session import hold, release
 
