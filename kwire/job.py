@@ -231,7 +231,7 @@ def _sizes_here(paths: list[str], columns: list[str]) -> dict[str, Any] | None:
         # One dataset per table: a list of paths must name files, and the frames table the
         # capture on Spark writes is a directory (which sent every such job to Spark).
         parts = [ds.dataset(str(p), format="parquet", partitioning="hive") for p in local]
-        table = (parts[0] if len(parts) == 1 else ds.dataset(parts)).to_table(columns=wanted)
+        table = ds.dataset(parts).to_table(columns=wanted)
     except Exception:  # Spark reads what pyarrow cannot: let it
         return None
     row: dict[str, Any] = {}
