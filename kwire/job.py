@@ -509,6 +509,7 @@ def _run(
     start: float,
     keylog: KeyLog | None = None,
 ) -> Summary | None:
+    from kwire.spark.jvmnames import keep_jvm_names
     from kwire.spark.session import ExecutorSetupError, build_session, executor_setup
 
     out = args.output
@@ -533,6 +534,8 @@ def _run(
             + (" (a short job: C1 JIT, queries interpreted)" if short else "")
         )
         spark = build_session(args.master, "kwire-decode", args.conf, short=short, tell=say)
+    # A session given by the caller too (build_session's do this already).
+    keep_jvm_names(spark)
     if capturing is not None:
         tables.append(capturing.result())
     sc = spark.sparkContext

@@ -115,6 +115,7 @@ def build_session(
     from pyspark import SparkContext
 
     from kwire.spark import classes
+    from kwire.spark.jvmnames import keep_jvm_names
 
     settings = session_settings(master, conf, short)
     # The driver JVM's classes from an archive of an earlier run, or written for the next
@@ -129,6 +130,7 @@ def build_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
+    keep_jvm_names(spark)
     classes.finish_at_exit(archive, spark, tell)
     return spark
 

@@ -1,0 +1,80 @@
+"""The driver's Java classes and static methods, looked up over py4j once per Python process.
+
+Every PySpark call that builds a query goes through py4j: `F.col("x")` asks the JVM for the class
+`org.apache.spark.sql.functions`, then for its member `col`, then calls it; a column list asks for
+the class `PythonUtils` by its short name, which the JVM first looks for in the unnamed package,
+a search of every jar on the driver's class path that fails, before trying the imports. py4j
+keeps none of these answers, so a job that builds a hundred queries asks thousands of times. On a
+313 kB capture (tests/data/capture/mock_gt_progress.pcap) a job asked about 4,000 times for a
+class, each 0.3-1.6 ms of a round trip and of the JVM's search, on the driver's cores that the
+tasks need too: with the answers kept, the job on a warm session took 15.9-17.4 s against
+17.1-18.2 s (2 rounds of 4 runs, interleaved; docs/scale.md).
+
+What is kept cannot change while the JVM runs: which class a name is (a class loaded is never
+unloaded while the loader lives) and that a static member is a method or a nested class. Static
+fields are values, and are asked for every time; a name that is not found is not kept, so a class
+from a jar added later is still found.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from py4j.java_gateway import JavaClass, JavaMember, JVMView
+from pyspark import SparkContext
+from pyspark.sql import SparkSession
+
+
+class _Class(JavaClass):
+    """A Java class whose static methods and nested classes are looked up once."""
+
+    def __init__(self, fqn: str, gateway_client: Any) -> None:
+        super().__init__(fqn, gateway_client)
+        self._kept: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            return JavaClass.__getattr__(self, name)
+        try:
+            return self._kept[name]
+        except KeyError:
+            pass
+        found = JavaClass.__getattr__(self, name)
+        if isinstance(found, JavaClass):
+            found = _Class(found._fqn, self._gateway_client)
+        if isinstance(found, (JavaMember, JavaClass)):
+            self._kept[name] = found
+        return found
+
+
+class KeptView(JVMView):
+    """py4j's view of the JVM (the same view, by its id) with the classes it found kept."""
+
+    def __init__(self, view: JVMView) -> None:
+        super().__init__(view._gateway_client, view._jvm_name, id=view._id)
+        self._kept: dict[str, _Class] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            return JVMView.__getattr__(self, name)
+        try:
+            return self._kept[name]
+        except KeyError:
+            pass
+        found = JVMView.__getattr__(self, name)
+        if isinstance(found, JavaClass):
+            found = self._kept[name] = _Class(found._fqn, self._gateway_client)
+        return found
+
+
+def keep_jvm_names(spark: SparkSession) -> None:
+    """Has this process's PySpark look up each Java class and static method once (see the
+    module's docstring); again for the same JVM does nothing."""
+    view = SparkContext._jvm
+    if view is None or isinstance(view, KeptView):
+        return
+    kept = KeptView(view)
+    SparkContext._jvm = kept
+    # A session keeps its own reference, taken from its context when it was made.
+    if getattr(spark, "_jvm", None) is view:
+        spark._jvm = kept
