@@ -5,7 +5,7 @@ Every PySpark call that builds a query goes through py4j: `F.col("x")` asks the 
 the class `PythonUtils` by its short name, which the JVM first looks for in the unnamed package,
 a search of every jar on the driver's class path that fails, before trying the imports. py4j
 keeps none of these answers, so a job that builds a hundred queries asks thousands of times. On a
-313 kB capture (tests/data/capture/mock_gt_progress.pcap) a job asked about 4,000 times for a
+313 kB capture (tests/data/capture/mock_gt_progress.pcap) a job asked about 5,000 times for a
 class, each 0.3-1.6 ms of a round trip and of the JVM's search, on the driver's cores that the
 tasks need too: with the answers kept, the job on a warm session took 15.9-17.4 s against
 17.1-18.2 s (2 rounds of 4 runs, interleaved; docs/scale.md).
