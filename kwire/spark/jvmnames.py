@@ -18,11 +18,31 @@ from a jar added later is still found.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from py4j.java_gateway import JavaClass, JavaMember, JVMView
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
+
+
+def _kept(
+    kept: dict[str, Any], look_up: Callable[[str], Any], name: str, gateway_client: Any
+) -> Any:
+    """`name` from `kept`, or looked up and kept when it is a class (kept as a _Class, whose
+    members are kept in turn) or a method; anything else (a package, a field's value) is
+    returned as found, to be looked up again next time."""
+    try:
+        return kept[name]
+    except KeyError:
+        pass
+    found = look_up(name)
+    if isinstance(found, JavaClass):
+        found = _Class(found._fqn, gateway_client)
+    if isinstance(found, (JavaClass, JavaMember)):
+        kept[name] = found
+    return found
 
 
 class _Class(JavaClass):
@@ -35,16 +55,8 @@ class _Class(JavaClass):
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             return JavaClass.__getattr__(self, name)
-        try:
-            return self._kept[name]
-        except KeyError:
-            pass
-        found = JavaClass.__getattr__(self, name)
-        if isinstance(found, JavaClass):
-            found = _Class(found._fqn, self._gateway_client)
-        if isinstance(found, (JavaMember, JavaClass)):
-            self._kept[name] = found
-        return found
+        look_up = partial(JavaClass.__getattr__, self)
+        return _kept(self._kept, look_up, name, self._gateway_client)
 
 
 class KeptView(JVMView):
@@ -52,19 +64,13 @@ class KeptView(JVMView):
 
     def __init__(self, view: JVMView) -> None:
         super().__init__(view._gateway_client, view._jvm_name, id=view._id)
-        self._kept: dict[str, _Class] = {}
+        self._kept: dict[str, Any] = {}
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             return JVMView.__getattr__(self, name)
-        try:
-            return self._kept[name]
-        except KeyError:
-            pass
-        found = JVMView.__getattr__(self, name)
-        if isinstance(found, JavaClass):
-            found = self._kept[name] = _Class(found._fqn, self._gateway_client)
-        return found
+        look_up = partial(JVMView.__getattr__, self)
+        return _kept(self._kept, look_up, name, self._gateway_client)
 
 
 def keep_jvm_names(spark: SparkSession) -> None:
