@@ -46,7 +46,9 @@ def test_the_view_is_kept_once(spark: SparkSession) -> None:
 
 
 def test_a_class_and_its_methods_are_asked_for_once(sent: Counter[str]) -> None:
-    jvm = SparkContext._jvm
+    # A view of its own, with nothing kept yet: the process's view has kept what the tests run
+    # before this one in the same process asked for.
+    jvm = KeptView(SparkContext._jvm)
     first = jvm.PythonUtils.toSeq
     asked = dict(sent)
     assert asked.get("r/u/PythonUtils") == 1  # the class, by its short name
@@ -58,7 +60,7 @@ def test_a_class_and_its_methods_are_asked_for_once(sent: Counter[str]) -> None:
 
 
 def test_static_fields_and_missing_names_are_asked_for_every_time(sent: Counter[str]) -> None:
-    jvm = SparkContext._jvm
+    jvm = KeptView(SparkContext._jvm)
     integer = getattr(jvm, "java.lang.Integer")
     assert integer.MAX_VALUE == 2**31 - 1
     members = sent["r/m"]
