@@ -45,32 +45,39 @@ def _kept(
     return found
 
 
-class _Class(JavaClass):
+class _Keeping:
+    """What kept names are looked up in (`_kept`), and how: py4j's own lookup of the class
+    given as `_base`, for names that are not private attributes."""
+
+    _base: Any
+    _kept: dict[str, Any]
+    _gateway_client: Any
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            return self._base.__getattr__(self, name)
+        look_up = partial(self._base.__getattr__, self)
+        return _kept(self._kept, look_up, name, self._gateway_client)
+
+
+class _Class(_Keeping, JavaClass):
     """A Java class whose static methods and nested classes are looked up once."""
+
+    _base = JavaClass
 
     def __init__(self, fqn: str, gateway_client: Any) -> None:
         super().__init__(fqn, gateway_client)
-        self._kept: dict[str, Any] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            return JavaClass.__getattr__(self, name)
-        look_up = partial(JavaClass.__getattr__, self)
-        return _kept(self._kept, look_up, name, self._gateway_client)
+        self._kept = {}
 
 
-class KeptView(JVMView):
+class KeptView(_Keeping, JVMView):
     """py4j's view of the JVM (the same view, by its id) with the classes it found kept."""
+
+    _base = JVMView
 
     def __init__(self, view: JVMView) -> None:
         super().__init__(view._gateway_client, view._jvm_name, id=view._id)
-        self._kept: dict[str, Any] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            return JVMView.__getattr__(self, name)
-        look_up = partial(JVMView.__getattr__, self)
-        return _kept(self._kept, look_up, name, self._gateway_client)
+        self._kept = {}
 
 
 def keep_jvm_names(spark: SparkSession) -> None:
