@@ -20,7 +20,7 @@ os.environ["KWIRE_JVM_CLASSES"] = "off"
 def spark() -> Iterator["SparkSession"]:  # type: ignore[name-defined]  # noqa: F821
     from pyspark.sql import SparkSession
 
-    from kwire.spark.session import SHORT_JOB_JVM
+    from kwire.spark.session import SHORT_JOB_JVM, SHORT_JOB_SQL
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # The S3 tests read from a local S3-compatible server (moto's), which takes any key. The
@@ -43,6 +43,11 @@ def spark() -> Iterator["SparkSession"]:  # type: ignore[name-defined]  # noqa: 
         # The tests' jobs are small, as the jobs kwire starts this way are: C1 alone took the
         # group, job and fault tests from 145-149 s to 115-120 s on 2 cores (2 runs each).
         .config("spark.driver.extraJavaOptions", SHORT_JOB_JVM)
+        # and their queries interpreted, as kwire's short jobs run them: on a warm session the
+        # 313 kB capture's job took 12.9-14.0 s instead of 16.9-17.3 s, and its JVM half the CPU
+        # (11-12 s, not 20-22), which two workers running jobs side by side compete for. The
+        # compiled path is tested side by side with this one in tests/spark/test_job.py.
+        .config(*next(iter(SHORT_JOB_SQL.items())))
         # kwire's Python daemon, as kwire's sessions have it (kwire/spark/daemon.py): its
         # workers import pyspark from the installed package, not from Spark's zip.
         .config("spark.python.daemon.module", "kwire.spark.daemon")
