@@ -385,6 +385,11 @@ def test_a_small_local_job_starts_its_jvm_for_a_short_run(tmp_path: Path) -> Non
     assert SHORT_JOB_JVM not in session_settings("spark://127.0.0.1:7077", short=True)[java]
     mine = session_settings("local[2]", [(java, "-Xss4m")], short=True)
     assert mine[java] == "-Xss4m"
+    # PySpark's per-call DataFrame debugging is off in kwire's sessions, on again if asked.
+    debugging = "spark.python.sql.dataFrameDebugging.enabled"
+    assert session_settings("local[*,4]")[debugging] == "false"
+    assert session_settings("spark://127.0.0.1:7077")[debugging] == "false"
+    assert session_settings("local[2]", [(debugging, "true")])[debugging] == "true"
 
 
 def _rows(path: Path) -> list[str]:
