@@ -47,7 +47,7 @@ def spark() -> Iterator["SparkSession"]:  # type: ignore[name-defined]  # noqa: 
         # 313 kB capture's job took 12.9-14.0 s instead of 16.9-17.3 s, and its JVM half the CPU
         # (11-12 s, not 20-22), which two workers running jobs side by side compete for. The
         # compiled path is tested side by side with this one in tests/spark/test_job.py.
-        .config(*next(iter(SHORT_JOB_SQL.items())))
+        .config(map=SHORT_JOB_SQL)
         # kwire's Python daemon, as kwire's sessions have it (kwire/spark/daemon.py): its
         # workers import pyspark from the installed package, not from Spark's zip.
         .config("spark.python.daemon.module", "kwire.spark.daemon")
