@@ -240,6 +240,28 @@ def _delivery_agrees_with_the_scenarios(spark: SparkSession, out: Path) -> None:
             assert r["first_fetched_at"] is not None and r["committed_at"] >= r["first_fetched_at"]
             assert r["commit_ms"] >= 0
     assert any(r["committed_at"] is not None for r in rows)
+    # committed_at is the group's first successful commit past the record, at or after its first
+    # fetch, of those OUT/groups/commits lists (found here by a plain scan of every commit).
+    later: dict[tuple[str, str, int], list[tuple[int, Any]]] = {}
+    for c in spark.read.parquet(str(out / "groups" / "commits")).collect():
+        if c["error"] is None and c["offset"] is not None:
+            later.setdefault((c["group_id"], c["topic"], c["partition"]), []).append(
+                (c["offset"], c["ts"])
+            )
+    checked = 0
+    for r in rows:
+        if r["group_id"] is None or r["offset"] is None:
+            assert r["committed_at"] is None
+            continue
+        times = [
+            ts
+            for offset, ts in later.get((r["group_id"], r["topic"], r["partition"]), [])
+            if offset > r["offset"]
+            and (r["first_fetched_at"] is None or ts >= r["first_fetched_at"])
+        ]
+        assert r["committed_at"] == (min(times) if times else None), r
+        checked += 1
+    assert checked > 50, checked
     summary = spark.read.parquet(str(out / "delivery_summary"))
     assert summary.count() > 0
     assert summary.where("fetch_p50_ms > fetch_p99_ms").count() == 0
