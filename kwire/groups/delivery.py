@@ -147,10 +147,12 @@ def produced(records: DataFrame, responses: DataFrame, endpoints: DataFrame | No
     rq = _data_records(records, "request", 0)
     # A record's offset in the log: the partition's base offset plus its place among the
     # partition's records in the request (batches in order, records in order).
-    # (By topic id too: a topic named by id alone has no name here.)
-    place = Window.partitionBy(
-        "connection_id", "correlation_id", "topic", "topic_id", "partition"
-    ).orderBy("batch_index", "offset")
+    # A topic is its name, or its id where the capture did not name it (Produce v13+ with no
+    # Metadata naming the id): two such topics are not one.
+    topic = F.coalesce("topic", F.concat(F.lit("id:"), "topic_id"))
+    place = Window.partitionBy("connection_id", "correlation_id", topic, "partition").orderBy(
+        "batch_index", "offset"
+    )
     rq = rq.select(
         "connection_id",
         "correlation_id",
@@ -165,6 +167,7 @@ def produced(records: DataFrame, responses: DataFrame, endpoints: DataFrame | No
         F.col("timestamp").alias("record_timestamp"),
         "trace_id",
         "span_id",
+        topic.alias("_topic"),
         (F.row_number().over(place) - 1).alias("_place"),
     )
     if "produce" not in responses.columns:
@@ -216,10 +219,7 @@ def produced(records: DataFrame, responses: DataFrame, endpoints: DataFrame | No
     ok = (F.col("_error") == 0) & (F.col("_base") >= 0)
     out = out.select(
         "topic",
-        # A topic named by id alone (Produce v13+ where the capture holds no Metadata naming
-        # it) keeps its id in the retry key below: without it, two such topics' records with
-        # the same producer, partition and sequence were taken for one record sent twice.
-        F.col("topic_id").alias("_topic_id"),
+        "_topic",
         "partition",
         F.when(ok, F.col("_base") + F.col("_place")).alias("offset"),
         F.col("client_id").alias("producer_client_id"),
@@ -239,7 +239,7 @@ def produced(records: DataFrame, responses: DataFrame, endpoints: DataFrame | No
             F.coalesce("cluster", F.lit("")),
             F.col("producer_id").cast("string"),
             F.col("producer_epoch").cast("string"),
-            F.coalesce("topic", F.concat(F.lit("id:"), "_topic_id")),
+            "_topic",
             F.col("partition").cast("string"),
             F.col("sequence").cast("string"),
         ),
@@ -267,7 +267,7 @@ def produced(records: DataFrame, responses: DataFrame, endpoints: DataFrame | No
         .withColumn("_n", F.row_number().over(best))
         .where("_n = 1")
         .withColumn("produced_at", F.col("_first"))
-        .drop("_first", "_n", "_key", "_topic_id")
+        .drop("_first", "_n", "_key", "_topic")
     )
 
 

@@ -62,6 +62,5 @@ def test_ids_only_topics_keep_their_records_apart_and_retries_merge(spark: Spark
     ).collect()
     got = sorted((r["offset"], r["attempts"], r["produced_at"], r["acked_at"]) for r in rows)
     # Collected as the session's UTC wall clock, without a zone.
-    naive = [tuple(t.replace(tzinfo=None) for t in (_at(0), _at(100), _at(150)))]
-    first, second, acked = naive[0]
+    first, second, acked = (_at(ms).replace(tzinfo=None) for ms in (0, 100, 150))
     assert got == [(10, 2, first, acked), (20, 1, second, acked)]
