@@ -316,11 +316,18 @@ def delivery(
     # Both sides come from the same held records: their key columns are renamed apart, so the
     # condition names one side each (Spark would otherwise see `topic == topic` and warn).
     keys = ("topic", "partition", "offset", "cluster")
-    got = fetched(records, members, endpoints).select(
+    got = fetched(records, members, endpoints)
+    if commits is not None:
+        got = first_commits(got.withColumnRenamed("first_fetched_at", "fetched_at"), commits)
+        got = got.withColumnRenamed("fetched_at", "first_fetched_at")
+    else:
+        got = got.withColumn("committed_at", F.lit(None).cast("timestamp"))
+    got = got.select(
         *[F.col(c).alias(f"_got_{c}") for c in keys],
         "group_id",
         "consumer_client_id",
         "first_fetched_at",
+        "committed_at",
     )
     same = (
         (prod["topic"] == got["_got_topic"])
@@ -329,29 +336,9 @@ def delivery(
         & prod["cluster"].eqNullSafe(got["_got_cluster"])
     )
     rows = prod.join(got, same, "left").select(
-        prod["*"], *[got[c] for c in ("group_id", "consumer_client_id", "first_fetched_at")]
+        prod["*"],
+        *[got[c] for c in ("group_id", "consumer_client_id", "first_fetched_at", "committed_at")],
     )
-    if commits is not None:
-        done = commits.where(F.col("error").isNull() & F.col("offset").isNotNull()).select(
-            F.col("group_id").alias("_g"),
-            F.col("topic").alias("_t"),
-            F.col("partition").alias("_p"),
-            F.col("offset").alias("_o"),
-            F.col("ts").alias("_ts"),
-        )
-        rows = rows.withColumn("_rid", F.monotonically_increasing_id())
-        past = rows.join(
-            done,
-            (F.col("_g") == F.col("group_id"))
-            & (F.col("_t") == F.col("topic"))
-            & (F.col("_p") == F.col("partition"))
-            & (F.col("_o") > F.col("offset"))
-            & (F.col("first_fetched_at").isNull() | (F.col("_ts") >= F.col("first_fetched_at"))),
-            "left",
-        )
-        rows = past.groupBy(*rows.columns).agg(F.min("_ts").alias("committed_at"))
-    else:
-        rows = rows.withColumn("committed_at", F.lit(None).cast("timestamp"))
     return rows.select(
         "cluster",
         "topic",
@@ -371,6 +358,88 @@ def delivery(
         _ms("first_fetched_at", "produced_at").alias("fetch_ms"),
         _ms("committed_at", "first_fetched_at").alias("commit_ms"),
         *_PRODUCER,
+    )
+
+
+# Where a timestamp's instant orders when there is none: before every commit.
+_EARLIEST = -(1 << 63)
+
+
+def first_commits(asks: DataFrame, commits: DataFrame) -> DataFrame:
+    """`asks`, distinct rows of records that groups fetched (at least group_id, topic,
+    partition, offset and fetched_at: the group's first fetch of the record, null when unknown),
+    each with `committed_at`: the time of the group's first successful commit
+    (OUT/groups/commits) past the record (committed offset > offset) at or after `fetched_at`
+    (any time when null); null when there is none.
+
+    Without pairing each record with every later commit of its partition (a number of pairs
+    that grows with the square of the capture's length). A group's commits of a partition, in
+    time order, fall into runs in which the committed offset never goes down (a new run where
+    it does: a reset or a seek back; usually there is one run). Within a run, the commits at or
+    after `fetched_at` are a tail of the run, and so are those past `offset`: the first commit
+    in both is the later of the two tails' first commits. Each is found by one running window
+    over the run's commits and the records asking: the last commit seen in descending time
+    (commits before records at the same instant: at or after) and in descending offset (records
+    before commits at the same offset: past, not at). A record asks only the runs that reach
+    past it in both time and offset; its commit is the earliest of their answers."""
+    columns = asks.columns
+    part = ["group_id", "topic", "partition"]
+    done = commits.where(
+        F.col("error").isNull()
+        & F.col("offset").isNotNull()
+        & F.col("group_id").isNotNull()
+        & F.col("topic").isNotNull()
+        & F.col("partition").isNotNull()
+    ).select(*part, F.col("offset").alias("_o"), F.unix_micros("ts").alias("_t"))
+    order = Window.partitionBy(*part).orderBy("_t", "_o")
+    down = F.coalesce((F.col("_o") < F.lag("_o").over(order)).cast("int"), F.lit(0))
+    done = done.withColumn("_down", down).withColumn(
+        "_run",
+        F.sum("_down").over(order.rowsBetween(Window.unboundedPreceding, Window.currentRow)),
+    )
+    runs = done.groupBy(*part, "_run").agg(
+        F.max("_t").alias("_last_t"), F.max("_o").alias("_top_o")
+    )
+    at = F.coalesce(F.unix_micros(asks["fetched_at"]), F.lit(_EARLIEST))
+    reach = (
+        (asks["group_id"] == runs["group_id"])
+        & (asks["topic"] == runs["topic"])
+        & (asks["partition"] == runs["partition"])
+        & (runs["_top_o"] > asks["offset"])
+        & (runs["_last_t"] >= at)
+    )
+    # A record no run reaches asks with a null run, alone with others of its kind.
+    asking = asks.join(F.broadcast(runs), reach, "left").select(
+        *[asks[c] for c in columns],
+        "_run",
+        at.alias("_t"),
+        asks["offset"].alias("_o"),
+        F.lit(1).alias("_kind"),
+        F.lit(None).cast("long").alias("_c"),
+    )
+    events = asking.unionByName(
+        done.select(*part, "_run", "_t", "_o", F.lit(0).alias("_kind"), F.col("_t").alias("_c")),
+        allowMissingColumns=True,
+    )
+    run = Window.partitionBy(*part, "_run")
+    seen = (Window.unboundedPreceding, Window.currentRow)
+    by_time = run.orderBy(F.col("_t").desc(), F.col("_kind").asc()).rowsBetween(*seen)
+    by_offset = run.orderBy(
+        F.col("_o").desc(), F.col("_kind").desc(), F.col("_t").desc()
+    ).rowsBetween(*seen)
+    first_at = F.last("_c", ignorenulls=True).over(by_time)
+    first_past = F.last("_c", ignorenulls=True).over(by_offset)
+    return (
+        events.select(
+            *columns,
+            "_kind",
+            F.when(
+                first_at.isNotNull() & first_past.isNotNull(), F.greatest(first_at, first_past)
+            ).alias("_c"),
+        )
+        .where(F.col("_kind") == 1)
+        .groupBy(*columns)
+        .agg(F.timestamp_micros(F.min("_c")).alias("committed_at"))
     )
 
 

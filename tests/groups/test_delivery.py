@@ -64,3 +64,93 @@ def test_ids_only_topics_keep_their_records_apart_and_retries_merge(spark: Spark
     # Collected as the session's UTC wall clock, without a zone.
     first, second, acked = (_at(ms).replace(tzinfo=None) for ms in (0, 100, 150))
     assert got == [(10, 2, first, acked), (20, 1, second, acked)]
+
+
+COMMITS = "ts timestamp, group_id string, topic string, partition int, offset long, error string"
+ASKS = (
+    "group_id string, topic string, partition int, offset long, fetched_at timestamp, "
+    "consumer string"
+)
+
+
+def _first_commit_by_scan(commits: list[tuple], ask: tuple) -> datetime | None:
+    """The definition, read plainly: the earliest successful commit of the record's group and
+    partition past its offset, at or after the group's first fetch of it (any time if none)."""
+    group, topic, partition, offset, fetched_at, _ = ask
+    times = [
+        ts
+        for ts, g, t, p, o, error in commits
+        if (g, t, p) == (group, topic, partition)
+        and error is None
+        and o is not None
+        and o > offset
+        and (fetched_at is None or ts >= fetched_at)
+    ]
+    return min(times) if times else None
+
+
+def test_first_commits_agree_with_a_scan_of_every_commit(spark: SparkSession) -> None:
+    """first_commits() on 400 partitions of generated commits: offsets that mostly climb, with
+    resets and seeks back, repeats, commits at the same instant, failed commits and commits
+    without an offset; records asked about before, at and after each commit's time and offset,
+    some with no fetch time. Every answer is the plain scan's, null where it finds none; every
+    record asked has its row, and its other columns stay as they were."""
+    import random
+
+    from kwire.groups.delivery import first_commits
+
+    rng = random.Random(20261128)
+    commits: list[tuple] = []
+    asks: list[tuple] = []
+    for n in range(400):
+        group, topic, partition = f"g{n % 7}", f"t{n % 5}", n
+        ms, offset = 0, rng.randrange(0, 50)
+        for _ in range(rng.randrange(0, 12)):
+            ms += rng.choice([0, 0, 5, 10, 40])  # same instant sometimes
+            roll = rng.random()
+            if roll < 0.15:
+                offset = rng.randrange(0, max(1, offset))  # a reset or a seek back
+            elif roll < 0.3:
+                pass  # the same offset again
+            else:
+                offset += rng.randrange(1, 30)
+            error = "REBALANCE_IN_PROGRESS" if rng.random() < 0.1 else None
+            kept = None if rng.random() < 0.05 else offset
+            commits.append((_at(ms), group, topic, partition, kept, error))
+        times = [c[0] for c in commits if c[3] == partition] or [_at(0)]
+        for _ in range(rng.randrange(1, 10)):
+            at = rng.choice(times)
+            at = datetime.fromtimestamp(
+                at.timestamp() + rng.choice([-0.001, 0, 0, 0.001]), tz=timezone.utc
+            )
+            asks.append(
+                (
+                    group,
+                    topic,
+                    partition,
+                    rng.randrange(0, offset + 20),
+                    None if rng.random() < 0.15 else at,
+                    f"c{rng.randrange(3)}",  # a column first_commits() only carries
+                )
+            )
+    asks = list(dict.fromkeys(asks))
+    rows = first_commits(
+        spark.createDataFrame(asks, ASKS), spark.createDataFrame(commits, COMMITS)
+    ).collect()
+    got = sorted(
+        (
+            (r["group_id"], r["topic"], r["partition"], r["offset"], _utc(r["fetched_at"]))
+            + (r["consumer"], _utc(r["committed_at"]))
+            for r in rows
+        ),
+        key=repr,
+    )
+    want = sorted((a + (_first_commit_by_scan(commits, a),) for a in asks), key=repr)
+    answered = sum(1 for w in want if w[-1] is not None)
+    assert answered > 1000 and len(want) - answered > 300  # both kinds, many of each
+    assert got == want
+
+
+def _utc(at: datetime | None) -> datetime | None:
+    # Collected as the session's UTC wall clock, without a zone.
+    return None if at is None else at.replace(tzinfo=timezone.utc)
