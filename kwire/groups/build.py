@@ -22,7 +22,7 @@ from functools import partial
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from kwire.groups.errors import ERROR_AT, NAMES
@@ -503,7 +503,7 @@ def build_lagged(
     requests, responses, names = basis.requests, basis.responses, basis.names
     log_ends = log_end_seen(requests, responses, names) if known is not None else None
     # Held: progress reads it again.
-    done = hold(commit_lag(commits(requests, basis.pairs), known, endpoints, log_ends))
+    done = hold(commit_lag(commits(requests, basis.pairs, names), known, endpoints, log_ends))
     held.append(done)
     ends = basis.ev.groupBy("group_id").agg(F.max(F.coalesce("resp_ts", "ts")).alias("end_ts"))
     lag = end_lag(
@@ -620,7 +620,18 @@ def _error_name(col: Any) -> Any:
     )
 
 
-def commits(requests: DataFrame, pairs: DataFrame) -> DataFrame:
+def _named(name: Column, topic_id: Column, names: dict[str, str]) -> Column:
+    """A topic as the group tables show it: its name where the frame gives one, else the name
+    the capture's Metadata responses give its id, else the id (Kafka's text form)."""
+    if not names:
+        return F.coalesce(name, topic_id)
+    mapping = F.create_map(*[x for k, v in names.items() for x in (F.lit(k), F.lit(v))])
+    return F.coalesce(name, mapping[topic_id], topic_id)
+
+
+def commits(requests: DataFrame, pairs: DataFrame, names: dict[str, str]) -> DataFrame:
+    """One row per partition of each OffsetCommit request, with its answer's error. Version
+    10 names topics by id (`topic`: see _named)."""
     if not _has(requests, "offset_commit"):
         return requests.sparkSession.createDataFrame([], TABLES["commits"])
     c = paired(pairs, "offset_commit")
@@ -633,7 +644,7 @@ def commits(requests: DataFrame, pairs: DataFrame) -> DataFrame:
         F.col("req.member_id").alias("member_id"),
         F.col("req.group_instance_id").alias("group_instance_id"),
         F.col("req.generation_id_or_member_epoch").alias("generation"),
-        F.col("topic.name").alias("topic"),
+        _named(F.col("topic.name"), F.col("topic.topic_id"), names).alias("topic"),
         F.col("part.partition_index").alias("partition"),
         F.col("part.committed_offset").alias("offset"),
         F.col("part.committed_leader_epoch").alias("leader_epoch"),
@@ -752,8 +763,7 @@ def log_end_seen(requests: DataFrame, responses: DataFrame, names: dict[str, str
         f = responses.where(F.col("fetch").isNotNull()).select(
             "ts_first", F.explode("fetch.responses").alias("r")
         )
-        mapping = F.create_map(*[x for k, v in names.items() for x in (F.lit(k), F.lit(v))])
-        topic = F.coalesce(F.col("r.topic"), mapping[F.col("r.topic_id")] if names else F.lit(None))
+        topic = _named(F.col("r.topic"), F.col("r.topic_id"), names)
         p = f.select("ts_first", topic.alias("topic"), F.explode("r.partitions").alias("p"))
         p = p.where("p.error_code = 0 AND p.high_watermark >= 0")
         seen.append(

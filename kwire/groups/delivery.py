@@ -89,6 +89,14 @@ _PRODUCER = ("producer_id", "producer_epoch", "sequence", "record_timestamp", "t
 _GOOD_BATCH = ("ok", "crc_mismatch", "partial")
 
 
+def _topic() -> Column:
+    """A record's topic in OUT/delivery and in the time lags' lookup: its name, or its id
+    (Kafka's text form) where the frame names it by id (Produce v13+, Fetch v13+) and no
+    Metadata response in the capture names that id, as the group tables do. Topics named by id
+    alone then stay apart, and a produced record is matched with its fetches by the id."""
+    return F.coalesce("topic", "topic_id")
+
+
 def _data_records(records: DataFrame, direction: str, api_key: int) -> DataFrame:
     """The readable data records of one api key's frames (no control records, an offset)."""
     return records.where(
@@ -149,7 +157,7 @@ def produced(records: DataFrame, responses: DataFrame, endpoints: DataFrame | No
     # partition's records in the request (batches in order, records in order).
     # A topic is its name, or its id where the capture did not name it (Produce v13+ with no
     # Metadata naming the id): two such topics are not one.
-    topic = F.coalesce("topic", F.concat(F.lit("id:"), "topic_id"))
+    topic = _topic()
     place = Window.partitionBy("connection_id", "correlation_id", topic, "partition").orderBy(
         "batch_index", "offset"
     )
@@ -218,8 +226,7 @@ def produced(records: DataFrame, responses: DataFrame, endpoints: DataFrame | No
         )
     ok = (F.col("_error") == 0) & (F.col("_base") >= 0)
     out = out.select(
-        "topic",
-        "_topic",
+        F.col("_topic").alias("topic"),
         "partition",
         F.when(ok, F.col("_base") + F.col("_place")).alias("offset"),
         F.col("client_id").alias("producer_client_id"),
@@ -239,7 +246,7 @@ def produced(records: DataFrame, responses: DataFrame, endpoints: DataFrame | No
             F.coalesce("cluster", F.lit("")),
             F.col("producer_id").cast("string"),
             F.col("producer_epoch").cast("string"),
-            "_topic",
+            "topic",
             F.col("partition").cast("string"),
             F.col("sequence").cast("string"),
         ),
@@ -267,7 +274,7 @@ def produced(records: DataFrame, responses: DataFrame, endpoints: DataFrame | No
         .withColumn("_n", F.row_number().over(best))
         .where("_n = 1")
         .withColumn("produced_at", F.col("_first"))
-        .drop("_first", "_n", "_key", "_topic")
+        .drop("_first", "_n", "_key")
     )
 
 
@@ -277,7 +284,7 @@ def fetched(
     """(topic, partition, offset, consumer) -> first_fetched_at; the consumer's group from the
     group tables' members (client id and address), where it has one."""
     rs = _data_records(records, "response", 1).select(
-        "topic",
+        _topic().alias("topic"),
         "partition",
         "offset",
         F.col("client_id").alias("consumer_client_id"),
@@ -460,7 +467,7 @@ def offsets(records: DataFrame, prod: DataFrame, endpoints: DataFrame | None) ->
     )
     read = with_cluster(
         _data_records(records, "response", 1).select(
-            "connection_id", "topic", "partition", "offset", "timestamp"
+            "connection_id", _topic().alias("topic"), "partition", "offset", "timestamp"
         ),
         _broker("connection_id"),
         endpoints,

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 
 from pyspark.sql import SparkSession
 
-from kwire.groups.delivery import produced
+from kwire.groups.delivery import delivery, produced
 
 RECORDS = (
     "connection_id string, direction string, api_key short, correlation_id int, "
@@ -60,10 +60,40 @@ def test_ids_only_topics_keep_their_records_apart_and_retries_merge(spark: Spark
         spark.createDataFrame(responses, RESPONSES),
         None,
     ).collect()
-    got = sorted((r["offset"], r["attempts"], r["produced_at"], r["acked_at"]) for r in rows)
+    got = sorted(
+        (r["topic"], r["offset"], r["attempts"], r["produced_at"], r["acked_at"]) for r in rows
+    )
     # Collected as the session's UTC wall clock, without a zone.
     first, second, acked = (_at(ms).replace(tzinfo=None) for ms in (0, 100, 150))
-    assert got == [(10, 2, first, acked), (20, 1, second, acked)]
+    assert got == [(A, 10, 2, first, acked), (B, 20, 1, second, acked)]
+
+
+def test_ids_only_topics_are_matched_with_their_fetches_by_id(spark: SparkSession) -> None:
+    """Produce v13 and Fetch v13 (both by id, no Metadata naming either id). One request
+    writes topic A's and topic B's first records, both at offset 10 of partition 0; a consumer
+    fetches A's at 300 ms and B's at 400 ms (records carry their log offset in a Fetch
+    response). Each produced record meets its own fetch: the partition and offset are the same,
+    the topic ids are not."""
+    fetcher = "10.0.0.6:41000->10.0.0.9:9092"
+
+    def fetched(corr: int, topic_id: str, ms: int) -> tuple:
+        head = (fetcher, "response", 1, corr, "c1", _at(ms), None, topic_id, 0, 0, "ok", False)
+        return head + (7, 0, 10, 0, _at(0), None, None)
+
+    records = spark.createDataFrame(
+        [_record(1, A, 0), _record(1, B, 0), fetched(5, A, 300), fetched(6, B, 400)], RECORDS
+    )
+    responses = spark.createDataFrame(
+        [(CONN, 1, _at(50), 0, ([(None, A, [(0, 0, 10)]), (None, B, [(0, 0, 10)])],))],
+        RESPONSES,
+    )
+    prod = produced(records, responses, None)
+    rows = delivery(records, prod, None).collect()
+    got = sorted(
+        (r["topic"], r["offset"], r["consumer_client_id"], r["first_fetched_at"]) for r in rows
+    )
+    at_a, at_b = (_at(ms).replace(tzinfo=None) for ms in (300, 400))
+    assert got == [(A, 10, "c1", at_a), (B, 10, "c1", at_b)]
 
 
 COMMITS = "ts timestamp, group_id string, topic string, partition int, offset long, error string"

@@ -160,3 +160,70 @@ def test_a_topic_listed_twice_in_an_assignment_has_the_union_of_its_partitions(s
         for r in df.select(_topic_map(F.col("a"), "topic", "partitions").alias("m")).collect()
     ]
     assert got == [{"t": [0, 1, 3], "u": [2]}, {}]
+
+
+def test_commits_name_topics_given_by_id(spark) -> None:  # type: ignore[no-untyped-def]
+    """OffsetCommit v10 names topics by id (KIP-848's consumers, Kafka 4.1+): its rows in
+    OUT/groups/commits take the name the capture's Metadata gives the id, else the id itself,
+    as the assignments do; v9 keeps its name. Frames made by the generated encoders, decoded by
+    the UDFs, as the job does."""
+    import uuid
+    from datetime import datetime
+
+    from pyspark.sql import functions as F
+
+    from generated import (
+        OffsetCommitRequest,
+        OffsetCommitResponse,
+        RequestHeader,
+        ResponseHeader,
+        encode_request,
+        encode_response,
+        kafka_uuid,
+    )
+    from generated.offset_commit_request import OffsetCommitRequestPartition as ReqPart
+    from generated.offset_commit_request import OffsetCommitRequestTopic as ReqTopic
+    from generated.offset_commit_response import OffsetCommitResponsePartition as RespPart
+    from generated.offset_commit_response import OffsetCommitResponseTopic as RespTopic
+    from kwire.groups.build import commits, pair_all
+    from kwire.spark.api import decode_requests, decode_responses
+
+    named, unnamed = uuid.UUID(int=0x1234), uuid.UUID(int=0x5678)
+    sent = [  # (version, correlation id, name, topic id, committed offset)
+        (9, 1, "orders", None, 5),
+        (10, 2, "", named, 7),
+        (10, 3, "", unnamed, 9),
+    ]
+    conn = ("10.0.0.5:40000->10.0.0.9:9092", "10.0.0.5", 40000, "10.0.0.9", 9092)
+    requests, responses = [], []
+    for version, corr, name, topic_id, offset in sent:
+        ids = {"topic_id": topic_id} if topic_id else {}
+        ask = OffsetCommitRequest(
+            group_id="g",
+            topics=[
+                ReqTopic(
+                    name=name,
+                    partitions=[ReqPart(partition_index=0, committed_offset=offset)],
+                    **ids,
+                )
+            ],
+        )
+        answer = OffsetCommitResponse(
+            topics=[RespTopic(name=name, partitions=[RespPart(partition_index=0)], **ids)]
+        )
+        at = datetime(2026, 11, 28, 8, 0, corr)
+        frame = encode_request(RequestHeader(8, version, corr, "c1"), ask)[4:]
+        back = encode_response(ResponseHeader(corr), answer, version)[4:]
+        requests.append((*conn, at, frame))
+        responses.append((*conn, at.replace(microsecond=1000), 8, version, back))
+    where = (
+        "connection_id string, client_addr string, client_port int, broker_addr string, "
+        "broker_port int, ts_first timestamp"
+    )
+    rq = decode_requests(spark.createDataFrame(requests, f"{where}, frame binary"))
+    rs = decode_responses(
+        spark.createDataFrame(responses, f"{where}, api_key short, api_version short, frame binary")
+    ).withColumn("latency_us", F.lit(1000))
+    rows = commits(rq, pair_all(rq, rs), {kafka_uuid(named): "payments"}).collect()
+    got = sorted((r["offset"], r["topic"], r["error"]) for r in rows)
+    assert got == [(5, "orders", None), (7, "payments", None), (9, kafka_uuid(unnamed), None)]
