@@ -415,8 +415,10 @@ def first_commits(asks: DataFrame, commits: DataFrame) -> DataFrame:
         & (runs["_top_o"] > asks["offset"])
         & (runs["_last_t"] >= at)
     )
-    # A record no run reaches asks with a null run, alone with others of its kind.
-    asking = asks.join(F.broadcast(runs), reach, "left").select(
+    # A record no run reaches asks with a null run, alone with others of its kind. The runs
+    # are few (one per group and partition, and one more per reset), so Spark broadcasts them;
+    # not forced, for a capture of constant resets.
+    asking = asks.join(runs, reach, "left").select(
         *[asks[c] for c in columns],
         "_run",
         at.alias("_t"),
