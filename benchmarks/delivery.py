@@ -30,18 +30,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from kwire.groups.delivery import first_commits
+
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-if sys.path and Path(sys.path[0] or ".").resolve() == HERE:
-    sys.path[0] = str(ROOT)
-elif str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from pyspark.sql import DataFrame, SparkSession  # noqa: E402
-from pyspark.sql import functions as F  # noqa: E402
-
-from kwire.groups.delivery import first_commits  # noqa: E402
-
 DEFAULT_JSON = HERE / "results" / "delivery.json"
 PARTITIONS = 20
 START_US = 1_700_000_000_000_000
