@@ -44,7 +44,7 @@ from kwire.spark.explode import records_table
 from kwire.spark.explode import row_size as records_row_size
 from kwire.spark.model import FAMILIES
 from kwire.spark.progress import Progress, describe, describe_outputs
-from kwire.spark.session import hold, release
+from kwire.spark.session import hold, hold_per_core, release
 from kwire.spark.sink import has_parquet_files, resize_row_groups, write_parquet
 from kwire.spark.steps import Steps
 from kwire.spark.summary import Summary, summarize
@@ -756,11 +756,7 @@ def _produced(spark: SparkSession, records: DataFrame, responses: DataFrame) -> 
     endpoints = clusters(responses)
     if endpoints is not None:
         endpoints = hold(endpoints)
-    # In as many partitions as the executors have cores, as the group tables' held frames: read
-    # from a file a task (13 on the 1.2 GB ring), each later scan of them was as many small
-    # tasks (delivery 8.7-10.0 -> 6.6-7.7 task-seconds on the ring's tables).
-    cores = max(2, spark.sparkContext.defaultParallelism)
-    records = hold(data_records(records).coalesce(cores))
+    records = hold_per_core(data_records(records))
     prod = hold(produced(records, responses, endpoints))
     known = hold(offsets(records, prod, endpoints))
     return {"endpoints": endpoints, "records": records, "prod": prod, "known": known}

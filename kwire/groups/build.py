@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from kwire.groups.errors import ERROR_AT, NAMES
 from kwire.groups.history import history
 from kwire.spark.faults import fault_point
-from kwire.spark.session import hold, release
+from kwire.spark.session import hold, hold_per_core, release
 from kwire.spark.sink import write_parquet
 from kwire.spark.steps import Steps
 from kwire.groups.schema import TABLES
@@ -463,14 +463,11 @@ def build_base(
     # every query below plans against a few columns, not a thousand.
     # Held, narrow: the tables below read them a dozen times, and a scan of the decoded tables
     # opens a file per api key and task.
-    # In as many partitions as the executors have cores: read from a file per api key and task
-    # (133 files on the coalesced ring), they kept 14 partitions of a few hundred rows, and each
-    # of the dozen queries below paid 14 tasks to read them (the derived steps 68.0, 69.2 ->
-    # 63.6, 64.4 s on that ring's tables).
-    cores = max(2, requests.sparkSession.sparkContext.defaultParallelism)
+    # Per core: read from a file per api key and task, they kept 14 partitions of a few hundred
+    # rows, and each of the dozen queries below paid 14 tasks to read them.
     requests = requests.select(*[c for c in requests.columns if c in _REQUEST_COLUMNS])
-    requests = hold(requests.coalesce(cores))
-    responses = hold(_narrow_responses(responses).coalesce(cores))
+    requests = hold_per_core(requests)
+    responses = hold_per_core(_narrow_responses(responses))
     pairs = hold(pair_all(requests, responses))
     ev = hold(events(requests, pairs))
     held += [requests, responses, pairs, ev]
