@@ -23,7 +23,8 @@ in the page cache):
    subprocess: the single-process reference (its packet count and its frames table's row count
    are what the other variants are checked against).
 3. ``local1``, ``local2``, ``cluster2``: the capture on Spark
-   (``kwire.spark.spark_capture.capture_frames(spark, [RING], ports)``, its frames written as Parquet)
+   (``kwire.spark.spark_capture.capture_frames(spark, [RING], ports)``, its frames written as
+   Parquet by ``CaptureRun.write``, each tracking task writing its own file, as the job does)
    on ``local[1]``, ``local[2]`` and a standalone cluster of two workers with one core each (the
    master and workers started as tests/spark/test_cluster.py does, with its ``Cluster``). Each in
    its own process (``--variant``, so JVMs do not mix): one warm-up run, then the timed runs
@@ -339,7 +340,6 @@ def spark_variant(args: argparse.Namespace) -> dict[str, Any]:
             conf += [("spark.cores.max", "2")]
         result["master"] = "standalone, 2 workers x 1 core" if cluster else master
         from kwire.spark.session import build_session
-        from kwire.spark.sink import write_parquet
         from kwire.spark.spark_capture import capture_frames
 
         spark = build_session(master, "kwire-bench-scale", conf=conf)
@@ -349,7 +349,7 @@ def spark_variant(args: argparse.Namespace) -> dict[str, Any]:
                 say(f"  {args.variant} ({result['master']}): {label}")
                 started = time.perf_counter()
                 run = capture_frames(spark, [str(args.ring)], args.ports)
-                write_parquet(run.frames, str(out / "frames"))
+                run.write(str(out / "frames"))  # as the job writes it
                 summary = run.summary()
                 took = time.perf_counter() - started
                 if repeat == 0:
@@ -941,7 +941,7 @@ def main(argv: list[str] | None = None) -> int:
                 "repeats": args.repeats,
                 "statistic": "median wall seconds of the timed runs (the job: one run)",
                 "mb": "10^6 bytes of capture files",
-                "spark_sink": "run.frames.write.mode('overwrite').parquet(tmp), after one warm-up",
+                "spark_sink": "run.write(tmp): each tracking task writes its own Parquet file, after one warm-up",
                 "memory": "summed VmRSS of the process tree, sampled every 0.25 s from /proc",
             },
             "targets": {

@@ -145,7 +145,10 @@ def run_capture_on_spark(
     _step(spark, progress, "capture", detail)
     started = time.monotonic()
     try:
-        write_parquet(run.frames, frames)
+        if local_path(frames) is not None:
+            run.write(frames)  # each tracking task writes its frames' file
+        else:
+            write_parquet(run.frames, frames)
     except Exception as e:
         changed = executor_error(e, FileChanged)
         if changed is None:

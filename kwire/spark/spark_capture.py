@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Sequence
+import shutil
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -38,10 +40,21 @@ from kwire.capture.distributed import (
     merge_stats,
     track_segments,
 )
+from kwire.capture.table import FramesFile
 from kwire.capture.tls import KeyLog
+from kwire.spark.sink import MAX_CHECK_ROWS, PAGE_BYTES, ROW_GROUP_BYTES
 from kwire.spark.source import register_source
 
 FRAMES_TYPE = from_arrow_schema(FRAMES_SCHEMA)
+# The frames table's columns (FRAMES_SCHEMA without the statistics rows' column).
+TABLE_SCHEMA = pa.schema([f for f in FRAMES_SCHEMA if f.name != "stats"])
+# What a tracking task that writes its own file sends back: the file, its rows, its statistics.
+WRITTEN_SCHEMA = pa.schema(
+    [pa.field("file", pa.string()), pa.field("rows", pa.int64()), pa.field("stats", pa.string())]
+)
+# Spark's Parquet codecs by their names in spark.sql.parquet.compression.codec -> pyarrow's.
+CODECS = {"none": "none", "uncompressed": "none", "snappy": "snappy", "gzip": "gzip",
+          "zstd": "zstd", "lz4": "lz4", "lz4_raw": "lz4", "brotli": "brotli"}  # fmt: skip
 
 
 @dataclass
@@ -52,7 +65,83 @@ class CaptureRun:
     files: list[tuple[str, bool, int]]
     _files_seen: Observation
     _tracked: Observation
+    _segments: DataFrame
+    _track: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
     _summary: Summary | None = field(default=None)
+    _tracker_states: list[str] | None = field(default=None)
+
+    def write(self, path: str) -> int:
+        """Writes the frames table to a local directory `path` (replaced if it exists) and
+        returns its rows: each tracking task writes its frames to a Parquet file itself, as the
+        single process does, instead of handing them to Spark's writer (which would take every
+        payload byte into the JVM and encode it there). Files are written under
+        `path/_temporary` and moved into `path` only once every task has succeeded, then
+        `_SUCCESS` is written, as Spark's own commit does; a failed or killed run leaves no
+        table. Codec: the session's `spark.sql.parquet.compression.codec` (snappy by default).
+        Row groups and pages are bounded as kwire.spark.sink bounds Spark's (a default session
+        reads the table whole). Remote tables: write `frames` with kwire.spark.sink instead."""
+        local = local_path(path)
+        if local is None:
+            raise ValueError(f"{path}: CaptureRun.write writes local tables only")
+        spark = self.frames.sparkSession
+        codec = spark.conf.get("spark.sql.parquet.compression.codec", "snappy") or "snappy"
+        compression = CODECS.get(codec.lower(), "snappy")
+        if os.path.exists(local):
+            shutil.rmtree(local)
+        job = uuid.uuid4().hex
+        staging = os.path.join(local, "_temporary", job)
+        os.makedirs(staging)
+        track = self._track
+
+        def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            from pyspark import TaskContext
+
+            context = TaskContext.get()
+            task = context.partitionId() if context else 0
+            attempt = context.taskAttemptId() if context else 0
+            os.makedirs(staging, exist_ok=True)
+            name = os.path.join(staging, f"{task:05d}-{attempt}.parquet")
+            out = FramesFile(
+                name, TABLE_SCHEMA, compression, ROW_GROUP_BYTES, PAGE_BYTES, MAX_CHECK_ROWS
+            )
+            states: list[str] = []
+            try:
+                for batch in track(batches):
+                    stats = batch.column(batch.num_columns - 1)
+                    if stats.null_count < batch.num_rows:
+                        states += [s for s in stats.to_pylist() if s is not None]
+                    else:
+                        out.write(
+                            pa.RecordBatch.from_arrays(batch.columns[:-1], schema=TABLE_SCHEMA)
+                        )
+            finally:
+                out.close()
+            written = name if out.rows else None
+            rows = [
+                {"file": written, "rows": out.rows if i == 0 else 0, "stats": s}
+                for i, s in enumerate(states or [None])
+            ]
+            yield pa.RecordBatch.from_pylist(rows, schema=WRITTEN_SCHEMA)
+
+        try:
+            done = self._segments.mapInArrow(write, from_arrow_schema(WRITTEN_SCHEMA)).collect()
+            suffix = "" if compression == "none" else f".{codec.lower()}"
+            files = sorted({r["file"] for r in done if r["file"]})
+            for i, name in enumerate(files):
+                os.replace(name, os.path.join(local, f"part-{i:05d}-{job}{suffix}.parquet"))
+            if not files:  # no frames: one file of no rows, so the table can be read
+                import pyarrow.parquet as pq
+
+                pq.write_table(
+                    TABLE_SCHEMA.empty_table(), os.path.join(local, f"part-00000-{job}.parquet")
+                )
+        except BaseException:
+            shutil.rmtree(local, ignore_errors=True)
+            raise
+        shutil.rmtree(os.path.join(local, "_temporary"), ignore_errors=True)
+        open(os.path.join(local, "_SUCCESS"), "wb").close()
+        self._tracker_states = [r["stats"] for r in done if r["stats"] is not None]
+        return sum(r["rows"] for r in done)
 
     def ranges_read(self) -> int:
         """How many byte ranges the executors read (after the frames were written)."""
@@ -65,7 +154,10 @@ class CaptureRun:
             ranges = self._files_seen.get["files"]
             ordered = sorted(ranges, key=lambda r: (r[0] == NO_TIME, r[0], r[1], r[2]))
             states = [r[3] for r in ordered]
-            self._summary = merge_stats(states, self._tracked.get["tracked"])
+            tracked = self._tracker_states
+            if tracked is None:
+                tracked = self._tracked.get["tracked"]
+            self._summary = merge_stats(states, tracked)
         return self._summary
 
 
@@ -131,16 +223,15 @@ def capture_frames(
         )
         .where(F.col("stats").isNull())
     )
+    # An explicit number of tasks: the runs are small once they carry positions, and adaptive
+    # execution would coalesce Spark's 200 shuffle partitions into one or two tasks that track
+    # every connection. Four per core evens out connections of unequal size (the largest of the
+    # 1.2 GB ring's 139 carries 6% of its bytes).
+    flows = segments.repartition(tracking_tasks(spark), "flow").sortWithinPartitions(*ORDER)
     frames = (
-        # An explicit number of tasks: the runs are small once they carry positions, and
-        # adaptive execution would coalesce Spark's 200 shuffle partitions into one or two
-        # tasks that track every connection. Four per core evens out connections of unequal
-        # size (the largest of the 1.2 GB ring's 139 carries 6% of its bytes).
-        segments.repartition(tracking_tasks(spark), "flow")
-        .sortWithinPartitions(*ORDER)
-        .mapInArrow(track, FRAMES_TYPE)
+        flows.mapInArrow(track, FRAMES_TYPE)
         .observe(tracked, F.collect_list("stats").alias("tracked"))
         .where(F.col("stats").isNull())
         .drop("stats")
     )
-    return CaptureRun(frames, files, files_seen, tracked)
+    return CaptureRun(frames, files, files_seen, tracked, flows, track)

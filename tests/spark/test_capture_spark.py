@@ -257,14 +257,62 @@ def test_the_job_names_a_capture_written_anew_while_it_ran(
 def test_spark_capture_equals_the_single_process_reader(
     spark: SparkSession, ring_capture: dict[str, Any], layout: str, tmp_path: Path
 ) -> None:
+    """Written as the job writes it: each tracking task writes its own file, committed once
+    every task has succeeded (CaptureRun.write)."""
     paths = ring_capture["layouts"][layout]
     want, want_summary = _reference(paths, [9092])
     run = capture_frames(spark, paths, [9092])
-    run.frames.write.parquet(str(tmp_path / "frames"))
-    got = pq.read_table(tmp_path / "frames")
+    out = tmp_path / "frames"
+    assert run.write(str(out)) == ring_capture["frames"]
+    got = pq.read_table(out)
     assert got.num_rows == ring_capture["frames"]
     assert _multiset(got) == _multiset(want)
     assert run.summary().as_dict() == want_summary.as_dict()
+    # Committed as Spark commits its own tables: no staging left, _SUCCESS, Spark's codec.
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith("part-")) == ["_SUCCESS"]
+    parts = sorted(out.glob("part-*.snappy.parquet"))
+    assert parts and len(parts) == len(list(out.glob("part-*")))
+    assert spark.read.parquet(str(out)).count() == ring_capture["frames"]
+
+
+def test_spark_capture_written_by_spark_equals_the_single_process_reader(
+    spark: SparkSession, ring_capture: dict[str, Any], tmp_path: Path
+) -> None:
+    """The lazy frames DataFrame (a notebook's, or a remote table's) written by Spark's writer
+    gives the same rows as the tasks' own files."""
+    paths = ring_capture["layouts"]["five files cut mid-frame"]
+    want, want_summary = _reference(paths, [9092])
+    run = capture_frames(spark, paths, [9092])
+    run.frames.write.parquet(str(tmp_path / "frames"))
+    assert _multiset(pq.read_table(tmp_path / "frames")) == _multiset(want)
+    assert run.summary().as_dict() == want_summary.as_dict()
+
+
+def test_a_capture_without_frames_writes_an_empty_table_in_the_sessions_codec(
+    spark: SparkSession, ring_capture: dict[str, Any], tmp_path: Path
+) -> None:
+    """No Kafka port and no direction inferred: no frames, and still a table Spark reads (with
+    the frames' columns), in the codec the session names for Parquet."""
+    paths = ring_capture["layouts"]["one file"]
+    spark.conf.set("spark.sql.parquet.compression.codec", "zstd")
+    try:
+        empty = capture_frames(spark, paths, [1], infer_direction=False)
+        assert empty.write(str(tmp_path / "none")) == 0
+        some = capture_frames(spark, paths, [9092])
+        assert some.write(str(tmp_path / "some")) == ring_capture["frames"]
+    finally:
+        spark.conf.unset("spark.sql.parquet.compression.codec")
+    assert empty.summary().as_dict()["frames"] == {"request": 0, "response": 0}
+    table = spark.read.parquet(str(tmp_path / "none"))
+    assert table.count() == 0
+    assert table.columns == capture.SCHEMA.names
+    files = list((tmp_path / "some").glob("part-*.zstd.parquet"))
+    assert files
+    for name in files:
+        meta = pq.ParquetFile(name).metadata
+        assert {meta.row_group(0).column(i).compression for i in range(meta.num_columns)} == {
+            "ZSTD"
+        }
 
 
 def test_spark_capture_reads_file_urls(spark: SparkSession, tmp_path: Path) -> None:
