@@ -38,14 +38,18 @@ from kwire.capture.distributed import (
     parse_size,
 )
 from kwire.capture.tls import KeyLog, KeyLogError
-from kwire.spark.api import decode_requests, decode_responses
+from kwire.spark.api import decode_requests, decode_responses, write_decoded
 from kwire.spark import manifest
 from kwire.spark.explode import records_table
 from kwire.spark.explode import row_size as records_row_size
 from kwire.spark.model import FAMILIES
 from kwire.spark.progress import Progress, describe, describe_outputs
 from kwire.spark.session import hold, hold_per_core, release
-from kwire.spark.sink import has_parquet_files, resize_row_groups, write_parquet
+from kwire.spark.sink import (
+    has_parquet_files,
+    resize_row_groups,
+    write_parquet,
+)
 from kwire.spark.steps import Steps
 from kwire.spark.summary import Summary, summarize
 from kwire.options import add_broker_ports, add_keylog, add_overwrite, add_quiet, add_spark
@@ -846,7 +850,14 @@ def _decode(
     decoded = []
     for name, df in (("requests", requests), ("responses", responses)):
         target = os.path.join(out, name)
-        steps.add(f"decode {name}", partial(_write_decoded, df, target, name, largest))
+        if local_path(target) is not None:
+            # Decoded and written by the same tasks (kwire.spark.api.write_decoded).
+            direction = name[:-1]
+            mine = frames.where(F.col("direction") == direction)
+            write = partial(write_decoded, mine, target, direction, families, not args.strict)
+            steps.add(f"decode {name}", partial(_timed, write, name, target))
+        else:
+            steps.add(f"decode {name}", partial(_write_decoded, df, target, name, largest))
         outputs.append((name, target))
         decoded.append(f"decode {name}")
     if not args.no_records:
@@ -894,6 +905,12 @@ def _decode(
     results = steps.run()
     outputs.extend(derived)
     return outputs, results.get("summary")
+
+
+def _timed(write: Callable[[], Any], name: str, target: str) -> None:
+    t = time.monotonic()
+    write()
+    say(f"decoded {name} -> {target} ({time.monotonic() - t:.1f} s)")
 
 
 def _write_decoded(df: DataFrame, target: str, name: str, largest: int) -> None:

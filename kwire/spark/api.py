@@ -255,3 +255,108 @@ def register(
 
     spark.udf.register("kafka_api_name", _arrow_udf(kafka_api_name, StringType()))
     return ["kafka_decode_request", "kafka_decode_response", "kafka_api_name"]
+
+
+def finish_batch(
+    batch: pa.RecordBatch, decoded: pa.StructArray, p: Plan, frame: str, target: pa.Schema
+) -> pa.RecordBatch:
+    """_finish's rows in Arrow, for a task that decodes and writes in one go: the input's
+    columns, the decoded header, error and status columns and one struct per family, in the
+    order and types of `target` (the Arrow schema of _finish's DataFrame)."""
+    import pyarrow.compute as pc
+
+    n = batch.num_rows
+    s = dict(zip([f.name for f in decoded.type], decoded.flatten()))
+    have = batch.schema.names
+    frame_null = pc.is_null(batch.column(frame))
+
+    def typed(name: str, value: pa.Array) -> pa.Array:
+        return value.cast(target.field(name).type)
+
+    def header(name: str) -> pa.Array:
+        kind = target.field(name).type
+        if name == "client_id" and p.direction == "response":
+            if "client_id" in have:
+                return batch.column("client_id").cast(kind)
+            return pa.nulls(n, kind)
+        value = s[name].cast(kind) if name in s else pa.nulls(n, kind)
+        if name in have:  # a null or short frame: keep what the capture step knew
+            value = pc.coalesce(value, batch.column(name).cast(kind))
+        return value
+
+    reason = (
+        batch.column("error").cast(pa.string()) if "error" in have else pa.nulls(n, pa.string())
+    )
+    missing = pc.coalesce(reason, pa.scalar("frame is null"))
+    error = pc.coalesce(s["error"], pc.if_else(frame_null, missing, pa.nulls(n, pa.string())))
+    no_frame = pc.if_else(
+        pc.fill_null(pc.starts_with(reason, REDACTED), False),
+        pa.scalar(REDACTED),
+        pc.if_else(
+            pc.fill_null(pc.starts_with(reason, ENCRYPTED), False),
+            pa.scalar(ENCRYPTED),
+            pa.scalar(INCOMPLETE),
+        ),
+    )
+    columns: dict[str, pa.Array] = {
+        "error": error,
+        "status": pc.if_else(frame_null, no_frame, s["status"]),
+        "warnings": s["warnings"],
+    }
+    if "error" in have:
+        columns[CAPTURE_ERROR] = batch.column("error")
+    for name in HEADER_COLUMNS:
+        columns[name] = header(name)
+    for name in p.family_names:
+        columns[name] = s[name]
+    arrays = [
+        typed(f.name, columns[f.name] if f.name in columns else batch.column(f.name))
+        for f in target
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def decode_task(p: Plan, target: pa.Schema, frame: str = "frame") -> Any:
+    """For kwire.spark.sink.write_by_tasks: a task that decodes a frames DataFrame's batches
+    (requests or responses, by `p`) and writes _finish's rows, partitioned by api key, as it
+    goes, so the decoded rows never go back into the JVM."""
+    from kwire.spark.sink import write_batches
+
+    def decoded(batches: Any) -> Any:
+        for batch in batches:
+            if p.direction == "request":
+                structs = decode_request_array(batch.column(frame), p)
+            else:
+                structs = decode_response_array(
+                    batch.column(frame), batch.column("api_key"), batch.column("api_version"), p
+                )
+            yield finish_batch(batch, structs, p, frame, target)
+
+    def task(batches: Any, open_file: Any) -> Any:
+        yield from write_batches(decoded(batches), open_file, "api_key")
+
+    return task
+
+
+def write_decoded(
+    df: DataFrame,
+    path: str,
+    direction: str,
+    families: Sequence[str] | None = None,
+    tolerant: bool = True,
+) -> None:
+    """decode_requests / decode_responses of a capture's frames table (its column names), written
+    to a local table partitioned by api key by the decoding tasks themselves: the same table as
+    writing the DataFrame with Spark's writer (tests/spark/test_decode_write.py), without taking
+    every decoded row back into the JVM to encode it there."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from kwire.spark.sink import write_by_tasks
+
+    p = plan(direction, _key(families), None, tolerant)
+    finished = (decode_requests if direction == "request" else decode_responses)(
+        df, families=families, tolerant=tolerant
+    )
+    zone = df.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC"
+    target = to_arrow_schema(finished.schema, timezone=zone)
+    write_by_tasks(df, path, decode_task(p, target), factor=2)

@@ -20,9 +20,14 @@ reads such tables whole in a fresh session with no settings.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -118,3 +123,246 @@ def resize_row_groups(spark: SparkSession, path: str, row_size: str | Column) ->
     shutil.rmtree(local)
     os.replace(local_path(staging) or staging, local)
     return True
+
+
+# Spark's Parquet codecs by their names in spark.sql.parquet.compression.codec -> pyarrow's.
+CODECS = {"none": "none", "uncompressed": "none", "snappy": "snappy", "gzip": "gzip",
+          "zstd": "zstd", "lz4": "lz4", "lz4_raw": "lz4", "brotli": "brotli"}  # fmt: skip
+# What a task that wrote its own files sends back: each file, its partition, its rows, and
+# whatever else the step needs (the capture's statistics).
+WRITTEN = pa.schema(
+    [
+        pa.field("file", pa.string()),
+        pa.field("partition", pa.string()),
+        pa.field("rows", pa.int64()),
+        pa.field("extra", pa.string()),
+        pa.field("errno", pa.int32()),
+        pa.field("error", pa.string()),
+    ]
+)
+
+
+class PartFile:
+    """Arrow batches -> one Parquet file that a default Spark session reads whole, as
+    parquet_options bounds Spark's own: row groups of at most `group_bytes` (each row's size
+    `factor` times its `size_column` bytes, plus 64; one row alone when it is larger), pages of at
+    most `page_rows` rows (pyarrow checks a page's size only between such mini-batches, so a page of
+    300 kB frames closes after that many of them). Dictionaries and statistics only for the
+    top-level columns of fixed-size or string values: none for binary payloads, whose min/max
+    would bloat the footer. The file is created by the first batch with rows; batches are held
+    until they fill a row group, so small rows do not make small groups."""
+
+    def __init__(
+        self,
+        path: str,
+        schema: pa.Schema | None,
+        compression: str,
+        size_column: str,
+        factor: int = 1,
+        group_bytes: int = ROW_GROUP_BYTES,
+        page_bytes: int = PAGE_BYTES,
+        page_rows: int = MAX_CHECK_ROWS,
+    ) -> None:
+        self.path = path
+        self.schema = schema
+        self.compression = compression
+        self.size_column = size_column
+        self.factor = factor
+        self.group_bytes = group_bytes
+        self.page_bytes = page_bytes
+        self.page_rows = page_rows
+        self.rows = 0
+        self._writer: Any = None
+        self._held: list[pa.RecordBatch] = []
+        self._sizes: list[int] = []
+        self._held_bytes = 0
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        import pyarrow.compute as pc
+
+        if batch.num_rows == 0:
+            return
+        lengths = pc.fill_null(pc.binary_length(batch.column(self.size_column)), 0)
+        sizes = [n * self.factor + 64 for n in lengths.to_pylist()]
+        self._held.append(batch)
+        self._sizes += sizes
+        self._held_bytes += sum(sizes)
+        self.rows += batch.num_rows
+        if self._held_bytes >= self.group_bytes:
+            self._flush()
+
+    def _flush(self, last: bool = False) -> None:
+        if not self._held:
+            return
+        if self.schema is None:
+            self.schema = self._held[0].schema
+        if self._writer is None:
+            import pyarrow.parquet as pq
+
+            small = [
+                f.name
+                for f in self.schema
+                if not pa.types.is_nested(f.type) and not pa.types.is_binary(f.type)
+            ]
+            self._writer = pq.ParquetWriter(
+                self.path,
+                self.schema,
+                compression=self.compression,
+                data_page_size=self.page_bytes,
+                write_batch_size=self.page_rows,
+                use_dictionary=small,
+                write_statistics=small,
+            )
+        table = pa.Table.from_batches(self._held, schema=self.schema)
+        # Row groups cut before their rows pass group_bytes; what is left waits for the next
+        # batches, but the last.
+        start = size = 0
+        for i, n in enumerate(self._sizes):
+            if i > start and size + n > self.group_bytes:
+                self._writer.write_table(table.slice(start, i - start))
+                start, size = i, 0
+            size += n
+        if last:
+            self._writer.write_table(table.slice(start))
+            start = len(self._sizes)
+        self._held = table.slice(start).to_batches()
+        self._sizes = self._sizes[start:]
+        self._held_bytes = sum(self._sizes)
+
+    def close(self) -> None:
+        self._flush(last=True)
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def exists(self) -> bool:
+        return self.rows > 0
+
+
+def session_codec(spark: SparkSession) -> tuple[str, str]:
+    """(Spark's name, pyarrow's name) of the session's Parquet codec."""
+    codec = (spark.conf.get("spark.sql.parquet.compression.codec", "snappy") or "snappy").lower()
+    return codec, CODECS.get(codec, "snappy")
+
+
+TaskWrite = Callable[[Iterator[pa.RecordBatch], Callable[[str], "PartFile"]], Iterator[dict]]
+
+
+def write_by_tasks(
+    df: DataFrame,
+    path: str,
+    task: TaskWrite,
+    *,
+    schema: pa.Schema | None = None,
+    size_column: str = "frame",
+    factor: int = 1,
+) -> list[dict[str, Any]]:
+    """Runs `task` over each partition of `df` (mapInArrow), letting it write its own Parquet
+    files under `path/_temporary`: it asks for a file by calling its second argument with the
+    file's partition directory ("" or "api_key=3") and gets a PartFile (of `schema`, or of its
+    first batch's; rows sized by `size_column` x `factor`) in the session's codec; it yields
+    dicts of WRITTEN's fields. Once every task has succeeded, the files are moved into `path`
+    (replaced if it exists) and `_SUCCESS` is written, as Spark commits its own tables; a
+    failed run leaves no table. Returns the tasks' dicts. Local tables only. A table of no rows
+    gets one empty file of `schema` when there is one (Spark's writer gives a partitioned table
+    no file either)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    local = local_path(path)
+    if local is None:
+        raise ValueError(f"{path}: only local tables are written by their tasks")
+    name, compression = session_codec(df.sparkSession)
+    if os.path.exists(local):
+        shutil.rmtree(local)
+    job = uuid.uuid4().hex
+    staging = os.path.join(local, "_temporary", job)
+    os.makedirs(staging)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        prefix = f"{context.partitionId():05d}-{context.taskAttemptId()}" if context else "0"
+        opened: list[PartFile] = []
+
+        def open_file(partition: str) -> PartFile:
+            where = os.path.join(staging, partition) if partition else staging
+            os.makedirs(where, exist_ok=True)
+            file = os.path.join(where, f"{prefix}-{len(opened)}.parquet")
+            opened.append(PartFile(file, schema, compression, size_column, factor))
+            return opened[-1]
+
+        try:
+            try:
+                rows = list(task(batches, open_file))
+            finally:
+                for part in opened:
+                    part.close()
+        except OSError as e:
+            # A full disk or a lost directory: said once by the driver, not retried by Spark.
+            number = e.errno or (errno.ENOSPC if "No space left" in str(e) else errno.EIO)
+            rows = [{"errno": number, "error": f"{e.strerror or e}"}]
+        yield pa.RecordBatch.from_pylist(rows, schema=WRITTEN)
+
+    try:
+        done = [r.asDict() for r in df.mapInArrow(run, from_arrow_schema(WRITTEN)).collect()]
+        for r in done:
+            if r["errno"] is not None:
+                raise OSError(r["errno"], r["error"], path)
+        suffix = "" if compression == "none" else f".{name}"
+        files = sorted({(r["partition"] or "", r["file"]) for r in done if r["file"]})
+        for i, (partition, file) in enumerate(files):
+            where = os.path.join(local, partition)
+            os.makedirs(where, exist_ok=True)
+            os.replace(file, os.path.join(where, f"part-{i:05d}-{job}{suffix}.parquet"))
+        if not files and schema is not None:
+            import pyarrow.parquet as pq
+
+            pq.write_table(schema.empty_table(), os.path.join(local, f"part-00000-{job}.parquet"))
+    except BaseException:
+        shutil.rmtree(local, ignore_errors=True)
+        raise
+    shutil.rmtree(os.path.join(local, "_temporary"), ignore_errors=True)
+    open(os.path.join(local, "_SUCCESS"), "wb").close()
+    return done
+
+
+def write_batches(
+    batches: Iterator[pa.RecordBatch],
+    open_file: Callable[[str], PartFile],
+    partition_by: str | None,
+) -> Iterator[dict[str, Any]]:
+    """A write_by_tasks task that writes a DataFrame's rows as they come, into a directory per
+    value of `partition_by` (Spark's `key=value` layout, the column left out of the files)."""
+    import pyarrow.compute as pc
+
+    files: dict[str, PartFile] = {}
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        if partition_by is None:
+            parts = [("", batch)]
+        else:
+            column = batch.column(partition_by)
+            rest = (
+                batch.drop_columns([partition_by])
+                if hasattr(batch, "drop_columns")
+                else (
+                    pa.RecordBatch.from_arrays(
+                        [c for n, c in zip(batch.schema.names, batch.columns) if n != partition_by],
+                        names=[n for n in batch.schema.names if n != partition_by],
+                    )
+                )
+            )
+            parts = []
+            for value in pc.unique(column).to_pylist():
+                where = pc.is_null(column) if value is None else pc.equal(column, value)
+                text = "__HIVE_DEFAULT_PARTITION__" if value is None else str(value)
+                parts.append((f"{partition_by}={text}", rest.filter(where)))
+        for partition, rows in parts:
+            if partition not in files:
+                files[partition] = open_file(partition)
+            files[partition].write(rows)
+    for partition, part in files.items():
+        part.close()
+        yield {"file": part.path, "partition": partition, "rows": part.rows, "extra": None}

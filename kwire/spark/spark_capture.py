@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, Observation, SparkSession
@@ -40,21 +39,13 @@ from kwire.capture.distributed import (
     merge_stats,
     track_segments,
 )
-from kwire.capture.table import FramesFile
 from kwire.capture.tls import KeyLog
-from kwire.spark.sink import MAX_CHECK_ROWS, PAGE_BYTES, ROW_GROUP_BYTES
+from kwire.spark.sink import PartFile, write_by_tasks
 from kwire.spark.source import register_source
 
 FRAMES_TYPE = from_arrow_schema(FRAMES_SCHEMA)
 # The frames table's columns (FRAMES_SCHEMA without the statistics rows' column).
 TABLE_SCHEMA = pa.schema([f for f in FRAMES_SCHEMA if f.name != "stats"])
-# What a tracking task that writes its own file sends back: the file, its rows, its statistics.
-WRITTEN_SCHEMA = pa.schema(
-    [pa.field("file", pa.string()), pa.field("rows", pa.int64()), pa.field("stats", pa.string())]
-)
-# Spark's Parquet codecs by their names in spark.sql.parquet.compression.codec -> pyarrow's.
-CODECS = {"none": "none", "uncompressed": "none", "snappy": "snappy", "gzip": "gzip",
-          "zstd": "zstd", "lz4": "lz4", "lz4_raw": "lz4", "brotli": "brotli"}  # fmt: skip
 
 
 @dataclass
@@ -74,73 +65,31 @@ class CaptureRun:
         """Writes the frames table to a local directory `path` (replaced if it exists) and
         returns its rows: each tracking task writes its frames to a Parquet file itself, as the
         single process does, instead of handing them to Spark's writer (which would take every
-        payload byte into the JVM and encode it there). Files are written under
-        `path/_temporary` and moved into `path` only once every task has succeeded, then
-        `_SUCCESS` is written, as Spark's own commit does; a failed or killed run leaves no
-        table. Codec: the session's `spark.sql.parquet.compression.codec` (snappy by default).
-        Row groups and pages are bounded as kwire.spark.sink bounds Spark's (a default session
-        reads the table whole). Remote tables: write `frames` with kwire.spark.sink instead."""
-        local = local_path(path)
-        if local is None:
-            raise ValueError(f"{path}: CaptureRun.write writes local tables only")
-        spark = self.frames.sparkSession
-        codec = spark.conf.get("spark.sql.parquet.compression.codec", "snappy") or "snappy"
-        compression = CODECS.get(codec.lower(), "snappy")
-        if os.path.exists(local):
-            shutil.rmtree(local)
-        job = uuid.uuid4().hex
-        staging = os.path.join(local, "_temporary", job)
-        os.makedirs(staging)
+        payload byte into the JVM and encode it there), committed as Spark commits its own
+        tables (kwire.spark.sink.write_by_tasks: the session's codec, row groups and pages a
+        default session reads, no table left by a failed run). Remote tables: write `frames`
+        with kwire.spark.sink.write_parquet instead."""
         track = self._track
 
-        def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            from pyspark import TaskContext
-
-            context = TaskContext.get()
-            task = context.partitionId() if context else 0
-            attempt = context.taskAttemptId() if context else 0
-            os.makedirs(staging, exist_ok=True)
-            name = os.path.join(staging, f"{task:05d}-{attempt}.parquet")
-            out = FramesFile(
-                name, TABLE_SCHEMA, compression, ROW_GROUP_BYTES, PAGE_BYTES, MAX_CHECK_ROWS
-            )
+        def task(
+            batches: Iterator[pa.RecordBatch], open_file: Callable[[str], PartFile]
+        ) -> Iterator[dict[str, Any]]:
+            out = open_file("")
             states: list[str] = []
-            try:
-                for batch in track(batches):
-                    stats = batch.column(batch.num_columns - 1)
-                    if stats.null_count < batch.num_rows:
-                        states += [s for s in stats.to_pylist() if s is not None]
-                    else:
-                        out.write(
-                            pa.RecordBatch.from_arrays(batch.columns[:-1], schema=TABLE_SCHEMA)
-                        )
-            finally:
-                out.close()
-            written = name if out.rows else None
-            rows = [
-                {"file": written, "rows": out.rows if i == 0 else 0, "stats": s}
-                for i, s in enumerate(states or [None])
-            ]
-            yield pa.RecordBatch.from_pylist(rows, schema=WRITTEN_SCHEMA)
+            for batch in track(batches):
+                stats = batch.column(batch.num_columns - 1)
+                if stats.null_count < batch.num_rows:
+                    states += [s for s in stats.to_pylist() if s is not None]
+                else:
+                    out.write(pa.RecordBatch.from_arrays(batch.columns[:-1], schema=TABLE_SCHEMA))
+            out.close()
+            file = out.path if out.rows else None
+            for i, state in enumerate(states or [None]):
+                yield {"file": file if i == 0 else None, "partition": None,
+                       "rows": out.rows if i == 0 else 0, "extra": state}  # fmt: skip
 
-        try:
-            done = self._segments.mapInArrow(write, from_arrow_schema(WRITTEN_SCHEMA)).collect()
-            suffix = "" if compression == "none" else f".{codec.lower()}"
-            files = sorted({r["file"] for r in done if r["file"]})
-            for i, name in enumerate(files):
-                os.replace(name, os.path.join(local, f"part-{i:05d}-{job}{suffix}.parquet"))
-            if not files:  # no frames: one file of no rows, so the table can be read
-                import pyarrow.parquet as pq
-
-                pq.write_table(
-                    TABLE_SCHEMA.empty_table(), os.path.join(local, f"part-00000-{job}.parquet")
-                )
-        except BaseException:
-            shutil.rmtree(local, ignore_errors=True)
-            raise
-        shutil.rmtree(os.path.join(local, "_temporary"), ignore_errors=True)
-        open(os.path.join(local, "_SUCCESS"), "wb").close()
-        self._tracker_states = [r["stats"] for r in done if r["stats"] is not None]
+        done = write_by_tasks(self._segments, path, task, schema=TABLE_SCHEMA, size_column="frame")
+        self._tracker_states = [r["extra"] for r in done if r["extra"] is not None]
         return sum(r["rows"] for r in done)
 
     def ranges_read(self) -> int:

@@ -1,7 +1,7 @@
-"""kwire.capture.table.FramesFile: the frames table's Parquet file as the capture on Spark's
-tracking tasks write it, with row groups bounded by their frames' bytes (so a default Spark
-session's reader holds a row group of large frames) and the frames' bytes kept out of the
-dictionaries and statistics."""
+"""kwire.spark.sink.PartFile: a Parquet file as the tasks that write their own files write it
+(the capture's frames, the decoded tables), with row groups bounded by their frames' bytes (so a
+default Spark session's reader holds a row group of large frames) and the frames' bytes kept out
+of the dictionaries and statistics."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from kwire.capture.table import SCHEMA, FramesFile
+from kwire.capture.table import SCHEMA
+from kwire.spark.sink import PartFile
 
 GROUP = 100_000
 
@@ -52,7 +53,7 @@ def test_row_groups_are_cut_by_their_frames_bytes(tmp_path: Path) -> None:
         lengths += sizes
         first += len(sizes)
     path = tmp_path / "f.parquet"
-    out = FramesFile(str(path), SCHEMA, "snappy", GROUP, 1 << 20, 64)
+    out = PartFile(str(path), SCHEMA, "snappy", "frame", 1, GROUP, 1 << 20, 64)
     for b in batches:
         out.write(b)
     out.close()
@@ -86,7 +87,7 @@ def test_row_groups_are_cut_by_their_frames_bytes(tmp_path: Path) -> None:
 
 def test_no_rows_no_file(tmp_path: Path) -> None:
     path = tmp_path / "f.parquet"
-    out = FramesFile(str(path), SCHEMA, "snappy", GROUP, 1 << 20, 64)
+    out = PartFile(str(path), SCHEMA, "snappy", "frame", 1, GROUP, 1 << 20, 64)
     out.write(_batch(random.Random(1), [], 0))
     out.close()
     assert out.rows == 0 and not path.exists()
