@@ -40,7 +40,7 @@ from kwire.capture.distributed import (
 from kwire.capture.tls import KeyLog, KeyLogError
 from kwire.spark.api import decode_requests, decode_responses, write_decoded
 from kwire.spark import manifest
-from kwire.spark.explode import records_table
+from kwire.spark.explode import records_table, write_records
 from kwire.spark.explode import row_size as records_row_size
 from kwire.spark.model import FAMILIES
 from kwire.spark.progress import Progress, describe, describe_outputs
@@ -869,7 +869,10 @@ def _decode(
             # Row groups cut by compressed size alone, then bounded by the largest record if
             # they came out too large once uncompressed: bounding them by the largest frame, as
             # the decoded tables are, made row groups of ~100 records (4,360 on the 1.2 GB ring).
-            write_parquet(records_table(frames, responses), target)
+            if local_path(target) is not None:
+                write_records(frames, target, responses)  # the exploding tasks write it
+            else:
+                write_parquet(records_table(frames, responses), target)
             resize_row_groups(spark, target, records_row_size())
             say(f"exploded records -> {target} ({time.monotonic() - t:.1f} s)")
 

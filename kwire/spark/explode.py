@@ -165,10 +165,8 @@ def row_size() -> Column:
     )
 
 
-def records_table(frames: DataFrame, responses: DataFrame | None = None) -> DataFrame:
-    """The OUT/records rows of a frames table; `responses` (decoded) resolves topic ids."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
+def _wanted(frames: DataFrame) -> DataFrame:
+    """The frames that carry records, with the columns the explosion reads."""
     types = {
         "connection_id": "string",
         "client_id": "string",
@@ -184,14 +182,14 @@ def records_table(frames: DataFrame, responses: DataFrame | None = None) -> Data
     wanted = F.lit(False)
     for direction, api_key in RECORD_FIELDS:
         wanted = wanted | ((F.col("direction") == direction) & (F.col("api_key") == api_key))
-    out = (
-        frames.where(wanted & F.col("frame").isNotNull())
-        .select(*INPUT_COLUMNS)
-        .mapInArrow(_explode, from_arrow_schema(SCHEMA))
-    )
+    return frames.where(wanted & F.col("frame").isNotNull()).select(*INPUT_COLUMNS)
+
+
+def _names(responses: DataFrame | None) -> DataFrame | None:
+    """Topic id -> name, from the capture's Metadata responses (None without any)."""
     if responses is None or "metadata" not in responses.columns:
-        return out
-    names = (
+        return None
+    return (
         responses.where(F.col("api_key") == 3)
         .select(F.explode("metadata.topics").alias("t"))
         .select(F.col("t.topic_id").alias("_id"), F.col("t.name").alias("_name"))
@@ -199,9 +197,53 @@ def records_table(frames: DataFrame, responses: DataFrame | None = None) -> Data
         .groupBy("_id")
         .agg(F.min("_name").alias("_name"))
     )
+
+
+def records_table(frames: DataFrame, responses: DataFrame | None = None) -> DataFrame:
+    """The OUT/records rows of a frames table; `responses` (decoded) resolves topic ids."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    out = _wanted(frames).mapInArrow(_explode, from_arrow_schema(SCHEMA))
+    names = _names(responses)
+    if names is None:
+        return out
     columns = [
         F.coalesce("topic", "_name").alias("topic") if c == "topic" else c for c in SCHEMA.names
     ]
     # Broadcast: the names are a few rows per topic, and a shuffle join would move every
     # record (values and all) to look them up.
     return out.join(F.broadcast(names), out["topic_id"] == names["_id"], "left").select(*columns)
+
+
+def named(batch: pa.RecordBatch, names: dict[str, str]) -> pa.RecordBatch:
+    """A batch of records with the topics its frames gave by id alone named (records_table's
+    join, in Arrow)."""
+    topic = batch.column("topic")
+    if not names or topic.null_count == 0:
+        return batch
+    ids = batch.column("topic_id").to_pylist()
+    filled = pa.array(
+        [t if t is not None else names.get(i) for t, i in zip(topic.to_pylist(), ids)],
+        type=topic.type,
+    )
+    at = batch.schema.get_field_index("topic")
+    columns = [filled if i == at else c for i, c in enumerate(batch.columns)]
+    return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
+
+
+def write_records(frames: DataFrame, path: str, responses: DataFrame | None = None) -> int:
+    """records_table(frames, responses) written to a local table by the tasks that explode the
+    frames (kwire.spark.sink.write_by_tasks): the same table as Spark's writer makes of it
+    (tests/spark/test_explode.py), without taking every record back into the JVM to encode it.
+    The topic names are collected on the driver first (a few rows per topic). Returns the rows."""
+    from kwire.spark.sink import write_batches, write_by_tasks
+
+    names_df = _names(responses)
+    names = {r["_id"]: r["_name"] for r in names_df.collect()} if names_df is not None else {}
+
+    def task(batches: Iterable[pa.RecordBatch], open_file: Any) -> Iterator[dict[str, Any]]:
+        rows = (named(b, names) for b in _explode(batches))
+        yield from write_batches(rows, open_file, None)
+
+    done = write_by_tasks(_wanted(frames), path, task, schema=SCHEMA, size_column=("key", "value"))
+    return sum(r["rows"] for r in done)

@@ -24,7 +24,7 @@ import errno
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -157,7 +157,7 @@ class PartFile:
         path: str,
         schema: pa.Schema | None,
         compression: str,
-        size_column: str,
+        size_column: str | Sequence[str],
         factor: int = 1,
         group_bytes: int = ROW_GROUP_BYTES,
         page_bytes: int = PAGE_BYTES,
@@ -182,8 +182,11 @@ class PartFile:
 
         if batch.num_rows == 0:
             return
-        lengths = pc.fill_null(pc.binary_length(batch.column(self.size_column)), 0)
-        sizes = [n * self.factor + 64 for n in lengths.to_pylist()]
+        names = [self.size_column] if isinstance(self.size_column, str) else self.size_column
+        lengths = [
+            pc.fill_null(pc.binary_length(batch.column(name)), 0).to_pylist() for name in names
+        ]
+        sizes = [sum(row) * self.factor + 64 for row in zip(*lengths)]
         self._held.append(batch)
         self._sizes += sizes
         self._held_bytes += sum(sizes)
@@ -254,7 +257,7 @@ def write_by_tasks(
     task: TaskWrite,
     *,
     schema: pa.Schema | None = None,
-    size_column: str = "frame",
+    size_column: str | Sequence[str] = "frame",
     factor: int = 1,
 ) -> list[dict[str, Any]]:
     """Runs `task` over each partition of `df` (mapInArrow), letting it write its own Parquet

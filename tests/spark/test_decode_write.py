@@ -1,8 +1,10 @@
-"""kwire.spark.api.write_decoded: the decoded tables written by the decoding tasks themselves
-(as the job writes OUT/requests and OUT/responses) are the tables Spark's own writer makes of
-decode_requests / decode_responses: the same schema read back, the same rows, the same
-partitions, on real captures, synthetic traffic with damaged frames, and frames the capture
-could not complete (redacted SASL bytes, TLS without keys, frames cut short)."""
+"""kwire.spark.api.write_decoded and kwire.spark.explode.write_records: the decoded tables and
+the records written by the decoding and exploding tasks themselves (as the job writes
+OUT/requests, OUT/responses and OUT/records) are the tables Spark's own writer makes of
+decode_requests / decode_responses / records_table: the same schema read back, the same rows,
+the same partitions, on real captures (records of every codec), synthetic traffic with damaged
+frames, and frames the capture could not complete (redacted SASL bytes, TLS without keys,
+frames cut short)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from benchmarks import synth
 from kwire import capture
 from kwire.job import present_families
 from kwire.spark.api import decode_requests, decode_responses, write_decoded
+from kwire.spark.explode import records_table, write_records
 from kwire.spark.sink import write_parquet
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,7 +65,7 @@ def _same(spark: SparkSession, ours: Path, theirs: Path) -> None:
     assert a.count() == b.count() > 0
     assert _hashes(a).exceptAll(_hashes(b)).count() == 0
     assert _hashes(b).exceptAll(_hashes(a)).count() == 0
-    assert sorted(p.name for p in ours.glob("api_key=*")) == sorted(
+    assert sorted(p.name for p in ours.glob("api_key=*")) == sorted(  # none for records
         p.name for p in theirs.glob("api_key=*")
     )
     assert (ours / "_SUCCESS").exists() and not (ours / "_temporary").exists()
@@ -102,3 +105,18 @@ def test_every_family_without_the_capture_columns(
         write_decoded(mine, str(ours), direction)
         write_parquet(decode(mine), str(theirs), partition_by="api_key")
         _same(spark, ours, theirs)
+
+
+def test_records_written_by_the_tasks_as_by_sparks_writer(
+    spark: SparkSession, frames: DataFrame, tmp_path: Path
+) -> None:
+    responses = decode_responses(frames.where(F.col("direction") == "response"))
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    rows = write_records(frames, str(ours), responses)
+    write_parquet(records_table(frames, responses), str(theirs))
+    _same(spark, ours, theirs)
+    assert rows == spark.read.parquet(str(theirs)).count()
+    codecs = {
+        r[0] for r in spark.read.parquet(str(ours)).select("compression").distinct().collect()
+    }
+    assert {"none", "gzip", "snappy", "lz4", "zstd"} <= codecs

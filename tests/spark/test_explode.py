@@ -182,16 +182,16 @@ def _struct(cls: Any, attr: str) -> Any:
     return next(f.struct for f in cls.FIELDS if f.attr == attr)
 
 
-def test_topic_ids_are_named_from_metadata_responses(spark: Any) -> None:
+def test_topic_ids_are_named_from_metadata_responses(spark: Any, tmp_path: Path) -> None:
     """Fetch v13 names topics by id; the job names them from a Metadata response of the same
-    capture, with a Spark join (no collection on the driver)."""
+    capture: records_table with a Spark join, write_records with the names collected."""
     import uuid
 
     from pyspark.sql import functions as F
 
     from kwire import records
     from kwire.spark.api import decode_responses
-    from kwire.spark.explode import records_table
+    from kwire.spark.explode import records_table, write_records
 
     topic_id = uuid.UUID(int=0x1234)
     batch = records.make_batch([records.Record(offset=0, timestamp=1, key=b"k", value=b"v")])
@@ -221,9 +221,12 @@ def test_topic_ids_are_named_from_metadata_responses(spark: Any) -> None:
         "frame binary",
     ).withColumn("ts_first", F.current_timestamp())
     out = records_table(frames, decode_responses(frames)).collect()
-    assert [(r["topic"], r["topic_id"], r["partition"], r["key"], r["value"]) for r in out] == [
-        ("payments", g.kafka_uuid(topic_id), 3, b"k", b"v")
-    ]
+    want = [("payments", g.kafka_uuid(topic_id), 3, b"k", b"v")]
+    assert [(r["topic"], r["topic_id"], r["partition"], r["key"], r["value"]) for r in out] == want
+    # Written by the exploding tasks (the job's way), the names collected on the driver.
+    assert write_records(frames, str(tmp_path / "records"), decode_responses(frames)) == 1
+    out = spark.read.parquet(str(tmp_path / "records")).collect()
+    assert [(r["topic"], r["topic_id"], r["partition"], r["key"], r["value"]) for r in out] == want
 
 
 def test_trace_ids_come_from_each_records_headers() -> None:
