@@ -274,6 +274,8 @@ def write_by_tasks(
     local = local_path(path)
     if local is None:
         raise ValueError(f"{path}: only local tables are written by their tasks")
+    # The executors' working directory is not the driver's (a standalone worker's is its own).
+    local = os.path.abspath(local)
     name, compression = session_codec(df.sparkSession)
     if os.path.exists(local):
         shutil.rmtree(local)

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from kwire.capture.table import SCHEMA
 from kwire.spark.sink import PartFile
@@ -91,3 +93,20 @@ def test_no_rows_no_file(tmp_path: Path) -> None:
     out.write(_batch(random.Random(1), [], 0))
     out.close()
     assert out.rows == 0 and not path.exists()
+
+
+def test_a_relative_table_is_written_where_the_driver_means(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Executors do not share the driver's working directory (a standalone worker has its own;
+    local mode's Python workers keep the one they started in): `-o out/decoded` is the
+    driver's."""
+    from kwire.spark.sink import write_batches, write_by_tasks
+
+    monkeypatch.chdir(tmp_path)
+    df = spark.createDataFrame([(i, bytes([i]) * i) for i in range(50)], "n int, frame binary")
+    done = write_by_tasks(df, "rel/table", lambda b, f: write_batches(b, f, None))
+    assert sum(r["rows"] for r in done) == 50
+    table = pq.read_table(tmp_path / "rel" / "table")
+    assert sorted(table.column("n").to_pylist()) == list(range(50))
+    assert (tmp_path / "rel" / "table" / "_SUCCESS").exists()
