@@ -917,6 +917,4 @@ def _timed(write: Callable[[], Any], name: str, target: str) -> None:
 
 
 def _write_decoded(df: DataFrame, target: str, name: str, largest: int) -> None:
-    t = time.monotonic()
-    write(df, target, "overwrite", row_bytes=2 * largest or None)
-    say(f"decoded {name} -> {target} ({time.monotonic() - t:.1f} s)")
+    _timed(partial(write, df, target, "overwrite", row_bytes=2 * largest or None), name, target)

@@ -238,9 +238,6 @@ class PartFile:
             self._writer.close()
             self._writer = None
 
-    def exists(self) -> bool:
-        return self.rows > 0
-
 
 def session_codec(spark: SparkSession) -> tuple[str, str]:
     """(Spark's name, pyarrow's name) of the session's Parquet codec."""
@@ -349,16 +346,8 @@ def write_batches(
             parts = [("", batch)]
         else:
             column = batch.column(partition_by)
-            rest = (
-                batch.drop_columns([partition_by])
-                if hasattr(batch, "drop_columns")
-                else (
-                    pa.RecordBatch.from_arrays(
-                        [c for n, c in zip(batch.schema.names, batch.columns) if n != partition_by],
-                        names=[n for n in batch.schema.names if n != partition_by],
-                    )
-                )
-            )
+            kept = [n for n in batch.schema.names if n != partition_by]
+            rest = pa.RecordBatch.from_arrays([batch.column(n) for n in kept], names=kept)
             parts = []
             for value in pc.unique(column).to_pylist():
                 where = pc.is_null(column) if value is None else pc.equal(column, value)

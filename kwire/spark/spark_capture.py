@@ -40,7 +40,7 @@ from kwire.capture.distributed import (
     track_segments,
 )
 from kwire.capture.tls import KeyLog
-from kwire.spark.sink import PartFile, write_by_tasks
+from kwire.spark.sink import PartFile, write_batches, write_by_tasks
 from kwire.spark.source import register_source
 
 FRAMES_TYPE = from_arrow_schema(FRAMES_SCHEMA)
@@ -74,23 +74,22 @@ class CaptureRun:
         def task(
             batches: Iterator[pa.RecordBatch], open_file: Callable[[str], PartFile]
         ) -> Iterator[dict[str, Any]]:
-            out = open_file("")
             states: list[str] = []
-            for batch in track(batches):
-                stats = batch.column(batch.num_columns - 1)
-                if stats.null_count < batch.num_rows:
-                    states += [s for s in stats.to_pylist() if s is not None]
-                else:
-                    out.write(pa.RecordBatch.from_arrays(batch.columns[:-1], schema=TABLE_SCHEMA))
-            out.close()
-            file = out.path if out.rows else None
-            for i, state in enumerate(states or [None]):
-                yield {"file": file if i == 0 else None, "partition": None,
-                       "rows": out.rows if i == 0 else 0, "extra": state}  # fmt: skip
+
+            def frames() -> Iterator[pa.RecordBatch]:
+                for batch in track(batches):
+                    stats = batch.column(batch.num_columns - 1)
+                    if stats.null_count < batch.num_rows:
+                        states.extend(s for s in stats.to_pylist() if s is not None)
+                    else:
+                        yield pa.RecordBatch.from_arrays(batch.columns[:-1], schema=TABLE_SCHEMA)
+
+            yield from write_batches(frames(), open_file, None)
+            yield from ({"extra": state} for state in states)  # once the frames are all read
 
         done = write_by_tasks(self._segments, path, task, schema=TABLE_SCHEMA, size_column="frame")
         self._tracker_states = [r["extra"] for r in done if r["extra"] is not None]
-        return sum(r["rows"] for r in done)
+        return sum(r["rows"] or 0 for r in done)
 
     def ranges_read(self) -> int:
         """How many byte ranges the executors read (after the frames were written)."""
