@@ -25,7 +25,8 @@ in the page cache):
 3. ``local1``, ``local2``, ``cluster2``: the capture on Spark
    (``kwire.spark.spark_capture.capture_frames(spark, [RING], ports)``, its frames written as
    Parquet by ``CaptureRun.write``, each tracking task writing its own file, as the job does)
-   on ``local[1]``, ``local[2]`` and a standalone cluster of two workers with one core each (the
+   on ``local[1]``, ``local[2]`` (in the JVM the job starts: C1 alone) and a standalone
+   cluster of two workers with one core each (the
    master and workers started as tests/spark/test_cluster.py does, with its ``Cluster``). Each in
    its own process (``--variant``, so JVMs do not mix): one warm-up run, then the timed runs
    (the write only, not the session's start).
@@ -342,7 +343,9 @@ def spark_variant(args: argparse.Namespace) -> dict[str, Any]:
         from kwire.spark.session import build_session
         from kwire.spark.spark_capture import capture_frames
 
-        spark = build_session(master, "kwire-bench-scale", conf=conf)
+        # The JVM `kwire decode` starts (C1 alone on a local master; a cluster's executors as
+        # their workers start them).
+        spark = build_session(master, "kwire-bench-scale", conf=conf, batch=True)
         try:
             for repeat in range(args.repeats + 1):
                 label = "warm-up" if repeat == 0 else f"run {repeat}/{args.repeats}"

@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     args = job.parse_args([*captures, "-o", str(out), "--overwrite", *options])
     # The bundled captures are a short job's input, as `kwire decode` would size them.
     short = job.short_job(args.master, [], captures)
-    spark = build_session(args.master, "kwire-demo", short=short, tell=job.say)
+    spark = build_session(args.master, "kwire-demo", short=short, tell=job.say, batch=True)
     try:
         job.run(args, spark=spark)
         register(spark)

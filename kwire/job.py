@@ -44,7 +44,7 @@ from kwire.spark.explode import records_table, write_records
 from kwire.spark.explode import row_size as records_row_size
 from kwire.spark.model import FAMILIES
 from kwire.spark.progress import Progress, describe, describe_outputs
-from kwire.spark.session import hold, hold_per_core, release
+from kwire.spark.session import hold, hold_per_core, is_local, release
 from kwire.spark.sink import (
     has_parquet_files,
     resize_row_groups,
@@ -380,15 +380,13 @@ def _capture_place(captures: list[str], split_size: int) -> str:
     return "driver" if _input_bytes([], captures) <= split_size else "spark"
 
 
-# Inputs up to this size make a short job (kwire.spark.session.SHORT_JOB_JVM).
+# Inputs up to this size make a short job (kwire.spark.session.SHORT_JOB_SQL).
 SHORT_INPUT = 64 << 20
 
 
 def short_job(master: str, tables: list[str], captures: list[str]) -> bool:
     """Whether a job on these inputs is a short one (kwire.spark.session.build_session's
     `short`): a local master and inputs up to SHORT_INPUT."""
-    from kwire.spark.session import is_local
-
     return is_local(master) and _input_bytes(tables, captures) <= SHORT_INPUT
 
 
@@ -538,9 +536,15 @@ def _run(
     if spark is None:
         say(
             f"starting Spark on {args.master}"
-            + (" (a short job: C1 JIT, queries interpreted)" if short else "")
+            + (
+                " (a short job: C1 JIT, queries interpreted)"
+                if short
+                else " (C1 JIT)" if is_local(args.master) else ""
+            )
         )
-        spark = build_session(args.master, "kwire-decode", args.conf, short=short, tell=say)
+        spark = build_session(
+            args.master, "kwire-decode", args.conf, short=short, tell=say, batch=True
+        )
     # A session given by the caller too (build_session's do this already).
     keep_jvm_names(spark)
     if capturing is not None:

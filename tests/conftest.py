@@ -20,7 +20,7 @@ os.environ["KWIRE_JVM_CLASSES"] = "off"
 def spark() -> Iterator["SparkSession"]:  # type: ignore[name-defined]  # noqa: F821
     from pyspark.sql import SparkSession
 
-    from kwire.spark.session import SHORT_JOB_JVM, SHORT_JOB_SQL
+    from kwire.spark.session import C1_JVM, SHORT_JOB_SQL
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # The S3 tests read from a local S3-compatible server (moto's), which takes any key. The
@@ -42,7 +42,7 @@ def spark() -> Iterator["SparkSession"]:  # type: ignore[name-defined]  # noqa: 
         .config("spark.driver.memory", "1g")
         # The tests' jobs are small, as the jobs kwire starts this way are: C1 alone took the
         # group, job and fault tests from 145-149 s to 115-120 s on 2 cores (2 runs each).
-        .config("spark.driver.extraJavaOptions", SHORT_JOB_JVM)
+        .config("spark.driver.extraJavaOptions", C1_JVM)
         # and their queries interpreted, as kwire's short jobs run them: on a warm session the
         # 313 kB capture's job took 12.9-14.0 s instead of 16.9-17.3 s, and its JVM half the CPU
         # (11-12 s, not 20-22), which two workers running jobs side by side compete for. The

@@ -87,15 +87,19 @@ def release(df: DataFrame) -> None:
         plan.rdd().unpersist(False)
 
 
-# A job on a small capture is dozens of small Spark queries, each a few new code paths for the
-# JVM: C2's compiler threads then compete with the job for the cores (two, often) and finish
-# code the job no longer runs. C1 alone took 2.7 s off a 32 s job on a 313 kB capture (3 runs
-# each, README Performance); on the 1.2 GB ring C2 is what makes the long stages fast.
+# A batch job on a local master (`kwire decode`, the demo) starts its JVM with the C1 compiler
+# alone. The job's heavy loops run in Python (the capture, decoding, records, and the Parquet
+# writes of their tables); what the JVM runs is many queries' worth of code a few times each,
+# which C2's compiler threads spend the cores on and finish after the job stops running it. On 2
+# cores the whole job on a 1.2 GB ring took 49.1, 53.0 s with C1 alone against 63.6, 67.3 s
+# (coalesced) and 48.8, 48.1 against 60.6, 56.8 s (MTU), and the 5 GB file 154 against 166 s
+# (docs/scale.md). (When the JVM still wrote every table and converted every row, C2 had been the
+# faster: 243 against 269 s.)
 # C1 alone also shrinks the JVM's code cache to 48 MB (from 240), which a session running
 # hundreds of queries fills ("Out of space in CodeCache for adapters" ended the tests' JVM):
 # the cache keeps its usual size.
-SHORT_JOB_JVM = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
-# For the same reason, a short job's queries are interpreted rather than compiled: Spark
+C1_JVM = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+# A short job (small inputs) also runs its queries interpreted rather than compiled: Spark
 # generates Java source for every projection, filter, sort and aggregate of every query and
 # compiles it with Janino, a fixed cost per query shape that pays back over millions of rows.
 # On a 313 kB capture it was a fifth of the JVM's samples (Java Flight Recorder), and turning it
@@ -112,12 +116,15 @@ def build_session(
     log_level: str = "WARN",
     short: bool = False,
     tell: Callable[[str], None] | None = None,
+    batch: bool = False,
 ) -> SparkSession:
     """Starts (or joins) a session on `master` with WARN logs (see the module's docstring for how
-    executors get kwire). `short`: the job is expected to take seconds of JVM work (a small
-    input), so a local JVM compiles with C1 alone and runs queries interpreted (SHORT_JOB_JVM,
-    SHORT_JOB_SQL). `tell` hears when this
-    run keeps the JVM's classes for later ones (kwire/spark/classes.py)."""
+    executors get kwire). `batch`: the session runs one job and ends (`kwire decode`), so a
+    local JVM compiles with C1 alone (C1_JVM). `short`: a batch job expected to take seconds of
+    JVM work (a small input), whose queries also run interpreted (SHORT_JOB_SQL). Sessions that
+    live on (notebooks, `kwire live`, the tests') keep the JVM's default tiers unless `short`.
+    `tell` hears when this run keeps the JVM's classes for later ones
+    (kwire/spark/classes.py)."""
     # Executors run the Python that runs the driver (it has pyarrow and the same pyspark) unless
     # PYSPARK_PYTHON names another: on a real cluster, set it to the workers' interpreter.
     # pyspark takes the executors' Python from this variable, not from spark.pyspark.python.
@@ -127,7 +134,7 @@ def build_session(
     from kwire.spark import classes
     from kwire.spark.jvmnames import keep_jvm_names
 
-    settings = session_settings(master, conf, short)
+    settings = session_settings(master, conf, short, batch)
     # The driver JVM's classes from an archive of an earlier run, or written for the next
     # (kwire/spark/classes.py); only for a JVM this session starts.
     fresh = SparkContext._active_spark_context is None
@@ -146,7 +153,7 @@ def build_session(
 
 
 def session_settings(
-    master: str, conf: Iterable[tuple[str, str]] = (), short: bool = False
+    master: str, conf: Iterable[tuple[str, str]] = (), short: bool = False, batch: bool = False
 ) -> dict[str, str]:
     """The settings build_session() starts a session with: kwire's, then `conf` over them."""
     settings: dict[str, str] = {
@@ -181,8 +188,9 @@ def session_settings(
         # about 3.4 GB for the whole process tree (JVM heap and off-heap Arrow and Parquet
         # buffers, Python workers, this process); 1.5g would add about 0.5 GB of RSS for nothing.
         settings["spark.driver.memory"] = DRIVER_MEMORY
+        if short or batch:
+            settings["spark.driver.extraJavaOptions"] += " " + C1_JVM
         if short:
-            settings["spark.driver.extraJavaOptions"] += " " + SHORT_JOB_JVM
             settings.update(SHORT_JOB_SQL)
     settings.update(dict(conf))
     return settings

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import struct
 from typing import Any
 from pathlib import Path
 
@@ -379,9 +380,10 @@ def test_hold_caches_on_a_cluster(spark: SparkSession) -> None:
 
 
 def test_a_small_local_job_starts_its_jvm_for_a_short_run(tmp_path: Path) -> None:
-    """Inputs up to SHORT_INPUT on a local master get C1 alone; big, remote or cluster ones keep
-    the JVM's default tiers, and the user's own java options win over kwire's."""
-    from kwire.spark.session import SHORT_JOB_JVM, session_settings
+    """A batch job on a local master gets C1 alone, and inputs up to SHORT_INPUT interpreted
+    queries too; cluster drivers and sessions that live on keep the JVM's default tiers and
+    compiled queries, and the user's own java options win over kwire's."""
+    from kwire.spark.session import C1_JVM, session_settings
 
     small = tmp_path / "small.pcap"
     small.write_bytes(b"\0" * 1000)
@@ -402,9 +404,11 @@ def test_a_small_local_job_starts_its_jvm_for_a_short_run(tmp_path: Path) -> Non
     assert mode not in session_settings("local[*,4]", short=False)
     assert mode not in session_settings("spark://127.0.0.1:7077", short=True)
     assert session_settings("local[2]", [(mode, "FALLBACK")], short=True)[mode] == "FALLBACK"
-    assert SHORT_JOB_JVM in session_settings("local[*,4]", short=True)[java]
-    assert SHORT_JOB_JVM not in session_settings("local[*,4]", short=False)[java]
-    assert SHORT_JOB_JVM not in session_settings("spark://127.0.0.1:7077", short=True)[java]
+    assert mode not in session_settings("local[*,4]", batch=True)
+    assert C1_JVM in session_settings("local[*,4]", short=True)[java]
+    assert C1_JVM in session_settings("local[*,4]", batch=True)[java]
+    assert C1_JVM not in session_settings("local[*,4]")[java]
+    assert C1_JVM not in session_settings("spark://127.0.0.1:7077", short=True, batch=True)[java]
     mine = session_settings("local[2]", [(java, "-Xss4m")], short=True)
     assert mine[java] == "-Xss4m"
     # PySpark's per-call DataFrame debugging is off in kwire's sessions, on again if asked.
@@ -412,6 +416,35 @@ def test_a_small_local_job_starts_its_jvm_for_a_short_run(tmp_path: Path) -> Non
     assert session_settings("local[*,4]")[debugging] == "false"
     assert session_settings("spark://127.0.0.1:7077")[debugging] == "false"
     assert session_settings("local[2]", [(debugging, "true")])[debugging] == "true"
+
+
+@pytest.mark.parametrize("size, short", [(1000, True), (job.SHORT_INPUT + 1, False)])
+def test_the_job_starts_a_batch_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int, short: bool
+) -> None:
+    """`kwire decode` asks for a batch session (C1 alone on a local master, whatever the
+    input's size), and a short one only for small inputs."""
+    import kwire.spark.session as session
+
+    asked: dict[str, Any] = {}
+
+    class Started(Exception):
+        pass
+
+    def fake(*args: Any, **kwargs: Any) -> None:
+        asked.update(kwargs)
+        raise Started
+
+    monkeypatch.setattr(session, "build_session", fake)
+    capture = tmp_path / "in.pcap"
+    with open(capture, "wb") as f:  # sparse: only its size matters before the session starts
+        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))  # a pcap header
+        f.truncate(size)
+    args = job.parse_args([str(capture), "-o", str(tmp_path / "out"), "--capture-on", "spark"])
+    with pytest.raises(Started):
+        job.run(args)
+    assert asked["batch"] is True
+    assert asked["short"] is short
 
 
 def _rows(path: Path) -> list[str]:
