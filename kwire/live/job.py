@@ -187,8 +187,9 @@ class Live:
 
     def process(self, batch: DataFrame, batch_id: int, final: bool = False) -> None:
         """foreachBatch: the batch's files (or, `final`, the end of the capture) into OUT."""
-        from kwire.job import decode_frames, size_batches, write
-        from kwire.spark.explode import records_table
+        from kwire.job import size_batches
+        from kwire.spark.api import write_decoded
+        from kwire.spark.explode import write_records
         from kwire.spark.sink import has_parquet_files, write_parquet
 
         t0 = time.monotonic()
@@ -281,16 +282,23 @@ class Live:
         if n_frames:
             size_batches(spark, frames)
             steps["sizes"] = time.monotonic() - t0
-            requests, responses = decode_frames(frames, self.families, tolerant=self.tolerant)
-            write(requests, os.path.join(staging, "requests"), "overwrite")
-            steps["requests"] = time.monotonic() - t0
-            write(responses, os.path.join(staging, "responses"), "overwrite")
-            steps["responses"] = time.monotonic() - t0
+            # Decoded, exploded and written by the same tasks, as `kwire decode` writes local
+            # tables (kwire.spark.api.write_decoded, kwire.spark.explode.write_records).
+            for name in ("requests", "responses"):
+                direction = name[:-1]
+                write_decoded(
+                    frames.where(F.col("direction") == direction),
+                    os.path.join(staging, name),
+                    direction,
+                    self.families,
+                    self.tolerant,
+                )
+                steps[name] = time.monotonic() - t0
             if self.records:
                 staged = os.path.join(staging, "responses")
                 # A batch can hold requests and no response (the end of a capture): no files.
                 decoded = spark.read.parquet(staged) if has_parquet_files(staged) else None
-                write_parquet(records_table(frames, decoded), os.path.join(staging, "records"))
+                write_records(frames, os.path.join(staging, "records"), decoded)
         t_decode = time.monotonic() - t0 - t_capture
         # Commit: the tables' new files, then the state version, then the group tables, then
         # the batch's log (its presence says the batch is done).
