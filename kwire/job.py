@@ -856,9 +856,7 @@ def _decode(
         target = os.path.join(out, name)
         if local_path(target) is not None:
             # Decoded and written by the same tasks (kwire.spark.api.write_decoded).
-            direction = name[:-1]
-            mine = frames.where(F.col("direction") == direction)
-            write = partial(write_decoded, mine, target, direction, families, not args.strict)
+            write = partial(write_decoded, frames, target, name[:-1], families, not args.strict)
             steps.add(f"decode {name}", partial(_timed, write, name, target))
         else:
             steps.add(f"decode {name}", partial(_write_decoded, df, target, name, largest))

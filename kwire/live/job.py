@@ -285,14 +285,8 @@ class Live:
             # Decoded, exploded and written by the same tasks, as `kwire decode` writes local
             # tables (kwire.spark.api.write_decoded, kwire.spark.explode.write_records).
             for name in ("requests", "responses"):
-                direction = name[:-1]
-                write_decoded(
-                    frames.where(F.col("direction") == direction),
-                    os.path.join(staging, name),
-                    direction,
-                    self.families,
-                    self.tolerant,
-                )
+                staged = os.path.join(staging, name)
+                write_decoded(frames, staged, name[:-1], self.families, self.tolerant)
                 steps[name] = time.monotonic() - t0
             if self.records:
                 staged = os.path.join(staging, "responses")

@@ -345,14 +345,16 @@ def write_decoded(
     families: Sequence[str] | None = None,
     tolerant: bool = True,
 ) -> None:
-    """decode_requests / decode_responses of a capture's frames table (its column names), written
-    to a local table partitioned by api key by the decoding tasks themselves: the same table as
-    writing the DataFrame with Spark's writer (tests/spark/test_decode_write.py), without taking
-    every decoded row back into the JVM to encode it there."""
+    """decode_requests / decode_responses of the `direction` frames ("request" or "response") of
+    a capture's frames table (its column names), written to a local table partitioned by api key
+    by the decoding tasks themselves: the same table as writing the DataFrame with Spark's writer
+    (tests/spark/test_decode_write.py), without taking every decoded row back into the JVM to
+    encode it there."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from kwire.spark.sink import write_by_tasks
 
+    df = df.where(F.col("direction") == direction)
     p = plan(direction, _key(families), None, tolerant)
     finished = (decode_requests if direction == "request" else decode_responses)(
         df, families=families, tolerant=tolerant
