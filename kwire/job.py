@@ -171,9 +171,24 @@ def run_capture_on_spark(
         if "://" not in frames:
             shutil.rmtree(frames, ignore_errors=True)
         raise JobError(str(e)) from None
+    if not is_local(spark.sparkContext.master or "local"):
+        not_on_workers(summary.files)
     _report_capture(summary)
     say(f"captured -> {frames} ({time.monotonic() - started:.1f} s)")
     return frames
+
+
+def not_on_workers(files: list[dict[str, Any]]) -> None:
+    """Says why, on a cluster, the executors could not open a local capture the driver sees:
+    a local path must name the same file on every worker."""
+    for f in files:
+        path = local_path(str(f.get("path", "")))
+        if str(f.get("error", "")).startswith("cannot open") and path and os.path.isfile(path):
+            f["error"] += (
+                " (on the executors; the driver has it: local paths must be readable on every"
+                " worker, so put the captures on a shared filesystem or in object storage,"
+                " s3://, hdfs://, gs://)"
+            )
 
 
 def _report_capture(summary: Any) -> None:
@@ -185,6 +200,14 @@ def _report_capture(summary: Any) -> None:
         f"capture: {summary.packets:,} packets, {frames:,} frames "
         f"({summary.frames['request']:,} requests, {summary.frames['response']:,} responses)"
     )
+    if not frames and summary.packets:
+        # Not an error (the tables are written, empty), but most likely not what was meant.
+        skipped = ", ".join(f"{n:,} {why}" for why, n in summary.skipped_packets.most_common(3))
+        say(
+            f"capture: no Kafka frames in {summary.tcp_segments:,} TCP segments over "
+            f"{summary.connections:,} connection(s)"
+            + (f"; packets passed over: {skipped}" if skipped else "")
+        )
     if summary.tls:
         parts = ", ".join(f"{n:,} {what}" for what, n in sorted(summary.tls.items()))
         say(f"capture: TLS connections: {parts}")
@@ -845,7 +868,8 @@ def _decode(
     if families is None:
         families = present_families(keys) if keys is not None else None
         if families is not None:
-            say(f"{len(families)} of the {len(FAMILIES)} APIs occur: {', '.join(families)}")
+            occur = ", ".join(families) if families else "none (the tables are written empty)"
+            say(f"{len(families)} of the {len(FAMILIES)} APIs occur: {occur}")
     from kwire.groups.build import settings as group_settings
 
     requests, responses = decode_frames(frames, families, tolerant=not args.strict)

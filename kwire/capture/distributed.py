@@ -115,6 +115,16 @@ def local_path(path: str) -> str | None:
     return None if "://" in path else path
 
 
+def anchored(path: str, base: str | None = None) -> str:
+    """A relative local path (plain or file:) made absolute against `base` (default: this
+    process's working directory), as Spark qualifies the paths its own file sources are given;
+    other paths as they are."""
+    local = local_path(path)
+    if local is None or os.path.isabs(local):
+        return path
+    return os.path.abspath(os.path.join(base or os.getcwd(), local))
+
+
 def open_capture(path: str) -> BinaryIO:
     """Opens a local path, a file: URL, or any URL pyarrow's filesystems read (s3://, hdfs://,
     gs://, ...; s3a:// and s3n:// are read as s3://)."""
@@ -301,6 +311,13 @@ class Range:
     end: int
     size: int
     in_directory: bool = False
+    # Where the task opens the file: `path` itself, or for a relative local path that path
+    # made absolute where the ranges were planned (the driver), since an executor's working
+    # directory is its own (a standalone worker's is its work directory).
+    location: str = ""
+
+    def where(self) -> str:
+        return self.location or self.path
 
 
 # Spark's own defaults for file sources: a task reads about 128 MB, and opening a file counts as
@@ -330,10 +347,13 @@ def plan_ranges(
     files: Iterable[tuple[str, bool, int]],
     split_bytes: int = SPLIT_BYTES,
     open_cost: int = OPEN_COST,
+    base: str | None = None,
 ) -> list[list[Range]]:
     """Tasks of byte ranges: each file (path, in a directory, size) cut into ranges of at most
     `split_bytes`, consecutive ranges packed into one task while the task stays within
-    `split_bytes` (each range counting `open_cost` more), as Spark packs file splits."""
+    `split_bytes` (each range counting `open_cost` more), as Spark packs file splits. Relative
+    local paths are opened from `base` (default: this process's working directory), see
+    Range.location."""
     if split_bytes < 1:
         raise ValueError("the split size must be at least one byte")
     tasks: list[list[Range]] = []
@@ -343,7 +363,7 @@ def plan_ranges(
         starts = range(0, max(size, 1), split_bytes)
         for start in starts:
             end = min(start + split_bytes, size) if start + split_bytes < size else max(size, 1)
-            piece = Range(index, path, start, end, size, in_dir)
+            piece = Range(index, path, start, end, size, in_dir, anchored(path, base))
             cost = (end - start) + open_cost
             if current and load + cost > split_bytes:
                 tasks.append(current)
@@ -368,7 +388,7 @@ def read_range_packets(
     stats = FileStats(piece.path, size=piece.size)
     entry.update(path=piece.path, size=piece.size, start=piece.start, end=piece.end)
     try:
-        f = opener(piece.path)
+        f = opener(piece.where())
     except (OSError, ValueError) as e:
         entry["error"] = f"cannot open: {getattr(e, 'strerror', None) or e}"
         entry["head_error"] = True
@@ -467,15 +487,17 @@ def track_segments(
     batch_rows: int = FRAME_BATCH_ROWS,
     batch_bytes: int = FRAME_BATCH_BYTES,
     stamps: Mapping[int, FileStamp] | None = None,
+    locations: list[str] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Frames (FRAMES_SCHEMA) from segments of whole flows in capture order, then one row with
     the tracker's statistics. `paths[file_index]` names each segment's file (source_file).
-    Runs that carry positions (`at`) have their payloads read from `paths[file_index]`, which
-    must still be the file `stamps[file_index]` describes (FileChanged otherwise)."""
+    Runs that carry positions (`at`) have their payloads read from `locations[file_index]`
+    (default: the path), which must still be the file `stamps[file_index]` describes
+    (FileChanged otherwise)."""
     summary = Summary()
     builder = BatchBuilder(batch_rows, batch_bytes)
     tracker = Tracker(broker_ports, infer_direction, builder.add, summary, keep_auth_bytes, keylog)
-    views = _Views(paths, stamps or {})
+    views = _Views(paths, stamps or {}, locations)
     try:
         for batch in batches:
             if batch.num_rows == 0:
@@ -484,8 +506,8 @@ def track_segments(
             where = batch.column("at").to_pylist()
             for values, ats in zip(zip(*cols), where):
                 index, *run = values
-                if run[-1] is None:
-                    continue  # a statistics row, should one come this far
+                if run[0] is None:
+                    continue  # a range's statistics row (no connection ends)
                 tracker.src = paths[index]
                 view = None if ats is None else views.get(index)
                 for done in feed_run(tracker, builder, tuple(run), ats, view):
@@ -618,17 +640,23 @@ def read_payloads(
 class _Views:
     """The local files that runs point into, opened once each and checked first."""
 
-    def __init__(self, paths: list[str], stamps: Mapping[int, FileStamp]) -> None:
+    def __init__(
+        self,
+        paths: list[str],
+        stamps: Mapping[int, FileStamp],
+        locations: list[str] | None = None,
+    ) -> None:
         self.paths = paths
         self.stamps = stamps
+        self.locations = locations or paths
         self.open: dict[int, _File] = {}
 
     def get(self, index: int) -> _File:
         f = self.open.get(index)
         if f is None:
-            name = self.paths[index]
+            name, where = self.paths[index], self.locations[index]
             try:
-                fd = os.open(local_path(name) or name, os.O_RDONLY)
+                fd = os.open(local_path(where) or where, os.O_RDONLY)
             except OSError as e:
                 raise FileChanged(
                     f"{name}: cannot open it again to read its payloads: {e.strerror or e}"

@@ -630,7 +630,10 @@ def commits(requests: DataFrame, pairs: DataFrame, names: dict[str, str]) -> Dat
     """One row per partition of each OffsetCommit request, with its answer's error. Version
     10 names topics by id (`topic`: see _named)."""
     if not _has(requests, "offset_commit"):
-        return requests.sparkSession.createDataFrame([], TABLES["commits"])
+        # The columns below, without the lags commit_lag adds.
+        lags = ("time_lag_ms", "timestamp_lag_ms")
+        schema = StructType([f for f in TABLES["commits"] if f.name not in lags])
+        return requests.sparkSession.createDataFrame([], schema)
     c = paired(pairs, "offset_commit")
     t = c.select("*", F.posexplode("req.topics").alias("ti", "topic"))
     p = t.select("*", F.posexplode("topic.partitions").alias("pi", "part"))

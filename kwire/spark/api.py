@@ -361,4 +361,8 @@ def write_decoded(
     )
     zone = df.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC"
     target = to_arrow_schema(finished.schema, timezone=zone)
-    write_by_tasks(df, path, decode_task(p, target), factor=2)
+    # No frames of this direction: one empty file with every column, the api key typed as
+    # Spark infers it from the partition directories of a table with rows (int).
+    key = target.get_field_index("api_key")
+    empty = target.set(key, pa.field("api_key", pa.int32()))
+    write_by_tasks(df, path, decode_task(p, target), factor=2, empty=empty)

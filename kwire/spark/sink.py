@@ -256,6 +256,7 @@ def write_by_tasks(
     schema: pa.Schema | None = None,
     size_column: str | Sequence[str] = "frame",
     factor: int = 1,
+    empty: pa.Schema | None = None,
 ) -> list[dict[str, Any]]:
     """Runs `task` over each partition of `df` (mapInArrow), letting it write its own Parquet
     files under `path/_temporary`: it asks for a file by calling its second argument with the
@@ -264,8 +265,9 @@ def write_by_tasks(
     dicts of WRITTEN's fields. Once every task has succeeded, the files are moved into `path`
     (replaced if it exists) and `_SUCCESS` is written, as Spark commits its own tables; a
     failed run leaves no table. Returns the tasks' dicts. Local tables only. A table of no rows
-    gets one empty file of `schema` when there is one (Spark's writer gives a partitioned table
-    no file either)."""
+    gets one empty file of `empty` (default: `schema`), so that it reads as a table of no rows
+    with its columns rather than failing to infer a schema (Spark's own writer gives a
+    partitioned table of no rows no file at all)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     local = local_path(path)
@@ -317,10 +319,11 @@ def write_by_tasks(
             where = os.path.join(local, partition)
             os.makedirs(where, exist_ok=True)
             os.replace(file, os.path.join(where, f"part-{i:05d}-{job}{suffix}.parquet"))
-        if not files and schema is not None:
+        empty = empty or schema
+        if not files and empty is not None:
             import pyarrow.parquet as pq
 
-            pq.write_table(schema.empty_table(), os.path.join(local, f"part-00000-{job}.parquet"))
+            pq.write_table(empty.empty_table(), os.path.join(local, f"part-00000-{job}.parquet"))
     except BaseException:
         shutil.rmtree(local, ignore_errors=True)
         raise

@@ -20,6 +20,8 @@ Options:
 - `rows`: `packets` (default): one row per packet, with its IP and TCP fields, or `segments`:
   what kwire's capture step regroups by TCP flow (runs of a flow's segments, see
   kwire.capture.distributed.SEGMENT_SCHEMA), each range then followed by a statistics row.
+- `base`: the directory relative local paths are read from (default: the working directory of
+  the driver's planning process; the executors' own working directories do not count).
 - `positions` (with `rows=segments`): a JSON list of file indexes (positions in `files`) whose
   runs carry where their payloads lie in the file instead of the bytes (local files only).
 
@@ -147,13 +149,14 @@ class PcapReader(DataSourceReader):
             raise ValueError(f"pcap source: splitSize: {e}") from None
         self.rows = options.get("rows", "packets")
         self.positions = frozenset(json.loads(options.get("positions") or "[]"))
+        self.base = options.get("base") or None
         self.schema = schema
 
     def partitions(self) -> list[InputPartition]:
         files = self.files if self.files is not None else list_files(self.paths)
         if not files:
             raise FileNotFoundError(f"pcap source: no files in {', '.join(self.paths)}")
-        return [RangesPartition(task) for task in plan_ranges(files, self.split)]
+        return [RangesPartition(task) for task in plan_ranges(files, self.split, base=self.base)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangesPartition)

@@ -34,6 +34,7 @@ from kwire.capture.distributed import (
     ORDER,
     SPLIT_BYTES,
     FileStamp,
+    anchored,
     list_files,
     local_path,
     merge_stats,
@@ -131,6 +132,8 @@ def capture_frames(
     if not files:
         raise FileNotFoundError(f"no files in {', '.join(inputs)}")
     paths = [p for p, _, _ in files]
+    base = os.getcwd()  # relative paths name files here; the executors' directories differ
+    locations = [anchored(p, base) for p in paths]
     ports = list(broker_ports)
 
     # Local files are read twice, as Spark reads a file source: the first stage moves where
@@ -152,6 +155,7 @@ def capture_frames(
             keep_auth_bytes=keep_auth_bytes,
             keylog=keylog,
             stamps=stamps,
+            locations=locations,
         )
 
     register_source(spark)
@@ -163,14 +167,18 @@ def capture_frames(
         .option("rows", "segments")
         .option("files", json.dumps(files))
         .option("splitSize", str(split_size))
+        .option("base", base)
         .option("positions", json.dumps(sorted(stamps)))
         .load()
         .observe(
             files_seen,
             F.collect_list(F.when(F.col("stats").isNotNull(), stats_rows)).alias("files"),
         )
-        .where(F.col("stats").isNull())
     )
+    # The ranges' statistics rows go through the shuffle too (one per range; the tracking
+    # tasks pass over them): a shuffle of no rows (a capture without TCP, files no executor can
+    # open) would let adaptive execution replace the rest of the plan with an empty relation,
+    # and the observation of the ranges with it.
     # An explicit number of tasks: the runs are small once they carry positions, and adaptive
     # execution would coalesce Spark's 200 shuffle partitions into one or two tasks that track
     # every connection. Four per core evens out connections of unequal size (the largest of the

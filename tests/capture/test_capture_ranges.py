@@ -207,3 +207,27 @@ def test_a_pcap_inside_a_packet_is_caught_not_read(tmp_path: Path) -> None:
         else:
             assert got == want, split
     assert errors > 0
+
+
+def test_relative_paths_are_read_from_where_the_ranges_were_planned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Spark executor's working directory is not the driver's: a relative path is opened from
+    the planning directory (`base`), while the file keeps the name it was given."""
+    data = tmp_path / "data"
+    data.mkdir()
+    frame = bytes(dpkt.ethernet.Ethernet(data=b"\x00" * 40))
+    write_pcap(data / "a.pcap", 1, [(i, frame) for i in range(20)])
+    size = (data / "a.pcap").stat().st_size
+    for name in ("a.pcap", "file:a.pcap"):
+        (task,) = dist.plan_ranges([(name, False, size)], base=str(data))
+        assert task[0].path == name and task[0].where() == str(data / "a.pcap")
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir(exist_ok=True)
+        monkeypatch.chdir(elsewhere)  # as an executor in its own work directory
+        entry: dict[str, Any] = {}
+        read = list(dist.read_range_packets(task[0], entry))
+        assert len(read) == 20 and entry["path"] == name and "error" not in entry
+    # Absolute paths and URLs of remote stores stay as they are.
+    assert dist.anchored(str(data / "a.pcap"), "/x") == str(data / "a.pcap")
+    assert dist.anchored("s3://bucket/ring/a.pcap", "/x") == "s3://bucket/ring/a.pcap"

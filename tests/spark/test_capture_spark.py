@@ -315,6 +315,65 @@ def test_a_capture_without_frames_writes_an_empty_table_in_the_sessions_codec(
         }
 
 
+def _udp_packet() -> bytes:
+    """An Ethernet frame carrying one UDP datagram (dpkt builds it, not kwire)."""
+    import dpkt
+
+    udp = dpkt.udp.UDP(sport=5353, dport=5353, data=b"abcd")
+    udp.ulen = len(udp)
+    ip = dpkt.ip.IP(src=bytes([10, 0, 0, 1]), dst=bytes([10, 0, 0, 2]), p=17, data=udp)
+    ip.len = len(ip)
+    return bytes(dpkt.ethernet.Ethernet(type=dpkt.ethernet.ETH_TYPE_IP, data=ip))
+
+
+def test_captures_without_a_tcp_segment_still_give_their_summary(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """No segment reaches the shuffle (no TCP at all, no packets, a file no task can open):
+    the table is written empty and the summary says what each file held. Adaptive execution
+    once dropped the ranges' statistics with the empty shuffle, and the summary failed."""
+    from capture_helpers import write_pcap
+
+    udp = write_pcap(tmp_path / "udp.pcap", 1, [(1_000_000, _udp_packet())] * 3)
+    empty = write_pcap(tmp_path / "empty.pcap", 1, [])
+    gone = tmp_path / "gone.pcap"
+    for paths, packets in (([udp], 3), ([empty], 0), ([udp, empty], 3), ([gone], 0)):
+        run = capture_frames(spark, [str(p) for p in paths], [9092])
+        out = tmp_path / f"frames-{len(paths)}-{paths[0].stem}"
+        assert run.write(str(out)) == 0
+        summary = run.summary()
+        assert summary.packets == packets and summary.tcp_segments == 0
+        assert spark.read.parquet(str(out)).count() == 0
+        if paths[0] == udp:
+            assert summary.skipped_packets == {"not TCP": 3}
+        if paths == [gone]:
+            assert summary.files[0]["path"] == str(gone)
+            assert summary.files[0]["error"].startswith("cannot open"), summary.files
+        else:
+            assert [f["path"] for f in summary.files] == [str(p) for p in paths]
+            assert not any(f.get("error") for f in summary.files)
+
+
+def test_the_job_on_a_capture_without_kafka_writes_every_table_empty(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A capture with no Kafka in it (wrong interface, wrong filter) is not a failure: every
+    table is written with its columns and no rows, and a default session reads each one."""
+    from capture_helpers import write_pcap
+
+    udp = write_pcap(tmp_path / "udp.pcap", 1, [(1_000_000, _udp_packet())] * 2)
+    out = tmp_path / "out"
+    job.run(job.parse_args([str(udp), "-o", str(out), "--capture-on", "spark"]), spark=spark)
+    tables = [p.parent for p in out.rglob("_SUCCESS") if p.parent != out] + [out / "frames.parquet"]
+    names = {str(p.relative_to(out)) for p in tables}
+    assert {"frames.parquet", "requests", "responses", "records"} <= names, names
+    assert {f"groups/{t}" for t in ("commits", "progress", "members", "generations")} <= names
+    for table in tables:
+        df = spark.read.parquet(str(table))
+        assert df.count() == 0 and df.columns, table
+    assert "api_key" in spark.read.parquet(str(out / "requests")).columns
+
+
 def test_spark_capture_reads_file_urls(spark: SparkSession, tmp_path: Path) -> None:
     meta = json.loads((DATA / "mock_group_classic.json").read_text())
     path = DATA / meta["capture"]

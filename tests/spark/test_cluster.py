@@ -12,7 +12,8 @@ split, so a stage can have a single task), so the test does not count executors:
 several input files and checks that tasks ran on the cluster's executors. Two real captures go in
 too, so the capture step (files read by the executors in byte ranges of 64 kB, segments
 regrouped by flow) runs on the cluster and its frames table must equal the one the single process
-reads locally. Last, the same cluster's workers run a
+reads locally; they are named by a path relative to where the job starts, which is not where the
+executors run. Last, the same cluster's workers run a
 Python without kwire, and the job must stop with one line that says how to fix it.
 """
 
@@ -191,11 +192,16 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         c.stop()
 
 
-def _rows(spark: SparkSession, path: Path) -> list[Any]:
-    """A table's rows in an order of their own (Spark's row order is its business)."""
-    return sorted(
-        (r.asDict(recursive=True) for r in spark.read.parquet(str(path)).collect()), key=repr
-    )
+def _rows(spark: SparkSession, path: Path, prefix: tuple[str, str] = ("", "")) -> list[Any]:
+    """A table's rows in an order of their own (Spark's row order is its business), with
+    `source_file` values starting with prefix[0] starting with prefix[1] instead."""
+    rows = [r.asDict(recursive=True) for r in spark.read.parquet(str(path)).collect()]
+    old, new = prefix
+    for r in rows:
+        name = r.get("source_file")
+        if old and isinstance(name, str) and name.startswith(old):
+            r["source_file"] = new + name[len(old) :]
+    return sorted(rows, key=repr)
 
 
 def test_cluster_output_equals_local(cluster: Cluster, spark: SparkSession, tmp_path: Path) -> None:
@@ -222,13 +228,18 @@ def test_cluster_output_equals_local(cluster: Cluster, spark: SparkSession, tmp_
     job.run(job.parse_args(reference), spark=spark)
 
     remote = tmp_path / "cluster"
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    # The captures named by a path relative to where the job is started: the executors' own
+    # working directories are elsewhere (a worker's work directory), yet they must read them.
+    relative = os.path.join("..", "captures")
     # Faults on the way (kwire.spark.faults): the first Python worker to decode responses is
     # SIGKILLed, as the OOM killer would; the first to explode records kills its whole worker
     # (executor JVM and Worker daemon), as a lost machine would. The output must not change.
     faults = tmp_path / "faults"
     faults.mkdir()
     cmd = [
-        str(cluster.python), "-m", "kwire", "decode", *inputs, "-o", str(remote),
+        str(cluster.python), "-m", "kwire", "decode", str(frames), relative, "-o", str(remote),
         "--master", cluster.url,
         "--conf", "spark.executor.memory=512m",
         "--conf", "spark.executor.cores=1",
@@ -238,8 +249,6 @@ def test_cluster_output_equals_local(cluster: Cluster, spark: SparkSession, tmp_
         "--no-summary", "--no-groups", "--no-delivery", "--capture-on", "spark", "--split-size", "64k",
     ]  # fmt: skip
     left = DEADLINE_S - (time.monotonic() - start)
-    outside = tmp_path / "elsewhere"
-    outside.mkdir()
     env = {k: v for k, v in cluster.env.items() if k not in ("PYTHONPATH", "KWIRE_NATIVE_DIR")}
     result = subprocess.run(cmd, cwd=outside, capture_output=True, text=True, timeout=left, env=env)
     assert result.returncode == 0, result.stderr[-4000:] + cluster.tail()
@@ -257,10 +266,14 @@ def test_cluster_output_equals_local(cluster: Cluster, spark: SparkSession, tmp_
     killed = (faults / "fault-records").read_text()
     assert killed.startswith("killed worker"), killed
     assert sum(p.poll() is None for p in cluster.procs) == 2  # the master and one worker
+    renamed = (relative + os.sep, str(captures) + os.sep)
     for part in ("frames.parquet", "requests", "responses", "records"):
-        assert _rows(spark, remote / part) == _rows(spark, local / part), part
+        assert _rows(spark, remote / part, renamed) == _rows(spark, local / part), part
     captured = spark.read.parquet(str(remote / "frames.parquet"))
     assert captured.count() > 300 and captured.where("error IS NOT NULL").count() < 10
+    # The frames name their files as the command line did.
+    named = {r.source_file for r in captured.select("source_file").distinct().collect()}
+    assert os.path.join(relative, "mock_group_classic.pcap") in named, named
 
     # The same cluster with workers whose Python lacks kwire (one cluster for both: starting
     # another costs most of a minute).

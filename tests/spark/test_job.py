@@ -82,6 +82,26 @@ def test_job_rejects_what_it_cannot_read(tmp_path: Path) -> None:
         job.run(job.parse_args([str(tmp_path / "nope"), "-o", str(tmp_path / "o")]))
 
 
+def test_a_capture_the_workers_cannot_open_is_said_to_be_missing_on_them(tmp_path: Path) -> None:
+    """On a cluster, a local capture the driver sees but the executors could not open: the
+    error says the path must be readable on every worker. Other errors are left as they are."""
+    here = tmp_path / "here.pcap"
+    here.write_bytes(b"x")
+    files = [
+        {"path": str(here), "error": "cannot open: No such file or directory"},
+        {"path": str(tmp_path / "nowhere.pcap"), "error": "cannot open: No such file or directory"},
+        {"path": str(here), "error": "not a pcap or pcapng file"},
+        {"path": "s3://bucket/a.pcap", "error": "cannot open: Access Denied"},
+    ]
+    job.not_on_workers(files)
+    assert "readable on every worker" in files[0]["error"]
+    assert [f["error"] for f in files[1:]] == [
+        "cannot open: No such file or directory",
+        "not a pcap or pcapng file",
+        "cannot open: Access Denied",
+    ]
+
+
 @pytest.mark.skipif(not CAPTURES, reason="no captures under tests/data")
 def test_job_on_real_captures(spark: SparkSession, tmp_path: Path) -> None:
     summary = run_job(spark, [str(p) for p in CAPTURES], tmp_path / "out")
