@@ -343,8 +343,8 @@ def spark_variant(args: argparse.Namespace) -> dict[str, Any]:
         from kwire.spark.session import build_session
         from kwire.spark.spark_capture import capture_frames
 
-        # The JVM `kwire decode` starts (C1 alone on a local master; a cluster's executors as
-        # their workers start them).
+        # The JVMs `kwire decode` starts: C1 alone on a local master; on the cluster the
+        # driver's and, as they have one core each, the executors' (kwire.spark.session).
         spark = build_session(master, "kwire-bench-scale", conf=conf, batch=True)
         try:
             for repeat in range(args.repeats + 1):

@@ -538,7 +538,13 @@ def _run(
     keylog: KeyLog | None = None,
 ) -> Summary | None:
     from kwire.spark.jvmnames import keep_jvm_names
-    from kwire.spark.session import ExecutorSetupError, build_session, executor_setup
+    from kwire.spark.session import (
+        ExecutorSetupError,
+        build_session,
+        executor_setup,
+        executors_c1,
+        session_settings,
+    )
 
     out = args.output
     kinds = [(p, _kind(p)) for p in args.inputs]
@@ -557,14 +563,15 @@ def _run(
     USER_CONF.clear()
     USER_CONF.update(key for key, _ in args.conf)
     if spark is None:
-        say(
-            f"starting Spark on {args.master}"
-            + (
-                " (a short job: C1 JIT, queries interpreted)"
-                if short
-                else " (C1 JIT)" if is_local(args.master) else ""
-            )
-        )
+        if short:
+            jit = " (a short job: C1 JIT, queries interpreted)"
+        elif is_local(args.master):
+            jit = " (C1 JIT)"
+        elif executors_c1(session_settings(args.master, args.conf, batch=True)):
+            jit = " (C1 JIT on the driver and the executors, which are small)"
+        else:
+            jit = " (C1 JIT on the driver)"
+        say(f"starting Spark on {args.master}{jit}")
         spark = build_session(
             args.master, "kwire-decode", args.conf, short=short, tell=say, batch=True
         )

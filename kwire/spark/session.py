@@ -22,6 +22,10 @@ from pyspark.sql import DataFrame, SparkSession
 
 LOG4J = Path(__file__).resolve().with_name("log4j2.properties")
 DRIVER_MEMORY = "1g"
+# Executors of at most this many cores get C1 alone in a batch job (see build_session).
+SMALL_EXECUTOR_CORES = 2
+DRIVER_JAVA = "spark.driver.extraJavaOptions"
+EXECUTOR_JAVA = "spark.executor.extraJavaOptions"
 
 
 def is_local(master: str) -> bool:
@@ -95,6 +99,12 @@ def release(df: DataFrame) -> None:
 # (coalesced) and 48.8, 48.1 against 60.6, 56.8 s (MTU), and the 5 GB file 154 against 166 s
 # (docs/scale.md). (When the JVM still wrote every table and converted every row, C2 had been the
 # faster: 243 against 269 s.)
+# On a cluster the driver plans and schedules but runs no task: C1 alone too. The executors get
+# it when they are small (spark.executor.cores given, at most SMALL_EXECUTOR_CORES; YARN's
+# default is 1): each executor JVM compiles the same code again, and on 2 workers x 1 core
+# their C2 compiler threads took the capture step from 4.8-5.0 s to 5.5-6.5 s (3 runs each, the
+# 1.2 GB MTU ring; local[2] 4.6 s). Executors of more cores, or of unknown size, keep the JVM's
+# default: C2's better code may pay for itself there, which has not been measured.
 # C1 alone also shrinks the JVM's code cache to 48 MB (from 240), which a session running
 # hundreds of queries fills ("Out of space in CodeCache for adapters" ended the tests' JVM):
 # the cache keeps its usual size.
@@ -119,8 +129,9 @@ def build_session(
     batch: bool = False,
 ) -> SparkSession:
     """Starts (or joins) a session on `master` with WARN logs (see the module's docstring for how
-    executors get kwire). `batch`: the session runs one job and ends (`kwire decode`), so a
-    local JVM compiles with C1 alone (C1_JVM). `short`: a batch job expected to take seconds of
+    executors get kwire). `batch`: the session runs one job and ends (`kwire decode`), so the
+    driver's JVM compiles with C1 alone (C1_JVM), and so do small executors on a cluster (at
+    most SMALL_EXECUTOR_CORES in spark.executor.cores). `short`: a batch job expected to take seconds of
     JVM work (a small input), whose queries also run interpreted (SHORT_JOB_SQL). Sessions that
     live on (notebooks, `kwire live`, the tests') keep the JVM's default tiers unless `short`.
     `tell` hears when this run keeps the JVM's classes for later ones
@@ -152,10 +163,46 @@ def build_session(
     return spark
 
 
+def spark_defaults() -> dict[str, str]:
+    """The properties spark-submit reads before any --conf: spark-defaults.conf in
+    SPARK_CONF_DIR, else in SPARK_HOME/conf (SPARK_HOME: pyspark's own directory when unset).
+    kwire merges its java options into the ones found there rather than replace them."""
+    import pyspark
+
+    home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
+    where = os.environ.get("SPARK_CONF_DIR") or os.path.join(home, "conf")
+    found: dict[str, str] = {}
+    try:
+        with open(os.path.join(where, "spark-defaults.conf"), encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        text = line.strip()
+        if not text or text[0] in "#!":
+            continue
+        # Java properties: the key ends at the first blank, '=' or ':'.
+        cut = next((i for i, c in enumerate(text) if c in " \t=:"), len(text))
+        value = text[cut:].lstrip(" \t")
+        if value[:1] in ("=", ":"):
+            value = value[1:].lstrip(" \t")
+        found[text[:cut]] = value
+    return found
+
+
 def session_settings(
-    master: str, conf: Iterable[tuple[str, str]] = (), short: bool = False, batch: bool = False
+    master: str,
+    conf: Iterable[tuple[str, str]] = (),
+    short: bool = False,
+    batch: bool = False,
+    defaults: dict[str, str] | None = None,
 ) -> dict[str, str]:
-    """The settings build_session() starts a session with: kwire's, then `conf` over them."""
+    """The settings build_session() starts a session with: kwire's, then `conf` over them.
+    Java options kwire adds go before those of `defaults` (spark_defaults(), read when None),
+    whose later flags win; a java option given in `conf` replaces the driver's and goes after
+    kwire's C1 for the executors."""
+    given = dict(conf)
+    found = spark_defaults() if defaults is None else defaults
     settings: dict[str, str] = {
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
@@ -188,12 +235,26 @@ def session_settings(
         # about 3.4 GB for the whole process tree (JVM heap and off-heap Arrow and Parquet
         # buffers, Python workers, this process); 1.5g would add about 0.5 GB of RSS for nothing.
         settings["spark.driver.memory"] = DRIVER_MEMORY
-        if short or batch:
-            settings["spark.driver.extraJavaOptions"] += " " + C1_JVM
         if short:
             settings.update(SHORT_JOB_SQL)
-    settings.update(dict(conf))
+    if short or batch:
+        # On a local master the tasks' JVM too; on a cluster the driver's, which plans and
+        # schedules but runs no task.
+        settings[DRIVER_JAVA] += " " + C1_JVM
+        cores = given.get("spark.executor.cores") or found.get("spark.executor.cores") or ""
+        if not is_local(master) and cores.strip().isdigit():
+            if int(cores) <= SMALL_EXECUTOR_CORES:
+                theirs = given.get(EXECUTOR_JAVA, found.get(EXECUTOR_JAVA, ""))
+                given[EXECUTOR_JAVA] = f"{C1_JVM} {theirs}".strip()
+    if found.get(DRIVER_JAVA):
+        settings[DRIVER_JAVA] += " " + found[DRIVER_JAVA]
+    settings.update(given)
     return settings
+
+
+def executors_c1(settings: dict[str, str]) -> bool:
+    """Whether these settings (session_settings') start the executors with C1 alone."""
+    return C1_JVM in settings.get(EXECUTOR_JAVA, "")
 
 
 class ExecutorSetupError(Exception):

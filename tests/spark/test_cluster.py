@@ -261,6 +261,10 @@ def test_cluster_output_equals_local(cluster: Cluster, spark: SparkSession, tmp_
     executors = _executors(cluster.base)
     working = [e for e in executors if _ran_tasks(e)]
     assert working, f"no executor ran a task: {executors}\n{cluster.tail()}"
+    # Executors of one core compile with C1 alone (kwire.spark.session), as the job said.
+    assert "C1 JIT on the driver and the executors" in said, said[:2000]
+    launched = (working[0] / "stderr").read_text(errors="replace")
+    assert "-XX:TieredStopAtLevel=1" in launched, launched[:3000]
     # Both faults happened, and one worker is gone for good.
     assert (faults / "fault-decode-responses").exists()
     killed = (faults / "fault-records").read_text()

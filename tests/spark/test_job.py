@@ -400,9 +400,9 @@ def test_hold_caches_on_a_cluster(spark: SparkSession) -> None:
 
 
 def test_a_small_local_job_starts_its_jvm_for_a_short_run(tmp_path: Path) -> None:
-    """A batch job on a local master gets C1 alone, and inputs up to SHORT_INPUT interpreted
-    queries too; cluster drivers and sessions that live on keep the JVM's default tiers and
-    compiled queries, and the user's own java options win over kwire's."""
+    """A batch job gets C1 alone (on a cluster, the driver and small executors), and on a local
+    master inputs up to SHORT_INPUT interpreted queries too; sessions that live on keep the
+    JVM's default tiers and compiled queries, and the user's own java options win over kwire's."""
     from kwire.spark.session import C1_JVM, session_settings
 
     small = tmp_path / "small.pcap"
@@ -428,14 +428,51 @@ def test_a_small_local_job_starts_its_jvm_for_a_short_run(tmp_path: Path) -> Non
     assert C1_JVM in session_settings("local[*,4]", short=True)[java]
     assert C1_JVM in session_settings("local[*,4]", batch=True)[java]
     assert C1_JVM not in session_settings("local[*,4]")[java]
-    assert C1_JVM not in session_settings("spark://127.0.0.1:7077", short=True, batch=True)[java]
+    cluster = "spark://127.0.0.1:7077"
+    # A cluster's driver plans and schedules: C1 for a batch job, the default otherwise.
+    assert C1_JVM in session_settings(cluster, batch=True, defaults={})[java]
+    assert C1_JVM not in session_settings(cluster, defaults={})[java]
     mine = session_settings("local[2]", [(java, "-Xss4m")], short=True)
     assert mine[java] == "-Xss4m"
+    # Executors: C1 when they are known to be small, first, so that later flags (the
+    # cluster's, the user's) win; not when their size is unknown or large, nor outside a batch.
+    exe = "spark.executor.extraJavaOptions"
+    one = [("spark.executor.cores", "1")]
+    assert session_settings(cluster, one, batch=True, defaults={})[exe] == C1_JVM
+    assert exe not in session_settings(cluster, batch=True, defaults={})
+    assert exe not in session_settings(cluster, [("spark.executor.cores", "8")], True, True, {})
+    assert exe not in session_settings(cluster, one, defaults={})
+    assert exe not in session_settings("local[2]", one, batch=True, defaults={})
+    theirs = {exe: "-XX:+UseParallelGC", "spark.executor.cores": "2", java: "-Dsite=1"}
+    merged = session_settings(cluster, batch=True, defaults=theirs)
+    assert merged[exe] == f"{C1_JVM} -XX:+UseParallelGC"
+    assert merged[java].endswith(f"{C1_JVM} -Dsite=1")  # the cluster's driver options kept
+    users = session_settings(cluster, one + [(exe, "-XX:TieredStopAtLevel=4")], batch=True)
+    assert users[exe] == f"{C1_JVM} -XX:TieredStopAtLevel=4"
     # PySpark's per-call DataFrame debugging is off in kwire's sessions, on again if asked.
     debugging = "spark.python.sql.dataFrameDebugging.enabled"
     assert session_settings("local[*,4]")[debugging] == "false"
     assert session_settings("spark://127.0.0.1:7077")[debugging] == "false"
     assert session_settings("local[2]", [(debugging, "true")])[debugging] == "true"
+
+
+def test_spark_defaults_are_read_as_spark_submit_reads_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kwire.spark.session import spark_defaults
+
+    (tmp_path / "spark-defaults.conf").write_text(
+        "# a comment\n! another\n\nspark.executor.cores   1\n"
+        "spark.executor.extraJavaOptions=-XX:+UseG1GC -Dx=1\nspark.master: yarn\n"
+    )
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    assert spark_defaults() == {
+        "spark.executor.cores": "1",
+        "spark.executor.extraJavaOptions": "-XX:+UseG1GC -Dx=1",
+        "spark.master": "yarn",
+    }
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "none"))
+    assert spark_defaults() == {}
 
 
 @pytest.mark.parametrize("size, short", [(1000, True), (job.SHORT_INPUT + 1, False)])
