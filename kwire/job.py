@@ -203,9 +203,10 @@ def _report_capture(summary: Any) -> None:
     if not frames and summary.packets:
         # Not an error (the tables are written, empty), but most likely not what was meant.
         skipped = ", ".join(f"{n:,} {why}" for why, n in summary.skipped_packets.most_common(3))
+        ignored = ", ".join(f"{n:,} {why}" for why, n in summary.connections_ignored.most_common(3))
         say(
-            f"capture: no Kafka frames in {summary.tcp_segments:,} TCP segments over "
-            f"{summary.connections:,} connection(s)"
+            f"capture: no Kafka frames in {summary.tcp_segments:,} TCP segments"
+            + (f"; connections ignored: {ignored}" if ignored else "")
             + (f"; packets passed over: {skipped}" if skipped else "")
         )
     if summary.tls:

@@ -355,7 +355,7 @@ def test_captures_without_a_tcp_segment_still_give_their_summary(
 
 
 def test_the_job_on_a_capture_without_kafka_writes_every_table_empty(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A capture with no Kafka in it (wrong interface, wrong filter) is not a failure: every
     table is written with its columns and no rows, and a default session reads each one."""
@@ -372,6 +372,10 @@ def test_the_job_on_a_capture_without_kafka_writes_every_table_empty(
         df = spark.read.parquet(str(table))
         assert df.count() == 0 and df.columns, table
     assert "api_key" in spark.read.parquet(str(out / "requests")).columns
+    said = capsys.readouterr()
+    assert (
+        "no Kafka frames in 0 TCP segments; packets passed over: 2 not TCP" in said.out + said.err
+    )
 
 
 def test_spark_capture_reads_file_urls(spark: SparkSession, tmp_path: Path) -> None:
