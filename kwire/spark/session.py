@@ -131,10 +131,10 @@ def build_session(
     """Starts (or joins) a session on `master` with WARN logs (see the module's docstring for how
     executors get kwire). `batch`: the session runs one job and ends (`kwire decode`), so the
     driver's JVM compiles with C1 alone (C1_JVM), and so do small executors on a cluster (at
-    most SMALL_EXECUTOR_CORES in spark.executor.cores). `short`: a batch job expected to take seconds of
-    JVM work (a small input), whose queries also run interpreted (SHORT_JOB_SQL). Sessions that
-    live on (notebooks, `kwire live`, the tests') keep the JVM's default tiers unless `short`.
-    `tell` hears when this run keeps the JVM's classes for later ones
+    most SMALL_EXECUTOR_CORES in spark.executor.cores). `short`: a batch job expected to take
+    seconds of JVM work (a small input), whose queries also run interpreted (SHORT_JOB_SQL).
+    Sessions that live on (notebooks, `kwire live`, the tests') keep the JVM's default tiers
+    unless `short`. `tell` hears when this run keeps the JVM's classes for later ones
     (kwire/spark/classes.py)."""
     # Executors run the Python that runs the driver (it has pyarrow and the same pyspark) unless
     # PYSPARK_PYTHON names another: on a real cluster, set it to the workers' interpreter.
