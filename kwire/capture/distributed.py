@@ -19,9 +19,9 @@ import hashlib
 import io
 import json
 import os
+import struct
 from dataclasses import dataclass
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from itertools import accumulate
 from typing import Any, BinaryIO
 
 import pyarrow as pa
@@ -57,25 +57,26 @@ SEGMENT_SCHEMA = pa.schema(
         pa.field("a_port", pa.int32()),
         pa.field("b_addr", pa.string()),
         pa.field("b_port", pa.int32()),
-        # One entry per segment of the run: 0 when sent by end a, 1 by end b.
-        pa.field("side", pa.list_(pa.int8())),
-        pa.field("ts_us", pa.list_(pa.int64())),
-        pa.field("seq", pa.list_(pa.int64())),
-        pa.field("ack", pa.list_(pa.int64())),
-        pa.field("flags", pa.list_(pa.int32())),
-        pa.field("length", pa.list_(pa.int32())),
-        pa.field("missing", pa.list_(pa.int32())),
-        # Where each segment's payload lies in its file, when the run carries positions instead
-        # of bytes (read_segments' `positions`); null when the payloads are in `payload`.
-        pa.field("at", pa.list_(pa.int64())),
-        # The segments' payloads one after the other (`length` cuts them apart); empty when the
-        # run carries positions.
+        # The run's segments, one SEGMENT_RECORD each, one after the other.
+        pa.field("segments", pa.binary()),
+        # The time of the run's latest segment (microseconds since the epoch).
+        pa.field("max_us", pa.int64()),
+        # The segments' payloads one after the other (their lengths cut them apart); null when
+        # the run carries positions instead (read_segments' `positions`).
         pa.field("payload", pa.binary()),
         # Set on the file's last row only, which carries no segment: Summary.state() as JSON.
         pa.field("stats", pa.string()),
     ]
 )
 ORDER = ("file_time", "file_index", "offset")
+
+# A segment of a run, little-endian: the side that sent it (0: end a, 1: end b), its time in
+# microseconds since the epoch, TCP sequence and acknowledgement numbers, TCP flags, payload
+# length, payload bytes the capture did not keep (snaplen), and where the payload lies in its
+# file (-1 when the run carries its payloads). One binary value per run, not eight lists: the
+# JVM moves it through the shuffle as one value, where it converted and copied every element of
+# every list twice (Arrow to rows and back), and Python packs and unpacks it in C.
+SEGMENT_RECORD = struct.Struct("<BqIIBiIq")
 
 # The frames rows, plus the tracker's statistics on one extra row per task (all else null).
 FRAMES_SCHEMA = pa.schema(
@@ -205,22 +206,21 @@ def _local_size(path: str) -> int:
 
 
 class _Run:
-    """A run being filled: its first record's offset, payload bytes, and one tuple per segment
-    (side, ts, seq, ack, flags, length, missing, at), turned into columns when taken."""
+    """A run being filled: its first record's offset, payload bytes, its segments as packed
+    SEGMENT_RECORDs, how many, and the latest segment's time."""
 
-    __slots__ = ("first", "size", "segs", "payload")
+    __slots__ = ("first", "size", "records", "count", "max_us", "payload")
 
     def __init__(self, first: int) -> None:
         self.first = first
         self.size = 0
-        self.segs: list[tuple[int, ...]] = []
+        self.records: list[bytes] = []
+        self.count = 0
+        self.max_us = -(1 << 63)
         self.payload: list[bytes] = []
 
 
-_RUN_TYPES = [
-    pa.list_(t)
-    for t in (pa.int8(), pa.int64(), pa.int64(), pa.int64(), pa.int32(), pa.int32(), pa.int32())
-]
+_PACK = SEGMENT_RECORD.pack
 
 
 class _Runs:
@@ -254,12 +254,16 @@ class _Runs:
         if run is None:
             run = self.open[ends] = _Run(n)
         size = len(seg.payload)
-        run.segs.append((side, ts, seg.seq, seg.ack, seg.flags, size, seg.missing, at + seg.at))
+        where = at + seg.at if self.positions else -1
+        run.records.append(_PACK(side, ts, seg.seq, seg.ack, seg.flags, size, seg.missing, where))
+        run.count += 1
+        if ts > run.max_us:
+            run.max_us = ts
         run.size += size
         if not self.positions:
             run.payload.append(seg.payload)
             self.open_bytes += size
-        if len(run.segs) >= RUN_SEGMENTS or run.size >= RUN_BYTES:
+        if run.count >= RUN_SEGMENTS or run.size >= RUN_BYTES:
             self._finish(ends, run)
         if self.open_bytes > RUNS_BYTES:
             for ends, run in list(self.open.items()):
@@ -282,8 +286,6 @@ class _Runs:
     def take(self) -> pa.RecordBatch:
         rows, self.rows, self.rows_bytes = self.rows, [], 0
         n = len(rows)
-        # Per run, its segments' columns; then per column, every run's list.
-        *columns, ats = zip(*(tuple(zip(*r.segs)) for _, r in rows))
         arrays = [
             pa.array([flow_key(*e) for e, _ in rows], pa.int64()),
             pa.array([self.file_time] * n, pa.int64()),
@@ -293,9 +295,11 @@ class _Runs:
             pa.array([e[1] for e, _ in rows], pa.int32()),
             pa.array([e[2] for e, _ in rows], pa.string()),
             pa.array([e[3] for e, _ in rows], pa.int32()),
-            *(pa.array(c, t) for c, t in zip(columns, _RUN_TYPES)),
-            pa.array([c if self.positions else None for c in ats], pa.list_(pa.int64())),
-            pa.array([b"".join(r.payload) for _, r in rows], pa.binary()),
+            pa.array([b"".join(r.records) for _, r in rows], pa.binary()),
+            pa.array([r.max_us for _, r in rows], pa.int64()),
+            pa.array(
+                [None if self.positions else b"".join(r.payload) for _, r in rows], pa.binary()
+            ),
             pa.nulls(n, pa.string()),
         ]
         return pa.RecordBatch.from_arrays(arrays, schema=SEGMENT_SCHEMA)
@@ -440,9 +444,9 @@ def read_segments(
     then.
 
     For the files whose indexes are in `positions` (local files that stay as they are), runs
-    carry where each payload lies in the file (`at`) instead of the bytes: the engine then moves
-    a few bytes per segment between the two halves, and `track_segments` reads the payloads
-    from the file itself."""
+    carry where each payload lies in the file (in their SEGMENT_RECORDs) instead of the bytes:
+    the engine then moves a few bytes per segment between the two halves, and `track_segments`
+    reads the payloads from the file itself."""
     for piece in ranges:
         summary = Summary()
         entry: dict[str, Any] = {}
@@ -491,7 +495,7 @@ def track_segments(
 ) -> Iterator[pa.RecordBatch]:
     """Frames (FRAMES_SCHEMA) from segments of whole flows in capture order, then one row with
     the tracker's statistics. `paths[file_index]` names each segment's file (source_file).
-    Runs that carry positions (`at`) have their payloads read from `locations[file_index]`
+    Runs that carry positions (no `payload`) have their payloads read from `locations[file_index]`
     (default: the path), which must still be the file `stamps[file_index]` describes
     (FileChanged otherwise)."""
     summary = Summary()
@@ -503,14 +507,12 @@ def track_segments(
             if batch.num_rows == 0:
                 continue
             cols = [batch.column(name).to_pylist() for name in TRACKED]
-            where = batch.column("at").to_pylist()
-            for values, ats in zip(zip(*cols), where):
-                index, *run = values
-                if run[0] is None:
+            for index, a, ap, b, bp, records, payload in zip(*cols):
+                if a is None:
                     continue  # a range's statistics row (no connection ends)
                 tracker.src = paths[index]
-                view = None if ats is None else views.get(index)
-                for done in feed_run(tracker, builder, tuple(run), ats, view):
+                view = None if payload is not None else views.get(index)
+                for done in feed_run(tracker, builder, (a, ap, b, bp), records, payload, view):
                     yield _with_stats(done, None)
         tracker.finish()
     finally:
@@ -525,27 +527,31 @@ def track_segments(
 def feed_run(
     tracker: Tracker,
     builder: BatchBuilder,
-    run: tuple[Any, ...],
-    ats: list[int] | None = None,
+    ends: tuple[str, int, str, int],
+    records: bytes,
+    payload: bytes | None,
     view: _File | None = None,
 ) -> list[pa.RecordBatch]:
-    """Feeds one run (a flow's consecutive segments, SEGMENT_SCHEMA's a_addr ... payload) to the
-    tracker; returns the frame batches the builder filled meanwhile (a run is at most RUN_BYTES
-    of payload, so a batch or two). With `ats`, the payloads are read from `view` (the file,
-    see read_payloads) at those offsets instead of cut from the run's `payload`."""
-    a, ap, b, bp, sides, tss, seqs, acks, flagss, lengths, missings, blob = run
-    ends = ((a, ap, b, bp), (b, bp, a, ap))
+    """Feeds one run (a flow's consecutive segments: its two `ends` a_addr, a_port, b_addr,
+    b_port, its `segments` and `payload`, see SEGMENT_SCHEMA) to the tracker; returns the frame
+    batches the builder filled meanwhile (a run is at most RUN_BYTES of payload, so a batch or
+    two). Without `payload`, the payloads are read from `view` (the file, see read_payloads)
+    where the records say they lie."""
+    a, ap, b, bp = ends
+    sides = ((a, ap, b, bp), (b, bp, a, ap))
+    segs = list(SEGMENT_RECORD.iter_unpack(records))
     full: list[pa.RecordBatch] = []
-    if ats is not None:
-        payloads = read_payloads(view, ats, lengths)
+    if payload is None:
+        payloads = read_payloads(view, [s[7] for s in segs], [s[5] for s in segs])
     else:
-        cuts = list(accumulate(lengths, initial=0))
-        payloads = [blob[cuts[i] : cuts[i + 1]] for i in range(len(lengths))]
-    for side, ts, seq, ack, flags, payload, missing in zip(
-        sides, tss, seqs, acks, flagss, payloads, missings
-    ):
-        src, sport, dst, dport = ends[side]
-        tracker.segment(Segment(src, sport, dst, dport, seq, ack, flags, payload, missing), ts)
+        payloads = []
+        cut = 0
+        for s in segs:
+            payloads.append(payload[cut : cut + s[5]])
+            cut += s[5]
+    for (side, ts, seq, ack, flags, _, missing, _), data in zip(segs, payloads):
+        src, sport, dst, dport = sides[side]
+        tracker.segment(Segment(src, sport, dst, dport, seq, ack, flags, data, missing), ts)
         if builder.full():
             full.append(builder.take())
     return full
@@ -685,21 +691,7 @@ class _Views:
         self.open.clear()
 
 
-TRACKED = (
-    "file_index",
-    "a_addr",
-    "a_port",
-    "b_addr",
-    "b_port",
-    "side",
-    "ts_us",
-    "seq",
-    "ack",
-    "flags",
-    "length",
-    "missing",
-    "payload",
-)
+TRACKED = ("file_index", "a_addr", "a_port", "b_addr", "b_port", "segments", "payload")
 
 
 def _with_stats(batch: pa.RecordBatch, stats: str | None) -> pa.RecordBatch:

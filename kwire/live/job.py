@@ -216,7 +216,7 @@ class Live:
         segments = batch.observe(
             files_seen,
             F.collect_list(F.when(F.col("stats").isNotNull(), stats_rows)).alias("files"),
-            F.max(F.array_max("ts_us")).alias("max_us"),
+            F.max("max_us").alias("max_us"),
             F.count(F.when(F.col("stats").isNull(), 1)).alias("runs"),
         ).where(F.col("stats").isNull())
         segments = segments.select(

@@ -57,7 +57,7 @@ LIVE_SCHEMA = pa.schema(
 EXTRA = ("a_addr", "a_port", "b_addr", "b_port", "flow", "state", "last_us")
 
 # The batch capture step's columns of a run, then the carried state's.
-_SEGMENT_COLUMNS = ("flow", *TRACKED, "state", "last_us")
+_SEGMENT_COLUMNS = ("flow", *TRACKED, "max_us", "state", "last_us")
 
 
 def _extend(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -88,24 +88,7 @@ def track_live(
         if batch.num_rows == 0:
             continue
         cols = [batch.column(name).to_pylist() for name in _SEGMENT_COLUMNS]
-        for (
-            _flow,
-            index,
-            a,
-            ap,
-            b,
-            bp,
-            sides,
-            tss,
-            seqs,
-            acks,
-            flagss,
-            lengths,
-            missings,
-            blob,
-            state,
-            last_us,
-        ) in zip(*cols):
+        for _flow, index, a, ap, b, bp, records, payload, max_us, state, last_us in zip(*cols):
             key = (a, ap, b, bp)
             if state is not None:
                 try:
@@ -117,14 +100,13 @@ def track_live(
                     continue
                 last[key] = max(last.get(key, 0), last_us or 0)
                 continue
-            if blob is None:
+            if a is None:
                 continue  # a statistics row
             tracker.src = paths.get(index, "")
-            run = (a, ap, b, bp, sides, tss, seqs, acks, flagss, lengths, missings, blob)
-            for done in feed_run(tracker, builder, run):
+            for done in feed_run(tracker, builder, key, records, payload):
                 yield _extend(done)
-            if tss:
-                last[key] = max(last.get(key, 0), max(tss))
+            if records:
+                last[key] = max(last.get(key, 0), max_us)
     states: list[dict[str, Any]] = []
     if final:
         tracker.finish()

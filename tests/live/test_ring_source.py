@@ -18,7 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from kwire.capture.distributed import SEGMENT_SCHEMA, Range, read_segments
+from kwire.capture.distributed import SEGMENT_RECORD, SEGMENT_SCHEMA, Range, read_segments
 from kwire.capture.engine import E_NO_RESPONSE
 from kwire.capture.reader import read_frames
 from kwire.capture.table import SCHEMA
@@ -170,17 +170,19 @@ FRAME_COLUMNS = set(SCHEMA.names) - {"source_file"}
 
 def _pieces(batch: pa.RecordBatch, n: int) -> list[pa.RecordBatch]:
     """Each run of the batch cut into runs of `n` segments (one row each), in order."""
-    lists = ("side", "ts_us", "seq", "ack", "flags", "length", "missing")
+    size = SEGMENT_RECORD.size
     out = []
     for row in batch.to_pylist():
+        records = row["segments"]
         pos = 0
-        for i in range(0, len(row["side"]), n):
+        for i in range(0, len(records), n * size):
             piece = dict(row)
-            for name in lists:
-                piece[name] = row[name][i : i + n]
-            size = sum(piece["length"])
-            piece["payload"] = row["payload"][pos : pos + size]
-            pos += size
+            piece["segments"] = records[i : i + n * size]
+            segs = list(SEGMENT_RECORD.iter_unpack(piece["segments"]))
+            piece["max_us"] = max(s[1] for s in segs)
+            length = sum(s[5] for s in segs)
+            piece["payload"] = row["payload"][pos : pos + length]
+            pos += length
             out.append(pa.RecordBatch.from_pylist([piece], schema=batch.schema))
     return out
 

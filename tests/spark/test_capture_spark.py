@@ -170,9 +170,20 @@ def test_runs_with_positions_carry_no_payload_and_read_the_file_again(tmp_path: 
     stamps = {0: dist.FileStamp.of(str(path))}
     inline, placed = _segments(path, False), _segments(path, True)
     assert placed.num_rows == inline.num_rows
-    assert pc.sum(pc.binary_length(placed["payload"])).as_py() == 0
+    assert placed["payload"].null_count == placed.num_rows
+    assert inline["payload"].null_count == 0
     assert pc.sum(pc.binary_length(inline["payload"])).as_py() > 3_000_000
-    assert placed["at"].null_count == 0 and inline["at"].null_count == inline.num_rows
+    where = [
+        (s[7], s[5])
+        for r in placed["segments"].to_pylist()
+        for s in dist.SEGMENT_RECORD.iter_unpack(r)
+    ]
+    size = path.stat().st_size
+    assert all(24 < at and at + length <= size for at, length in where)
+    inline_where = {
+        s[7] for r in inline["segments"].to_pylist() for s in dist.SEGMENT_RECORD.iter_unpack(r)
+    }
+    assert inline_where == {-1}
     want = _track(inline, path, {})
     assert want.num_rows == frames
     assert _multiset(_track(placed, path, stamps)) == _multiset(want)
