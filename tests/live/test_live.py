@@ -145,6 +145,17 @@ def test_live_equals_batch_through_a_crash(tmp_path: Path, spark: Any) -> None:
     read = [f["seq"] for b in logs for f in b["files"]]
     assert sorted(read) == list(range(1, PIECES + 1)), read  # every file once
     assert logs[-1]["final"], "the run did not end the capture"
+    # Each batch's horizon (which ends idle flows) is the latest packet time written into the
+    # files read so far: the ring's pieces are in time order (their copies in batch_in: the
+    # spool took the files themselves).
+    latest = {}
+    for seq, f in enumerate(ring, 1):
+        with open(batch_in / f.name, "rb") as fh:
+            latest[seq] = max(p.ts_us for p in iter_packets(fh, FileStats(f.name)))
+    seen: list[int] = []
+    for b in logs:
+        seen += [f["seq"] for f in b["files"]]
+        assert b["max_us"] == max(latest[s] for s in seen), (b, seen)
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["live"]["ended"] is True
 
