@@ -51,11 +51,14 @@ def _story_arguments(parser: argparse.ArgumentParser, output: str) -> None:
     add_overwrite(parser, "FILE")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from kwire import job
-    from kwire.capture import cli as capture_cli
-    from kwire.live import job as live_job
-    from kwire.live import spool
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The `kwire` parser. With `only`, only that subcommand's arguments are defined (the others
+    keep their one-line help; "" defines none): each subcommand's arguments live beside its job,
+    and `kwire decode`'s and `kwire live`'s import Spark and the codecs (a second or more), which
+    `kwire groups`, `report` and `capture` never need."""
+
+    def wanted(command: str) -> bool:
+        return only is None or only == command
 
     parser = argparse.ArgumentParser(
         prog="kwire",
@@ -71,10 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kwire decode",
         help="decode captures (pcap/pcapng, ring directories) or frames tables on Spark into "
         "OUT/requests, responses, records and groups",
-        description=job.DESCRIPTION,
         epilog=EPILOG,
     )
-    job.configure(decode)
+    if wanted("decode"):
+        from kwire import job
+
+        decode.description = job.DESCRIPTION
+        job.configure(decode)
 
     live = sub.add_parser(
         "live",
@@ -86,7 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
         "and started again, it goes on from its checkpoint (docs/live.md).",
         epilog=EPILOG,
     )
-    live_job.configure(live)
+    if wanted("live"):
+        from kwire.live import job as live_job
+
+        live_job.configure(live)
 
     spool_cmd = sub.add_parser(
         "spool",
@@ -97,7 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
         "names, for `kwire live` (docs/live.md).",
         epilog=EPILOG,
     )
-    spool.configure(spool_cmd)
+    if wanted("spool"):
+        from kwire.live import spool
+
+        spool.configure(spool_cmd)
 
     groups = sub.add_parser(
         "groups",
@@ -107,7 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
         "tables `kwire decode` wrote under OUT/groups/ (rules and limits: docs/groups.md).",
         epilog=EPILOG,
     )
-    _story_arguments(groups, "write the story to FILE instead of stdout")
+    if wanted("groups"):
+        _story_arguments(groups, "write the story to FILE instead of stdout")
 
     report = sub.add_parser(
         "report",
@@ -117,7 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
         "lanes, generations, evictions, commits; the tables below it) from a decode job's OUT.",
         epilog=EPILOG,
     )
-    _story_arguments(report, "the page to write (default OUT/report.html)")
+    if wanted("report"):
+        _story_arguments(report, "the page to write (default OUT/report.html)")
 
     cap = sub.add_parser(
         "capture",
@@ -128,11 +142,14 @@ def build_parser() -> argparse.ArgumentParser:
         "`kwire decode` runs the same step on Spark.",
         epilog=EPILOG,
     )
-    capture_cli.add_arguments(cap)
-    add_broker_ports(cap)
-    add_keylog(cap)
-    add_overwrite(cap, "the output file")
-    add_quiet(cap)
+    if wanted("capture"):
+        from kwire.capture import cli as capture_cli
+
+        capture_cli.add_arguments(cap)
+        add_broker_ports(cap)
+        add_keylog(cap)
+        add_overwrite(cap, "the output file")
+        add_quiet(cap)
 
     gen = sub.add_parser(
         "generate",
@@ -143,13 +160,14 @@ def build_parser() -> argparse.ArgumentParser:
         "In a kwire checkout, no arguments compile schemas/ into generated/.",
         epilog=EPILOG,
     )
-    gen.add_argument("inputs", nargs="*", type=Path, help="schema files or directories")
-    gen.add_argument("-o", "--output", help="the package directory to write")
-    gen.add_argument("--no-format", action="store_true", help="skip black (throwaway output)")
-    gen.add_argument(
-        "--no-native", action="store_true", help="skip the compiled target's Cython sources"
-    )
-    add_quiet(gen)
+    if wanted("generate"):
+        gen.add_argument("inputs", nargs="*", type=Path, help="schema files or directories")
+        gen.add_argument("-o", "--output", help="the package directory to write")
+        gen.add_argument("--no-format", action="store_true", help="skip black (throwaway output)")
+        gen.add_argument(
+            "--no-native", action="store_true", help="skip the compiled target's Cython sources"
+        )
+        add_quiet(gen)
     return parser
 
 
@@ -262,7 +280,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] not in COMMANDS and not argv[0].startswith("-"):
         argv.insert(0, "decode")  # `kwire INPUTS -o OUT`
-    parser = build_parser()
+    # Only the subcommand given gets its arguments (and imports what they need).
+    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else "")
     args = parser.parse_args(argv)  # bad usage: argparse prints it and exits 2
     command: str = args.command
     try:

@@ -128,6 +128,39 @@ def test_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixt
     assert done.returncode == 2 and "Traceback" not in done.stderr
 
 
+def test_groups_report_and_capture_start_without_spark_or_the_codecs(tmp_path: Path) -> None:
+    """`kwire groups`, `report` and `capture` (and `kwire --help`) read their arguments without
+    importing Spark, the decode job or the 196 codec modules: a second or more of start-up
+    each, for commands that need none of them."""
+    heavy = ("pyspark", "generated", "kwire.job", "kwire.live.job")
+    runs = (
+        ["groups", str(tmp_path)],
+        ["report", str(tmp_path / "nowhere")],
+        ["capture", str(CLASSIC), "-o", str(tmp_path / "f.parquet"), "-q", "-p", "9092"],
+        ["--help"],
+    )
+    for args in runs:
+        code = (
+            "import sys\nfrom kwire import cli\ntry:\n    cli.main(sys.argv[1:])\n"
+            "except SystemExit:\n    pass\n"
+            f"print([m for m in {heavy!r} if m in sys.modules])"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code, *args],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+        )
+        assert done.stdout.strip().splitlines()[-1] == "[]", (args, done.stdout, done.stderr)
+    assert (tmp_path / "f.parquet").read_bytes()[:4] == b"PAR1"  # the capture did run
+    # The decode job's own arguments still come with it.
+    done = subprocess.run(
+        [sys.executable, "-c", code, "decode", "--help"], capture_output=True, text=True, cwd=ROOT
+    )
+    assert "'kwire.job'" in done.stdout.strip().splitlines()[-1], done.stdout[-300:]
+
+
 def test_bad_usage_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     for args in (["decode", "x.pcap"], ["capture", "x.pcap", "-p", "99999"], ["nosuch", "--frob"]):
         done = main(capsys, *args)
