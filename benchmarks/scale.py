@@ -424,10 +424,27 @@ def run_job(ring: Path, ports: list[int], tmp: Path, args: argparse.Namespace) -
         result["memory"].append(memory)
         if proc.returncode != 0:
             # Counted, not raised: "finishes on every run" is measured over all of them.
+            # The whole stderr is kept beside the JSON: the tail of a dead JVM is only Python's
+            # side of it (Py4JNetworkError), the cause is in the JVM's log lines before it.
+            log = args.json.parent / f"{args.json.stem}-run{repeat + 1}.stderr"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(proc.stderr or "")
+            said = [
+                line
+                for line in (proc.stderr or "").splitlines()
+                if re.search(r"ERROR|OutOfMemory|Killed|SIGKILL|hs_err|fatal", line)
+            ]
             result["failures"].append(
-                {"run": repeat + 1, "exit": proc.returncode, "tail": _tail(proc.stderr, 12)}
+                {
+                    "run": repeat + 1,
+                    "exit": proc.returncode,
+                    "after_seconds": took,
+                    "tail": _tail(proc.stderr, 12),
+                    "jvm_errors": said[:20],
+                    "stderr_file": str(log),
+                }
             )
-            say(f"    FAILED (exit {proc.returncode}) after {took:.1f} s")
+            say(f"    FAILED (exit {proc.returncode}) after {took:.1f} s; its stderr: {log}")
             continue
         if not (out / "manifest.json").exists():
             result["failures"].append({"run": repeat + 1, "exit": 0, "tail": "no manifest.json"})
