@@ -207,15 +207,14 @@ def _local_size(path: str) -> int:
 
 class _Run:
     """A run being filled: its first record's offset, payload bytes, its segments as packed
-    SEGMENT_RECORDs, how many, and the latest segment's time."""
+    SEGMENT_RECORDs (one bytes each), and the latest segment's time."""
 
-    __slots__ = ("first", "size", "records", "count", "max_us", "payload")
+    __slots__ = ("first", "size", "records", "max_us", "payload")
 
     def __init__(self, first: int) -> None:
         self.first = first
         self.size = 0
         self.records: list[bytes] = []
-        self.count = 0
         self.max_us = -(1 << 63)
         self.payload: list[bytes] = []
 
@@ -256,14 +255,13 @@ class _Runs:
         size = len(seg.payload)
         where = at + seg.at if self.positions else -1
         run.records.append(_PACK(side, ts, seg.seq, seg.ack, seg.flags, size, seg.missing, where))
-        run.count += 1
         if ts > run.max_us:
             run.max_us = ts
         run.size += size
         if not self.positions:
             run.payload.append(seg.payload)
             self.open_bytes += size
-        if run.count >= RUN_SEGMENTS or run.size >= RUN_BYTES:
+        if len(run.records) >= RUN_SEGMENTS or run.size >= RUN_BYTES:
             self._finish(ends, run)
         if self.open_bytes > RUNS_BYTES:
             for ends, run in list(self.open.items()):
