@@ -276,6 +276,16 @@ def _first_line(e: BaseException) -> str:
     return line if len(line) <= 500 else line[:497] + "..."
 
 
+def _jvm_gone(e: BaseException) -> str | None:
+    """What to say when the failure is the Spark JVM's death (kwire.spark.session.jvm_exit);
+    None when no JVM was started or it still runs."""
+    if "pyspark" not in sys.modules:  # no session was started: nothing to ask
+        return None
+    from kwire.spark.session import jvm_exit
+
+    return jvm_exit(e)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] not in COMMANDS and not argv[0].startswith("-"):
@@ -297,7 +307,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if shown:
             traceback.print_exc()
         hint = "" if shown else " (KWIRE_TRACEBACK=1 shows the traceback)"
-        say(command, f"failed: {type(e).__name__}: {_first_line(e)}{hint}")
+        # A JVM that died took the job with it: that, not py4j's lost connection, is the news.
+        gone = _jvm_gone(e)
+        what = gone if gone else f"{type(e).__name__}: {_first_line(e)}"
+        say(command, f"failed: {what}{hint}")
         return EXIT_FAILED
 
 

@@ -3,8 +3,10 @@ worker, at a named place in the job, the way the OOM killer or a lost machine wo
 
 Off unless KWIRE_FAULTS is set (one environment lookup per batch otherwise). KWIRE_FAULTS is a
 comma-separated list of PLACE or PLACE:worker; PLACE is one of PLACES. The first batch of a
-place that gets there SIGKILLs its own Python process (PLACE) or the executor JVM and the
-standalone Worker that launched it (PLACE:worker); every later batch, retries included, goes on.
+place that gets there SIGKILLs its own Python process (PLACE), the executor JVM and the
+standalone Worker that launched it (PLACE:worker), or the JVM that runs its task (PLACE:jvm: on a
+local master the driver's own, as the OOM killer or an OutOfMemoryError exit would end it); every
+later batch, retries included, goes on.
 "First" is decided by a marker file created exclusively in KWIRE_FAULTS_DIR, so it holds across
 the processes of one machine (local mode, or a test cluster on 127.0.0.1); the markers also tell
 a test that the fault really happened. On a cluster, give the executors the variables with
@@ -44,6 +46,16 @@ def fault_point(place: str) -> None:
         marker.write_text(f"killed worker {worker} and executor {executor}\n")
         os.kill(worker, signal.SIGKILL)
         os.kill(executor, signal.SIGKILL)
+        return
+    if wanted[place] == "jvm":
+        jvm = _ancestor("CoarseGrainedExecutorBackend") or _ancestor(
+            "org.apache.spark.deploy.SparkSubmit"
+        )
+        if jvm is None:
+            marker.write_text("no Spark JVM above this process: nothing killed\n")
+            return
+        marker.write_text(f"killed the JVM {jvm}\n")
+        os.kill(jvm, signal.SIGKILL)
         return
     os.kill(os.getpid(), signal.SIGKILL)
 

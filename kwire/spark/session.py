@@ -158,9 +158,28 @@ def build_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
+    _quiet_accumulator_server(spark)
     keep_jvm_names(spark)
     classes.finish_at_exit(archive, spark, tell)
     return spark
+
+
+def _quiet_accumulator_server(spark: SparkSession) -> None:
+    """pyspark's accumulator server (a socketserver thread in this process that the JVM sends
+    task updates to) prints a traceback when the JVM's connection ends mid-read, which is how a
+    JVM that died shows there. The job's own error then says the JVM is gone and why
+    (jvm_exit), so that traceback is only noise; any other error there still prints."""
+    server = getattr(spark.sparkContext, "_accumulatorServer", None)
+    if server is None:
+        return
+    loud = server.handle_error
+
+    def handle_error(request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], (EOFError, ConnectionError)):
+            return
+        loud(request, client_address)
+
+    server.handle_error = handle_error
 
 
 def spark_defaults() -> dict[str, str]:
@@ -334,3 +353,59 @@ def _log_level(spark: SparkSession) -> str:
 def executor_backend(spark: SparkSession) -> str:
     """Which readers the executors decode with (see executor_setup)."""
     return executor_setup(spark)[0]
+
+
+# Why a driver JVM that pyspark started is gone, by its exit status (Popen's: a signal's is
+# negative). 52 is Spark's own exit when a task thread of a local master hits
+# java.lang.OutOfMemoryError (SparkExitCode.OOM, through SparkUncaughtExceptionHandler): no
+# crash report is written, so without this a user sees only py4j's lost connection.
+JVM_EXITS = {
+    52: "Spark's exit when the JVM runs out of heap (java.lang.OutOfMemoryError); "
+    "give it more with --conf spark.driver.memory=2g (kwire's default is " + DRIVER_MEMORY + ")",
+    -9: "killed by SIGKILL: the kernel's out-of-memory killer (see `dmesg`) or a `kill -9`",
+    -6: "the JVM crashed (SIGABRT): its hs_err_pid*.log crash report is in the working directory",
+    134: "the JVM crashed (SIGABRT): its hs_err_pid*.log crash report is in the working directory",
+}
+# How long a failure that lost the connection to the JVM waits for the JVM to be seen gone.
+JVM_GONE_WAIT_S = 10.0
+
+
+def jvm_exit(e: BaseException, wait_s: float = JVM_GONE_WAIT_S) -> str | None:
+    """When the driver JVM that this process's pyspark started has exited, what to tell of it
+    (its pid, exit status and what that means); None while it runs, or when pyspark did not
+    start it (spark-submit started it, or no session was started). A failure that lost the
+    connection to the JVM (py4j's network errors, a closed socket) waits up to `wait_s` for the
+    JVM to finish exiting; any other checks once."""
+    import signal
+    import subprocess
+
+    from pyspark import SparkContext
+
+    proc = getattr(SparkContext._gateway, "proc", None)
+    if not isinstance(proc, subprocess.Popen):
+        return None
+    lost = False
+    seen: BaseException | None = e
+    while seen is not None and not lost:
+        lost = isinstance(seen, (ConnectionError, EOFError)) or type(seen).__name__ in (
+            "Py4JNetworkError",
+            "Py4JError",
+        )
+        seen = seen.__cause__ or seen.__context__
+    try:
+        code = proc.wait(timeout=wait_s) if lost else proc.poll()
+    except subprocess.TimeoutExpired:
+        code = None
+    if code is None:
+        return None
+    if code in JVM_EXITS:
+        meaning = JVM_EXITS[code]
+    elif code < 0:
+        try:
+            meaning = f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            meaning = f"killed by signal {-code}"
+    else:
+        meaning = "Spark's lines above say why"
+    status = f"signal {-code}" if code < 0 else f"exit code {code}"
+    return f"the Spark JVM (pid {proc.pid}) is gone ({status}): {meaning}"

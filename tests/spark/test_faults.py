@@ -194,3 +194,26 @@ def test_a_full_disk_is_one_line(tmp_path: Path) -> None:
     expected = f"kwire decode: error: no space left on the device of {small / 'out'}"
     assert lines == [expected], result.stderr[-4000:]
     assert result.stderr.rstrip().endswith(expected) and "Traceback" not in result.stderr
+
+
+def test_a_dead_jvm_is_one_line_that_says_how_it_died(tmp_path: Path) -> None:
+    """The driver's JVM SIGKILLed mid-decode (as the OOM killer would; a heap exhausted ends it
+    with Spark's exit code 52): kwire says the JVM is gone and how, in one line with no Python
+    traceback (not py4j's lost connection, nor pyspark's accumulator thread's EOFError), and
+    OUT has no manifest."""
+    out = tmp_path / "out"
+    env = {"KWIRE_FAULTS": "decode-requests:jvm", "KWIRE_FAULTS_DIR": str(tmp_path)}
+    proc = _kwire(str(CAPTURES[0]), "-o", str(out), *QUIET, env=env)
+    _, err = proc.communicate(timeout=DEADLINE_S)
+    marker = (tmp_path / "fault-decode-requests").read_text()
+    assert marker.startswith("killed the JVM "), marker
+    pid = marker.split()[-1]
+    assert proc.returncode == 1, err[-4000:]
+    lines = [line for line in err.splitlines() if line.startswith("kwire decode:")]
+    assert lines == [
+        f"kwire decode: failed: the Spark JVM (pid {pid}) is gone (signal 9): killed by SIGKILL: "
+        "the kernel's out-of-memory killer (see `dmesg`) or a `kill -9` "
+        "(KWIRE_TRACEBACK=1 shows the traceback)"
+    ], err[-4000:]
+    assert "Traceback" not in err and "EOFError" not in err, err[-4000:]
+    assert not (out / "manifest.json").exists()
