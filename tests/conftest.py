@@ -40,6 +40,8 @@ def spark() -> Iterator["SparkSession"]:  # type: ignore[name-defined]  # noqa: 
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
         .config("spark.driver.memory", "1g")
+        # Held frames' serialized blocks compressed, as kwire's sessions have them.
+        .config("spark.rdd.compress", "true")
         # The tests' jobs are small, as the jobs kwire starts this way are: C1 alone took the
         # group, job and fault tests from 145-149 s to 115-120 s on 2 cores (2 runs each).
         .config("spark.driver.extraJavaOptions", C1_JVM)

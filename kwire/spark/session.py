@@ -32,19 +32,33 @@ def is_local(master: str) -> bool:
     return master.startswith("local")
 
 
+# How a local checkpoint (hold()) keeps its blocks: serialized, compressed (spark.rdd.compress,
+# set by session_settings), spilled to disk when storage memory is short. Spark's default for a
+# local checkpoint keeps every row as a Java object in the heap: on the 5 GB file the data
+# records held for the group tables and delivery (1.1 M rows) were 1.1 M UnsafeRows and their
+# 1.3 M byte arrays, 375 MB of a 1 GB heap, and storage memory is protected from eviction up to
+# half of Spark's pool. Beside them the aggregations of the steps running at the same time ran
+# short of execution memory: at 800m of heap, tasks failed five times ("Unable to acquire
+# 262144 bytes of memory, got 0", AGGREGATE_OUT_OF_MEMORY) and the run lived on retries; at the
+# default 1g the heap stood at 995-1007 MB after collections. Serialized and compressed, the
+# same run at 800m had no failed task (docs/scale.md).
+HELD_LEVEL = StorageLevel.MEMORY_AND_DISK  # pyspark's: serialized (Scala's MEMORY_AND_DISK_SER)
+
+
 def hold(df: DataFrame, local: bool | None = None) -> DataFrame:
     """`df`, computed once for the queries that follow (release() it after them).
 
     In local mode, a local checkpoint: the queries that follow plan, optimise and generate code
     against one leaf instead of `df`'s whole lineage, which on a small capture was most of the
     group stage's time (19.0 -> 12.8 s). Its blocks live in the one JVM, whose loss ends the job
-    anyway. On a cluster a lost executor would take local checkpoint blocks with it and fail
-    the job, so there `df` is cached instead, and recomputed from its lineage if lost.
+    anyway. Its blocks are kept serialized (HELD_LEVEL), not as row objects. On a cluster a lost
+    executor would take local checkpoint blocks with it and fail the job, so there `df` is
+    cached instead (Spark's compressed columnar cache), and recomputed from its lineage if lost.
     `local`: which of the two, when not the session's master's kind (the tests)."""
     if local is None:
         local = is_local(df.sparkSession.sparkContext.master or "")
     if local:
-        held = df.localCheckpoint(eager=False)
+        held = df.localCheckpoint(eager=False, storageLevel=HELD_LEVEL)
         # The first query that reads `held` computes it with `df`'s plan, whose metrics the
         # driver registers only weakly: `df` must live as long as `held`, or once the JVM's
         # collector has run, every task of that computation logs an error for each metric it
@@ -225,6 +239,8 @@ def session_settings(
     settings: dict[str, str] = {
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
+        # hold()'s serialized blocks compressed (lz4): rows of a few set columns in many.
+        "spark.rdd.compress": "true",
         # Timestamps as the frames table has them (microseconds, UTC), not legacy INT96.
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
         # Message structs are wide; keep plan strings whole instead of warning about them.

@@ -335,6 +335,9 @@ def test_hold_cuts_the_plan_and_release_frees_it(spark: SparkSession) -> None:
     assert held._jdf.queryExecution().logical().nodeName() == "LogicalRDD"
     assert sorted(r.x for r in held.collect()) == [x for x in range(0, 200, 2) if x % 3 == 0]
     assert context.getPersistentRDDs().size() == before + 1
+    # Serialized (and compressed, the session says), spilling to disk: not rows in the heap.
+    level = held._jdf.queryExecution().logical().rdd().getStorageLevel()
+    assert level.useDisk() and level.useMemory() and not level.deserialized()
     release(held)
     assert context.getPersistentRDDs().size() == before
 
