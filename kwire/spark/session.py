@@ -38,10 +38,11 @@ def is_local(master: str) -> bool:
 # records held for the group tables and delivery (1.1 M rows) were 1.1 M UnsafeRows and their
 # 1.3 M byte arrays, 375 MB of a 1 GB heap, and storage memory is protected from eviction up to
 # half of Spark's pool. Beside them the aggregations of the steps running at the same time ran
-# short of execution memory: at 800m of heap, tasks failed five times ("Unable to acquire
+# short of execution memory: at 800m of heap, tasks failed three times ("Unable to acquire
 # 262144 bytes of memory, got 0", AGGREGATE_OUT_OF_MEMORY) and the run lived on retries; at the
-# default 1g the heap stood at 995-1007 MB after collections. Serialized and compressed, the
-# same run at 800m had no failed task (docs/scale.md).
+# default 1g the heap's high mark after collections was 895-1022 MB (ten runs). Serialized and
+# compressed, the same run at 800m had no failed task, and at 1g the mark was 848-926 MB
+# (docs/scale.md).
 HELD_LEVEL = StorageLevel.MEMORY_AND_DISK  # pyspark's: serialized (Scala's MEMORY_AND_DISK_SER)
 
 
