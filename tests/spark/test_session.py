@@ -9,6 +9,7 @@ import types
 from typing import Callable, Iterator
 
 import pytest
+from py4j.protocol import Py4JNetworkError
 from pyspark import SparkContext
 
 from kwire.spark import session
@@ -33,10 +34,6 @@ def start(monkeypatch: pytest.MonkeyPatch) -> Iterator[Start]:
     for proc in procs:
         proc.kill()
         proc.wait()
-
-
-class Py4JNetworkError(Exception):
-    """py4j's error for a lost connection, by name (as kwire recognises it)."""
 
 
 @pytest.mark.parametrize(
