@@ -12,6 +12,7 @@ build time) runs anywhere.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 from pathlib import Path
@@ -173,24 +174,49 @@ def build_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
-    _quiet_accumulator_server(spark)
+    _quiet_lost_jvm(spark)
     keep_jvm_names(spark)
     classes.finish_at_exit(archive, spark, tell)
     return spark
 
 
-def _quiet_accumulator_server(spark: SparkSession) -> None:
-    """pyspark's accumulator server (a socketserver thread in this process that the JVM sends
-    task updates to) prints a traceback when the JVM's connection ends mid-read, which is how a
-    JVM that died shows there. The job's own error then says the JVM is gone and why
-    (jvm_exit), so that traceback is only noise; any other error there still prints."""
+def _lost_connection(error: BaseException | None) -> bool:
+    """Whether `error` is how a JVM that died shows in this process: a closed or reset socket,
+    or py4j's network error."""
+    return isinstance(error, (EOFError, ConnectionError)) or (
+        type(error).__name__ == "Py4JNetworkError"
+    )
+
+
+class _LostJvmFilter(logging.Filter):
+    """Drops py4j's "Exception while sending command." (logged with its traceback on the root
+    logger) when the command failed because the connection to the JVM was lost."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not (record.getMessage().startswith(PY4J_SEND_FAILED) and _lost_connection(error))
+
+
+PY4J_SEND_FAILED = "Exception while sending command"
+_LOST_JVM_FILTER = _LostJvmFilter()
+
+
+def _quiet_lost_jvm(spark: SparkSession) -> None:
+    """A JVM that dies shows in this process as tracebacks from two threads the job does not
+    own: pyspark's accumulator server (a socketserver thread the JVM sends task updates to),
+    whose connection ends mid-read, and py4j, which logs the command in flight when the
+    connection was reset, depending on timing. The job's own error then says the JVM is gone
+    and why (jvm_exit), so both are only noise; any other error there still prints."""
+    root = logging.getLogger()
+    if _LOST_JVM_FILTER not in root.filters:
+        root.addFilter(_LOST_JVM_FILTER)
     server = getattr(spark.sparkContext, "_accumulatorServer", None)
     if server is None:
         return
     loud = server.handle_error
 
     def handle_error(request: Any, client_address: Any) -> None:
-        if isinstance(sys.exc_info()[1], (EOFError, ConnectionError)):
+        if _lost_connection(sys.exc_info()[1]):
             return
         loud(request, client_address)
 
@@ -404,10 +430,7 @@ def jvm_exit(e: BaseException, wait_s: float = JVM_GONE_WAIT_S) -> str | None:
     lost = False
     seen: BaseException | None = e
     while seen is not None and not lost:
-        lost = isinstance(seen, (ConnectionError, EOFError)) or type(seen).__name__ in (
-            "Py4JNetworkError",
-            "Py4JError",
-        )
+        lost = _lost_connection(seen) or type(seen).__name__ == "Py4JError"
         seen = seen.__cause__ or seen.__context__
     try:
         code = proc.wait(timeout=wait_s) if lost else proc.poll()

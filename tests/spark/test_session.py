@@ -4,6 +4,7 @@ ordinary exit, and a JVM that still runs."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import types
 from typing import Callable, Iterator
@@ -82,3 +83,25 @@ def test_no_jvm_started_by_this_process(monkeypatch: pytest.MonkeyPatch) -> None
     """Under spark-submit the JVM started Python, and pyspark holds no process for it."""
     monkeypatch.setattr(SparkContext, "_gateway", None)
     assert session.jvm_exit(EOFError(), wait_s=0.2) is None
+
+
+def test_py4js_log_of_a_lost_connection_is_dropped_and_other_errors_kept(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """py4j logs the command in flight when the JVM died ("Exception while sending command.",
+    with its traceback, on the root logger); kwire's sessions drop that one, as the job's own
+    line says the JVM is gone. The same message for any other error still shows."""
+    root = logging.getLogger()
+    had = session._LOST_JVM_FILTER in root.filters
+    root.addFilter(session._LOST_JVM_FILTER)
+    try:
+        with caplog.at_level(logging.INFO):
+            for error in (Py4JNetworkError("Error while sending or receiving"), ValueError("x")):
+                try:
+                    raise error
+                except Exception:
+                    logging.exception("Exception while sending command.")
+    finally:
+        if not had:
+            root.removeFilter(session._LOST_JVM_FILTER)
+    assert [r.exc_info[0] for r in caplog.records if r.exc_info] == [ValueError]
