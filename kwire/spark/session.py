@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+from py4j.protocol import Py4JError, Py4JNetworkError
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
@@ -183,9 +184,10 @@ def build_session(
 def _lost_connection(error: BaseException | None) -> bool:
     """Whether `error` is how a JVM that died shows in this process: a closed or reset socket,
     or py4j's network error."""
-    return isinstance(error, (EOFError, ConnectionError)) or (
-        type(error).__name__ == "Py4JNetworkError"
-    )
+    return isinstance(error, (EOFError, ConnectionError, Py4JNetworkError))
+
+
+PY4J_SEND_FAILED = "Exception while sending command"
 
 
 class _LostJvmFilter(logging.Filter):
@@ -197,7 +199,6 @@ class _LostJvmFilter(logging.Filter):
         return not (record.getMessage().startswith(PY4J_SEND_FAILED) and _lost_connection(error))
 
 
-PY4J_SEND_FAILED = "Exception while sending command"
 _LOST_JVM_FILTER = _LostJvmFilter()
 
 
@@ -402,12 +403,13 @@ def executor_backend(spark: SparkSession) -> str:
 # negative). 52 is Spark's own exit when a task thread of a local master hits
 # java.lang.OutOfMemoryError (SparkExitCode.OOM, through SparkUncaughtExceptionHandler): no
 # crash report is written, so without this a user sees only py4j's lost connection.
+_CRASHED = "the JVM crashed (SIGABRT): its hs_err_pid*.log crash report is in the working directory"
 JVM_EXITS = {
     52: "Spark's exit when the JVM runs out of heap (java.lang.OutOfMemoryError); "
     "give it more with --conf spark.driver.memory=2g (kwire's default is " + DRIVER_MEMORY + ")",
     -9: "killed by SIGKILL: the kernel's out-of-memory killer (see `dmesg`) or a `kill -9`",
-    -6: "the JVM crashed (SIGABRT): its hs_err_pid*.log crash report is in the working directory",
-    134: "the JVM crashed (SIGABRT): its hs_err_pid*.log crash report is in the working directory",
+    -6: _CRASHED,
+    134: _CRASHED,
 }
 # How long a failure that lost the connection to the JVM waits for the JVM to be seen gone.
 JVM_GONE_WAIT_S = 10.0
@@ -430,7 +432,8 @@ def jvm_exit(e: BaseException, wait_s: float = JVM_GONE_WAIT_S) -> str | None:
     lost = False
     seen: BaseException | None = e
     while seen is not None and not lost:
-        lost = _lost_connection(seen) or type(seen).__name__ == "Py4JError"
+        # py4j's plain Py4JError (not its Java errors, a subclass) is a connection it gave up on.
+        lost = _lost_connection(seen) or type(seen) is Py4JError
         seen = seen.__cause__ or seen.__context__
     try:
         code = proc.wait(timeout=wait_s) if lost else proc.poll()
