@@ -91,3 +91,35 @@ def groups_out(spark: "SparkSession", tmp_path_factory: pytest.TempPathFactory) 
     args = job.parse_args([*inputs, "-o", str(target), "--no-summary", "--quiet"])
     job.run(args, spark=spark)
     return target
+
+
+def share_captures() -> list[str]:
+    """The captures with share-group ground truth (NAME.json's "share_truth"): librdkafka's
+    share consumer against its mock, and Java's KafkaShareConsumer against a real broker."""
+    import json
+    from pathlib import Path
+
+    data = Path(__file__).resolve().parent / "data" / "capture"
+    found = []
+    for meta in sorted(data.glob("*.json")):
+        if "share_truth" in json.loads(meta.read_text()):
+            found.extend(p.name for p in data.glob(meta.stem + ".pcap*"))
+    return sorted(found)
+
+
+@pytest.fixture(scope="session")
+def share_out(spark: "SparkSession", tmp_path_factory: pytest.TempPathFactory) -> "dict[str, Path]":  # type: ignore[name-defined]  # noqa: F821
+    """One decode job per share capture (their group ids and topics overlap), shared by the
+    share tests (`pytest.mark.xdist_group("share_job")`): capture name -> OUT."""
+    from pathlib import Path
+
+    from kwire import job
+
+    data = Path(__file__).resolve().parent / "data" / "capture"
+    outs = {}
+    for capture in share_captures():
+        target = tmp_path_factory.mktemp("share") / "out"
+        args = job.parse_args([str(data / capture), "-o", str(target), "--no-summary", "--quiet"])
+        job.run(args, spark=spark)
+        outs[capture] = target
+    return outs

@@ -31,7 +31,8 @@ from kwire.spark.faults import fault_point
 from kwire.spark.session import hold, hold_per_core, release
 from kwire.spark.sink import write_parquet
 from kwire.spark.steps import Steps
-from kwire.groups.schema import TABLES
+from kwire.groups.pairs import _from_rows, _json_value, _missing, paired
+from kwire.groups.schema import SHARE_TABLES, TABLES
 from pyspark.sql.types import LongType, StructField, StructType, TimestampType
 
 # Columns of the narrowed protocol events handed to kwire.groups.history.
@@ -99,32 +100,6 @@ def pair_all(requests: DataFrame, responses: DataFrame) -> DataFrame:
         if a not in present:
             out = out.withColumn(f"resp_{a}", F.lit(None))
     return out
-
-
-_PAIR_BASE = (
-    "connection_id",
-    "client_addr",
-    "client_port",
-    "broker_addr",
-    "broker_port",
-    "client_id",
-    "correlation_id",
-    "version",
-    "ts",
-    "resp_ts",
-    "latency_us",
-    "resp_status",
-    "resp_raw_error",
-)
-
-
-def paired(pairs: DataFrame, family: str) -> DataFrame:
-    """Each request of a family with its response's struct (`resp`, null if none decoded)."""
-    return pairs.where(F.col(f"req_{family}").isNotNull()).select(
-        *_PAIR_BASE,
-        F.col(f"req_{family}").alias("req"),
-        F.col(f"resp_{family}").alias("resp"),
-    )
 
 
 def _has(df: DataFrame, family: str) -> bool:
@@ -317,6 +292,70 @@ def events(requests: DataFrame, pairs: DataFrame) -> DataFrame:
                 ),
             )
         )
+    if _has(requests, "share_group_heartbeat"):
+        # Share groups (KIP-932): member epochs as KIP-848's, topic ids named like them.
+        assignment = _topic_map(F.col("resp.assignment.topic_partitions"), "topic_id", "partitions")
+        parts.append(
+            _event(
+                pairs,
+                "share_group_heartbeat",
+                "sgh",
+                member_id=F.coalesce(F.col("resp.member_id"), F.col("req.member_id")),
+                req_member_id=F.col("req.member_id"),
+                generation=F.col("resp.member_epoch"),
+                req_generation=F.col("req.member_epoch"),
+                error=F.coalesce(F.col("resp.error_code"), F.col("resp_raw_error")),
+                detail=F.to_json(
+                    F.struct(
+                        F.when(F.col("resp.assignment").isNotNull(), assignment).alias(
+                            "assignment_ids"
+                        ),
+                        F.lit("simple").alias("assignor"),
+                    )
+                ),
+            )
+        )
+    if _has(requests, "streams_group_heartbeat"):
+        # Streams groups (KIP-1071): the tasks a member was given, as subtopology -> partitions
+        # under "active:<id>", "standby:<id>" and "warmup:<id>".
+        def tasks(kind: str) -> Any:
+            return F.transform(
+                F.coalesce(F.col(f"resp.{kind}_tasks"), F.array()),
+                lambda t: F.struct(
+                    F.concat(F.lit(f"{kind}:"), t["subtopology_id"]).alias("k"),
+                    F.array_sort(t["partitions"]).alias("v"),
+                ),
+            )
+
+        given = F.map_from_entries(F.concat(tasks("active"), tasks("standby"), tasks("warmup")))
+        parts.append(
+            _event(
+                pairs,
+                "streams_group_heartbeat",
+                "stgh",
+                member_id=F.coalesce(F.col("resp.member_id"), F.col("req.member_id")),
+                req_member_id=F.col("req.member_id"),
+                instance_id=F.col("req.instance_id"),
+                generation=F.col("resp.member_epoch"),
+                req_generation=F.col("req.member_epoch"),
+                error=F.coalesce(F.col("resp.error_code"), F.col("resp_raw_error")),
+                rebalance_timeout_ms=F.col("req.rebalance_timeout_ms"),
+                detail=F.to_json(
+                    F.struct(
+                        F.when(F.col("resp.active_tasks").isNotNull(), given).alias("assignment"),
+                        F.lit("streams").alias("assignor"),
+                        F.col("req.topology.epoch").alias("topology_epoch"),
+                        F.col("req.process_id").alias("process_id"),
+                        F.transform(
+                            F.coalesce(F.col("resp.status"), F.array()),
+                            lambda x: F.struct(
+                                x["status_code"].alias("code"), x["status_detail"].alias("detail")
+                            ),
+                        ).alias("status"),
+                    )
+                ),
+            )
+        )
     spark = requests.sparkSession
     if not parts:
         return spark.createDataFrame([], EVENTS)
@@ -352,19 +391,6 @@ def topic_names(responses: DataFrame) -> dict[str, str]:
 PER_GROUP = ("generations", "members", "assignments", "assignment_changes")
 # One pass per group gives all four tables as (table, row as JSON); times as epoch µs.
 HISTORY_ROWS = "table string, row string"
-_EPOCH = datetime(1970, 1, 1)
-
-
-def _json_value(v: Any) -> Any:
-    if isinstance(v, datetime):
-        return (v.replace(tzinfo=None) - _EPOCH) // timedelta(microseconds=1)
-    if isinstance(v, float):
-        if v != v:  # NaN: JSON has none, and the tables mean null
-            return None
-        return int(v) if v.is_integer() else v
-    return v
-
-
 _INT_EVENTS = (
     "generation",
     "req_generation",
@@ -393,7 +419,7 @@ def _histories(names: dict[str, str], capture_end: datetime | None) -> Any:
             for key in ("ts", "resp_ts"):
                 if r.get(key) is not None:
                     r[key] = pd.Timestamp(r[key]).to_pydatetime()
-            if r["kind"] == "cgh" and r.get("detail"):
+            if r["kind"] in ("cgh", "sgh") and r.get("detail"):
                 d = json.loads(r["detail"])
                 ids = d.pop("assignment_ids", None)
                 if ids is not None:
@@ -412,31 +438,7 @@ def _histories(names: dict[str, str], capture_end: datetime | None) -> Any:
 
 def _from_history(rows: DataFrame, table: str) -> DataFrame:
     """One table's rows back from JSON, timestamps from epoch µs."""
-    schema = TABLES[table]
-    as_json = StructType(
-        [
-            StructField(f.name, LongType() if isinstance(f.dataType, TimestampType) else f.dataType)
-            for f in schema
-        ]
-    )
-    parsed = rows.where(F.col("table") == table).select(F.from_json("row", as_json).alias("r"))
-    return parsed.select(
-        *[
-            (
-                F.timestamp_micros(F.col(f"r.{f.name}"))
-                if isinstance(f.dataType, TimestampType)
-                else F.col(f"r.{f.name}")
-            ).alias(f.name)
-            for f in schema
-        ]
-    )
-
-
-def _missing(v: Any) -> bool:
-    try:
-        return bool(pd.isna(v)) if not isinstance(v, (list, dict, str, bytes)) else False
-    except (TypeError, ValueError):
-        return False
+    return _from_rows(rows, table, TABLES[table])
 
 
 @dataclass
@@ -536,13 +538,25 @@ _GROUP_APIS = (
     "leave_group",
     "offset_commit",
     "consumer_group_heartbeat",
+    "share_group_heartbeat",
+    "streams_group_heartbeat",
     "find_coordinator",
     "api_versions",
+    # Share groups' records (OUT/share): narrowed below, never their records.
+    "share_fetch",
+    "share_acknowledge",
+    "describe_share_group_offsets",
 )
 _REQUEST_COLUMNS = frozenset(_BASE + _GROUP_APIS + ("list_offsets",))
 
 
 _FETCH_PARTITION = ("partition_index", "error_code", "high_watermark")
+_SHARE_FETCH_PARTITION = (
+    "partition_index",
+    "error_code",
+    "acknowledge_error_code",
+    "acquired_records",
+)
 _LIST_OFFSETS_PARTITION = ("partition_index", "error_code", "timestamp", "offset")
 
 
@@ -570,6 +584,31 @@ def _narrow_responses(responses: DataFrame) -> DataFrame:
         # A partition answered with timestamp -1 was asked for its latest offset: the log end.
         kept = _keep("list_offsets.topics", ("name",), "partitions", _LIST_OFFSETS_PARTITION)
         cols.append(F.struct(kept.alias("topics")).alias("list_offsets"))
+    if "share_fetch" in responses.columns:
+        # The acquired ranges and errors: never the records.
+        cols = [c for c in cols if str(c) != str(F.col("share_fetch"))]
+        kept = F.transform(
+            "share_fetch.responses",
+            lambda t: F.struct(
+                t["topic_id"].alias("topic_id"),
+                F.transform(
+                    t["partitions"],
+                    lambda p: F.struct(*[p[f].alias(f) for f in _SHARE_FETCH_PARTITION]),
+                ).alias("partitions"),
+            ),
+        )
+        cols.append(
+            F.when(
+                F.col("share_fetch").isNotNull(),
+                F.struct(
+                    F.col("share_fetch.error_code").alias("error_code"),
+                    F.col("share_fetch.acquisition_lock_timeout_ms").alias(
+                        "acquisition_lock_timeout_ms"
+                    ),
+                    kept.alias("responses"),
+                ),
+            ).alias("share_fetch")
+        )
     if "metadata" in responses.columns:
         cols = [c for c in cols if str(c) != str(F.col("metadata"))]
         cols.append(
@@ -1087,8 +1126,25 @@ def add_steps(
             tell(f"group tables -> {os.path.join(out, 'groups')} ({took:.1f} s)")
         return path
 
+    def share() -> dict[str, DataFrame] | None:
+        from kwire.groups.share_build import build_share
+
+        known, _ = lag()
+        basis = steps.result("group tables")[1]
+        ends = log_end_offsets(basis.requests, basis.responses, basis.names)
+        return build_share(basis.pairs, basis.names, basis.capture_end, cached, known, ends)
+
+    def write_share(name: str) -> str:
+        from kwire.groups.share_build import write_empty, write_share_table
+
+        tables = steps.result("share tables")
+        if tables is None:
+            return write_empty(spark, name, out)
+        return write_share_table(name, tables[name], out)
+
     steps.configure(settings(spark))
     steps.add("group tables", base, after=after)
+    steps.add("share tables", share, after=["group tables", *after_lag])
     steps.add("group tables: lag", lagged, after=["group tables", *after_lag])
     steps.finally_(close)
     written = []
@@ -1096,6 +1152,9 @@ def add_steps(
         built_by = "group tables: lag" if name in LAGGED else "group tables"
         steps.add(f"group tables: {name}", partial(write_one, name), after=[built_by])
         written.append((f"groups/{name}", os.path.join(out, "groups", name)))
+    for name in SHARE_TABLES:
+        steps.add(f"share tables: {name}", partial(write_share, name), after=["share tables"])
+        written.append((f"share/{name}", os.path.join(out, "share", name)))
     return written
 
 

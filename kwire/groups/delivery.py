@@ -98,10 +98,17 @@ def _topic() -> Column:
 
 
 def _data_records(records: DataFrame, direction: str, api_key: int) -> DataFrame:
-    """The readable data records of one api key's frames (no control records, an offset)."""
-    return records.where(
-        (F.col("direction") == direction) & (F.col("api_key") == api_key) & _readable()
-    )
+    """The readable data records of one api key's frames (no control records, an offset); for
+    Fetch responses, the records ShareFetch responses delivered (acquired) too: a share
+    group's consumption."""
+    which = (F.col("direction") == direction) & (F.col("api_key") == api_key)
+    if (direction, api_key) == ("response", 1) and "acquired" in records.columns:
+        which = which | (
+            (F.col("direction") == direction)
+            & (F.col("api_key") == 78)
+            & F.coalesce(F.col("acquired"), F.lit(False))
+        )
+    return records.where(which & _readable())
 
 
 def _readable() -> Column:
@@ -134,6 +141,7 @@ _RECORD_COLUMNS = (
     "timestamp",
     "trace_id",
     "span_id",
+    "acquired",
 )
 
 
@@ -142,6 +150,12 @@ def data_records(records: DataFrame) -> DataFrame:
     one scan of OUT/records for the caller to cache, where each function would scan it again."""
     produce = (F.col("direction") == "request") & (F.col("api_key") == 0)
     fetch = (F.col("direction") == "response") & (F.col("api_key") == 1)
+    if "acquired" in records.columns:
+        # A ShareFetch response delivered to its member only the records it acquired; the rest
+        # of its batches were fetched, not consumed (OUT/records from before share groups has
+        # no `acquired` column and no such rows are counted).
+        share = (F.col("direction") == "response") & (F.col("api_key") == 78)
+        fetch = fetch | (share & F.coalesce(F.col("acquired"), F.lit(False)))
     return (
         records.where(produce | fetch)
         .select(*[c for c in _RECORD_COLUMNS if c in records.columns])

@@ -50,9 +50,12 @@ def _fmt(ts: datetime | None) -> str:
 
 
 def history(group_id: str, events: list[Event], capture_end: datetime | None) -> dict[str, list]:
-    protocol = "consumer" if any(e["kind"] == "cgh" for e in events) else "classic"
-    if protocol == "consumer":
-        return _consumer_history(group_id, events, capture_end)
+    kinds = {e["kind"] for e in events}
+    # The group's type: a group id is one type at a time on a cluster (the coordinator refuses
+    # another type's requests with INCONSISTENT_GROUP_PROTOCOL or GROUP_ID_NOT_FOUND).
+    for kind, protocol in (("stgh", "streams"), ("sgh", "share"), ("cgh", "consumer")):
+        if kind in kinds:
+            return _consumer_history(group_id, events, capture_end, kind, protocol)
     return _classic_history(group_id, events, capture_end)
 
 
@@ -93,6 +96,7 @@ def _members_rows(
     final: set[str],
     capture_end: datetime | None,
     software: dict[str, str],
+    group_type: str = "classic",
 ) -> list[dict[str, Any]]:
     rows = []
     by_instance: dict[str, list[_Member]] = defaultdict(list)
@@ -106,6 +110,7 @@ def _members_rows(
         rows.append(
             {
                 "group_id": group_id,
+                "group_type": group_type,
                 "member_id": m.member_id,
                 "group_instance_id": m.instance,
                 "client_id": m.client_id,
@@ -508,9 +513,23 @@ def _assignment_rows(
 # -- KIP-848 groups -------------------------------------------------------------------------------
 
 
+_SOURCES = {
+    "cgh": ("consumer_group_heartbeat", "ConsumerGroupHeartbeat"),
+    "sgh": ("share_group_heartbeat", "ShareGroupHeartbeat"),
+    "stgh": ("streams_group_heartbeat", "StreamsGroupHeartbeat"),
+}
+
+
 def _consumer_history(
-    group_id: str, events: list[Event], capture_end: datetime | None
+    group_id: str,
+    events: list[Event],
+    capture_end: datetime | None,
+    kind: str = "cgh",
+    protocol: str = "consumer",
 ) -> dict[str, list]:
+    """KIP-848 consumer groups, and the share (KIP-932) and streams (KIP-1071) groups whose
+    heartbeats have the same member epochs: 0 joins, -1 leaves, -2 leaves a static member."""
+    source, api = _SOURCES[kind]
     members: dict[str, _Member] = {}
     software: dict[str, str] = {}
     epochs: dict[int, dict[str, Any]] = {}
@@ -519,7 +538,7 @@ def _consumer_history(
     for e in events:
         if e.get("software") and e.get("client_addr"):
             software[e["client_addr"]] = e["software"]
-        if e["kind"] != "cgh":
+        if e["kind"] != kind:
             mid = e.get("member_id")
             if mid and mid in members:
                 members[mid].seen(e)
@@ -562,19 +581,19 @@ def _consumer_history(
             cause, who, evidence = "first_join", joined[0] if joined else None, "first epoch seen"
         elif left and members[left[0]].left_at is not None:
             cause, who = "member_left", left[0]
-            evidence = f"ConsumerGroupHeartbeat with epoch -1 at {_fmt(members[left[0]].left_at)}"
+            evidence = f"{api} with epoch -1 at {_fmt(members[left[0]].left_at)}"
         elif left:
             m = members[left[0]]
             cause, who = "member_evicted", left[0]
             evidence = f"last heartbeat {_fmt(m.heartbeats[-1] if m.heartbeats else None)}"
         elif joined:
-            cause, who, evidence = "member_joined", joined[0], "ConsumerGroupHeartbeat with epoch 0"
+            cause, who, evidence = "member_joined", joined[0], f"{api} with epoch 0"
         else:
             cause, who, evidence = "unknown", None, "epoch bumped with the same members"
         rows.append(
             {
                 "group_id": group_id,
-                "protocol": "consumer",
+                "protocol": protocol,
                 "generation": epoch,
                 "started_at": x["first"],
                 "completed_at": x["first"],
@@ -597,6 +616,6 @@ def _consumer_history(
     final = {mid for mid in previous if members[mid].left_at is None}
     return {
         "generations": rows,
-        "members": _members_rows(group_id, members, final, capture_end, software),
-        **_assignment_rows(group_id, assignments, "consumer_group_heartbeat"),
+        "members": _members_rows(group_id, members, final, capture_end, software, protocol),
+        **_assignment_rows(group_id, assignments, source),
     }

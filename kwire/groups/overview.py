@@ -346,6 +346,11 @@ def group_rows(groups: dict[str, Group]) -> list[dict[str, Any]]:
         members = g.rows("members")
         gens = g.rows("generations")
         progress = g.rows("progress")
+        share = g.share_tables()
+        deliveries = [d for d in share.get("deliveries", []) if d["acquired_at"] is not None]
+        if share.get("progress"):
+            # A share group has no commits: its partitions' share progress instead.
+            progress = share["progress"]
         verdicts = Counter(p["status"] for p in progress)
         lags = [p["lag"] for p in progress if p["lag"] is not None]
         known = [t for t in (story.time_lag(p) for p in progress) if t is not None]
@@ -360,6 +365,14 @@ def group_rows(groups: dict[str, Group]) -> list[dict[str, Any]]:
                 "verdicts": " ".join(f"{s}×{n}" for s, n in sorted(verdicts.items())),
                 "offset lag": sum(lags) if lags else None,
                 "time lag at end": max(known) if known else None,
+                "redeliveries": (
+                    sum((d["delivery_count"] or 1) > 1 for d in deliveries) if share else None
+                ),
+                "archived": (
+                    sum(r["final_state"] == "archived" for r in share.get("records", []))
+                    if share
+                    else None
+                ),
             }
         )
     return rows

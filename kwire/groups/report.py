@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import html
 from collections import defaultdict
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -137,7 +137,7 @@ def timeline(group: Group) -> Any:
                 hoverinfo="text",
             )
         )
-    word = "epoch" if group.protocol == "consumer" else "gen"
+    word = "gen" if group.protocol == "classic" else "epoch"
     for g in group.rows("generations"):
         start = g["started_at"]
         end = g["completed_at"] or start
@@ -171,6 +171,163 @@ def timeline(group: Group) -> Any:
         showlegend=False,
     )
     return fig
+
+
+OUTCOME_COLOURS = {
+    "lock_expired": "#ef6c00",
+    "session_closed": "#6a1b9a",
+    "released": "#1565c0",
+    "rejected": "#c62828",
+    "ack_refused": "#ad1457",
+}
+
+
+def redeliveries(group: Group) -> Any:
+    """A share group's deliveries over time as a plotly figure: per time bucket, first deliveries
+    and redeliveries stacked, and the attempts that ended without an acceptance (released, lock
+    expired, session closed, rejected, refused) as markers by outcome."""
+    import plotly.graph_objects as go
+
+    share = group.share_tables()
+    rows = [d for d in share.get("deliveries", []) if d["acquired_at"] is not None]
+    fig = go.Figure()
+    if rows:
+        start = min(d["acquired_at"] for d in rows)
+        end = max(d["acquired_at"] for d in rows)
+        # About 60 buckets over the group's deliveries, at least 100 ms each.
+        step = max(100_000, int((end - start).total_seconds() * 1e6 / 60))  # µs
+        first: dict[datetime, int] = defaultdict(int)
+        again: dict[datetime, int] = defaultdict(int)
+        for d in rows:
+            us = int((d["acquired_at"] - start).total_seconds() * 1e6) // step * step
+            at = start + timedelta(microseconds=us)
+            (again if (d["delivery_count"] or 1) > 1 else first)[at] += 1
+        xs = sorted(set(first) | set(again))
+        fig.add_trace(go.Bar(x=xs, y=[first[x] for x in xs], name="first deliveries"))
+        fig.add_trace(
+            go.Bar(
+                x=xs,
+                y=[again[x] for x in xs],
+                name="redeliveries",
+                marker={"color": "#ef6c00"},
+            )
+        )
+        fig.update_layout(barmode="stack")
+    for outcome, colour in OUTCOME_COLOURS.items():
+        ended = [d for d in share.get("deliveries", []) if d["outcome"] == outcome]
+        ended = [d for d in ended if d["outcome_at"] is not None]
+        if not ended:
+            continue
+        fig.add_trace(
+            go.Scatter(
+                x=[d["outcome_at"] for d in ended],
+                y=[0] * len(ended),
+                mode="markers",
+                marker={"color": colour, "size": 9, "symbol": "x"},
+                name=outcome.replace("_", " "),
+                hovertext=[
+                    f"{d['topic']}-{d['partition']} @ {d['offset']} delivery {d['delivery_count']}"
+                    + (f": {d['evidence']}" if d["evidence"] else "")
+                    for d in ended
+                ],
+                hoverinfo="text",
+            )
+        )
+    fig.update_layout(
+        height=300,
+        margin={"l": 10, "r": 10, "t": 30, "b": 30},
+        xaxis={"title": "time (UTC)"},
+        yaxis={"title": "deliveries"},
+        plot_bgcolor="white",
+        legend={"orientation": "h"},
+    )
+    return fig
+
+
+def _share_sections(g: Group, i: int) -> list[str]:
+    share = g.share_tables()
+    parts = ["<h3>deliveries and redeliveries</h3>"]
+    parts.append(
+        redeliveries(g).to_html(
+            full_html=False,
+            include_plotlyjs=False,
+            div_id=f"redeliveries-{i}",
+            config={"displaylogo": False},
+        )
+    )
+    parts.append("<h3>share progress</h3>")
+    parts.append(
+        table_html(
+            share.get("progress", []),
+            [
+                "topic",
+                "partition",
+                "status",
+                "start_offset",
+                "described_start_offset",
+                "in_flight",
+                "available",
+                "lag",
+                "deliveries",
+                "redeliveries",
+                "acknowledged",
+                "archived",
+                "poison_records",
+                "last_ack_error",
+            ],
+            "share-progress",
+        )
+    )
+    troubled = [
+        r
+        for r in share.get("records", [])
+        if (r["attempts"] or 0) > 1 or r["final_state"] != "acknowledged"
+    ]
+    if troubled:
+        parts.append("<h3>records that came back or did not end accepted</h3>")
+        parts.append(
+            table_html(
+                troubled[:500],
+                [
+                    "topic",
+                    "partition",
+                    "offset",
+                    "attempts",
+                    "members",
+                    "final_state",
+                    "archived_reason",
+                    "inferred",
+                    "releases",
+                    "lock_expiries",
+                    "session_releases",
+                    "refused_acks",
+                ],
+                "share-records",
+            )
+        )
+    parts.append("<h3>share sessions</h3>")
+    parts.append(
+        table_html(
+            share.get("sessions", []),
+            [
+                "member_id",
+                "client_id",
+                "broker",
+                "first_seen",
+                "first_epoch",
+                "last_epoch",
+                "fetches",
+                "acknowledges",
+                "records_acquired",
+                "ending",
+                "ended_at",
+                "ending_evidence",
+                "errors_seen",
+            ],
+            "share-sessions",
+        )
+    )
+    return parts
 
 
 def overview_html(out: Path, groups: dict[str, Group]) -> list[str]:
@@ -309,6 +466,8 @@ def render(out: str | Path, group: str | None = None) -> str:
                 "members",
             )
         )
+        if g.share_tables():
+            parts.extend(_share_sections(g, i))
         if g.rows("progress"):
             parts.append("<h3>progress</h3>")
             parts.append(

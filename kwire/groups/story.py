@@ -49,7 +49,17 @@ class Group:
     @property
     def protocol(self) -> str:
         gens = self.rows("generations")
-        return str(gens[0]["protocol"]) if gens else "classic"
+        if gens:
+            return str(gens[0]["protocol"])
+        return "share" if self.share_tables() else "classic"
+
+    def share_tables(self) -> dict[str, list[Row]]:
+        """The group's OUT/share rows by table (deliveries, records, sessions, progress)."""
+        return {
+            name[len("share_") :]: rows
+            for name, rows in self.tables.items()
+            if name.startswith("share_") and rows
+        }
 
 
 def _read(path: Path, group: str | None, columns: list[str] | None = None) -> list[Row]:
@@ -92,6 +102,16 @@ def load(out: str | Path, group: str | None = None) -> dict[str, Group]:
         "progress": ("topic", "partition"),
         "coordinators": ("from_ts",),
     }
+    # Share groups' records (OUT/share, from outputs that have it: older ones do not).
+    from kwire.groups.share_story import SHARE_TABLES
+
+    for name in SHARE_TABLES:
+        path = Path(out) / "share" / name
+        if not path.exists():
+            continue
+        for row in _read(path, group):
+            gid = row["group_id"]
+            groups.setdefault(gid, Group(gid)).tables.setdefault(f"share_{name}", []).append(row)
     for g in groups.values():
         for name, keys in order.items():
             g.tables.get(name, []).sort(key=lambda r: tuple(_sortable(r[k]) for k in keys))
@@ -253,7 +273,7 @@ def _assignment(rows: list[Row], names: Names) -> str:
 
 
 def _outcome(g: Row, protocol: str) -> str:
-    if protocol == "consumer":
+    if protocol != "classic":
         return ""
     if g["outcome"] == "completed":
         phases = []
@@ -271,7 +291,7 @@ def _outcome(g: Row, protocol: str) -> str:
 def _timeline(group: Group, names: Names) -> list[tuple[datetime | None, str]]:
     members = {m["member_id"]: m for m in group.rows("members")}
     gens = group.rows("generations")
-    word = "epoch" if group.protocol == "consumer" else "generation"
+    word = "generation" if group.protocol == "classic" else "epoch"
     assignments: dict[int, list[Row]] = defaultdict(list)
     for a in group.rows("assignments"):
         assignments[a["generation"]].append(a)
@@ -325,6 +345,11 @@ def _timeline(group: Group, names: Names) -> list[tuple[datetime | None, str]]:
         else:
             text = f"{who} left ({evidence})"
         lines.append((m["ending_at"], text))
+    share = group.share_tables()
+    if share:
+        from kwire.groups.share_story import share_lines
+
+        lines.extend(share_lines(share, names, clock, span))
     lines.sort(key=lambda tl: _sortable(tl[0]))
     return lines
 
@@ -440,7 +465,8 @@ def tell_group(group: Group) -> list[str]:
     names = Names(group.rows("members"))
     gens = group.rows("generations")
     members = group.rows("members")
-    head = f"group {group.group_id} ({group.protocol} protocol"
+    kind = {"share": "share group", "streams": "streams group"}.get(group.protocol)
+    head = f"group {group.group_id} ({kind or group.protocol + ' protocol'}"
     assignors = sorted({g["assignor"] for g in gens if g["assignor"]})
     if assignors:
         head += f", assignor {', '.join(assignors)}"
@@ -455,7 +481,7 @@ def tell_group(group: Group) -> list[str]:
         endings[m["ending"].replace("_", " ")] += 1
     if seen:
         window = (max(seen) - min(seen)).total_seconds() * 1000
-        word = "epoch" if group.protocol == "consumer" else "rebalance"
+        word = "rebalance" if group.protocol == "classic" else "epoch"
         lines.append(
             f"  seen {clock(min(seen))} to {clock(max(seen))} ({span(window)}): "
             f"{_plural(len(gens), word)}, {_plural(len(members), 'member')} ("
@@ -467,6 +493,12 @@ def tell_group(group: Group) -> list[str]:
     if members:
         lines.append("  members:")
         lines.extend(f"    {_member_line(m, names)}" for m in members)
+    if group.protocol == "share":
+        from kwire.groups.share_story import summary_lines
+
+        # Share groups commit nothing: their records' fates and partitions' progress instead.
+        lines.extend("  " + line for line in summary_lines(group.share_tables(), names, span))
+        return lines
     lines.extend("  " + line for line in _commit_lines(group, names))
     lines.extend("  " + line for line in _progress_lines(group))
     return lines

@@ -55,8 +55,13 @@ FRAME_FIELDS = [
     pa.field("partition", pa.int32()),
 ]
 TRACE_FIELDS = [pa.field("trace_id", pa.string()), pa.field("span_id", pa.string())]
+# A ShareFetch response carries whole log batches, but only the offsets inside its
+# AcquiredRecords ranges were delivered to the member: `acquired` says which (null for the
+# other APIs), `delivery_count` is the range's count for an acquired record.
+SHARE_FIELDS = [pa.field("acquired", pa.bool_()), pa.field("delivery_count", pa.int16())]
 _RECORDS_SCHEMA = records.arrow_schema()
-SCHEMA = pa.schema(FRAME_FIELDS + list(_RECORDS_SCHEMA) + TRACE_FIELDS)
+SCHEMA = pa.schema(FRAME_FIELDS + list(_RECORDS_SCHEMA) + TRACE_FIELDS + SHARE_FIELDS)
+_OFFSET = len(records.BATCH_COLUMNS)  # a row's offset, after its batch's columns
 INPUT_COLUMNS = [
     "connection_id", "direction", "api_key", "api_version", "client_id", "ts_first", "frame"
 ]  # fmt: skip
@@ -67,8 +72,11 @@ _ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
 
 
 def _partitions(direction: str, api_key: int, message: Any) -> Iterator[tuple[Any, ...]]:
-    """(topic, topic id, partition, records bytes) for each partition of a decoded message."""
+    """(topic, topic id, partition, records bytes, acquired ranges) for each partition of a
+    decoded message; the ranges ([(first, last, delivery count)]) for ShareFetch alone, else
+    None."""
     topics, name_attr, id_attr, parts, index_attr, data_attr = RECORD_FIELDS[(direction, api_key)]
+    share = api_key == 78
     for t in getattr(message, topics):
         name = getattr(t, name_attr) if name_attr else None
         topic_id = kafka_uuid(getattr(t, id_attr)) if id_attr else _ZERO_UUID
@@ -78,7 +86,25 @@ def _partitions(direction: str, api_key: int, message: Any) -> Iterator[tuple[An
                 None if topic_id == _ZERO_UUID else topic_id,
                 getattr(p, index_attr),
                 getattr(p, data_attr),
+                (
+                    [(r.first_offset, r.last_offset, r.delivery_count) for r in p.acquired_records]
+                    if share
+                    else None
+                ),
             )
+
+
+def _acquired(offset: int | None, ranges: list[tuple[int, int, int]] | None) -> tuple[Any, Any]:
+    """(acquired, delivery count) of a record at `offset` given a ShareFetch partition's
+    acquired ranges; (None, None) outside ShareFetch."""
+    if ranges is None:
+        return None, None
+    if offset is None:
+        return False, None
+    for first, last, count in ranges:
+        if first <= offset <= last:
+            return True, count
+    return False, None
 
 
 def _decode(row: dict[str, Any]) -> tuple[Any, Any] | None:
@@ -96,7 +122,7 @@ def explode_batch(
     """One Arrow batch of frames -> Arrow batches of record rows (SCHEMA), bounded in size."""
     prefixes: list[tuple[Any, ...]] = []
     rows: list[tuple[Any, ...]] = []
-    traces: list[tuple[str | None, str | None]] = []
+    traces: list[tuple[Any, ...]] = []
     size = 0
     for row in batch.to_pylist():
         key = (row["direction"], row["api_key"])
@@ -116,12 +142,12 @@ def explode_batch(
             header.client_id if row["direction"] == "request" else row["client_id"],
             row["ts_first"],
         )
-        for topic, topic_id, partition, data in _partitions(*key, message):
+        for topic, topic_id, partition, data, ranges in _partitions(*key, message):
             prefix = frame + (topic, topic_id, partition)
             for r in records.iter_rows(data, max_decompressed=max_decompressed):
                 prefixes.append(prefix)
                 rows.append(r)
-                traces.append(trace_ids(r[18]))
+                traces.append(trace_ids(r[18]) + _acquired(r[_OFFSET], ranges))
                 size += 64 + len(r[16] or b"") + len(r[17] or b"")
                 if len(rows) >= MAX_ROWS or size >= MAX_BYTES:
                     yield _arrow(prefixes, rows, traces)
@@ -133,11 +159,11 @@ def explode_batch(
 def _arrow(
     prefixes: list[tuple[Any, ...]],
     rows: list[tuple[Any, ...]],
-    traces: list[tuple[str | None, str | None]],
+    traces: list[tuple[Any, ...]],
 ) -> pa.RecordBatch:
     tail = to_record_batch(rows, _RECORDS_SCHEMA)
     head = [pa.array(c, type=f.type) for c, f in zip(zip(*prefixes), FRAME_FIELDS)]
-    ids = [pa.array(c, type=pa.string()) for c in zip(*traces)]
+    ids = [pa.array(c, type=f.type) for c, f in zip(zip(*traces), TRACE_FIELDS + SHARE_FIELDS)]
     return pa.RecordBatch.from_arrays(head + tail.columns + ids, schema=SCHEMA)
 
 

@@ -125,6 +125,17 @@ CAPTURES = [
         LO_TCPDUMP,
     ),
     Capture(
+        "mock_share_locks.pcap",
+        "share-locks",
+        "ground truth: share groups (KIP-932) with librdkafka's ShareConsumer: two explicit-mode "
+        "members share one partition, one holds records past the acquisition lock and "
+        "acknowledges late (INVALID_RECORD_STATE), a poison record is released until the "
+        "delivery limit archives it, one is rejected; an implicit-mode member in a second group",
+        ("librdkafka",),
+        "mock",
+        LO_TCPDUMP,
+    ),
+    Capture(
         "tansu_admin_groups.pcapng",
         "admin-groups",
         "Tansu broker: producers (librdkafka acks=all, librdkafka and kafka-python acks=0), "
@@ -185,8 +196,9 @@ CAPTURES = [
 ]
 
 # Ground truth the scenarios write down from the clients' own APIs (scenarios.py), and the
-# group scenarios' story (group_scenarios.py, captures mock_gt_*).
-GROUND_KEYS = ("produced", "consumed", "admin", "notes", "group_truth")
+# group scenarios' story (group_scenarios.py, captures mock_gt_*), and the share-group story
+# (share_scenarios.py, captures mock_share_*).
+GROUND_KEYS = ("produced", "consumed", "admin", "notes", "group_truth", "share_truth")
 
 
 def _wait_port(host: str, port: int, timeout: float) -> None:
@@ -235,6 +247,14 @@ def _start_tool(cmd: list[str]) -> subprocess.Popen[bytes]:
     raise SystemExit(f"{cmd[0]} did not start: {' / '.join(seen)}")
 
 
+def _scenario_script(name: str) -> str:
+    if name.startswith("mock_gt_"):
+        return "group_scenarios.py"
+    if name.startswith("mock_share_"):
+        return "share_scenarios.py"
+    return "scenarios.py"
+
+
 def inside(name: str, out_dir: Path) -> None:
     """Runs inside the network namespace: capture one scenario."""
     cap = next(c for c in CAPTURES if c.file == name)
@@ -269,10 +289,7 @@ def inside(name: str, out_dir: Path) -> None:
             scenario = subprocess.run(
                 [
                     sys.executable,
-                    str(
-                        HERE
-                        / ("group_scenarios.py" if name.startswith("mock_gt_") else "scenarios.py")
-                    ),
+                    str(HERE / _scenario_script(name)),
                     cap.scenario,
                     "--ports-file",
                     str(ports_file),

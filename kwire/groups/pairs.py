@@ -1,0 +1,78 @@
+"""What the group tables' builders share: a family's requests with their answers, and per-group
+rows carried through Spark as JSON (built in plain Python on the executors, typed back here)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StructField, StructType, TimestampType
+
+_PAIR_BASE = (
+    "connection_id",
+    "client_addr",
+    "client_port",
+    "broker_addr",
+    "broker_port",
+    "client_id",
+    "correlation_id",
+    "version",
+    "ts",
+    "resp_ts",
+    "latency_us",
+    "resp_status",
+    "resp_raw_error",
+)
+
+
+def paired(pairs: DataFrame, family: str) -> DataFrame:
+    """Each request of a family with its response's struct (`resp`, null if none decoded)."""
+    return pairs.where(F.col(f"req_{family}").isNotNull()).select(
+        *_PAIR_BASE,
+        F.col(f"req_{family}").alias("req"),
+        F.col(f"resp_{family}").alias("resp"),
+    )
+
+
+_EPOCH = datetime(1970, 1, 1)
+
+
+def _json_value(v: Any) -> Any:
+    if isinstance(v, datetime):
+        return (v.replace(tzinfo=None) - _EPOCH) // timedelta(microseconds=1)
+    if isinstance(v, float):
+        if v != v:  # NaN: JSON has none, and the tables mean null
+            return None
+        return int(v) if v.is_integer() else v
+    return v
+
+
+def _from_rows(rows: DataFrame, table: str, schema: StructType) -> DataFrame:
+    """Rows of `table` (schema `schema`) back from (table, row as JSON), times from epoch µs."""
+    as_json = StructType(
+        [
+            StructField(f.name, LongType() if isinstance(f.dataType, TimestampType) else f.dataType)
+            for f in schema
+        ]
+    )
+    parsed = rows.where(F.col("table") == table).select(F.from_json("row", as_json).alias("r"))
+    return parsed.select(
+        *[
+            (
+                F.timestamp_micros(F.col(f"r.{f.name}"))
+                if isinstance(f.dataType, TimestampType)
+                else F.col(f"r.{f.name}")
+            ).alias(f.name)
+            for f in schema
+        ]
+    )
+
+
+def _missing(v: Any) -> bool:
+    try:
+        return bool(pd.isna(v)) if not isinstance(v, (list, dict, str, bytes)) else False
+    except (TypeError, ValueError):
+        return False

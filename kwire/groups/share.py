@@ -1,0 +1,660 @@
+"""One share group's records (KIP-932), attempt by attempt, from its frames, in plain Python (run
+per group on the executors by kwire.groups.share_build, and directly by the tests).
+
+Input: the group's share frames in time order, each a dict with the columns of
+kwire.groups.share_build.SHARE_EVENTS: kind `fetch` (a ShareFetch and its answer), `ack` (a
+ShareAcknowledge and its answer) or `offsets` (a DescribeShareGroupOffsets answer for the group),
+with `detail` holding the acknowledgement batches sent and the acquired ranges and errors
+answered. Output: rows of OUT/share/deliveries, OUT/share/records, OUT/share/sessions and
+OUT/share/progress (kwire/groups/schema.py, SHARE_TABLES).
+
+What the wire says and what is inferred (docs/groups.md, "Share groups"):
+- an attempt is an offset inside an `AcquiredRecords` range of a ShareFetch answer: its member,
+  its delivery count, when, and the lock the answer announced (`AcquisitionLockTimeoutMs`);
+- its acknowledgement is the first later batch of the same member covering the offset (on a
+  ShareFetch: piggybacked, or a ShareAcknowledge), with the answer's error for its partition;
+- a session is (member, broker): epoch 0 opens it (replacing an open one), -1 closes it, and
+  SHARE_SESSION_NOT_FOUND says the broker had lost it. Records the member still held when its
+  session ended were released by the broker (`session_closed`);
+- a lock expiry is never on the wire: an attempt with no acknowledgement whose offset was
+  acquired again after its lock's deadline (or whose deadline passed before the capture ended)
+  is `lock_expired`, and an attempt released earlier than its deadline with no frame saying why
+  is `session_closed` (the holder's connection or session ended): both marked inferred;
+- archiving at the delivery limit is never on the wire either: a record released or expired
+  whose offset was not acquired again although later ShareFetches of the group acquired records
+  of the same partition is archived by the limit (inferred), as the broker hands out the lowest
+  available offsets first.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from datetime import datetime, timedelta
+from typing import Any
+
+from kwire.groups.errors import error_name
+
+Event = dict[str, Any]
+Row = dict[str, Any]
+
+ACK_TYPES = {0: "gap", 1: "accept", 2: "release", 3: "reject", 4: "renew"}
+# An acknowledgement's outcome for the attempt it ends (RENEW ends nothing).
+_TERMINAL = {0: "gap", 1: "accepted", 2: "released", 3: "rejected"}
+OUTCOMES = (
+    "accepted",
+    "released",
+    "rejected",
+    "gap",
+    "renewed",
+    "lock_expired",
+    "session_closed",
+    "ack_refused",
+    "open",
+)
+FINAL_STATES = ("acknowledged", "archived", "in_flight", "available")
+SESSION_ENDINGS = ("closed", "replaced", "lost", "open_at_end")
+SHARE_PROGRESS = ("OK", "STALL", "STOP", "ERR")
+SESSION_LOST = (122,)  # SHARE_SESSION_NOT_FOUND: the broker no longer has the session
+# A range wider than this is not acquired records but damage (Kafka acquires at most
+# max.poll.records or a batch's records per partition): it is skipped and counted, never expanded.
+MAX_RANGE = 1_000_000
+# A partition is STOPped only after this long without an acquisition or acknowledgement while
+# records wait (twice a client's default poll cadence at its longest lock).
+STOP_AFTER_MS = 10_000
+
+
+def _ms(a: datetime | None, b: datetime | None) -> float | None:
+    if a is None or b is None:
+        return None
+    return (b - a) / timedelta(milliseconds=1)
+
+
+def _detail(e: Event) -> dict[str, Any]:
+    text = e.get("detail")
+    if not text:
+        return {}
+    d = json.loads(text) if isinstance(text, str) else text
+    return d if isinstance(d, dict) else {}
+
+
+class _Session:
+    def __init__(self, member: str, broker: str, client_id: str | None) -> None:
+        self.member = member
+        self.broker = broker
+        self.client_id = client_id
+        self.opened_at: datetime | None = None
+        self.first_epoch: int | None = None
+        self.last_epoch: int | None = None
+        self.first_seen: datetime | None = None
+        self.last_seen: datetime | None = None
+        self.fetches = 0
+        self.acknowledges = 0
+        self.acquired = 0
+        self.ended_at: datetime | None = None
+        self.ending: str | None = None
+        self.evidence: str | None = None
+        self.errors: set[str] = set()
+        self.held: set[int] = set()  # attempt indices acquired in this session, not yet ended
+
+
+class _Group:
+    def __init__(self, group_id: str, names: dict[str, str]) -> None:
+        self.group_id = group_id
+        self.names = names
+        self.attempts: list[Row] = []
+        self.latest: dict[tuple[str, int, int], int] = {}  # offset -> its latest attempt
+        self.mine: dict[tuple[str, str, int, int], int] = {}  # member + offset -> attempt
+        self.sessions: dict[tuple[str, str], _Session] = {}
+        self.done: list[_Session] = []
+        self.pending: dict[int, list[tuple[int, str, int, int]]] = {}  # event -> acks sent
+        self.acquisitions: dict[tuple[str, int], list[tuple[datetime, datetime | None, int]]] = (
+            defaultdict(list)
+        )  # partition -> (acquired_at, requested_at, highest offset acquired)
+        self.described: dict[tuple[str, int], Row] = {}
+        self.problems: list[str] = []
+        self.ack_errors: dict[tuple[str, int], tuple[datetime, int | None]] = {}
+
+    # -- sessions --------------------------------------------------------------------------------
+
+    def session(self, e: Event) -> _Session:
+        key = (e["member_id"], e.get("broker") or "")
+        s = self.sessions.get(key)
+        if s is None:
+            s = self.sessions[key] = _Session(key[0], key[1], e.get("client_id"))
+        return s
+
+    def end_session(self, s: _Session, at: datetime, ending: str, evidence: str, inferred: bool):
+        for i in sorted(s.held):
+            a = self.attempts[i]
+            if a["_terminal"] is None and a["_closed_at"] is None:
+                a["_closed_at"] = at
+                a["_closed_inferred"] = inferred
+                a["_closed_why"] = evidence
+        s.held.clear()
+        s.ended_at, s.ending, s.evidence = at, ending, evidence
+        self.done.append(s)
+        del self.sessions[(s.member, s.broker)]
+
+    # -- requests --------------------------------------------------------------------------------
+
+    def request(self, n: int, e: Event) -> None:
+        member = e.get("member_id")
+        if not member:
+            return
+        ts: datetime = e["ts"]
+        epoch = e.get("epoch")
+        d = _detail(e)
+        s = self.session(e)
+        if epoch == 0 and (s.first_seen is not None):
+            # A new session replaces the open one: the broker released what it held.
+            self.end_session(s, ts, "replaced", f"epoch 0 again at {_clock(ts)}", False)
+            s = self.session(e)
+        if s.first_seen is None:
+            s.first_seen = ts
+            s.first_epoch = epoch
+            if epoch == 0:
+                s.opened_at = ts
+        s.last_seen = ts
+        s.last_epoch = epoch if epoch is not None else s.last_epoch
+        if e["kind"] == "fetch":
+            s.fetches += 1
+        else:
+            s.acknowledges += 1
+        sent: list[tuple[int, str, int, int]] = []
+        for topic_id, partition, first, last, types in d.get("acks") or []:
+            if first is None or last is None or last < first or last - first >= MAX_RANGE:
+                self.problems.append(
+                    f"acknowledgement batch {first}-{last} of {topic_id}:{partition} skipped"
+                )
+                continue
+            types = list(types or [])
+            for k, offset in enumerate(range(first, last + 1)):
+                kind = types[0] if len(types) == 1 else (types[k] if k < len(types) else None)
+                if kind is None:
+                    continue
+                i = self.ack(member, e, ts, topic_id, partition, offset, int(kind))
+                if i is not None:
+                    sent.append((i, topic_id, partition, int(kind)))
+        self.pending[n] = sent
+        if epoch == -1:
+            # Closing: what the member still holds on this broker goes back once the close is
+            # processed (its acknowledgements in the same request come first).
+            self.end_session(s, ts, "closed", f"epoch -1 at {_clock(ts)}", False)
+
+    def ack(
+        self,
+        member: str,
+        e: Event,
+        ts: datetime,
+        topic_id: str,
+        partition: int,
+        offset: int,
+        kind: int,
+    ) -> int | None:
+        i = self.mine.get((member, topic_id, partition, offset))
+        if i is None:
+            # Acquired before the capture began: the acknowledgement still gets its row.
+            i = self.new_attempt(e, None, topic_id, partition, offset, None, None)
+        a = self.attempts[i]
+        if a["_terminal"] is not None:
+            return None  # already ended by an earlier acknowledgement of this attempt
+        if kind == 4:
+            a["renewals"] += 1
+            a["last_renewed_at"] = ts
+            a["_last_ack"] = (kind, ts, e)
+            return i
+        a["_terminal"] = kind
+        a["ack_type"] = ACK_TYPES.get(kind, f"type_{kind}")
+        a["ack_via"] = "share_fetch" if e["kind"] == "fetch" else "share_acknowledge"
+        a["ack_sent_at"] = ts
+        a["_last_ack"] = (kind, ts, e)
+        return i
+
+    # -- answers ---------------------------------------------------------------------------------
+
+    def answer(self, n: int, e: Event) -> None:
+        at: datetime = e["resp_ts"]
+        d = _detail(e)
+        top = e.get("error") or 0
+        key = (str(e.get("member_id")), e.get("broker") or "")
+        s = self.sessions.get(key)
+        if top and s is not None:
+            s.errors.add(error_name(top) or str(top))
+        parts = {(p[0], p[1]): p for p in d.get("parts") or []}
+        for i, topic_id, partition, kind in self.pending.pop(n, []):
+            a = self.attempts[i]
+            p = parts.get((topic_id, partition))
+            if top:
+                code = top
+            elif p is None:
+                continue  # the answer does not mention the partition: unconfirmed
+            else:
+                code = p[3] if e["kind"] == "fetch" else p[2]
+            a["ack_confirmed_at"] = at
+            a["ack_error"] = code or None
+            if kind == 4 and code:
+                a["renew_errors"] += 1
+            self.ack_errors[(topic_id, partition)] = (at, code or None)
+        if top in SESSION_LOST and s is not None:
+            self.end_session(
+                s, at, "lost", f"{error_name(top)} at {_clock(at)}", True  # released earlier
+            )
+            s = None
+        if e["kind"] != "fetch" or top:
+            return
+        lock_ms = e.get("lock_ms")
+        for topic_id, partition, perr, _ack_err, ranges in parts.values():
+            if perr and s is not None:
+                s.errors.add(error_name(perr) or str(perr))
+            for first, last, count in ranges or []:
+                if first is None or last is None or last < first or last - first >= MAX_RANGE:
+                    self.problems.append(
+                        f"acquired range {first}-{last} of {topic_id}:{partition} skipped"
+                    )
+                    continue
+                for offset in range(first, last + 1):
+                    i = self.new_attempt(e, at, topic_id, partition, offset, count, lock_ms)
+                    if s is None:
+                        s = self.session(e)
+                        s.first_seen = s.last_seen = e["ts"]
+                        s.first_epoch = s.last_epoch = e.get("epoch")
+                    s.held.add(i)
+                    s.acquired += 1
+                self.acquisitions[(topic_id, partition)].append((at, e["ts"], last))
+
+    def new_attempt(
+        self,
+        e: Event,
+        at: datetime | None,
+        topic_id: str,
+        partition: int,
+        offset: int,
+        count: int | None,
+        lock_ms: int | None,
+    ) -> int:
+        key = (topic_id, partition, offset)
+        member = e["member_id"]
+        prev = self.latest.get(key)
+        i = len(self.attempts)
+        if at is not None and prev is not None:
+            p = self.attempts[prev]
+            if p["next_acquired_at"] is None:
+                p["next_member_id"] = member
+                p["next_acquired_at"] = at
+        self.attempts.append(
+            {
+                "group_id": self.group_id,
+                "member_id": member,
+                "consumer_client_id": e.get("client_id"),
+                "consumer_connection": e.get("connection_id"),
+                "broker": e.get("broker"),
+                "topic_id": topic_id,
+                "topic": self.names.get(topic_id, topic_id),
+                "partition": partition,
+                "offset": offset,
+                "delivery_count": count,
+                "session_epoch": e.get("epoch"),
+                "fetch_requested_at": e["ts"] if at is not None else None,
+                "acquired_at": at,
+                "lock_ms": lock_ms,
+                "lock_expires_by": (
+                    at + timedelta(milliseconds=lock_ms) if at is not None and lock_ms else None
+                ),
+                "ack_type": None,
+                "ack_via": None,
+                "ack_sent_at": None,
+                "ack_confirmed_at": None,
+                "ack_error": None,
+                "renewals": 0,
+                "renew_errors": 0,
+                "last_renewed_at": None,
+                "next_member_id": None,
+                "next_acquired_at": None,
+                "_terminal": None,
+                "_last_ack": None,
+                "_closed_at": None,
+                "_closed_inferred": False,
+                "_closed_why": None,
+            }
+        )
+        if at is not None or prev is None:
+            self.latest[key] = i
+        self.mine[(member, topic_id, partition, offset)] = i
+        return i
+
+    def offsets(self, e: Event) -> None:
+        """A DescribeShareGroupOffsets answer: the broker's own start offsets and lags."""
+        at = e.get("resp_ts") or e["ts"]
+        for topic_id, topic, partition, start, lag, err in _detail(e).get("parts") or []:
+            if err:
+                continue
+            key = (topic_id or topic, partition)
+            self.described[key] = {"start": start, "lag": lag, "at": at, "topic": topic}
+
+    # -- the verdicts ----------------------------------------------------------------------------
+
+    def finish(self, capture_end: datetime | None) -> None:
+        for a in self.attempts:
+            outcome, at, inferred, why = _outcome(a, capture_end)
+            a["outcome"], a["outcome_at"], a["inferred"], a["evidence"] = outcome, at, inferred, why
+
+
+def _outcome(a: Row, end: datetime | None) -> tuple[str, datetime | None, bool, str | None]:
+    kind = a["_terminal"]
+    deadline = a["lock_expires_by"]
+    if a["last_renewed_at"] is not None and a["lock_ms"]:
+        deadline = a["last_renewed_at"] + timedelta(milliseconds=a["lock_ms"])
+    nxt = a["next_acquired_at"]
+    late = None
+    if kind is not None and nxt is not None and a["ack_sent_at"] is not None:
+        if nxt < a["ack_sent_at"]:
+            # The offset had gone to another attempt before this acknowledgement was sent: the
+            # broker ignored it (error 0 when the record was already terminal) or refused it.
+            late = f"its {a['ack_type']} came late, at {_clock(a['ack_sent_at'])}"
+            if a["ack_error"] is not None:
+                late += f", refused with {error_name(a['ack_error'])}"
+            kind = None
+    if kind is not None and a["ack_error"] is None:
+        return _TERMINAL.get(kind, "accepted"), a["ack_sent_at"], False, None
+    if kind is not None:
+        refused = f"{a['ack_type']} refused with {error_name(a['ack_error'])}"
+        if nxt is not None and (deadline is None or nxt >= deadline):
+            return "lock_expired", deadline, True, f"{refused}; acquired again at {_clock(nxt)}"
+        return "ack_refused", a["ack_confirmed_at"], False, refused
+    suffix = f"; {late}" if late else ""
+    if a["_closed_at"] is not None and (nxt is None or a["_closed_at"] <= nxt):
+        why = f"{a['_closed_why']}{suffix}"
+        return "session_closed", a["_closed_at"], bool(a["_closed_inferred"]), why
+    if nxt is not None:
+        if deadline is not None and nxt < deadline:
+            why = f"acquired again at {_clock(nxt)}, before its lock ran out, with no release"
+            return "session_closed", nxt, True, why + suffix
+        why = f"acquired again at {_clock(nxt)}{suffix}"
+        return "lock_expired", deadline or nxt, True, why
+    if deadline is not None and end is not None and deadline <= end:
+        return "lock_expired", deadline, True, "its lock ran out before the capture ended"
+    if a["renewals"]:
+        return "renewed", a["last_renewed_at"], False, None
+    return "open", None, False, None
+
+
+def _clock(ts: datetime | None) -> str:
+    return ts.strftime("%H:%M:%S.%f")[:-3] if ts is not None else "?"
+
+
+def share_history(
+    group_id: str,
+    events: list[Event],
+    capture_end: datetime | None,
+    names: dict[str, str] | None = None,
+) -> dict[str, list[Row]]:
+    """The share tables' rows of one group from its events (any order: sorted here)."""
+    g = _Group(group_id, names or {})
+    steps: list[tuple[datetime, int, int, str]] = []
+    for n, e in enumerate(events):
+        if e["kind"] in ("fetch", "ack"):
+            steps.append((e["ts"], 0, n, "request"))
+            if e.get("resp_ts") is not None and e.get("answered", True):
+                steps.append((e["resp_ts"], 1, n, "answer"))
+        elif e["kind"] == "offsets" and e.get("resp_ts") is not None:
+            steps.append((e["resp_ts"], 1, n, "offsets"))
+    steps.sort(key=lambda s: (s[0], s[1], s[2]))
+    for _, _, n, what in steps:
+        e = events[n]
+        if what == "request":
+            g.request(n, e)
+        elif what == "answer":
+            g.answer(n, e)
+        else:
+            g.offsets(e)
+    g.finish(capture_end)
+    deliveries = _delivery_rows(g)
+    records = _record_rows(g, capture_end)
+    return {
+        "deliveries": deliveries,
+        "records": records,
+        "sessions": _session_rows(g),
+        "progress": _progress_rows(g, records, deliveries, capture_end),
+    }
+
+
+_DELIVERY_COLUMNS = (
+    "group_id",
+    "member_id",
+    "consumer_client_id",
+    "consumer_connection",
+    "broker",
+    "topic",
+    "topic_id",
+    "partition",
+    "offset",
+    "delivery_count",
+    "session_epoch",
+    "fetch_requested_at",
+    "acquired_at",
+    "lock_ms",
+    "lock_expires_by",
+    "ack_type",
+    "ack_via",
+    "ack_sent_at",
+    "ack_confirmed_at",
+    "ack_error",
+    "renewals",
+    "outcome",
+    "outcome_at",
+    "inferred",
+    "evidence",
+    "next_member_id",
+    "next_acquired_at",
+)
+
+
+def _delivery_rows(g: _Group) -> list[Row]:
+    order = sorted(
+        range(len(g.attempts)),
+        key=lambda i: (
+            g.attempts[i]["topic"] or "",
+            g.attempts[i]["partition"],
+            g.attempts[i]["offset"],
+            g.attempts[i]["acquired_at"] or g.attempts[i]["ack_sent_at"] or datetime.min,
+            i,
+        ),
+    )
+    rows = []
+    for i in order:
+        a = g.attempts[i]
+        row = {k: a.get(k) for k in _DELIVERY_COLUMNS}
+        row["ack_error_name"] = error_name(a["ack_error"])
+        rows.append(row)
+    return rows
+
+
+def _record_rows(g: _Group, end: datetime | None) -> list[Row]:
+    by_offset: dict[tuple[str, int, int], list[Row]] = defaultdict(list)
+    for a in g.attempts:
+        by_offset[(a["topic_id"], a["partition"], a["offset"])].append(a)
+    rows = []
+    for (topic_id, partition, offset), tries in sorted(by_offset.items(), key=lambda kv: kv[0]):
+        tries.sort(key=lambda a: a["acquired_at"] or a["ack_sent_at"] or datetime.min)
+        last = tries[-1]
+        outcome = last["outcome"]
+        reason = None
+        inferred = bool(last["inferred"])
+        archived_at = None
+        if outcome == "accepted":
+            state = "acknowledged"
+        elif outcome in ("rejected", "gap"):
+            state, reason, archived_at = "archived", outcome, last["outcome_at"]
+        elif outcome in ("open", "renewed"):
+            state = "in_flight"
+        else:
+            # Back to available; archived instead when its count was the limit, which shows
+            # as the group acquiring later records of the partition after the release without
+            # this one among them (the broker hands out the lowest available offsets first).
+            released_at = last["outcome_at"]
+            later = [
+                top
+                for acquired_at, requested_at, top in g.acquisitions[(topic_id, partition)]
+                if released_at is not None
+                and (requested_at or acquired_at) >= released_at
+                and top > offset
+            ]
+            if later:
+                state, reason, inferred, archived_at = "archived", "delivery_limit", True, None
+                archived_at = released_at
+            else:
+                state = "available"
+        counts = [a["delivery_count"] for a in tries if a["delivery_count"] is not None]
+        acquired = [a["acquired_at"] for a in tries if a["acquired_at"] is not None]
+        accepted_at = last["ack_sent_at"] if state == "acknowledged" else None
+        first_at = min(acquired) if acquired else None
+        rows.append(
+            {
+                "group_id": g.group_id,
+                "topic": g.names.get(topic_id, topic_id),
+                "topic_id": topic_id,
+                "partition": partition,
+                "offset": offset,
+                "attempts": len(acquired),
+                "max_delivery_count": max(counts) if counts else None,
+                "members": list(dict.fromkeys(a["member_id"] for a in tries)),
+                "first_acquired_at": first_at,
+                "last_acquired_at": max(acquired) if acquired else None,
+                "final_state": state,
+                "archived_reason": reason,
+                "archived_at": archived_at,
+                "inferred": inferred,
+                "accepted_at": accepted_at,
+                "accepted_by": last["member_id"] if state == "acknowledged" else None,
+                "acquire_to_accept_ms": _ms(first_at, accepted_at),
+                "releases": sum(a["outcome"] == "released" for a in tries),
+                "lock_expiries": sum(a["outcome"] == "lock_expired" for a in tries),
+                "session_releases": sum(a["outcome"] == "session_closed" for a in tries),
+                "refused_acks": sum(a["ack_error"] is not None for a in tries),
+            }
+        )
+    return rows
+
+
+def _session_rows(g: _Group) -> list[Row]:
+    for s in list(g.sessions.values()):
+        s.ending, s.evidence = "open_at_end", "no close seen"
+        g.done.append(s)
+    g.sessions.clear()
+    rows = []
+    for s in sorted(g.done, key=lambda s: (s.first_seen or datetime.min, s.member, s.broker)):
+        rows.append(
+            {
+                "group_id": g.group_id,
+                "member_id": s.member,
+                "client_id": s.client_id,
+                "broker": s.broker,
+                "opened_at": s.opened_at,
+                "first_seen": s.first_seen,
+                "last_seen": s.last_seen,
+                "first_epoch": s.first_epoch,
+                "last_epoch": s.last_epoch,
+                "fetches": s.fetches,
+                "acknowledges": s.acknowledges,
+                "records_acquired": s.acquired,
+                "ended_at": s.ended_at,
+                "ending": s.ending,
+                "ending_evidence": s.evidence,
+                "errors_seen": sorted(s.errors),
+            }
+        )
+    return rows
+
+
+def _progress_rows(
+    g: _Group, records: list[Row], deliveries: list[Row], end: datetime | None
+) -> list[Row]:
+    parts: dict[tuple[str, int], dict[str, Any]] = {}
+    for r in records:
+        p = parts.setdefault((r["topic_id"], r["partition"]), {"records": [], "deliveries": []})
+        p["records"].append(r)
+    for d in deliveries:
+        key = (d["topic_id"], d["partition"])
+        parts.setdefault(key, {"records": [], "deliveries": []})["deliveries"].append(d)
+    for key in g.described:
+        parts.setdefault(key, {"records": [], "deliveries": []})
+    group_end = max(
+        (
+            t
+            for d in deliveries
+            for t in (d["acquired_at"], d["ack_confirmed_at"], d["ack_sent_at"])
+            if t is not None
+        ),
+        default=end,
+    )
+    rows = []
+    for (topic_id, partition), p in sorted(parts.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+        recs, dels = p["records"], p["deliveries"]
+        states: dict[str, int] = defaultdict(int)
+        for r in recs:
+            states[r["final_state"]] += 1
+        acquired = [d for d in dels if d["acquired_at"] is not None]
+        redeliveries = sum((d["delivery_count"] or 1) > 1 for d in acquired)
+        open_offsets = sorted(
+            r["offset"] for r in recs if r["final_state"] in ("in_flight", "available")
+        )
+        seen = sorted(r["offset"] for r in recs)
+        start = open_offsets[0] if open_offsets else (seen[-1] + 1 if seen else None)
+        desc = g.described.get((topic_id, partition))
+        last_touch = max(
+            (t for d in dels for t in (d["acquired_at"], d["ack_sent_at"]) if t is not None),
+            default=None,
+        )
+        ack_at, ack_err = g.ack_errors.get((topic_id, partition), (None, None))
+        poison = sum(
+            r["final_state"] == "archived"
+            and r["archived_reason"] in ("delivery_limit", "rejected")
+            for r in recs
+        )
+        stuck = [
+            r
+            for r in recs
+            if r["final_state"] in ("in_flight", "available") and (r["attempts"] or 0) >= 2
+        ]
+        waiting = len(open_offsets)
+        quiet = _ms(last_touch, group_end)
+        if ack_err:
+            status = "ERR"
+        elif waiting and quiet is not None and quiet > STOP_AFTER_MS:
+            status = "STOP"
+        elif stuck and start is not None and any(r["offset"] == start for r in stuck):
+            status = "STALL"
+        else:
+            status = "OK"
+        rows.append(
+            {
+                "group_id": g.group_id,
+                "topic": g.names.get(topic_id, (desc or {}).get("topic") or topic_id),
+                "topic_id": topic_id,
+                "partition": partition,
+                "records": len(recs),
+                "deliveries": len(acquired),
+                "redeliveries": redeliveries,
+                "redelivery_rate": (redeliveries / len(acquired)) if acquired else None,
+                "acknowledged": states["acknowledged"],
+                "archived": states["archived"],
+                "in_flight": states["in_flight"],
+                "available": states["available"],
+                "poison_records": poison,
+                "start_offset": start,
+                "settled_past_start": sum(
+                    r["final_state"] in ("acknowledged", "archived")
+                    for r in recs
+                    if start is not None and r["offset"] >= start
+                ),
+                "described_start_offset": desc["start"] if desc else None,
+                "described_lag": desc["lag"] if desc and (desc["lag"] or 0) >= 0 else None,
+                "described_at": desc["at"] if desc else None,
+                "last_acquired_at": max((d["acquired_at"] for d in acquired), default=None),
+                "last_ack_error": error_name(ack_err),
+                "last_ack_error_at": ack_at if ack_err else None,
+                "status": status,
+            }
+        )
+    return rows

@@ -1,0 +1,311 @@
+"""OUT/share/: share groups' deliveries, records, sessions and progress, built with Spark.
+
+The share frames (ShareFetch, ShareAcknowledge and DescribeShareGroupOffsets, each with its answer,
+paired by kwire.groups.build.pair_all) are narrowed to one small row each: the acknowledgement
+batches sent, the acquired ranges and errors answered, as JSON, never the records. Each group's
+rows are read in time order by kwire.groups.share on an executor (`groupBy(group_id)
+.applyInPandas`), which gives the four tables' rows; the produced instants of the records come
+from the produced records' offsets (kwire.groups.delivery.offsets) by a join.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from kwire.groups.pairs import _from_rows, _json_value, _missing, paired
+from kwire.groups.schema import SHARE_TABLES
+from kwire.spark.faults import fault_point
+from kwire.spark.sink import write_parquet
+
+SHARE_EVENTS = (
+    "group_id string, kind string, ts timestamp, resp_ts timestamp, answered boolean, "
+    "connection_id string, client_id string, client_addr string, broker string, "
+    "member_id string, epoch int, error int, lock_ms int, detail string"
+)
+SHARE_APIS = ("share_fetch", "share_acknowledge", "describe_share_group_offsets")
+ROWS = "table string, row string"
+
+
+def _broker() -> Column:
+    return F.concat_ws(":", F.col("broker_addr"), F.col("broker_port").cast("string"))
+
+
+def _acks(topics: str) -> Column:
+    """The acknowledgement batches of a request's topics: [topic_id, partition, first, last,
+    types] each (as JSON objects in that order)."""
+    return F.flatten(
+        F.transform(
+            F.coalesce(F.col(topics), F.array()),
+            lambda t: F.flatten(
+                F.transform(
+                    F.coalesce(t["partitions"], F.array()),
+                    lambda p: F.transform(
+                        F.coalesce(p["acknowledgement_batches"], F.array()),
+                        lambda b: F.struct(
+                            t["topic_id"].alias("t"),
+                            p["partition_index"].alias("p"),
+                            b["first_offset"].alias("f"),
+                            b["last_offset"].alias("l"),
+                            b["acknowledge_types"].alias("k"),
+                        ),
+                    ),
+                )
+            ),
+        )
+    )
+
+
+def _fetch_parts() -> Column:
+    return F.flatten(
+        F.transform(
+            F.coalesce(F.col("resp.responses"), F.array()),
+            lambda t: F.transform(
+                F.coalesce(t["partitions"], F.array()),
+                lambda p: F.struct(
+                    t["topic_id"].alias("t"),
+                    p["partition_index"].alias("p"),
+                    p["error_code"].alias("e"),
+                    p["acknowledge_error_code"].alias("a"),
+                    F.transform(
+                        F.coalesce(p["acquired_records"], F.array()),
+                        lambda r: F.array(
+                            r["first_offset"], r["last_offset"], r["delivery_count"].cast("long")
+                        ),
+                    ).alias("r"),
+                ),
+            ),
+        )
+    )
+
+
+def _ack_parts() -> Column:
+    return F.flatten(
+        F.transform(
+            F.coalesce(F.col("resp.responses"), F.array()),
+            lambda t: F.transform(
+                F.coalesce(t["partitions"], F.array()),
+                lambda p: F.struct(
+                    t["topic_id"].alias("t"),
+                    p["partition_index"].alias("p"),
+                    p["error_code"].alias("e"),
+                ),
+            ),
+        )
+    )
+
+
+def _event(df: DataFrame, kind: str, **columns: Column) -> DataFrame:
+    own: dict[str, Column] = {
+        "kind": F.lit(kind),
+        "ts": F.col("ts"),
+        "resp_ts": F.col("resp_ts"),
+        "answered": F.col("resp").isNotNull(),
+        "connection_id": F.col("connection_id"),
+        "client_id": F.col("client_id"),
+        "client_addr": F.col("client_addr"),
+        "broker": _broker(),
+    }
+    own.update(columns)
+    names = [f.split(" ") for f in SHARE_EVENTS.split(", ")]
+    return df.select(*[own.get(n, F.lit(None)).cast(t).alias(n) for n, t in names])
+
+
+def share_events(pairs: DataFrame) -> DataFrame | None:
+    """The share frames of every group as SHARE_EVENTS rows; None when the capture has none."""
+    parts: list[DataFrame] = []
+    if "req_share_fetch" in pairs.columns:
+        f = paired(pairs, "share_fetch")
+        parts.append(
+            _event(
+                f,
+                "fetch",
+                group_id=F.col("req.group_id"),
+                member_id=F.col("req.member_id"),
+                epoch=F.col("req.share_session_epoch"),
+                error=F.coalesce(F.col("resp.error_code"), F.lit(0)),
+                lock_ms=F.col("resp.acquisition_lock_timeout_ms"),
+                detail=F.to_json(
+                    F.struct(
+                        _acks("req.topics").alias("acks"),
+                        F.when(F.col("resp").isNotNull(), _fetch_parts()).alias("parts"),
+                        F.col("req.is_renew_ack").alias("renew"),
+                    )
+                ),
+            )
+        )
+    if "req_share_acknowledge" in pairs.columns:
+        a = paired(pairs, "share_acknowledge")
+        parts.append(
+            _event(
+                a,
+                "ack",
+                group_id=F.col("req.group_id"),
+                member_id=F.col("req.member_id"),
+                epoch=F.col("req.share_session_epoch"),
+                error=F.coalesce(F.col("resp.error_code"), F.lit(0)),
+                lock_ms=F.col("resp.acquisition_lock_timeout_ms"),
+                detail=F.to_json(
+                    F.struct(
+                        _acks("req.topics").alias("acks"),
+                        F.when(F.col("resp").isNotNull(), _ack_parts()).alias("parts"),
+                        F.col("req.is_renew_ack").alias("renew"),
+                    )
+                ),
+            )
+        )
+    if "req_describe_share_group_offsets" in pairs.columns:
+        d = paired(pairs, "describe_share_group_offsets").where("resp IS NOT NULL")
+        d = d.select("*", F.explode("resp.groups").alias("g"))
+        answer = F.flatten(
+            F.transform(
+                F.coalesce(F.col("g.topics"), F.array()),
+                lambda t: F.transform(
+                    F.coalesce(t["partitions"], F.array()),
+                    lambda p: F.struct(
+                        t["topic_id"].alias("t"),
+                        t["topic_name"].alias("n"),
+                        p["partition_index"].alias("p"),
+                        p["start_offset"].alias("s"),
+                        p["lag"].alias("l"),
+                        p["error_code"].alias("e"),
+                    ),
+                ),
+            )
+        )
+        parts.append(
+            _event(
+                d,
+                "offsets",
+                group_id=F.col("g.group_id"),
+                error=F.col("g.error_code"),
+                detail=F.to_json(F.struct(answer.alias("parts"))),
+            )
+        )
+    if not parts:
+        return None
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.unionByName(p)
+    return out.where(F.col("group_id").isNotNull()).repartition("group_id")
+
+
+def _as_lists(value: Any) -> Any:
+    """JSON objects of the narrowed rows back to lists in their field order."""
+    if isinstance(value, dict):
+        return [_as_lists(v) for v in value.values()]
+    if isinstance(value, list):
+        return [_as_lists(v) for v in value]
+    return value
+
+
+def _run(names: dict[str, str], capture_end: datetime | None) -> Any:
+    from kwire.groups.share import share_history
+
+    def run(pdf: pd.DataFrame) -> pd.DataFrame:
+        fault_point("groups")
+        rows: list[dict[str, Any]] = []
+        for r in pdf.to_dict("records"):
+            e: dict[str, Any] = {str(k): (None if _missing(v) else v) for k, v in r.items()}
+            for key in ("epoch", "error", "lock_ms"):
+                if e.get(key) is not None:
+                    e[key] = int(e[key])
+            for key in ("ts", "resp_ts"):
+                if e.get(key) is not None:
+                    e[key] = pd.Timestamp(e[key]).to_pydatetime()
+            d = json.loads(e["detail"]) if e.get("detail") else {}
+            e["detail"] = {k: _as_lists(v) if k != "renew" else v for k, v in d.items()}
+            e["answered"] = bool(e.get("answered"))
+            rows.append(e)
+        told = share_history(rows[0]["group_id"], rows, capture_end, names)
+        out = [
+            (table, json.dumps({k: _json_value(v) for k, v in row.items()}))
+            for table, table_rows in told.items()
+            for row in table_rows
+        ]
+        return pd.DataFrame(out, columns=["table", "row"])
+
+    return run
+
+
+def build_share(
+    pairs: DataFrame,
+    names: dict[str, str],
+    capture_end: datetime | None,
+    held: list[DataFrame],
+    known: DataFrame | None = None,
+    log_ends: DataFrame | None = None,
+) -> dict[str, DataFrame] | None:
+    """The four OUT/share tables (lazy), or None when the capture has no share frames. `known`
+    (kwire.groups.delivery.offsets) gives the records their produced instants; `log_ends`
+    (kwire.groups.build.log_end_offsets) the partitions' log end offsets."""
+    from kwire.spark.session import hold
+
+    ev = share_events(pairs)
+    if ev is None:
+        return None
+    told = hold(ev.groupBy("group_id").applyInPandas(_run(names, capture_end), ROWS))
+    held.append(told)
+    tables = {name: _from_rows(told, name, SHARE_TABLES[name]) for name in SHARE_TABLES}
+    if known is not None:
+        produced = known.groupBy("topic", "partition", "offset").agg(
+            F.min("produced_at").alias("_produced_at"),
+            F.min("record_timestamp").alias("_record_timestamp"),
+        )
+        keys = ["topic", "partition", "offset"]
+        d = tables["deliveries"].drop("produced_at", "record_timestamp")
+        d = d.join(produced, keys, "left").withColumn("produced_at", F.col("_produced_at"))
+        d = d.withColumn("record_timestamp", F.col("_record_timestamp"))
+        tables["deliveries"] = d.withColumn(
+            "acquire_ms",
+            F.when(F.col("delivery_count") == 1, _ms_between("acquired_at", "produced_at")),
+        ).withColumn("ack_ms", _ms_between("ack_sent_at", "acquired_at"))
+        r = tables["records"].drop("produced_at").join(produced, keys, "left")
+        r = r.withColumn("produced_at", F.col("_produced_at"))
+        tables["records"] = r.withColumn(
+            "produce_to_acquire_ms", _ms_between("first_acquired_at", "produced_at")
+        ).withColumn("produce_to_accept_ms", _ms_between("accepted_at", "produced_at"))
+    else:
+        tables["deliveries"] = tables["deliveries"].withColumn(
+            "ack_ms", _ms_between("ack_sent_at", "acquired_at")
+        )
+    if log_ends is not None:
+        ends = log_ends.select("topic", "partition", F.col("hw").alias("_log_end"))
+        p = tables["progress"].drop("log_end_offset", "lag")
+        p = p.join(ends, ["topic", "partition"], "left")
+        # Offsets from the start offset to the log end not yet acknowledged or archived; the
+        # broker's own answer (DescribeShareGroupOffsets v1) where the capture holds one.
+        own = F.greatest(
+            F.col("_log_end") - F.col("start_offset") - F.col("settled_past_start"), F.lit(0)
+        )
+        tables["progress"] = p.withColumn("log_end_offset", F.col("_log_end")).withColumn(
+            "lag", F.coalesce(F.col("described_lag"), own)
+        )
+    else:
+        tables["progress"] = tables["progress"].withColumn("lag", F.col("described_lag"))
+    return tables
+
+
+def _ms_between(later: str, earlier: str) -> Column:
+    return (F.unix_micros(later) - F.unix_micros(earlier)) / 1000.0
+
+
+def write_share_table(name: str, df: DataFrame, out: str) -> str:
+    """Writes OUT/share/<name> (Parquet) in the table's schema; returns its path."""
+    schema = SHARE_TABLES[name]
+    typed = df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema])
+    path = os.path.join(out, "share", name)
+    write_parquet(typed, path)
+    return path
+
+
+def write_empty(spark: Any, name: str, out: str) -> str:
+    path = os.path.join(out, "share", name)
+    write_parquet(spark.createDataFrame([], SHARE_TABLES[name]), path)
+    return path

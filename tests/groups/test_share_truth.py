@@ -1,0 +1,207 @@
+"""OUT/share/ against ground truth that never came from kwire (issue 53).
+
+Each share capture (tests/data/capture/*.json with "share_truth") was made by a script that wrote
+down what its clients saw through their own APIs: every record each share consumer received with
+its delivery count, every acknowledgement it made (ACCEPT, RELEASE, REJECT, RENEW; implicit mode's
+acceptances at the next poll), what the acknowledgement callbacks and commits answered, joins,
+closes, stalls and kills, and what each record's fate must therefore be. kwire's tables must
+agree: every delivery a client saw has its row with that client and delivery count, every
+acknowledgement its row with its type and error, and every record's final state is the truth's.
+
+What the wire cannot carry (lock expiry instants, the delivery limit) kwire infers; the truth
+says what happened, so the inferences are held to it too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import share_captures
+
+DATA = Path(__file__).resolve().parents[2] / "tests" / "data" / "capture"
+CAPTURES = share_captures()
+
+pytestmark = [
+    pytest.mark.xdist_group("share_job"),
+    pytest.mark.skipif(not CAPTURES, reason="no share capture with ground truth is committed"),
+]
+
+ACK = {"ACCEPT": "accept", "RELEASE": "release", "REJECT": "reject", "RENEW": "renew", "GAP": "gap"}
+
+
+def _truth(capture: str) -> dict[str, Any]:
+    meta = json.loads((DATA / (capture.rsplit(".", 1)[0] + ".json")).read_text())
+    truth: dict[str, Any] = meta["share_truth"]
+    return truth
+
+
+def _table(out: Path, name: str) -> list[dict[str, Any]]:
+    return pq.read_table(out / "share" / name).to_pylist()
+
+
+def _client_group(truth: dict[str, Any]) -> dict[str, str]:
+    return {c: info["group"] for c, info in truth["clients"].items() if info.get("kind") == "share"}
+
+
+@pytest.mark.parametrize("capture", CAPTURES)
+def test_every_delivery_a_client_saw_has_its_row(share_out: dict[str, Path], capture: str) -> None:
+    truth = _truth(capture)
+    groups = _client_group(truth)
+    rows = _table(share_out[capture], "deliveries")
+    have = defaultdict(list)
+    for r in rows:
+        if r["acquired_at"] is not None:
+            key = (r["consumer_client_id"], r["topic"], r["partition"], r["offset"])
+            have[key].append(r)
+    seen = [e for e in truth["events"] if e["event"] == "received"]
+    assert seen, "the truth has no received records"
+    missing = []
+    for e in seen:
+        key = (e["client_id"], e["topic"], e["partition"], e["offset"])
+        match = [r for r in have.get(key, []) if r["delivery_count"] == e["delivery_count"]]
+        if not match or match[0]["group_id"] != groups[e["client_id"]]:
+            missing.append((key, e["delivery_count"], [r["delivery_count"] for r in have[key]]))
+    assert not missing, f"{len(missing)} of {len(seen)} deliveries have no matching row: {missing}"
+
+
+@pytest.mark.parametrize("capture", CAPTURES)
+def test_no_delivery_row_the_clients_did_not_see(share_out: dict[str, Path], capture: str) -> None:
+    """An acquired offset is a delivery; the clients received each one (a consumer killed
+    before its poll returned is the truth's only exception, listed as such)."""
+    truth = _truth(capture)
+    seen = {
+        (e["client_id"], e["topic"], e["partition"], e["offset"], e["delivery_count"])
+        for e in truth["events"]
+        if e["event"] == "received"
+    }
+    unseen_ok = {(c, t, p, o, n) for c, t, p, o, n in map(tuple, truth.get("acquired_unseen", []))}
+    clients = set(_client_group(truth))
+    extra = [
+        (r["consumer_client_id"], r["topic"], r["partition"], r["offset"], r["delivery_count"])
+        for r in _table(share_out[capture], "deliveries")
+        if r["acquired_at"] is not None and r["consumer_client_id"] in clients
+    ]
+    extra = [k for k in extra if k not in seen and k not in unseen_ok]
+    assert not extra, f"rows for deliveries no client received: {extra}"
+
+
+@pytest.mark.parametrize("capture", CAPTURES)
+def test_every_acknowledgement_is_matched_with_its_outcome(
+    share_out: dict[str, Path], capture: str
+) -> None:
+    truth = _truth(capture)
+    rows = _table(share_out[capture], "deliveries")
+    by_key = defaultdict(list)
+    for r in rows:
+        by_key[(r["consumer_client_id"], r["topic"], r["partition"], r["offset"])].append(r)
+    acks = [e for e in truth["events"] if e["event"] == "ack"]
+    assert acks, "the truth has no acknowledgements"
+    wrong = []
+    for e in acks:
+        key = (e["client_id"], e["topic"], e["partition"], e["offset"])
+        kind = ACK[e["type"]]
+        # The attempt acknowledged is the client's latest delivery of the offset before the ack.
+        ok = [
+            r
+            for r in by_key.get(key, [])
+            if (r["ack_type"] == kind or (kind == "renew" and r["renewals"]))
+        ]
+        if not ok:
+            wrong.append((key, e["type"], [(r["ack_type"], r["outcome"]) for r in by_key[key]]))
+    assert not wrong, f"{len(wrong)} of {len(acks)} acknowledgements not matched: {wrong}"
+
+
+@pytest.mark.parametrize("capture", CAPTURES)
+def test_acknowledgement_errors_are_the_callbacks(share_out: dict[str, Path], capture: str) -> None:
+    truth = _truth(capture)
+    rows = _table(share_out[capture], "deliveries")
+    results = [e for e in truth["events"] if e["event"] == "ack_result"]
+    wrong = []
+    for e in results:
+        for offset in e["offsets"]:
+            mine = [
+                r
+                for r in rows
+                if r["consumer_client_id"] == e["client_id"]
+                and r["topic"] == e["topic"]
+                and r["partition"] == e["partition"]
+                and r["offset"] == offset
+                and r["ack_type"] is not None
+                and r["ack_sent_at"] is not None
+                and r["ack_sent_at"].timestamp() * 1000 <= e["t"] + 5
+            ]
+            if not mine:
+                wrong.append((e["client_id"], offset, "no acknowledged row before the result"))
+                continue
+            last = max(mine, key=lambda r: r["ack_sent_at"])
+            if (e["error"] is None) != (last["ack_error"] is None):
+                wrong.append((e["client_id"], offset, e["error"], last["ack_error"]))
+            elif e["error"] is not None and last["ack_error_name"] not in e["error"]:
+                wrong.append((e["client_id"], offset, e["error"], last["ack_error_name"]))
+    assert not wrong, f"acknowledgement results differ: {wrong}"
+
+
+@pytest.mark.parametrize("capture", CAPTURES)
+def test_every_record_ends_as_it_did(share_out: dict[str, Path], capture: str) -> None:
+    truth = _truth(capture)
+    expected = truth["expected"]["records"]
+    got = {
+        (r["group_id"], r["topic"], r["partition"], r["offset"]): r
+        for r in _table(share_out[capture], "records")
+    }
+    wrong = []
+    for x in expected:
+        key = (x["group"], x["topic"], x["partition"], x["offset"])
+        r = got.get(key)
+        if r is None:
+            wrong.append((key, x["final_state"], "no row"))
+        elif (r["final_state"], r["archived_reason"]) != (x["final_state"], x["archived_reason"]):
+            wrong.append(
+                (
+                    key,
+                    (x["final_state"], x["archived_reason"]),
+                    (r["final_state"], r["archived_reason"]),
+                    x.get("why"),
+                )
+            )
+    assert not wrong, f"{len(wrong)} of {len(expected)} records end otherwise: {wrong}"
+
+
+@pytest.mark.parametrize("capture", CAPTURES)
+def test_sessions_open_and_close_as_the_clients_did(
+    share_out: dict[str, Path], capture: str
+) -> None:
+    truth = _truth(capture)
+    sessions = _table(share_out[capture], "sessions")
+    closed = {e["client_id"] for e in truth["events"] if e["event"] == "closed"}
+    killed = {e["client_id"] for e in truth["events"] if e["event"] == "killed"}
+    for client in closed:
+        mine = [s for s in sessions if s["client_id"] == client]
+        assert mine, f"{client} closed but has no share session"
+        assert mine[-1]["ending"] == "closed", (client, [s["ending"] for s in mine])
+    for client in killed:
+        mine = [s for s in sessions if s["client_id"] == client]
+        assert mine and mine[-1]["ending"] != "closed", (client, [s["ending"] for s in mine])
+
+
+@pytest.mark.parametrize("capture", CAPTURES)
+def test_the_story_tells_the_share_group(share_out: dict[str, Path], capture: str) -> None:
+    from kwire.groups.story import tell
+
+    truth = _truth(capture)
+    text = tell(share_out[capture])
+    for group in {
+        info["group"] for info in truth["clients"].values() if info.get("kind") == "share"
+    }:
+        assert f"group {group} (share group" in text, text
+    archived = [x for x in truth["expected"]["records"] if x["archived_reason"] == "delivery_limit"]
+    if archived:
+        assert "archived at the delivery limit" in text, text
+    if any(e["event"] == "stall_begin" for e in truth["events"]):
+        assert " lock; they went to " in text, text
