@@ -398,6 +398,7 @@ class Live:
 
     def write_manifest(self, tag: str) -> None:
         from kwire import __version__
+        from kwire.groups.schema import SHARE_TABLES
         from kwire.groups.schema import TABLES as GROUP_TABLES
         from kwire.spark import manifest
 
@@ -408,6 +409,8 @@ class Live:
         }
         if os.path.isdir(os.path.join(self.out, "groups")):
             tables.update({f"groups/{g}": f"groups/{g}" for g in GROUP_TABLES})
+        if os.path.isdir(os.path.join(self.out, "share")):
+            tables.update({f"share/{g}": f"share/{g}" for g in SHARE_TABLES})
         for name in ("delivery", "delivery_summary"):
             if os.path.isdir(os.path.join(self.out, name)):
                 tables[name] = name

@@ -195,3 +195,44 @@ def test_live_equals_batch_through_a_crash(tmp_path: Path, spark: Any) -> None:
     from kwire.groups.story import tell
 
     assert tell(out) == tell(batch_out)
+
+
+def test_live_keeps_the_share_tables_as_the_batch_job_does(tmp_path: Path, spark: Any) -> None:
+    """A share group's capture (librdkafka's share consumers on its mock: redeliveries, a
+    record archived at the limit, a late acknowledgement refused) followed file by file: OUT/share
+    equals the batch job's on the same files, and the manifest lists its tables."""
+    from kwire import job
+    from kwire.live.job import Live
+
+    capture = DATA / "mock_share_locks.pcap"
+    ports = json.loads(capture.with_suffix(".json").read_text())["broker_ports"]
+    ring = cut(capture, PIECES, tmp_path / "ring")
+    batch_in = tmp_path / "batch_in"
+    batch_in.mkdir()
+    for f in ring:
+        (batch_in / f.name).write_bytes(f.read_bytes())
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    out = tmp_path / "live"
+
+    def close_them() -> None:
+        for f in ring:
+            spool_file(str(f), str(spool))
+            time.sleep(1.0)
+
+    feeder = threading.Thread(target=close_them)
+    feeder.start()
+    live = Live(spark, str(spool), str(out), ports, max_files=1)
+    try:
+        live.run(trigger_s=0.5, until_idle=3)
+    finally:
+        feeder.join()
+    batch_out = tmp_path / "batch"
+    text = ",".join(map(str, ports))
+    job.run(job.parse_args([str(batch_in), "-o", str(batch_out), "-p", text, "-q"]), spark)
+    for table in ("deliveries", "records", "sessions", "progress"):
+        want = _rows(batch_out / "share" / table)
+        assert sum(want.values()) > 0, table
+        assert _rows(out / "share" / table) == want, f"share/{table}"
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert {"share/deliveries", "share/records"} <= set(manifest["tables"])
