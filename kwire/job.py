@@ -371,7 +371,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-groups",
         action="store_true",
-        help="skip OUT/groups (the consumer groups' generations, members, commits, ...)",
+        help="skip OUT/groups (the consumer groups' generations, members, commits, ...) and "
+        "OUT/share",
+    )
+    parser.add_argument(
+        "--no-share",
+        action="store_true",
+        help="skip OUT/share (share groups' deliveries, records, sessions and progress)",
     )
     parser.add_argument(
         "--capture-on",
@@ -699,6 +705,7 @@ def add_derived(
     dst: str,
     *,
     groups: bool = True,
+    share: bool = True,
     delivery: bool = True,
     with_records: bool = True,
     tell: Callable[[str], None] | None = None,
@@ -712,7 +719,7 @@ def add_derived(
     it has records and `delivery`). The produced records' offsets are computed once for both
     and dropped from Spark's cache when the steps end. Returns the list of (name, path) the
     steps write, delivery's two added once written (there are none without records). Run the
-    steps (Steps.run) to write them."""
+    steps (Steps.run) to write them. OUT/share comes with groups/ unless `share` is false."""
 
     from kwire.groups.build import add_steps
 
@@ -762,6 +769,7 @@ def add_derived(
             after=["derived inputs"],
             after_lag=records_step,
             tell=tell,
+            share=share,
         )
     if delivery:
         started: dict[str, float] = {}
@@ -919,6 +927,7 @@ def _decode(
         out,
         out,
         groups=not args.no_groups,
+        share=not args.no_share,
         delivery=not args.no_delivery,
         with_records=not args.no_records,
         tell=say,

@@ -1087,13 +1087,16 @@ def add_steps(
     after: Sequence[str] = (),
     after_lag: Sequence[str] = (),
     tell: Callable[[str], None] | None = None,
+    share: bool = True,
 ) -> list[tuple[str, str]]:
     """Adds the group tables to a job's steps, with settings(spark) for the steps' run:
     - "group tables" (build_base: the queries planned, their shared frames held), once the steps
       in `after` are done and `decoded()` gives (requests, responses);
     - "group tables: lag" (build_lagged), once the steps in `after_lag` are done too and `lag()`
       gives (known, endpoints);
-    - one step per table, "group tables: <name>", side by side, after the one that builds it.
+    - one step per table, "group tables: <name>", side by side, after the one that builds it;
+    - with `share`, "share tables" (kwire.groups.share_build: OUT/share) once the lag's inputs are
+      there (the records' produced instants), and a step per share table.
     Returns (name, path) of the tables the steps write."""
     tell = tell or (lambda _: None)
     state: dict[str, Any] = {"left": len(TABLES)}
@@ -1126,7 +1129,9 @@ def add_steps(
             tell(f"group tables -> {os.path.join(out, 'groups')} ({took:.1f} s)")
         return path
 
-    def share() -> dict[str, DataFrame] | None:
+    with_share = share
+
+    def build_share_tables() -> dict[str, DataFrame] | None:
         from kwire.groups.share_build import build_share
 
         known, _ = lag()
@@ -1144,7 +1149,8 @@ def add_steps(
 
     steps.configure(settings(spark))
     steps.add("group tables", base, after=after)
-    steps.add("share tables", share, after=["group tables", *after_lag])
+    if with_share:
+        steps.add("share tables", build_share_tables, after=["group tables", *after_lag])
     steps.add("group tables: lag", lagged, after=["group tables", *after_lag])
     steps.finally_(close)
     written = []
@@ -1152,7 +1158,7 @@ def add_steps(
         built_by = "group tables: lag" if name in LAGGED else "group tables"
         steps.add(f"group tables: {name}", partial(write_one, name), after=[built_by])
         written.append((f"groups/{name}", os.path.join(out, "groups", name)))
-    for name in SHARE_TABLES:
+    for name in SHARE_TABLES if with_share else ():
         steps.add(f"share tables: {name}", partial(write_share, name), after=["share tables"])
         written.append((f"share/{name}", os.path.join(out, "share", name)))
     return written

@@ -169,6 +169,7 @@ class Live:
     families: list[str] | None = None
     tolerant: bool = True
     groups: bool = True
+    share: bool = True
     records: bool = True
     max_files: int = MAX_FILES
     split_size: int = SPLIT_BYTES
@@ -382,7 +383,13 @@ class Live:
         shutil.rmtree(staging, ignore_errors=True)
         steps = Steps(self.spark)
         written = add_derived(
-            steps, self.spark, self.out, staging, delivery=self.records, with_records=self.records
+            steps,
+            self.spark,
+            self.out,
+            staging,
+            share=self.share,
+            delivery=self.records,
+            with_records=self.records,
         )
         steps.run()
         for name in sorted({name.split("/")[0] for name, _ in written}):
@@ -574,7 +581,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "once caught up, after every batch",
     )
     parser.add_argument("--no-records", action="store_true", help="skip OUT/records")
-    parser.add_argument("--no-groups", action="store_true", help="skip OUT/groups")
+    parser.add_argument("--no-groups", action="store_true", help="skip OUT/groups and OUT/share")
+    parser.add_argument("--no-share", action="store_true", help="skip OUT/share")
     parser.add_argument("--strict", action="store_true", help="as kwire decode --strict")
     parser.add_argument(
         "--split-size",
@@ -615,6 +623,7 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> None:
         layout=args.layout,
         tolerant=not args.strict,
         groups=not args.no_groups,
+        share=not args.no_share,
         records=not args.no_records,
         max_files=args.max_files,
         split_size=args.split_size,
