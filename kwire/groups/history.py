@@ -77,6 +77,7 @@ class _Member:
         self.errors: set[str] = set()
         self.left_at: datetime | None = None
         self.left_reason: str | None = None
+        self.left_via = "LeaveGroup"  # the request that said so
 
     def seen(self, e: Event) -> None:
         ts = e["ts"]
@@ -144,7 +145,7 @@ def _ending(
         if _is_poll_timeout(m.left_reason):
             return "left_poll_timeout", m.left_at, f"LeaveGroup reason: {m.left_reason}"
         reason = f" (reason: {m.left_reason})" if m.left_reason else ""
-        return "left", m.left_at, f"LeaveGroup at {_fmt(m.left_at)}{reason}"
+        return "left", m.left_at, f"{m.left_via} at {_fmt(m.left_at)}{reason}"
     if "FENCED_INSTANCE_ID" in m.errors:
         return "fenced", m.last_seen, "FENCED_INSTANCE_ID: another member took its instance id"
     if m.instance:
@@ -556,6 +557,7 @@ def _consumer_history(
             joins.append((e["ts"], mid))
         if req_epoch in (-1, -2):
             m.left_at = e["ts"]
+            m.left_via = f"{api} with epoch {req_epoch}"
             m.left_reason = "static leave (epoch -2)" if req_epoch == -2 else None
             continue
         epoch = e.get("generation")

@@ -212,6 +212,24 @@ def summary_lines(
             + ", ".join(f"{n} {e}" for e, n in sorted(per.items()))
             + ")"
         )
+        # Per member and broker: how its sessions went, in order.
+        mine: dict[tuple[str, str], list[Row]] = defaultdict(list)
+        for s in sessions:
+            mine[(s["member_id"], s["broker"])].append(s)
+        for (member, broker), rows in mine.items():
+            told = [
+                f"{s['ending'].replace('_', ' ')}"
+                + (f" after epoch {s['last_epoch']}" if s["ending"] != "closed" else "")
+                + (f" ({', '.join(s['errors_seen'])})" if s["errors_seen"] else "")
+                for s in rows
+            ]
+            acquired = sum(s["records_acquired"] or 0 for s in rows)
+            lines.append(
+                f"  {names(member)} on {broker}: {len(rows)} session"
+                + ("s" if len(rows) != 1 else "")
+                + f", {acquired} records acquired: "
+                + "; ".join(told)
+            )
     progress = tables.get("progress", [])
     if progress:
         lines.append("progress (start offset, records waiting, redeliveries, poison records):")

@@ -92,7 +92,12 @@ def test_static_restart_and_kip848_stories(
     assert lines[0].startswith("group g-848 (consumer protocol")
     assert "rdk-848-a (127.0.0.1) joined" in _line(lines, "first generation seen")
     assert "epoch" in _line(lines, "rdk-848-b (127.0.0.1) joined")
-    left = [line for line in lines if " left (LeaveGroup" in line and "members:" not in line]
+    # A KIP-848 member leaves with a heartbeat of epoch -1, and the story says so.
+    left = [
+        line
+        for line in lines
+        if " left (ConsumerGroupHeartbeat with epoch -1" in line and "members:" not in line
+    ]
     assert [("rdk-848-b" in left[0]), ("rdk-848-a" in left[1])] == [True, True]
 
 
