@@ -61,10 +61,15 @@ lint: $(STAMP)
 demo: $(STAMP) $(NATIVE_STAMP) bytecode
 	$(BIN)/python -m kwire.demo
 
-# Remakes tests/data/capture (needs root for `unshare -n`, plus tcpdump, dumpcap and tshark).
+# Remakes tests/data/capture (needs root for `unshare -n`, plus tcpdump, dumpcap and tshark):
+# librdkafka's mock and Tansu, then a real Apache Kafka 4.4 broker (its jars fetched from Maven
+# Central by scripts/capture/kafka/pom.xml; needs Java 17 and Maven) with Java's
+# KafkaShareConsumer and Kafka Streams.
 capture: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[captures]'
 	$(BIN)/python scripts/capture/make_captures.py
+	$(BIN)/python scripts/capture/kafka_captures.py
+	$(BIN)/python scripts/capture/streams_capture.py
 
 # Long fuzz run (>= 1M inputs; about FUZZ_MINUTES at most). atheris is optional: if its wheel does
 # not install here the run is random and systematic mutation only, and says so.

@@ -30,7 +30,18 @@ MOCK_QUIRKS = {
             f"MetadataResponse v13: at byte {n}: 1 bytes left after a complete message",
         )
         # The byte is where v13 ends, so it moves with the number and names of the topics.
-        for n in (62, 198, 199, 200, 201, 202, 477)
+        for n in (62, 115, 198, 199, 200, 201, 202, 477)
+    ),
+    *(
+        (
+            76,
+            1,
+            "TrailingBytesError",
+            f"ShareGroupHeartbeatResponse v1: at byte {n}: 1 bytes left after a complete message",
+        )
+        # Every ShareGroupHeartbeat v1 answer of the mock ends with one 0x00 more; where the
+        # message ends depends on its member id, error message and assignment.
+        for n in (23, 47, 69, 82)
     ),
     (
         9,

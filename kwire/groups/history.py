@@ -466,6 +466,8 @@ def _assignment_rows(
     """Assignments per generation and the partitions that changed hands between consecutive
     generations (in `order`, time order, when given); none across a generation that went back
     (the group started over)."""
+    if source == "share_group_heartbeat":
+        return _shared_assignment_rows(group_id, assignments, source)
     rows = []
     changes = []
     previous: dict[tuple[str, int], str] | None = None
@@ -509,6 +511,68 @@ def _assignment_rows(
                 )
         previous, prev_gen = owners, gen
     return {"assignments": rows, "assignment_changes": changes}
+
+
+def _shared_assignment_rows(
+    group_id: str, assignments: dict[int, dict[str, dict[str, list[int]]]], source: str
+) -> dict[str, list]:
+    """A share group's assignments: a partition may be given to several members at once (Kafka's
+    `simple` assignor), so a change is a member added to or taken off a partition, never a move.
+    Epochs are per member: each member's latest assignment holds until its next one."""
+    rows = []
+    changes = []
+    held: dict[str, dict[str, list[int]]] = {}  # member -> its latest assignment
+    previous: dict[tuple[str, int], set[str]] | None = None
+    prev_gen: int | None = None
+    for gen in sorted(assignments):
+        for mid in sorted(assignments[gen]):
+            held[mid] = assignments[gen][mid]
+            for topic, parts in sorted(assignments[gen][mid].items()):
+                rows.append(
+                    {
+                        "group_id": group_id,
+                        "generation": gen,
+                        "member_id": mid,
+                        "topic": topic,
+                        "partitions": sorted(parts),
+                        "source": source,
+                    }
+                )
+        holders: dict[tuple[str, int], set[str]] = defaultdict(set)
+        for mid, topics in held.items():
+            for topic, parts in topics.items():
+                for p in parts:
+                    holders[(topic, p)].add(mid)
+        if previous is not None:
+            for tp in sorted(set(previous) | set(holders)):
+                before, after = previous.get(tp, set()), holders.get(tp, set())
+                for mid in sorted(after - before):
+                    changes.append(_change(group_id, prev_gen, gen, tp, None, mid, "added"))
+                for mid in sorted(before - after):
+                    changes.append(_change(group_id, prev_gen, gen, tp, mid, None, "unassigned"))
+        previous, prev_gen = dict(holders), gen
+    return {"assignments": rows, "assignment_changes": changes}
+
+
+def _change(
+    group_id: str,
+    from_gen: int | None,
+    to_gen: int,
+    tp: tuple[str, int],
+    from_member: str | None,
+    to_member: str | None,
+    kind: str,
+) -> dict[str, Any]:
+    return {
+        "group_id": group_id,
+        "from_generation": from_gen,
+        "to_generation": to_gen,
+        "topic": tp[0],
+        "partition": tp[1],
+        "from_member": from_member,
+        "to_member": to_member,
+        "kind": kind,
+    }
 
 
 # -- KIP-848 groups -------------------------------------------------------------------------------

@@ -47,6 +47,8 @@ class Capture:
 
 
 LO_TCPDUMP = ("tcpdump", "-i", "lo", "-s", "0", "-U", "--immediate-mode")
+# A larger kernel buffer: bursts of small share frames overran the default one (lost segments).
+LO_TCPDUMP_BIG = (*LO_TCPDUMP, "-B", "16384")
 LO_DUMPCAP = ("dumpcap", "-i", "lo", "-s", "0", "-q")
 ANY_SLL2 = ("tcpdump", "-i", "any", "-s", "0", "-B", "16384", "-U")
 ANY_SLL = ("tcpdump", "-i", "any", "-y", "LINUX_SLL", "-s", "0", "-B", "16384", "-U")
@@ -133,7 +135,7 @@ CAPTURES = [
         "delivery limit archives it, one is rejected; an implicit-mode member in a second group",
         ("librdkafka",),
         "mock",
-        LO_TCPDUMP,
+        LO_TCPDUMP_BIG,
     ),
     Capture(
         "tansu_admin_groups.pcapng",

@@ -204,3 +204,22 @@ def remove_segment(packets: list[tuple[int, bytes]], index: int) -> list[tuple[i
             tcp.ack = (tcp.ack - n) & 0xFFFFFFFF
         out.append((ts, bytes(eth)))
     return out
+
+
+def killed_a_client(record: dict[str, Any]) -> bool:
+    """Whether the capture's scenario SIGKILLed a client (its truth says so): a response in
+    flight to it is then cut by the closed connection, as it was on the wire."""
+    for key in ("group_truth", "share_truth", "streams_truth"):
+        truth = record.get(key) or {}
+        events = truth.get("events") or truth.get("timeline") or []
+        if any(e.get("event") == "killed" or e.get("action") == "kill" for e in events):
+            return True
+    return False
+
+
+def cut_by_kill(table: Any) -> Any:
+    """The rows of a frames table without the frames a closed connection cut."""
+    import pyarrow.compute as pc
+
+    cut = pc.fill_null(pc.starts_with(table["error"], capture.E_CLOSED), False)
+    return table.filter(pc.invert(cut))
