@@ -109,17 +109,16 @@ def share_captures() -> list[str]:
 
 @pytest.fixture(scope="session")
 def share_out(spark: "SparkSession", tmp_path_factory: pytest.TempPathFactory) -> "dict[str, Path]":  # type: ignore[name-defined]  # noqa: F821
-    """One decode job per share capture (their group ids and topics overlap), shared by the
-    share tests (`pytest.mark.xdist_group("share_job")`): capture name -> OUT."""
+    """One decode job over every share capture (their group ids, client ids and topics differ),
+    shared by the share tests (`pytest.mark.xdist_group("share_job")`): capture name -> OUT
+    (the same OUT for all; the tests keep each capture's groups)."""
     from pathlib import Path
 
     from kwire import job
 
     data = Path(__file__).resolve().parent / "data" / "capture"
-    outs = {}
-    for capture in share_captures():
-        target = tmp_path_factory.mktemp("share") / "out"
-        args = job.parse_args([str(data / capture), "-o", str(target), "--no-summary", "--quiet"])
-        job.run(args, spark=spark)
-        outs[capture] = target
-    return outs
+    target = tmp_path_factory.mktemp("share") / "out"
+    captures = share_captures()
+    inputs = [str(data / capture) for capture in captures]
+    job.run(job.parse_args([*inputs, "-o", str(target), "--no-summary", "--quiet"]), spark=spark)
+    return {capture: target for capture in captures}
