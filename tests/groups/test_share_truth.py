@@ -306,3 +306,57 @@ def test_assignments_give_each_member_the_partitions_it_read(
         assert clients <= held[key], (key, clients, held[key])
     changes = pq.read_table(share_out[capture] / "groups" / "assignment_changes").to_pylist()
     assert not [c for c in changes if c["kind"] == "moved" and c["group_id"] in groups.values()]
+
+
+def test_the_report_draws_each_share_groups_redeliveries(
+    share_out: dict[str, Path], tmp_path: Path
+) -> None:
+    """kwire report over the share captures, opened in Debian's headless chromium: every share
+    group has its redeliveries chart drawn with its traces, and its share tables; the overview
+    counts each group's redeliveries as the truth's received events do."""
+    from kwire.groups import report, story
+    from tests.groups.test_story import CHROMIUM, CHROMIUM_ARGS
+
+    out = share_out[CAPTURES[0]]
+    page_file = tmp_path / "report.html"
+    report.write_report(out, page_file)
+    text = page_file.read_text()
+    groups = story.load(out)
+    share = [gid for gid, g in groups.items() if g.protocol == "share"]
+    assert share and all(f'data-group="{gid}"' in text for gid in share)
+    assert text.count('id="redeliveries-') == len(share)
+    assert text.count('class="share-progress"') == len(share)
+    # Redeliveries per group in the overview, against what the clients received.
+    want: dict[str, int] = defaultdict(int)
+    for capture in CAPTURES:
+        truth = _truth(capture)
+        groups_of = _client_group(truth)
+        for e in truth["events"]:
+            if e["event"] == "received" and e["client_id"] in groups_of:
+                want[groups_of[e["client_id"]]] += e["delivery_count"] > 1
+    from kwire.groups.overview import group_rows
+
+    rows = {r["group"]: r for r in group_rows(groups)}
+    assert {g: rows[g]["redeliveries"] for g in want} == dict(want)
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no browser at {CHROMIUM} (apt-get install chromium); the page was written")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    errors: list[str] = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(page_file.as_uri())
+            page.wait_for_function(
+                "document.querySelectorAll('[id^=redeliveries-] .main-svg').length >= "
+                f"{len(share)}",
+                timeout=60_000,
+            )
+            traces = page.eval_on_selector_all(
+                "[id^=redeliveries-]", "els => els.map(e => e.querySelectorAll('.trace').length)"
+            )
+        finally:
+            browser.close()
+    assert errors == []
+    assert len(traces) == len(share) and all(n >= 2 for n in traces), traces
