@@ -29,6 +29,7 @@ What the wire says and what is inferred (docs/groups.md, "Share groups"):
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
 from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import Any
@@ -470,10 +471,30 @@ def _delivery_rows(g: _Group) -> list[Row]:
     return rows
 
 
+class _Later:
+    """Per partition, whether the group acquired offsets past `offset` in a ShareFetch requested
+    at or after `at`: acquisitions in time order with the highest offset acquired from each on
+    (a binary search and a lookup, not a scan per record)."""
+
+    def __init__(self, acquisitions: list[tuple[datetime, datetime | None, int]]) -> None:
+        order = sorted((requested or acquired, top) for acquired, requested, top in acquisitions)
+        self.times = [t for t, _ in order]
+        self.highest = [top for _, top in order]
+        for i in range(len(self.highest) - 2, -1, -1):
+            self.highest[i] = max(self.highest[i], self.highest[i + 1])
+
+    def past(self, at: datetime | None, offset: int) -> bool:
+        if at is None:
+            return False
+        i = bisect_left(self.times, at)
+        return i < len(self.times) and self.highest[i] > offset
+
+
 def _record_rows(g: _Group, end: datetime | None) -> list[Row]:
     by_offset: dict[tuple[str, int, int], list[Row]] = defaultdict(list)
     for a in g.attempts:
         by_offset[(a["topic_id"], a["partition"], a["offset"])].append(a)
+    later = {key: _Later(acq) for key, acq in g.acquisitions.items()}
     rows = []
     for (topic_id, partition, offset), tries in sorted(by_offset.items(), key=lambda kv: kv[0]):
         tries.sort(key=lambda a: a["acquired_at"] or a["ack_sent_at"] or datetime.min)
@@ -493,14 +514,8 @@ def _record_rows(g: _Group, end: datetime | None) -> list[Row]:
             # as the group acquiring later records of the partition after the release without
             # this one among them (the broker hands out the lowest available offsets first).
             released_at = last["outcome_at"]
-            later = [
-                top
-                for acquired_at, requested_at, top in g.acquisitions[(topic_id, partition)]
-                if released_at is not None
-                and (requested_at or acquired_at) >= released_at
-                and top > offset
-            ]
-            if later:
+            went_on = later.get((topic_id, partition))
+            if went_on is not None and went_on.past(released_at, offset):
                 state, reason, inferred, archived_at = "archived", "delivery_limit", True, None
                 archived_at = released_at
             else:

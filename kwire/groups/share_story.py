@@ -47,6 +47,10 @@ def share_lines(
     lines: list[tuple[Any, str]] = []
     deliveries = tables.get("deliveries", [])
     records = tables.get("records", [])
+    # Each offset's attempts, looked up rather than scanned for (a group has many).
+    attempts: dict[tuple[Any, Any, Any], list[Row]] = defaultdict(list)
+    for d in deliveries:
+        attempts[(d["topic"], d["partition"], d["offset"])].append(d)
     # Records that kept coming back, then archived or still waiting: one sentence per run of
     # offsets released the same number of times by the same members, with the same fate.
     fates: dict[Any, list[Row]] = defaultdict(list)
@@ -57,11 +61,8 @@ def share_lines(
             sorted(
                 {
                     names(d["member_id"])
-                    for d in deliveries
+                    for d in attempts[(r["topic"], r["partition"], r["offset"])]
                     if d["outcome"] == "released"
-                    and d["topic"] == r["topic"]
-                    and d["partition"] == r["partition"]
-                    and d["offset"] == r["offset"]
                 }
             )
         )
@@ -86,9 +87,9 @@ def share_lines(
             else:
                 text, joiner = where, f" {verb}"
             if state == "archived" and reason == "delivery_limit":
-                attempts = max(r["max_delivery_count"] or 0 for r in run)
+                most = max(r["max_delivery_count"] or 0 for r in run)
                 text += (
-                    f"{joiner} archived at the delivery limit after {attempts} deliveries "
+                    f"{joiner} archived at the delivery limit after {most} deliveries "
                     "(inferred: later records of the partition went out, these did not)"
                 )
             elif state == "archived":
@@ -109,11 +110,8 @@ def share_lines(
             nxt = next(
                 (
                     n
-                    for n in deliveries
-                    if n["topic"] == d["topic"]
-                    and n["partition"] == d["partition"]
-                    and n["offset"] == d["offset"]
-                    and n["acquired_at"] == d["next_acquired_at"]
+                    for n in attempts[(d["topic"], d["partition"], d["offset"])]
+                    if n["acquired_at"] == d["next_acquired_at"]
                     and n["member_id"] == d["next_member_id"]
                 ),
                 None,
@@ -223,11 +221,11 @@ def summary_lines(
                 + (f" ({', '.join(s['errors_seen'])})" if s["errors_seen"] else "")
                 for s in rows
             ]
-            acquired = sum(s["records_acquired"] or 0 for s in rows)
+            taken = sum(s["records_acquired"] or 0 for s in rows)
             lines.append(
                 f"  {names(member)} on {broker}: {len(rows)} session"
                 + ("s" if len(rows) != 1 else "")
-                + f", {acquired} records acquired: "
+                + f", {taken} records acquired: "
                 + "; ".join(told)
             )
     progress = tables.get("progress", [])
