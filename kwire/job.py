@@ -791,6 +791,8 @@ def add_derived(
             tell(f"delivery -> {os.path.join(dst, 'delivery')} ({took:.1f} s)")
 
         needs = ["group tables: commits", "group tables: members"] if groups else [first]
+        if groups and share:
+            needs.append("share tables: records")
         steps.add("delivery", write_delivery_table, after=needs)
         steps.add("delivery summary", write_summary, after=["delivery"])
     return written
@@ -824,12 +826,15 @@ def write_delivery(
     the group tables' commits and members written under `out`; returns its path."""
     from kwire.groups.delivery import delivery
 
-    commits = members = None
+    commits = members = accepted = None
     if groups:
         commits = spark.read.parquet(os.path.join(out, "groups", "commits"))
         members = spark.read.parquet(os.path.join(out, "groups", "members"))
+        share_records = os.path.join(out, "share", "records")
+        if has_parquet_files(share_records):
+            accepted = spark.read.parquet(share_records)
     target = os.path.join(out, "delivery")
-    write_parquet(delivery(records, prod, endpoints, commits, members), target)
+    write_parquet(delivery(records, prod, endpoints, commits, members, accepted), target)
     return target
 
 

@@ -331,9 +331,11 @@ def delivery(
     endpoints: DataFrame | None,
     commits: DataFrame | None = None,
     members: DataFrame | None = None,
+    accepted: DataFrame | None = None,
 ) -> DataFrame:
     """OUT/delivery (see the module), from produced()'s rows `prod` and clusters()'s
-    `endpoints`."""
+    `endpoints`. `accepted` (OUT/share/records) gives a share group's records their
+    `committed_at`: a share group commits nothing, its acceptance settles a record."""
     # Both sides come from the same held records: their key columns are renamed apart, so the
     # condition names one side each (Spark would otherwise see `topic == topic` and warn).
     keys = ("topic", "partition", "offset", "cluster")
@@ -343,6 +345,22 @@ def delivery(
         got = got.withColumnRenamed("fetched_at", "first_fetched_at")
     else:
         got = got.withColumn("committed_at", F.lit(None).cast("timestamp"))
+    if accepted is not None:
+        settled = accepted.where(F.col("accepted_at").isNotNull()).select(
+            F.col("group_id").alias("_a_group"),
+            F.col("topic").alias("_a_topic"),
+            F.col("partition").alias("_a_partition"),
+            F.col("offset").alias("_a_offset"),
+            F.col("accepted_at").alias("_accepted_at"),
+        )
+        on = (
+            (got["group_id"] == settled["_a_group"])
+            & (got["topic"] == settled["_a_topic"])
+            & (got["partition"] == settled["_a_partition"])
+            & (got["offset"] == settled["_a_offset"])
+        )
+        got = got.join(settled, on, "left")
+        got = got.withColumn("committed_at", F.coalesce("committed_at", "_accepted_at"))
     got = got.select(
         *[F.col(c).alias(f"_got_{c}") for c in keys],
         "group_id",
