@@ -4,22 +4,25 @@ The share frames (ShareFetch, ShareAcknowledge and DescribeShareGroupOffsets, ea
 paired by kwire.groups.build.pair_all) are narrowed to one small row each: the acknowledgement
 batches sent, the acquired ranges and errors answered, as JSON, never the records. Each group's
 rows are read in time order by kwire.groups.share on an executor (`groupBy(group_id)
-.applyInPandas`), which gives the four tables' rows; the produced instants of the records come
-from the produced records' offsets (kwire.groups.delivery.offsets) by a join.
+.applyInArrow`), which gives the four tables' rows typed, each table's in a struct of its own;
+the produced instants of the records come from the produced records' offsets
+(kwire.groups.delivery.offsets) by a join.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
-import pandas as pd
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StringType, StructField, StructType
 
-from kwire.groups.pairs import _from_rows, _json_value, _missing, paired
+from kwire.groups.pairs import paired
 from kwire.groups.schema import SHARE_TABLES
 from kwire.spark.faults import fault_point
 from kwire.spark.sink import write_parquet
@@ -30,7 +33,6 @@ SHARE_EVENTS = (
     "member_id string, epoch int, error int, lock_ms int, detail string"
 )
 SHARE_APIS = ("share_fetch", "share_acknowledge", "describe_share_group_offsets")
-ROWS = "table string, row string"
 
 
 def _broker() -> Column:
@@ -193,7 +195,10 @@ def share_events(pairs: DataFrame) -> DataFrame | None:
     out = parts[0]
     for p in parts[1:]:
         out = out.unionByName(p)
-    return out.where(F.col("group_id").isNotNull()).repartition("group_id")
+    # A partition count of its own: adaptive execution would merge a plain repartition's
+    # partitions into one, and every group's pass would then run in one task after another.
+    tasks = max(2, out.sparkSession.sparkContext.defaultParallelism)
+    return out.where(F.col("group_id").isNotNull()).repartition(tasks, "group_id")
 
 
 def _as_lists(value: Any) -> Any:
@@ -205,31 +210,61 @@ def _as_lists(value: Any) -> Any:
     return value
 
 
+# What each group's pass gives back: one row per table row, the table's columns in a struct of
+# their own types (the other tables' structs null), so nothing goes through JSON.
+TOLD = StructType(
+    [StructField("table", StringType())]
+    + [StructField(name, schema) for name, schema in SHARE_TABLES.items()]
+)
+
+
+def _naive(ts: Any) -> datetime | None:
+    """A timestamp from Arrow as the rules compare them: naive UTC."""
+    if ts is None:
+        return None
+    if ts.tzinfo is not None:
+        ts = ts.astimezone(timezone.utc).replace(tzinfo=None)
+    naive: datetime = ts
+    return naive
+
+
+def _arrow_rows(told: dict[str, list[dict[str, Any]]]) -> pa.Table:
+    """The share tables' rows as one Arrow table of TOLD's shape, built column by column."""
+    schema = to_arrow_schema(TOLD, timezone="UTC")
+    parts = []
+    for name in SHARE_TABLES:
+        rows = told.get(name) or []
+        if not rows:
+            continue
+        struct = schema.field(name).type
+        columns = [pa.array([r.get(f.name) for r in rows], type=f.type) for f in struct]
+        data = pa.StructArray.from_arrays(columns, fields=list(struct))
+        arrays = [pa.array([name] * len(rows), type=pa.string())]
+        arrays += [
+            data if other == name else pa.nulls(len(rows), type=schema.field(other).type)
+            for other in SHARE_TABLES
+        ]
+        parts.append(pa.Table.from_arrays(arrays, schema=schema))
+    if not parts:
+        return schema.empty_table()
+    return pa.concat_tables(parts)
+
+
 def _run(names: dict[str, str], capture_end: datetime | None) -> Any:
     from kwire.groups.share import share_history
 
-    def run(pdf: pd.DataFrame) -> pd.DataFrame:
+    def run(table: pa.Table) -> pa.Table:
         fault_point("groups")
         rows: list[dict[str, Any]] = []
-        for r in pdf.to_dict("records"):
-            e: dict[str, Any] = {str(k): (None if _missing(v) else v) for k, v in r.items()}
-            for key in ("epoch", "error", "lock_ms"):
-                if e.get(key) is not None:
-                    e[key] = int(e[key])
-            for key in ("ts", "resp_ts"):
-                if e.get(key) is not None:
-                    e[key] = pd.Timestamp(e[key]).to_pydatetime()
+        for e in table.to_pylist():
+            e["ts"], e["resp_ts"] = _naive(e["ts"]), _naive(e["resp_ts"])
             d = json.loads(e["detail"]) if e.get("detail") else {}
             e["detail"] = {k: _as_lists(v) if k != "renew" else v for k, v in d.items()}
             e["answered"] = bool(e.get("answered"))
             rows.append(e)
-        told = share_history(rows[0]["group_id"], rows, capture_end, names)
-        out = [
-            (table, json.dumps({k: _json_value(v) for k, v in row.items()}))
-            for table, table_rows in told.items()
-            for row in table_rows
-        ]
-        return pd.DataFrame(out, columns=["table", "row"])
+        if not rows:
+            return _arrow_rows({})
+        return _arrow_rows(share_history(rows[0]["group_id"], rows, capture_end, names))
 
     return run
 
@@ -250,9 +285,9 @@ def build_share(
     ev = share_events(pairs)
     if ev is None:
         return None
-    told = hold(ev.groupBy("group_id").applyInPandas(_run(names, capture_end), ROWS))
+    told = hold(ev.groupBy("group_id").applyInArrow(_run(names, capture_end), TOLD))
     held.append(told)
-    tables = {name: _from_rows(told, name, SHARE_TABLES[name]) for name in SHARE_TABLES}
+    tables = {name: told.where(F.col("table") == name).select(f"{name}.*") for name in SHARE_TABLES}
     if known is not None:
         produced = known.groupBy("topic", "partition", "offset").agg(
             F.min("produced_at").alias("_produced_at"),
