@@ -222,12 +222,20 @@ from .streams_group_describe_request import StreamsGroupDescribeRequest
 from .streams_group_describe_response import StreamsGroupDescribeResponse
 from .streams_group_heartbeat_request import StreamsGroupHeartbeatRequest
 from .streams_group_heartbeat_response import StreamsGroupHeartbeatResponse
+from .streams_group_topology_description_update_request import (
+    StreamsGroupTopologyDescriptionUpdateRequest,
+)
+from .streams_group_topology_description_update_response import (
+    StreamsGroupTopologyDescriptionUpdateResponse,
+)
 from .sync_group_request import SyncGroupRequest
 from .sync_group_response import SyncGroupResponse
 from .txn_offset_commit_request import TxnOffsetCommitRequest
 from .txn_offset_commit_response import TxnOffsetCommitResponse
 from .unregister_broker_request import UnregisterBrokerRequest
 from .unregister_broker_response import UnregisterBrokerResponse
+from .unregister_controller_request import UnregisterControllerRequest
+from .unregister_controller_response import UnregisterControllerResponse
 from .update_features_request import UpdateFeaturesRequest
 from .update_features_response import UpdateFeaturesResponse
 from .update_metadata_request import UpdateMetadataRequest
@@ -446,6 +454,15 @@ REGISTRY: dict[int, ApiInfo] = {
         DeleteShareGroupOffsetsRequest,
         DeleteShareGroupOffsetsResponse,
     ),
+    93: ApiInfo(
+        93,
+        "StreamsGroupTopologyDescriptionUpdate",
+        StreamsGroupTopologyDescriptionUpdateRequest,
+        StreamsGroupTopologyDescriptionUpdateResponse,
+    ),
+    94: ApiInfo(
+        94, "UnregisterController", UnregisterControllerRequest, UnregisterControllerResponse
+    ),
 }
 """Api key -> name, request class and response class."""
 
@@ -627,12 +644,16 @@ MESSAGES: dict[str, type] = {
     "StreamsGroupDescribeResponse": StreamsGroupDescribeResponse,
     "StreamsGroupHeartbeatRequest": StreamsGroupHeartbeatRequest,
     "StreamsGroupHeartbeatResponse": StreamsGroupHeartbeatResponse,
+    "StreamsGroupTopologyDescriptionUpdateRequest": StreamsGroupTopologyDescriptionUpdateRequest,
+    "StreamsGroupTopologyDescriptionUpdateResponse": StreamsGroupTopologyDescriptionUpdateResponse,
     "SyncGroupRequest": SyncGroupRequest,
     "SyncGroupResponse": SyncGroupResponse,
     "TxnOffsetCommitRequest": TxnOffsetCommitRequest,
     "TxnOffsetCommitResponse": TxnOffsetCommitResponse,
     "UnregisterBrokerRequest": UnregisterBrokerRequest,
     "UnregisterBrokerResponse": UnregisterBrokerResponse,
+    "UnregisterControllerRequest": UnregisterControllerRequest,
+    "UnregisterControllerResponse": UnregisterControllerResponse,
     "UpdateFeaturesRequest": UpdateFeaturesRequest,
     "UpdateFeaturesResponse": UpdateFeaturesResponse,
     "UpdateMetadataRequest": UpdateMetadataRequest,
@@ -1033,12 +1054,16 @@ __all__ = [
     "StreamsGroupDescribeResponse",
     "StreamsGroupHeartbeatRequest",
     "StreamsGroupHeartbeatResponse",
+    "StreamsGroupTopologyDescriptionUpdateRequest",
+    "StreamsGroupTopologyDescriptionUpdateResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
     "TxnOffsetCommitRequest",
     "TxnOffsetCommitResponse",
     "UnregisterBrokerRequest",
     "UnregisterBrokerResponse",
+    "UnregisterControllerRequest",
+    "UnregisterControllerResponse",
     "UpdateFeaturesRequest",
     "UpdateFeaturesResponse",
     "UpdateMetadataRequest",

@@ -23,6 +23,7 @@ from ._runtime import (
     encode_message,
     native_install,
     new_object,
+    r_compact_nullable_string,
     r_compact_string,
     r_tag_count,
     r_tag_header,
@@ -32,21 +33,24 @@ from ._runtime import (
     tags_unsupported,
     to_plain,
     unexpected_tag,
+    w_compact_nullable_string,
     w_compact_string,
     w_tags,
     wire_order,
     write_message,
 )
 
+_S_i = _struct.Struct(">i")
+
 
 @_dataclass(slots=True)
 class ApiVersionsRequest:
-    """ApiVersionsRequest: a Kafka request (api key 18), versions 0-4."""
+    """ApiVersionsRequest: a Kafka request (api key 18), versions 0-5."""
 
     MESSAGE_NAME: _ClassVar[str] = "ApiVersionsRequest"
     MESSAGE_TYPE: _ClassVar[str] = "request"
     API_KEY: _ClassVar[int | None] = 18
-    VALID_VERSIONS: _ClassVar[range] = range(0, 5)
+    VALID_VERSIONS: _ClassVar[range] = range(0, 6)
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(3, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
@@ -60,7 +64,7 @@ class ApiVersionsRequest:
             "ClientSoftwareName",
             "client_software_name",
             "string",
-            range(3, 5),
+            range(3, 6),
             range(0),
             range(0),
             None,
@@ -70,18 +74,26 @@ class ApiVersionsRequest:
             "ClientSoftwareVersion",
             "client_software_version",
             "string",
-            range(3, 5),
+            range(3, 6),
             range(0),
             range(0),
             None,
             None,
         ),
+        FieldInfo(
+            "ClusterId", "cluster_id", "string", range(5, 6), range(5, 32768), range(0), None, None
+        ),
+        FieldInfo("NodeId", "node_id", "int32", range(5, 6), range(0), range(0), None, None),
     )
 
     client_software_name: str = ""
-    """ClientSoftwareName (versions 3-4, ignorable): Name of the client library, e.g. apache-kafka-java; the broker reports it in its metrics."""
+    """ClientSoftwareName (versions 3-5, ignorable): Name of the client library, e.g. apache-kafka-java; the broker reports it in its metrics."""
     client_software_version: str = ""
-    """ClientSoftwareVersion (versions 3-4, ignorable): Version of the client library."""
+    """ClientSoftwareVersion (versions 3-5, ignorable): Version of the client library."""
+    cluster_id: str | None = None
+    """ClusterId (versions 5, nullable 5+, ignorable): Id of the cluster as the client knows it, or null when it sends none."""
+    node_id: int = -1
+    """NodeId (versions 5, ignorable): Node id of the broker as the client knows it, or -1 when it sends none."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -164,6 +176,8 @@ def _read_ApiVersionsRequest_v0(data: bytes, pos: int) -> tuple[ApiVersionsReque
     o = new_object(ApiVersionsRequest)
     o.client_software_name = ""
     o.client_software_version = ""
+    o.cluster_id = None
+    o.node_id = -1
 
     o.unknown_tags = {}
     o.wire_tags = None
@@ -202,6 +216,8 @@ def _read_ApiVersionsRequest_v3(data: bytes, pos: int) -> tuple[ApiVersionsReque
         pos = end
     else:
         o.client_software_version, pos = r_compact_string(data, pos)
+    o.cluster_id = None
+    o.node_id = -1
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
@@ -240,6 +256,88 @@ def _write_ApiVersionsRequest_v3(out: bytearray, o: ApiVersionsRequest) -> None:
         out.append(0)  # no tagged fields
 
 
+def _read_ApiVersionsRequest_v5(data: bytes, pos: int) -> tuple[ApiVersionsRequest, int]:
+    """Reads ApiVersionsRequest v5 on the fast path.
+
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_ApiVersionsRequest_v5.
+    """
+    o = new_object(ApiVersionsRequest)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.client_software_name = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.client_software_name, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.client_software_version = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.client_software_version, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.cluster_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.cluster_id = None
+        pos += 1
+    else:
+        o.cluster_id, pos = r_compact_nullable_string(data, pos)
+    (o.node_id,) = _S_i.unpack_from(data, pos)
+    pos += 4
+
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        o.wire_tags = None
+        pos += 1
+    return o, pos
+
+
+def _write_ApiVersionsRequest_v5(out: bytearray, o: ApiVersionsRequest) -> None:
+    """Writes ApiVersionsRequest v5 on the fast path.
+
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_ApiVersionsRequest_v5.
+    """
+    s: _Any  # the string being written
+    s = o.client_software_name
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.client_software_version
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.cluster_id
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    out += _S_i.pack(o.node_id)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_ApiVersionsRequest_v0(data: bytes, pos: int) -> tuple[ApiVersionsRequest, int]:
     """Reads ApiVersionsRequest v0-2, checked: names the field of any failure."""
     f: _Any = ""
@@ -251,6 +349,8 @@ def _decode_ApiVersionsRequest_v0(data: bytes, pos: int) -> tuple[ApiVersionsReq
         ApiVersionsRequest(
             "",
             "",
+            None,
+            -1,
             {},
         ),
         pos,
@@ -288,6 +388,8 @@ def _decode_ApiVersionsRequest_v3(data: bytes, pos: int) -> tuple[ApiVersionsReq
         ApiVersionsRequest(
             client_software_name,
             client_software_version,
+            None,
+            -1,
             unknown_tags,
             wire_order(unknown_tags),
         ),
@@ -312,12 +414,68 @@ def _encode_ApiVersionsRequest_v3(out: bytearray, o: ApiVersionsRequest) -> None
         raise encode_failure(e, f, o, ApiVersionsRequest) from None
 
 
+def _decode_ApiVersionsRequest_v5(data: bytes, pos: int) -> tuple[ApiVersionsRequest, int]:
+    """Reads ApiVersionsRequest v5, checked: names the field of any failure."""
+    f: _Any = ""
+    try:
+        f = "ClientSoftwareName"
+        client_software_name, pos = r_compact_string(data, pos)
+        f = "ClientSoftwareVersion"
+        client_software_version, pos = r_compact_string(data, pos)
+        f = "ClusterId"
+        cluster_id, pos = r_compact_nullable_string(data, pos)
+        f = (("NodeId", "node_id", "i"),)
+        (node_id,) = _S_i.unpack_from(data, pos)
+        pos += 4
+        f = ""
+        if data[pos] == 0:  # no tagged fields
+            unknown_tags: dict[int, bytes] = {}
+            pos += 1
+        else:
+            unknown_tags, pos = r_tags(data, pos)
+    except Exception as e:
+        raise decode_failure(e, f, pos, data) from None
+    return (
+        ApiVersionsRequest(
+            client_software_name,
+            client_software_version,
+            cluster_id,
+            node_id,
+            unknown_tags,
+            wire_order(unknown_tags),
+        ),
+        pos,
+    )
+
+
+def _encode_ApiVersionsRequest_v5(out: bytearray, o: ApiVersionsRequest) -> None:
+    """Writes ApiVersionsRequest v5, checked: names the field of any failure."""
+    f: _Any = ""
+    try:
+        f = "ClientSoftwareName"
+        w_compact_string(out, o.client_software_name)
+        f = "ClientSoftwareVersion"
+        w_compact_string(out, o.client_software_version)
+        f = "ClusterId"
+        w_compact_nullable_string(out, o.cluster_id)
+        f = (("NodeId", "node_id", "i"),)
+        out += _S_i.pack(o.node_id)
+        f = ""
+        if o.unknown_tags:
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
+        else:
+            out.append(0)  # no tagged fields
+    except Exception as e:
+        raise encode_failure(e, f, o, ApiVersionsRequest) from None
+
+
 _READERS = {
     0: _read_ApiVersionsRequest_v0,
     1: _read_ApiVersionsRequest_v0,
     2: _read_ApiVersionsRequest_v0,
     3: _read_ApiVersionsRequest_v3,
     4: _read_ApiVersionsRequest_v3,
+    5: _read_ApiVersionsRequest_v5,
 }
 _WRITERS = {
     0: _write_ApiVersionsRequest_v0,
@@ -325,6 +483,7 @@ _WRITERS = {
     2: _write_ApiVersionsRequest_v0,
     3: _write_ApiVersionsRequest_v3,
     4: _write_ApiVersionsRequest_v3,
+    5: _write_ApiVersionsRequest_v5,
 }
 ApiVersionsRequest.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {}
@@ -334,6 +493,7 @@ _DECODERS = {
     2: _decode_ApiVersionsRequest_v0,
     3: _decode_ApiVersionsRequest_v3,
     4: _decode_ApiVersionsRequest_v3,
+    5: _decode_ApiVersionsRequest_v5,
 }
 _ENCODERS = {
     0: _encode_ApiVersionsRequest_v0,
@@ -341,5 +501,6 @@ _ENCODERS = {
     2: _encode_ApiVersionsRequest_v0,
     3: _encode_ApiVersionsRequest_v3,
     4: _encode_ApiVersionsRequest_v3,
+    5: _encode_ApiVersionsRequest_v5,
 }
-native_install(__name__, globals(), ApiVersionsRequest, "4faadbf5098fa98e")
+native_install(__name__, globals(), ApiVersionsRequest, "1102bab3846c0099")

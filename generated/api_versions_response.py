@@ -59,21 +59,21 @@ class ApiVersion:
     """ApiVersion: struct of ApiVersionsResponse."""
 
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
-        FieldInfo("ApiKey", "api_key", "int16", range(0, 5), range(0), range(0), None, None),
+        FieldInfo("ApiKey", "api_key", "int16", range(0, 6), range(0), range(0), None, None),
         FieldInfo(
-            "MinVersion", "min_version", "int16", range(0, 5), range(0), range(0), None, None
+            "MinVersion", "min_version", "int16", range(0, 6), range(0), range(0), None, None
         ),
         FieldInfo(
-            "MaxVersion", "max_version", "int16", range(0, 5), range(0), range(0), None, None
+            "MaxVersion", "max_version", "int16", range(0, 6), range(0), range(0), None, None
         ),
     )
 
     api_key: int = 0
-    """ApiKey (versions 0-4): Numeric key of the API."""
+    """ApiKey (versions 0-5): Numeric key of the API."""
     min_version: int = 0
-    """MinVersion (versions 0-4): Oldest version of this API the broker accepts."""
+    """MinVersion (versions 0-5): Oldest version of this API the broker accepts."""
     max_version: int = 0
-    """MaxVersion (versions 0-4): Newest version of this API the broker accepts."""
+    """MaxVersion (versions 0-5): Newest version of this API the broker accepts."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -92,21 +92,21 @@ class SupportedFeatureKey:
     """SupportedFeatureKey: struct of ApiVersionsResponse."""
 
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
-        FieldInfo("Name", "name", "string", range(3, 5), range(0), range(0), None, None),
+        FieldInfo("Name", "name", "string", range(3, 6), range(0), range(0), None, None),
         FieldInfo(
-            "MinVersion", "min_version", "int16", range(3, 5), range(0), range(0), None, None
+            "MinVersion", "min_version", "int16", range(3, 6), range(0), range(0), None, None
         ),
         FieldInfo(
-            "MaxVersion", "max_version", "int16", range(3, 5), range(0), range(0), None, None
+            "MaxVersion", "max_version", "int16", range(3, 6), range(0), range(0), None, None
         ),
     )
 
     name: str = ""
-    """Name (versions 3-4): Name of the feature, e.g. metadata.version."""
+    """Name (versions 3-5): Name of the feature, e.g. metadata.version."""
     min_version: int = 0
-    """MinVersion (versions 3-4): Oldest feature version the broker can run."""
+    """MinVersion (versions 3-5): Oldest feature version the broker can run."""
     max_version: int = 0
-    """MaxVersion (versions 3-4): Newest feature version the broker can run."""
+    """MaxVersion (versions 3-5): Newest feature version the broker can run."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -125,12 +125,12 @@ class FinalizedFeatureKey:
     """FinalizedFeatureKey: struct of ApiVersionsResponse."""
 
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
-        FieldInfo("Name", "name", "string", range(3, 5), range(0), range(0), None, None),
+        FieldInfo("Name", "name", "string", range(3, 6), range(0), range(0), None, None),
         FieldInfo(
             "MaxVersionLevel",
             "max_version_level",
             "int16",
-            range(3, 5),
+            range(3, 6),
             range(0),
             range(0),
             None,
@@ -140,7 +140,7 @@ class FinalizedFeatureKey:
             "MinVersionLevel",
             "min_version_level",
             "int16",
-            range(3, 5),
+            range(3, 6),
             range(0),
             range(0),
             None,
@@ -149,11 +149,11 @@ class FinalizedFeatureKey:
     )
 
     name: str = ""
-    """Name (versions 3-4): Feature these finalized levels apply to."""
+    """Name (versions 3-5): Feature these finalized levels apply to."""
     max_version_level: int = 0
-    """MaxVersionLevel (versions 3-4): Highest level of the feature finalized for the cluster."""
+    """MaxVersionLevel (versions 3-5): Highest level of the feature finalized for the cluster."""
     min_version_level: int = 0
-    """MinVersionLevel (versions 3-4): Lowest level of the feature finalized for the cluster."""
+    """MinVersionLevel (versions 3-5): Lowest level of the feature finalized for the cluster."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -169,12 +169,12 @@ class FinalizedFeatureKey:
 
 @_dataclass(slots=True)
 class ApiVersionsResponse:
-    """ApiVersionsResponse: a Kafka response (api key 18), versions 0-4."""
+    """ApiVersionsResponse: a Kafka response (api key 18), versions 0-5."""
 
     MESSAGE_NAME: _ClassVar[str] = "ApiVersionsResponse"
     MESSAGE_TYPE: _ClassVar[str] = "response"
     API_KEY: _ClassVar[int | None] = 18
-    VALID_VERSIONS: _ClassVar[range] = range(0, 5)
+    VALID_VERSIONS: _ClassVar[range] = range(0, 6)
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(3, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
@@ -186,19 +186,20 @@ class ApiVersionsResponse:
         2: ("error_code",),
         3: ("error_code",),
         4: ("error_code",),
+        5: ("error_code",),
     }
     """Per version, what read_head reads: the attributes before the first array or struct.
     Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
-        FieldInfo("ErrorCode", "error_code", "int16", range(0, 5), range(0), range(0), None, None),
+        FieldInfo("ErrorCode", "error_code", "int16", range(0, 6), range(0), range(0), None, None),
         FieldInfo(
-            "ApiKeys", "api_keys", "[]ApiVersion", range(0, 5), range(0), range(0), None, ApiVersion
+            "ApiKeys", "api_keys", "[]ApiVersion", range(0, 6), range(0), range(0), None, ApiVersion
         ),
         FieldInfo(
             "ThrottleTimeMs",
             "throttle_time_ms",
             "int32",
-            range(1, 5),
+            range(1, 6),
             range(0),
             range(0),
             None,
@@ -208,9 +209,9 @@ class ApiVersionsResponse:
             "SupportedFeatures",
             "supported_features",
             "[]SupportedFeatureKey",
-            range(3, 5),
+            range(3, 6),
             range(0),
-            range(3, 5),
+            range(3, 6),
             0,
             SupportedFeatureKey,
         ),
@@ -218,9 +219,9 @@ class ApiVersionsResponse:
             "FinalizedFeaturesEpoch",
             "finalized_features_epoch",
             "int64",
-            range(3, 5),
+            range(3, 6),
             range(0),
-            range(3, 5),
+            range(3, 6),
             1,
             None,
         ),
@@ -228,9 +229,9 @@ class ApiVersionsResponse:
             "FinalizedFeatures",
             "finalized_features",
             "[]FinalizedFeatureKey",
-            range(3, 5),
+            range(3, 6),
             range(0),
-            range(3, 5),
+            range(3, 6),
             2,
             FinalizedFeatureKey,
         ),
@@ -238,28 +239,28 @@ class ApiVersionsResponse:
             "ZkMigrationReady",
             "zk_migration_ready",
             "bool",
-            range(3, 5),
+            range(3, 6),
             range(0),
-            range(3, 5),
+            range(3, 6),
             3,
             None,
         ),
     )
 
     error_code: int = 0
-    """ErrorCode (versions 0-4): Problem with the request, or 0; UNSUPPORTED_VERSION when the request version is too new."""
+    """ErrorCode (versions 0-5): Problem with the request, or 0; UNSUPPORTED_VERSION when the request version is too new."""
     api_keys: list[ApiVersion] = _field(default_factory=list)
-    """ApiKeys (versions 0-4): Every API the broker serves, with its version range."""
+    """ApiKeys (versions 0-5): Every API the broker serves, with its version range."""
     throttle_time_ms: int = 0
-    """ThrottleTimeMs (versions 1-4, ignorable): Milliseconds the broker held this response back because the client exceeded a quota; 0 when no quota applied."""
+    """ThrottleTimeMs (versions 1-5, ignorable): Milliseconds the broker held this response back because the client exceeded a quota; 0 when no quota applied."""
     supported_features: list[SupportedFeatureKey] = _field(default_factory=list)
-    """SupportedFeatures (versions 3-4, tag 0 in 3-4, ignorable): Features this broker can run, with their version ranges; before version 4, features with minimum version 0 are omitted."""
+    """SupportedFeatures (versions 3-5, tag 0 in 3-5, ignorable): Features this broker can run, with their version ranges; before version 4, features with minimum version 0 are omitted."""
     finalized_features_epoch: int = -1
-    """FinalizedFeaturesEpoch (versions 3-4, tag 1 in 3-4, ignorable): Epoch of the finalized feature information; it only grows, and -1 means unknown."""
+    """FinalizedFeaturesEpoch (versions 3-5, tag 1 in 3-5, ignorable): Epoch of the finalized feature information; it only grows, and -1 means unknown."""
     finalized_features: list[FinalizedFeatureKey] = _field(default_factory=list)
-    """FinalizedFeatures (versions 3-4, tag 2 in 3-4, ignorable): Feature levels finalized for the whole cluster; meaningful only when FinalizedFeaturesEpoch is 0 or more."""
+    """FinalizedFeatures (versions 3-5, tag 2 in 3-5, ignorable): Feature levels finalized for the whole cluster; meaningful only when FinalizedFeaturesEpoch is 0 or more."""
     zk_migration_ready: bool = False
-    """ZkMigrationReady (versions 3-4, tag 3 in 3-4, ignorable): Set by a KRaft controller that has the configuration needed for a ZooKeeper migration; meaningless since Kafka 4.0 removed ZooKeeper."""
+    """ZkMigrationReady (versions 3-5, tag 3 in 3-5, ignorable): Set by a KRaft controller that has the configuration needed for a ZooKeeper migration; meaningless since Kafka 4.0 removed ZooKeeper."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -361,7 +362,7 @@ def _write_ApiVersion_v0(out: bytearray, o: ApiVersion) -> None:
 
 
 def _read_ApiVersion_v3(data: bytes, pos: int) -> tuple[ApiVersion, int]:
-    """Reads ApiVersion v3-4 on the fast path.
+    """Reads ApiVersion v3-5 on the fast path.
 
     On any failure the caller re-reads with the checked decoder, which names field and offset:
     _decode_ApiVersion_v3.
@@ -381,7 +382,7 @@ def _read_ApiVersion_v3(data: bytes, pos: int) -> tuple[ApiVersion, int]:
 
 
 def _write_ApiVersion_v3(out: bytearray, o: ApiVersion) -> None:
-    """Writes ApiVersion v3-4 on the fast path.
+    """Writes ApiVersion v3-5 on the fast path.
 
     On any failure the caller drops the output and writes again with the checked encoder:
     _encode_ApiVersion_v3.
@@ -395,7 +396,7 @@ def _write_ApiVersion_v3(out: bytearray, o: ApiVersion) -> None:
 
 
 def _read_SupportedFeatureKey_v3(data: bytes, pos: int) -> tuple[SupportedFeatureKey, int]:
-    """Reads SupportedFeatureKey v3-4 on the fast path.
+    """Reads SupportedFeatureKey v3-5 on the fast path.
 
     On any failure the caller re-reads with the checked decoder, which names field and offset:
     _decode_SupportedFeatureKey_v3.
@@ -422,7 +423,7 @@ def _read_SupportedFeatureKey_v3(data: bytes, pos: int) -> tuple[SupportedFeatur
 
 
 def _write_SupportedFeatureKey_v3(out: bytearray, o: SupportedFeatureKey) -> None:
-    """Writes SupportedFeatureKey v3-4 on the fast path.
+    """Writes SupportedFeatureKey v3-5 on the fast path.
 
     On any failure the caller drops the output and writes again with the checked encoder:
     _encode_SupportedFeatureKey_v3.
@@ -443,7 +444,7 @@ def _write_SupportedFeatureKey_v3(out: bytearray, o: SupportedFeatureKey) -> Non
 
 
 def _read_FinalizedFeatureKey_v3(data: bytes, pos: int) -> tuple[FinalizedFeatureKey, int]:
-    """Reads FinalizedFeatureKey v3-4 on the fast path.
+    """Reads FinalizedFeatureKey v3-5 on the fast path.
 
     On any failure the caller re-reads with the checked decoder, which names field and offset:
     _decode_FinalizedFeatureKey_v3.
@@ -470,7 +471,7 @@ def _read_FinalizedFeatureKey_v3(data: bytes, pos: int) -> tuple[FinalizedFeatur
 
 
 def _write_FinalizedFeatureKey_v3(out: bytearray, o: FinalizedFeatureKey) -> None:
-    """Writes FinalizedFeatureKey v3-4 on the fast path.
+    """Writes FinalizedFeatureKey v3-5 on the fast path.
 
     On any failure the caller drops the output and writes again with the checked encoder:
     _encode_FinalizedFeatureKey_v3.
@@ -528,7 +529,7 @@ def _read_ApiVersionsResponse_v0(data: bytes, pos: int) -> tuple[ApiVersionsResp
 
 
 def _head_ApiVersionsResponse_v0(data: bytes, pos: int) -> tuple[ApiVersionsResponse, int]:
-    """Reads the head of ApiVersionsResponse v0-4: the fields before its first array or struct.
+    """Reads the head of ApiVersionsResponse v0-5: the fields before its first array or struct.
 
     Reads ErrorCode on the fast path; every later field keeps its default, unread. On any
     failure the caller reads the whole body with the checked decoder:
@@ -622,7 +623,7 @@ def _write_ApiVersionsResponse_v1(out: bytearray, o: ApiVersionsResponse) -> Non
 
 
 def _read_ApiVersionsResponse_v3(data: bytes, pos: int) -> tuple[ApiVersionsResponse, int]:
-    """Reads ApiVersionsResponse v3-4 on the fast path.
+    """Reads ApiVersionsResponse v3-5 on the fast path.
 
     On any failure the caller re-reads with the checked decoder, which names field and offset:
     _decode_ApiVersionsResponse_v3.
@@ -685,7 +686,7 @@ def _read_ApiVersionsResponse_v3(data: bytes, pos: int) -> tuple[ApiVersionsResp
 
 
 def _write_ApiVersionsResponse_v3(out: bytearray, o: ApiVersionsResponse) -> None:
-    """Writes ApiVersionsResponse v3-4 on the fast path.
+    """Writes ApiVersionsResponse v3-5 on the fast path.
 
     On any failure the caller drops the output and writes again with the checked encoder:
     _encode_ApiVersionsResponse_v3.
@@ -761,7 +762,7 @@ def _encode_ApiVersion_v0(out: bytearray, o: ApiVersion) -> None:
 
 
 def _decode_ApiVersion_v3(data: bytes, pos: int) -> tuple[ApiVersion, int]:
-    """Reads ApiVersion v3-4, checked: names the field of any failure."""
+    """Reads ApiVersion v3-5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -792,7 +793,7 @@ def _decode_ApiVersion_v3(data: bytes, pos: int) -> tuple[ApiVersion, int]:
 
 
 def _encode_ApiVersion_v3(out: bytearray, o: ApiVersion) -> None:
-    """Writes ApiVersion v3-4, checked: names the field of any failure."""
+    """Writes ApiVersion v3-5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -811,7 +812,7 @@ def _encode_ApiVersion_v3(out: bytearray, o: ApiVersion) -> None:
 
 
 def _decode_SupportedFeatureKey_v3(data: bytes, pos: int) -> tuple[SupportedFeatureKey, int]:
-    """Reads SupportedFeatureKey v3-4, checked: names the field of any failure."""
+    """Reads SupportedFeatureKey v3-5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -843,7 +844,7 @@ def _decode_SupportedFeatureKey_v3(data: bytes, pos: int) -> tuple[SupportedFeat
 
 
 def _encode_SupportedFeatureKey_v3(out: bytearray, o: SupportedFeatureKey) -> None:
-    """Writes SupportedFeatureKey v3-4, checked: names the field of any failure."""
+    """Writes SupportedFeatureKey v3-5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -863,7 +864,7 @@ def _encode_SupportedFeatureKey_v3(out: bytearray, o: SupportedFeatureKey) -> No
 
 
 def _decode_FinalizedFeatureKey_v3(data: bytes, pos: int) -> tuple[FinalizedFeatureKey, int]:
-    """Reads FinalizedFeatureKey v3-4, checked: names the field of any failure."""
+    """Reads FinalizedFeatureKey v3-5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -895,7 +896,7 @@ def _decode_FinalizedFeatureKey_v3(data: bytes, pos: int) -> tuple[FinalizedFeat
 
 
 def _encode_FinalizedFeatureKey_v3(out: bytearray, o: FinalizedFeatureKey) -> None:
-    """Writes FinalizedFeatureKey v3-4, checked: names the field of any failure."""
+    """Writes FinalizedFeatureKey v3-5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -1002,7 +1003,7 @@ def _encode_ApiVersionsResponse_v1(out: bytearray, o: ApiVersionsResponse) -> No
 
 
 def _decode_ApiVersionsResponse_v3(data: bytes, pos: int) -> tuple[ApiVersionsResponse, int]:
-    """Reads ApiVersionsResponse v3-4, checked: names the field of any failure."""
+    """Reads ApiVersionsResponse v3-5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -1061,7 +1062,7 @@ def _decode_ApiVersionsResponse_v3(data: bytes, pos: int) -> tuple[ApiVersionsRe
 
 
 def _encode_ApiVersionsResponse_v3(out: bytearray, o: ApiVersionsResponse) -> None:
-    """Writes ApiVersionsResponse v3-4, checked: names the field of any failure."""
+    """Writes ApiVersionsResponse v3-5, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("ErrorCode", "error_code", "h"),)
@@ -1104,6 +1105,7 @@ _READERS = {
     2: _read_ApiVersionsResponse_v1,
     3: _read_ApiVersionsResponse_v3,
     4: _read_ApiVersionsResponse_v3,
+    5: _read_ApiVersionsResponse_v3,
 }
 _WRITERS = {
     0: _write_ApiVersionsResponse_v0,
@@ -1111,6 +1113,7 @@ _WRITERS = {
     2: _write_ApiVersionsResponse_v1,
     3: _write_ApiVersionsResponse_v3,
     4: _write_ApiVersionsResponse_v3,
+    5: _write_ApiVersionsResponse_v3,
 }
 ApiVersionsResponse.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
@@ -1119,6 +1122,7 @@ _HEADS: dict[int, _Any] = {
     2: _head_ApiVersionsResponse_v0,
     3: _head_ApiVersionsResponse_v0,
     4: _head_ApiVersionsResponse_v0,
+    5: _head_ApiVersionsResponse_v0,
 }
 _DECODERS = {
     0: _decode_ApiVersionsResponse_v0,
@@ -1126,6 +1130,7 @@ _DECODERS = {
     2: _decode_ApiVersionsResponse_v1,
     3: _decode_ApiVersionsResponse_v3,
     4: _decode_ApiVersionsResponse_v3,
+    5: _decode_ApiVersionsResponse_v3,
 }
 _ENCODERS = {
     0: _encode_ApiVersionsResponse_v0,
@@ -1133,5 +1138,6 @@ _ENCODERS = {
     2: _encode_ApiVersionsResponse_v1,
     3: _encode_ApiVersionsResponse_v3,
     4: _encode_ApiVersionsResponse_v3,
+    5: _encode_ApiVersionsResponse_v3,
 }
-native_install(__name__, globals(), ApiVersionsResponse, "05c7e38cf417bb56")
+native_install(__name__, globals(), ApiVersionsResponse, "578731ad0d523d6b")

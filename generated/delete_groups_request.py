@@ -47,12 +47,12 @@ from ._runtime import (
 
 @_dataclass(slots=True)
 class DeleteGroupsRequest:
-    """DeleteGroupsRequest: a Kafka request (api key 42), versions 0-2."""
+    """DeleteGroupsRequest: a Kafka request (api key 42), versions 0-3."""
 
     MESSAGE_NAME: _ClassVar[str] = "DeleteGroupsRequest"
     MESSAGE_TYPE: _ClassVar[str] = "request"
     API_KEY: _ClassVar[int | None] = 42
-    VALID_VERSIONS: _ClassVar[range] = range(0, 3)
+    VALID_VERSIONS: _ClassVar[range] = range(0, 4)
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(2, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
@@ -62,17 +62,18 @@ class DeleteGroupsRequest:
         0: (),
         1: (),
         2: (),
+        3: (),
     }
     """Per version, what read_head reads: the attributes before the first array or struct.
     Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo(
-            "GroupsNames", "groups_names", "[]string", range(0, 3), range(0), range(0), None, None
+            "GroupsNames", "groups_names", "[]string", range(0, 4), range(0), range(0), None, None
         ),
     )
 
     groups_names: list[str] = _field(default_factory=list)
-    """GroupsNames (versions 0-2): Ids of the groups to delete."""
+    """GroupsNames (versions 0-3): Ids of the groups to delete."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -161,7 +162,7 @@ def _read_DeleteGroupsRequest_v0(data: bytes, pos: int) -> tuple[DeleteGroupsReq
 
 
 def _head_DeleteGroupsRequest_v0(data: bytes, pos: int) -> tuple[DeleteGroupsRequest, int]:
-    """Reads the head of DeleteGroupsRequest v0-2: the fields before its first array or struct.
+    """Reads the head of DeleteGroupsRequest v0-3: the fields before its first array or struct.
 
     Reads nothing on the fast path; every later field keeps its default, unread. On any failure
     the caller reads the whole body with the checked decoder: _decode_DeleteGroupsRequest_v0.
@@ -186,7 +187,7 @@ def _write_DeleteGroupsRequest_v0(out: bytearray, o: DeleteGroupsRequest) -> Non
 
 
 def _read_DeleteGroupsRequest_v2(data: bytes, pos: int) -> tuple[DeleteGroupsRequest, int]:
-    """Reads DeleteGroupsRequest v2 on the fast path.
+    """Reads DeleteGroupsRequest v2-3 on the fast path.
 
     On any failure the caller re-reads with the checked decoder, which names field and offset:
     _decode_DeleteGroupsRequest_v2.
@@ -205,7 +206,7 @@ def _read_DeleteGroupsRequest_v2(data: bytes, pos: int) -> tuple[DeleteGroupsReq
 
 
 def _write_DeleteGroupsRequest_v2(out: bytearray, o: DeleteGroupsRequest) -> None:
-    """Writes DeleteGroupsRequest v2 on the fast path.
+    """Writes DeleteGroupsRequest v2-3 on the fast path.
 
     On any failure the caller drops the output and writes again with the checked encoder:
     _encode_DeleteGroupsRequest_v2.
@@ -249,7 +250,7 @@ def _encode_DeleteGroupsRequest_v0(out: bytearray, o: DeleteGroupsRequest) -> No
 
 
 def _decode_DeleteGroupsRequest_v2(data: bytes, pos: int) -> tuple[DeleteGroupsRequest, int]:
-    """Reads DeleteGroupsRequest v2, checked: names the field of any failure."""
+    """Reads DeleteGroupsRequest v2-3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupsNames"
@@ -273,7 +274,7 @@ def _decode_DeleteGroupsRequest_v2(data: bytes, pos: int) -> tuple[DeleteGroupsR
 
 
 def _encode_DeleteGroupsRequest_v2(out: bytearray, o: DeleteGroupsRequest) -> None:
-    """Writes DeleteGroupsRequest v2, checked: names the field of any failure."""
+    """Writes DeleteGroupsRequest v2-3, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupsNames"
@@ -291,26 +292,31 @@ _READERS = {
     0: _read_DeleteGroupsRequest_v0,
     1: _read_DeleteGroupsRequest_v0,
     2: _read_DeleteGroupsRequest_v2,
+    3: _read_DeleteGroupsRequest_v2,
 }
 _WRITERS = {
     0: _write_DeleteGroupsRequest_v0,
     1: _write_DeleteGroupsRequest_v0,
     2: _write_DeleteGroupsRequest_v2,
+    3: _write_DeleteGroupsRequest_v2,
 }
 DeleteGroupsRequest.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_DeleteGroupsRequest_v0,
     1: _head_DeleteGroupsRequest_v0,
     2: _head_DeleteGroupsRequest_v0,
+    3: _head_DeleteGroupsRequest_v0,
 }
 _DECODERS = {
     0: _decode_DeleteGroupsRequest_v0,
     1: _decode_DeleteGroupsRequest_v0,
     2: _decode_DeleteGroupsRequest_v2,
+    3: _decode_DeleteGroupsRequest_v2,
 }
 _ENCODERS = {
     0: _encode_DeleteGroupsRequest_v0,
     1: _encode_DeleteGroupsRequest_v0,
     2: _encode_DeleteGroupsRequest_v2,
+    3: _encode_DeleteGroupsRequest_v2,
 }
-native_install(__name__, globals(), DeleteGroupsRequest, "a66766076f13bb3f")
+native_install(__name__, globals(), DeleteGroupsRequest, "c90cb0447397e532")

@@ -25,6 +25,7 @@ from ._runtime import (
     new_object,
     r_array,
     r_compact_array,
+    r_compact_nullable_string,
     r_compact_string,
     r_string,
     r_tag_count,
@@ -38,6 +39,7 @@ from ._runtime import (
     unexpected_tag,
     w_array,
     w_compact_array,
+    w_compact_nullable_string,
     w_compact_string,
     w_string,
     w_tags,
@@ -55,14 +57,26 @@ class DeletableGroupResult:
     """DeletableGroupResult: struct of DeleteGroupsResponse."""
 
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
-        FieldInfo("GroupId", "group_id", "string", range(0, 3), range(0), range(0), None, None),
-        FieldInfo("ErrorCode", "error_code", "int16", range(0, 3), range(0), range(0), None, None),
+        FieldInfo("GroupId", "group_id", "string", range(0, 4), range(0), range(0), None, None),
+        FieldInfo("ErrorCode", "error_code", "int16", range(0, 4), range(0), range(0), None, None),
+        FieldInfo(
+            "ErrorMessage",
+            "error_message",
+            "string",
+            range(3, 4),
+            range(3, 32768),
+            range(0),
+            None,
+            None,
+        ),
     )
 
     group_id: str = ""
-    """GroupId (versions 0-2): Id of the group."""
+    """GroupId (versions 0-3): Id of the group."""
     error_code: int = 0
-    """ErrorCode (versions 0-2): Why the group was not deleted (e.g. NON_EMPTY_GROUP), or 0 if it was."""
+    """ErrorCode (versions 0-3): Why the group was not deleted (e.g. NON_EMPTY_GROUP), or 0 if it was."""
+    error_message: str | None = None
+    """ErrorMessage (versions 3, nullable 3+, ignorable): Text explaining the error, or null."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -78,12 +92,12 @@ class DeletableGroupResult:
 
 @_dataclass(slots=True)
 class DeleteGroupsResponse:
-    """DeleteGroupsResponse: a Kafka response (api key 42), versions 0-2."""
+    """DeleteGroupsResponse: a Kafka response (api key 42), versions 0-3."""
 
     MESSAGE_NAME: _ClassVar[str] = "DeleteGroupsResponse"
     MESSAGE_TYPE: _ClassVar[str] = "response"
     API_KEY: _ClassVar[int | None] = 42
-    VALID_VERSIONS: _ClassVar[range] = range(0, 3)
+    VALID_VERSIONS: _ClassVar[range] = range(0, 4)
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(2, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
@@ -93,6 +107,7 @@ class DeleteGroupsResponse:
         0: ("throttle_time_ms",),
         1: ("throttle_time_ms",),
         2: ("throttle_time_ms",),
+        3: ("throttle_time_ms",),
     }
     """Per version, what read_head reads: the attributes before the first array or struct.
     Versions not listed have no array or struct; read_head reads them whole."""
@@ -101,7 +116,7 @@ class DeleteGroupsResponse:
             "ThrottleTimeMs",
             "throttle_time_ms",
             "int32",
-            range(0, 3),
+            range(0, 4),
             range(0),
             range(0),
             None,
@@ -111,7 +126,7 @@ class DeleteGroupsResponse:
             "Results",
             "results",
             "[]DeletableGroupResult",
-            range(0, 3),
+            range(0, 4),
             range(0),
             range(0),
             None,
@@ -120,9 +135,9 @@ class DeleteGroupsResponse:
     )
 
     throttle_time_ms: int = 0
-    """ThrottleTimeMs (versions 0-2): Milliseconds the broker held this response back because the client exceeded a quota; 0 when no quota applied."""
+    """ThrottleTimeMs (versions 0-3): Milliseconds the broker held this response back because the client exceeded a quota; 0 when no quota applied."""
     results: list[DeletableGroupResult] = _field(default_factory=list)
-    """Results (versions 0-2): One result per requested group."""
+    """Results (versions 0-3): One result per requested group."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -213,6 +228,7 @@ def _read_DeletableGroupResult_v0(data: bytes, pos: int) -> tuple[DeletableGroup
         o.group_id, pos = r_string(data, pos)
     (o.error_code,) = _S_h.unpack_from(data, pos)
     pos += 2
+    o.error_message = None
 
     o.unknown_tags = {}
     o.wire_tags = None
@@ -254,6 +270,7 @@ def _read_DeletableGroupResult_v2(data: bytes, pos: int) -> tuple[DeletableGroup
         o.group_id, pos = r_compact_string(data, pos)
     (o.error_code,) = _S_h.unpack_from(data, pos)
     pos += 2
+    o.error_message = None
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
@@ -280,6 +297,74 @@ def _write_DeletableGroupResult_v2(out: bytearray, o: DeletableGroupResult) -> N
     else:
         w_compact_string(out, s)
     out += _S_h.pack(o.error_code)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_DeletableGroupResult_v3(data: bytes, pos: int) -> tuple[DeletableGroupResult, int]:
+    """Reads DeletableGroupResult v3 on the fast path.
+
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_DeletableGroupResult_v3.
+    """
+    o = new_object(DeletableGroupResult)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.error_message = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.error_message = None
+        pos += 1
+    else:
+        o.error_message, pos = r_compact_nullable_string(data, pos)
+
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        o.wire_tags = None
+        pos += 1
+    return o, pos
+
+
+def _write_DeletableGroupResult_v3(out: bytearray, o: DeletableGroupResult) -> None:
+    """Writes DeletableGroupResult v3 on the fast path.
+
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_DeletableGroupResult_v3.
+    """
+    s: _Any  # the string being written
+    s = o.group_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    out += _S_h.pack(o.error_code)
+    s = o.error_message
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
     if o.unknown_tags:
         w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
@@ -313,6 +398,7 @@ def _read_DeleteGroupsResponse_v0(data: bytes, pos: int) -> tuple[DeleteGroupsRe
             results_item.group_id, pos = r_string(data, pos)
         (results_item.error_code,) = _S_h.unpack_from(data, pos)
         pos += 2
+        results_item.error_message = None
 
         results_item.unknown_tags = {}
         results_item.wire_tags = None
@@ -325,7 +411,7 @@ def _read_DeleteGroupsResponse_v0(data: bytes, pos: int) -> tuple[DeleteGroupsRe
 
 
 def _head_DeleteGroupsResponse_v0(data: bytes, pos: int) -> tuple[DeleteGroupsResponse, int]:
-    """Reads the head of DeleteGroupsResponse v0-2: the fields before its first array or struct.
+    """Reads the head of DeleteGroupsResponse v0-3: the fields before its first array or struct.
 
     Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
     failure the caller reads the whole body with the checked decoder:
@@ -383,6 +469,7 @@ def _read_DeleteGroupsResponse_v2(data: bytes, pos: int) -> tuple[DeleteGroupsRe
             results_item.group_id, pos = r_compact_string(data, pos)
         (results_item.error_code,) = _S_h.unpack_from(data, pos)
         pos += 2
+        results_item.error_message = None
 
         if data[pos]:
             results_item.unknown_tags, pos = r_tags(data, pos)
@@ -423,6 +510,82 @@ def _write_DeleteGroupsResponse_v2(out: bytearray, o: DeleteGroupsResponse) -> N
         out.append(0)  # no tagged fields
 
 
+def _read_DeleteGroupsResponse_v3(data: bytes, pos: int) -> tuple[DeleteGroupsResponse, int]:
+    """Reads DeleteGroupsResponse v3 on the fast path.
+
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_DeleteGroupsResponse_v3.
+    """
+    o = new_object(DeleteGroupsResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    results = []
+    for _ in range(n):
+        results_item = new_object(DeletableGroupResult)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            results_item.group_id = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            results_item.group_id, pos = r_compact_string(data, pos)
+        (results_item.error_code,) = _S_h.unpack_from(data, pos)
+        pos += 2
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            results_item.error_message = data[pos + 1 : end].decode()
+            pos = end
+        elif n == 0:
+            results_item.error_message = None
+            pos += 1
+        else:
+            results_item.error_message, pos = r_compact_nullable_string(data, pos)
+
+        if data[pos]:
+            results_item.unknown_tags, pos = r_tags(data, pos)
+            results_item.wire_tags = wire_order(results_item.unknown_tags)
+        else:  # no tagged fields
+            results_item.unknown_tags = {}
+            results_item.wire_tags = None
+            pos += 1
+        results.append(results_item)
+    o.results = results
+
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        o.wire_tags = None
+        pos += 1
+    return o, pos
+
+
+def _write_DeleteGroupsResponse_v3(out: bytearray, o: DeleteGroupsResponse) -> None:
+    """Writes DeleteGroupsResponse v3 on the fast path.
+
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_DeleteGroupsResponse_v3.
+    """
+    s: _Any  # the string being written
+    out += _S_i.pack(o.throttle_time_ms)
+    if type(o.results) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.results) + 1)
+    for results_item in o.results:
+        _write_DeletableGroupResult_v3(out, results_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_DeletableGroupResult_v0(data: bytes, pos: int) -> tuple[DeletableGroupResult, int]:
     """Reads DeletableGroupResult v0-1, checked: names the field of any failure."""
     f: _Any = ""
@@ -438,6 +601,7 @@ def _decode_DeletableGroupResult_v0(data: bytes, pos: int) -> tuple[DeletableGro
         DeletableGroupResult(
             group_id,
             error_code,
+            None,
             {},
         ),
         pos,
@@ -480,6 +644,7 @@ def _decode_DeletableGroupResult_v2(data: bytes, pos: int) -> tuple[DeletableGro
         DeletableGroupResult(
             group_id,
             error_code,
+            None,
             unknown_tags,
             wire_order(unknown_tags),
         ),
@@ -495,6 +660,56 @@ def _encode_DeletableGroupResult_v2(out: bytearray, o: DeletableGroupResult) -> 
         w_compact_string(out, o.group_id)
         f = (("ErrorCode", "error_code", "h"),)
         out += _S_h.pack(o.error_code)
+        f = ""
+        if o.unknown_tags:
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
+        else:
+            out.append(0)  # no tagged fields
+    except Exception as e:
+        raise encode_failure(e, f, o, DeletableGroupResult) from None
+
+
+def _decode_DeletableGroupResult_v3(data: bytes, pos: int) -> tuple[DeletableGroupResult, int]:
+    """Reads DeletableGroupResult v3, checked: names the field of any failure."""
+    f: _Any = ""
+    try:
+        f = "GroupId"
+        group_id, pos = r_compact_string(data, pos)
+        f = (("ErrorCode", "error_code", "h"),)
+        (error_code,) = _S_h.unpack_from(data, pos)
+        pos += 2
+        f = "ErrorMessage"
+        error_message, pos = r_compact_nullable_string(data, pos)
+        f = ""
+        if data[pos] == 0:  # no tagged fields
+            unknown_tags: dict[int, bytes] = {}
+            pos += 1
+        else:
+            unknown_tags, pos = r_tags(data, pos)
+    except Exception as e:
+        raise decode_failure(e, f, pos, data) from None
+    return (
+        DeletableGroupResult(
+            group_id,
+            error_code,
+            error_message,
+            unknown_tags,
+            wire_order(unknown_tags),
+        ),
+        pos,
+    )
+
+
+def _encode_DeletableGroupResult_v3(out: bytearray, o: DeletableGroupResult) -> None:
+    """Writes DeletableGroupResult v3, checked: names the field of any failure."""
+    f: _Any = ""
+    try:
+        f = "GroupId"
+        w_compact_string(out, o.group_id)
+        f = (("ErrorCode", "error_code", "h"),)
+        out += _S_h.pack(o.error_code)
+        f = "ErrorMessage"
+        w_compact_nullable_string(out, o.error_message)
         f = ""
         if o.unknown_tags:
             w_tags(out, [], o.unknown_tags, (), o.wire_tags)
@@ -585,30 +800,80 @@ def _encode_DeleteGroupsResponse_v2(out: bytearray, o: DeleteGroupsResponse) -> 
         raise encode_failure(e, f, o, DeleteGroupsResponse) from None
 
 
+def _decode_DeleteGroupsResponse_v3(data: bytes, pos: int) -> tuple[DeleteGroupsResponse, int]:
+    """Reads DeleteGroupsResponse v3, checked: names the field of any failure."""
+    f: _Any = ""
+    try:
+        f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
+        (throttle_time_ms,) = _S_i.unpack_from(data, pos)
+        pos += 4
+        f = "Results"
+        results, pos = r_compact_array(data, pos, _decode_DeletableGroupResult_v3)
+        f = ""
+        if data[pos] == 0:  # no tagged fields
+            unknown_tags: dict[int, bytes] = {}
+            pos += 1
+        else:
+            unknown_tags, pos = r_tags(data, pos)
+    except Exception as e:
+        raise decode_failure(e, f, pos, data) from None
+    return (
+        DeleteGroupsResponse(
+            throttle_time_ms,
+            results,
+            unknown_tags,
+            wire_order(unknown_tags),
+        ),
+        pos,
+    )
+
+
+def _encode_DeleteGroupsResponse_v3(out: bytearray, o: DeleteGroupsResponse) -> None:
+    """Writes DeleteGroupsResponse v3, checked: names the field of any failure."""
+    f: _Any = ""
+    try:
+        f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
+        out += _S_i.pack(o.throttle_time_ms)
+        f = "Results"
+        w_compact_array(out, o.results, _encode_DeletableGroupResult_v3)
+        f = ""
+        if o.unknown_tags:
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
+        else:
+            out.append(0)  # no tagged fields
+    except Exception as e:
+        raise encode_failure(e, f, o, DeleteGroupsResponse) from None
+
+
 _READERS = {
     0: _read_DeleteGroupsResponse_v0,
     1: _read_DeleteGroupsResponse_v0,
     2: _read_DeleteGroupsResponse_v2,
+    3: _read_DeleteGroupsResponse_v3,
 }
 _WRITERS = {
     0: _write_DeleteGroupsResponse_v0,
     1: _write_DeleteGroupsResponse_v0,
     2: _write_DeleteGroupsResponse_v2,
+    3: _write_DeleteGroupsResponse_v3,
 }
 DeleteGroupsResponse.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_DeleteGroupsResponse_v0,
     1: _head_DeleteGroupsResponse_v0,
     2: _head_DeleteGroupsResponse_v0,
+    3: _head_DeleteGroupsResponse_v0,
 }
 _DECODERS = {
     0: _decode_DeleteGroupsResponse_v0,
     1: _decode_DeleteGroupsResponse_v0,
     2: _decode_DeleteGroupsResponse_v2,
+    3: _decode_DeleteGroupsResponse_v3,
 }
 _ENCODERS = {
     0: _encode_DeleteGroupsResponse_v0,
     1: _encode_DeleteGroupsResponse_v0,
     2: _encode_DeleteGroupsResponse_v2,
+    3: _encode_DeleteGroupsResponse_v3,
 }
-native_install(__name__, globals(), DeleteGroupsResponse, "2e9540fee9092854")
+native_install(__name__, globals(), DeleteGroupsResponse, "fb29556979b2efbd")

@@ -41,17 +41,19 @@ from ._runtime import (
 )
 
 _S_B = _struct.Struct(">B")
+_S_BB = _struct.Struct(">BB")
 _S_o = _struct.Struct(">?")
+_S_oo = _struct.Struct(">??")
 
 
 @_dataclass(slots=True)
 class StreamsGroupDescribeRequest:
-    """StreamsGroupDescribeRequest: a Kafka request (api key 89), versions 0."""
+    """StreamsGroupDescribeRequest: a Kafka request (api key 89), versions 0-1."""
 
     MESSAGE_NAME: _ClassVar[str] = "StreamsGroupDescribeRequest"
     MESSAGE_TYPE: _ClassVar[str] = "request"
     API_KEY: _ClassVar[int | None] = 89
-    VALID_VERSIONS: _ClassVar[range] = range(0, 1)
+    VALID_VERSIONS: _ClassVar[range] = range(0, 2)
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(0, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
@@ -59,16 +61,27 @@ class StreamsGroupDescribeRequest:
     """Version -> the unchecked reader decode tries first (set below the readers)."""
     HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
         0: (),
+        1: (),
     }
     """Per version, what read_head reads: the attributes before the first array or struct.
     Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
-        FieldInfo("GroupIds", "group_ids", "[]string", range(0, 1), range(0), range(0), None, None),
+        FieldInfo("GroupIds", "group_ids", "[]string", range(0, 2), range(0), range(0), None, None),
         FieldInfo(
             "IncludeAuthorizedOperations",
             "include_authorized_operations",
             "bool",
-            range(0, 1),
+            range(0, 2),
+            range(0),
+            range(0),
+            None,
+            None,
+        ),
+        FieldInfo(
+            "IncludeTopologyDescription",
+            "include_topology_description",
+            "bool",
+            range(1, 2),
             range(0),
             range(0),
             None,
@@ -77,9 +90,11 @@ class StreamsGroupDescribeRequest:
     )
 
     group_ids: list[str] = _field(default_factory=list)
-    """GroupIds (versions 0): Group ids: a list of string."""
+    """GroupIds (versions 0-1): Group ids: a list of string."""
     include_authorized_operations: bool = False
-    """IncludeAuthorizedOperations (versions 0): True if include authorized operations."""
+    """IncludeAuthorizedOperations (versions 0-1): True if include authorized operations."""
+    include_topology_description: bool = False
+    """IncludeTopologyDescription (versions 1): True to ask for the topology description in the response."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -167,6 +182,7 @@ def _read_StreamsGroupDescribeRequest_v0(
     o.group_ids, pos = r_compact_array(data, pos, r_compact_string)
     (o.include_authorized_operations,) = _S_o.unpack_from(data, pos)
     pos += 1
+    o.include_topology_description = False
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
@@ -181,7 +197,7 @@ def _read_StreamsGroupDescribeRequest_v0(
 def _head_StreamsGroupDescribeRequest_v0(
     data: bytes, pos: int
 ) -> tuple[StreamsGroupDescribeRequest, int]:
-    """Reads the head of StreamsGroupDescribeRequest v0: the fields before its first array or struct.
+    """Reads the head of StreamsGroupDescribeRequest v0-1: the fields before its first array or struct.
 
     Reads nothing on the fast path; every later field keeps its default, unread. On any failure
     the caller reads the whole body with the checked decoder:
@@ -190,6 +206,7 @@ def _head_StreamsGroupDescribeRequest_v0(
     o = new_object(StreamsGroupDescribeRequest)
     o.group_ids = []
     o.include_authorized_operations = False
+    o.include_topology_description = False
     o.unknown_tags = {}
     o.wire_tags = None
     return o, pos
@@ -204,6 +221,46 @@ def _write_StreamsGroupDescribeRequest_v0(out: bytearray, o: StreamsGroupDescrib
     s: _Any  # the string being written
     w_compact_array(out, o.group_ids, w_compact_string)
     out += _S_B.pack(o.include_authorized_operations)
+    if o.include_topology_description != False:
+        raise Recheck
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_StreamsGroupDescribeRequest_v1(
+    data: bytes, pos: int
+) -> tuple[StreamsGroupDescribeRequest, int]:
+    """Reads StreamsGroupDescribeRequest v1 on the fast path.
+
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_StreamsGroupDescribeRequest_v1.
+    """
+    o = new_object(StreamsGroupDescribeRequest)
+    o.group_ids, pos = r_compact_array(data, pos, r_compact_string)
+    o.include_authorized_operations, o.include_topology_description = _S_oo.unpack_from(data, pos)
+    pos += 2
+
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        o.wire_tags = None
+        pos += 1
+    return o, pos
+
+
+def _write_StreamsGroupDescribeRequest_v1(out: bytearray, o: StreamsGroupDescribeRequest) -> None:
+    """Writes StreamsGroupDescribeRequest v1 on the fast path.
+
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_StreamsGroupDescribeRequest_v1.
+    """
+    s: _Any  # the string being written
+    w_compact_array(out, o.group_ids, w_compact_string)
+    out += _S_BB.pack(o.include_authorized_operations, o.include_topology_description)
     if o.unknown_tags:
         w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
@@ -233,6 +290,7 @@ def _decode_StreamsGroupDescribeRequest_v0(
         StreamsGroupDescribeRequest(
             group_ids,
             include_authorized_operations,
+            False,
             unknown_tags,
             wire_order(unknown_tags),
         ),
@@ -248,6 +306,63 @@ def _encode_StreamsGroupDescribeRequest_v0(out: bytearray, o: StreamsGroupDescri
         w_compact_array(out, o.group_ids, w_compact_string)
         f = (("IncludeAuthorizedOperations", "include_authorized_operations", "?"),)
         out += _S_B.pack(o.include_authorized_operations)
+        f = "IncludeTopologyDescription"
+        if o.include_topology_description != False:
+            raise absent_field("IncludeTopologyDescription")
+        f = ""
+        if o.unknown_tags:
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
+        else:
+            out.append(0)  # no tagged fields
+    except Exception as e:
+        raise encode_failure(e, f, o, StreamsGroupDescribeRequest) from None
+
+
+def _decode_StreamsGroupDescribeRequest_v1(
+    data: bytes, pos: int
+) -> tuple[StreamsGroupDescribeRequest, int]:
+    """Reads StreamsGroupDescribeRequest v1, checked: names the field of any failure."""
+    f: _Any = ""
+    try:
+        f = "GroupIds"
+        group_ids, pos = r_compact_array(data, pos, r_compact_string)
+        f = (
+            ("IncludeAuthorizedOperations", "include_authorized_operations", "?"),
+            ("IncludeTopologyDescription", "include_topology_description", "?"),
+        )
+        include_authorized_operations, include_topology_description = _S_oo.unpack_from(data, pos)
+        pos += 2
+        f = ""
+        if data[pos] == 0:  # no tagged fields
+            unknown_tags: dict[int, bytes] = {}
+            pos += 1
+        else:
+            unknown_tags, pos = r_tags(data, pos)
+    except Exception as e:
+        raise decode_failure(e, f, pos, data) from None
+    return (
+        StreamsGroupDescribeRequest(
+            group_ids,
+            include_authorized_operations,
+            include_topology_description,
+            unknown_tags,
+            wire_order(unknown_tags),
+        ),
+        pos,
+    )
+
+
+def _encode_StreamsGroupDescribeRequest_v1(out: bytearray, o: StreamsGroupDescribeRequest) -> None:
+    """Writes StreamsGroupDescribeRequest v1, checked: names the field of any failure."""
+    f: _Any = ""
+    try:
+        f = "GroupIds"
+        w_compact_array(out, o.group_ids, w_compact_string)
+        f = (
+            ("IncludeAuthorizedOperations", "include_authorized_operations", "?"),
+            ("IncludeTopologyDescription", "include_topology_description", "?"),
+        )
+        out += _S_BB.pack(o.include_authorized_operations, o.include_topology_description)
         f = ""
         if o.unknown_tags:
             w_tags(out, [], o.unknown_tags, (), o.wire_tags)
@@ -259,18 +374,23 @@ def _encode_StreamsGroupDescribeRequest_v0(out: bytearray, o: StreamsGroupDescri
 
 _READERS = {
     0: _read_StreamsGroupDescribeRequest_v0,
+    1: _read_StreamsGroupDescribeRequest_v1,
 }
 _WRITERS = {
     0: _write_StreamsGroupDescribeRequest_v0,
+    1: _write_StreamsGroupDescribeRequest_v1,
 }
 StreamsGroupDescribeRequest.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_StreamsGroupDescribeRequest_v0,
+    1: _head_StreamsGroupDescribeRequest_v0,
 }
 _DECODERS = {
     0: _decode_StreamsGroupDescribeRequest_v0,
+    1: _decode_StreamsGroupDescribeRequest_v1,
 }
 _ENCODERS = {
     0: _encode_StreamsGroupDescribeRequest_v0,
+    1: _encode_StreamsGroupDescribeRequest_v1,
 }
-native_install(__name__, globals(), StreamsGroupDescribeRequest, "a67667ddab67be6d")
+native_install(__name__, globals(), StreamsGroupDescribeRequest, "92c48b479cd3dc52")

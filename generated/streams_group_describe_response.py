@@ -50,6 +50,7 @@ from ._runtime import (
 
 _S_B = _struct.Struct(">B")
 _S_H = _struct.Struct(">H")
+_S_b = _struct.Struct(">b")
 _S_h = _struct.Struct(">h")
 _S_i = _struct.Struct(">i")
 _S_ih = _struct.Struct(">ih")
@@ -63,14 +64,14 @@ class KeyValue:
     """KeyValue: struct of StreamsGroupDescribeResponse."""
 
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
-        FieldInfo("Key", "key", "string", range(0, 1), range(0), range(0), None, None),
-        FieldInfo("Value", "value", "string", range(0, 1), range(0), range(0), None, None),
+        FieldInfo("Key", "key", "string", range(0, 2), range(0), range(0), None, None),
+        FieldInfo("Value", "value", "string", range(0, 2), range(0), range(0), None, None),
     )
 
     key: str = ""
-    """Key (versions 0): Key (string)."""
+    """Key (versions 0-1): Key (string)."""
     value: str = ""
-    """Value (versions 0): Value of the entry."""
+    """Value (versions 0-1): Value of the entry."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -89,13 +90,13 @@ class TopicInfo:
     """TopicInfo: struct of StreamsGroupDescribeResponse."""
 
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
-        FieldInfo("Name", "name", "string", range(0, 1), range(0), range(0), None, None),
-        FieldInfo("Partitions", "partitions", "int32", range(0, 1), range(0), range(0), None, None),
+        FieldInfo("Name", "name", "string", range(0, 2), range(0), range(0), None, None),
+        FieldInfo("Partitions", "partitions", "int32", range(0, 2), range(0), range(0), None, None),
         FieldInfo(
             "ReplicationFactor",
             "replication_factor",
             "int16",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -105,7 +106,7 @@ class TopicInfo:
             "TopicConfigs",
             "topic_configs",
             "[]KeyValue",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -114,13 +115,13 @@ class TopicInfo:
     )
 
     name: str = ""
-    """Name (versions 0): The topic's name."""
+    """Name (versions 0-1): The topic's name."""
     partitions: int = 0
-    """Partitions (versions 0): Per-partition entries."""
+    """Partitions (versions 0-1): Per-partition entries."""
     replication_factor: int = 0
-    """ReplicationFactor (versions 0): Replication factor (int16)."""
+    """ReplicationFactor (versions 0-1): Replication factor (int16)."""
     topic_configs: list[KeyValue] = _field(default_factory=list)
-    """TopicConfigs (versions 0): Topic configs: one entry per key value."""
+    """TopicConfigs (versions 0-1): Topic configs: one entry per key value."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -140,18 +141,18 @@ class TaskOffset:
 
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo(
-            "SubtopologyId", "subtopology_id", "string", range(0, 1), range(0), range(0), None, None
+            "SubtopologyId", "subtopology_id", "string", range(0, 2), range(0), range(0), None, None
         ),
-        FieldInfo("Partition", "partition", "int32", range(0, 1), range(0), range(0), None, None),
-        FieldInfo("Offset", "offset", "int64", range(0, 1), range(0), range(0), None, None),
+        FieldInfo("Partition", "partition", "int32", range(0, 2), range(0), range(0), None, None),
+        FieldInfo("Offset", "offset", "int64", range(0, 2), range(0), range(0), None, None),
     )
 
     subtopology_id: str = ""
-    """SubtopologyId (versions 0): Subtopology id (string)."""
+    """SubtopologyId (versions 0-1): Subtopology id (string)."""
     partition: int = 0
-    """Partition (versions 0): Number of the partition."""
+    """Partition (versions 0-1): Number of the partition."""
     offset: int = 0
-    """Offset (versions 0): An offset in the partition's log."""
+    """Offset (versions 0-1): An offset in the partition's log."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -171,17 +172,17 @@ class TaskIds:
 
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo(
-            "SubtopologyId", "subtopology_id", "string", range(0, 1), range(0), range(0), None, None
+            "SubtopologyId", "subtopology_id", "string", range(0, 2), range(0), range(0), None, None
         ),
         FieldInfo(
-            "Partitions", "partitions", "[]int32", range(0, 1), range(0), range(0), None, None
+            "Partitions", "partitions", "[]int32", range(0, 2), range(0), range(0), None, None
         ),
     )
 
     subtopology_id: str = ""
-    """SubtopologyId (versions 0): Subtopology id (string)."""
+    """SubtopologyId (versions 0-1): Subtopology id (string)."""
     partitions: list[int] = _field(default_factory=list)
-    """Partitions (versions 0): Per-partition entries."""
+    """Partitions (versions 0-1): Per-partition entries."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -204,7 +205,7 @@ class Assignment:
             "ActiveTasks",
             "active_tasks",
             "[]TaskIds",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -214,7 +215,7 @@ class Assignment:
             "StandbyTasks",
             "standby_tasks",
             "[]TaskIds",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -224,7 +225,7 @@ class Assignment:
             "WarmupTasks",
             "warmup_tasks",
             "[]TaskIds",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -233,11 +234,55 @@ class Assignment:
     )
 
     active_tasks: list[TaskIds] = _field(default_factory=list)
-    """ActiveTasks (versions 0): Active tasks: one entry per task ids."""
+    """ActiveTasks (versions 0-1): Active tasks: one entry per task ids."""
     standby_tasks: list[TaskIds] = _field(default_factory=list)
-    """StandbyTasks (versions 0): Standby tasks: one entry per task ids."""
+    """StandbyTasks (versions 0-1): Standby tasks: one entry per task ids."""
     warmup_tasks: list[TaskIds] = _field(default_factory=list)
-    """WarmupTasks (versions 0): Warmup tasks: one entry per task ids."""
+    """WarmupTasks (versions 0-1): Warmup tasks: one entry per task ids."""
+    unknown_tags: dict[int, bytes] = _field(default_factory=dict)
+    """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
+
+    def to_dict(self) -> dict[str, _Any]:
+        """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
+        result: dict[str, _Any] = to_plain(self)
+        return result
+
+
+@_dataclass(slots=True)
+class TopologyDescriptionNode:
+    """TopologyDescriptionNode: struct of StreamsGroupDescribeResponse."""
+
+    FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
+        FieldInfo("Name", "name", "string", range(1, 2), range(0), range(0), None, None),
+        FieldInfo("NodeType", "node_type", "int8", range(1, 2), range(0), range(0), None, None),
+        FieldInfo(
+            "SourceTopics", "source_topics", "[]string", range(1, 2), range(0), range(0), None, None
+        ),
+        FieldInfo(
+            "SinkTopic", "sink_topic", "string", range(1, 2), range(1, 32768), range(0), None, None
+        ),
+        FieldInfo("Stores", "stores", "[]string", range(1, 2), range(0), range(0), None, None),
+        FieldInfo(
+            "Successors", "successors", "[]string", range(1, 2), range(0), range(0), None, None
+        ),
+    )
+
+    name: str = ""
+    """Name (versions 1): The node's name."""
+    node_type: int = 0
+    """NodeType (versions 1): Kind of node: 1 source, 2 processor, 3 sink."""
+    source_topics: list[str] = _field(default_factory=list)
+    """SourceTopics (versions 1): Source topics: a list of string."""
+    sink_topic: str | None = None
+    """SinkTopic (versions 1, nullable 1+): Topic a sink node writes to, or null when it is chosen at run time."""
+    stores: list[str] = _field(default_factory=list)
+    """Stores (versions 1): Names of the state stores the node uses."""
+    successors: list[str] = _field(default_factory=list)
+    """Successors (versions 1): Names of the nodes this node forwards records to."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -257,16 +302,16 @@ class Subtopology:
 
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo(
-            "SubtopologyId", "subtopology_id", "string", range(0, 1), range(0), range(0), None, None
+            "SubtopologyId", "subtopology_id", "string", range(0, 2), range(0), range(0), None, None
         ),
         FieldInfo(
-            "SourceTopics", "source_topics", "[]string", range(0, 1), range(0), range(0), None, None
+            "SourceTopics", "source_topics", "[]string", range(0, 2), range(0), range(0), None, None
         ),
         FieldInfo(
             "RepartitionSinkTopics",
             "repartition_sink_topics",
             "[]string",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -276,7 +321,7 @@ class Subtopology:
             "StateChangelogTopics",
             "state_changelog_topics",
             "[]TopicInfo",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -286,7 +331,7 @@ class Subtopology:
             "RepartitionSourceTopics",
             "repartition_source_topics",
             "[]TopicInfo",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -295,15 +340,15 @@ class Subtopology:
     )
 
     subtopology_id: str = ""
-    """SubtopologyId (versions 0): Subtopology id (string)."""
+    """SubtopologyId (versions 0-1): Subtopology id (string)."""
     source_topics: list[str] = _field(default_factory=list)
-    """SourceTopics (versions 0): Source topics: a list of string."""
+    """SourceTopics (versions 0-1): Source topics: a list of string."""
     repartition_sink_topics: list[str] = _field(default_factory=list)
-    """RepartitionSinkTopics (versions 0): Repartition sink topics: a list of string."""
+    """RepartitionSinkTopics (versions 0-1): Repartition sink topics: a list of string."""
     state_changelog_topics: list[TopicInfo] = _field(default_factory=list)
-    """StateChangelogTopics (versions 0): State changelog topics: one entry per topic info."""
+    """StateChangelogTopics (versions 0-1): State changelog topics: one entry per topic info."""
     repartition_source_topics: list[TopicInfo] = _field(default_factory=list)
-    """RepartitionSourceTopics (versions 0): Repartition source topics: one entry per topic info."""
+    """RepartitionSourceTopics (versions 0-1): Repartition source topics: one entry per topic info."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -322,12 +367,12 @@ class Topology:
     """Topology: struct of StreamsGroupDescribeResponse."""
 
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
-        FieldInfo("Epoch", "epoch", "int32", range(0, 1), range(0), range(0), None, None),
+        FieldInfo("Epoch", "epoch", "int32", range(0, 2), range(0), range(0), None, None),
         FieldInfo(
             "Subtopologies",
             "subtopologies",
             "[]Subtopology",
-            range(0, 1),
+            range(0, 2),
             range(0, 32768),
             range(0),
             None,
@@ -336,9 +381,9 @@ class Topology:
     )
 
     epoch: int = 0
-    """Epoch (versions 0): Epoch (int32)."""
+    """Epoch (versions 0-1): Epoch (int32)."""
     subtopologies: list[Subtopology] | None = _field(default_factory=list)
-    """Subtopologies (versions 0, nullable 0+): Subtopologies: one entry per subtopology."""
+    """Subtopologies (versions 0-1, nullable 0+): Subtopologies: one entry per subtopology."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -357,14 +402,14 @@ class Endpoint:
     """Endpoint: struct of StreamsGroupDescribeResponse."""
 
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
-        FieldInfo("Host", "host", "string", range(0, 1), range(0), range(0), None, None),
-        FieldInfo("Port", "port", "uint16", range(0, 1), range(0), range(0), None, None),
+        FieldInfo("Host", "host", "string", range(0, 2), range(0), range(0), None, None),
+        FieldInfo("Port", "port", "uint16", range(0, 2), range(0), range(0), None, None),
     )
 
     host: str = ""
-    """Host (versions 0): Host name of the endpoint."""
+    """Host (versions 0-1): Host name of the endpoint."""
     port: int = 0
-    """Port (versions 0): Port of the endpoint."""
+    """Port (versions 0-1): Port of the endpoint."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -383,36 +428,36 @@ class Member:
     """Member: struct of StreamsGroupDescribeResponse."""
 
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
-        FieldInfo("MemberId", "member_id", "string", range(0, 1), range(0), range(0), None, None),
+        FieldInfo("MemberId", "member_id", "string", range(0, 2), range(0), range(0), None, None),
         FieldInfo(
-            "MemberEpoch", "member_epoch", "int32", range(0, 1), range(0), range(0), None, None
+            "MemberEpoch", "member_epoch", "int32", range(0, 2), range(0), range(0), None, None
         ),
         FieldInfo(
             "InstanceId",
             "instance_id",
             "string",
-            range(0, 1),
+            range(0, 2),
             range(0, 32768),
             range(0),
             None,
             None,
         ),
         FieldInfo(
-            "RackId", "rack_id", "string", range(0, 1), range(0, 32768), range(0), None, None
+            "RackId", "rack_id", "string", range(0, 2), range(0, 32768), range(0), None, None
         ),
-        FieldInfo("ClientId", "client_id", "string", range(0, 1), range(0), range(0), None, None),
+        FieldInfo("ClientId", "client_id", "string", range(0, 2), range(0), range(0), None, None),
         FieldInfo(
-            "ClientHost", "client_host", "string", range(0, 1), range(0), range(0), None, None
+            "ClientHost", "client_host", "string", range(0, 2), range(0), range(0), None, None
         ),
         FieldInfo(
-            "TopologyEpoch", "topology_epoch", "int32", range(0, 1), range(0), range(0), None, None
+            "TopologyEpoch", "topology_epoch", "int32", range(0, 2), range(0), range(0), None, None
         ),
-        FieldInfo("ProcessId", "process_id", "string", range(0, 1), range(0), range(0), None, None),
+        FieldInfo("ProcessId", "process_id", "string", range(0, 2), range(0), range(0), None, None),
         FieldInfo(
             "UserEndpoint",
             "user_endpoint",
             "Endpoint",
-            range(0, 1),
+            range(0, 2),
             range(0, 32768),
             range(0),
             None,
@@ -422,7 +467,7 @@ class Member:
             "ClientTags",
             "client_tags",
             "[]KeyValue",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -432,7 +477,7 @@ class Member:
             "TaskOffsets",
             "task_offsets",
             "[]TaskOffset",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -442,7 +487,7 @@ class Member:
             "TaskEndOffsets",
             "task_end_offsets",
             "[]TaskOffset",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -452,7 +497,7 @@ class Member:
             "Assignment",
             "assignment",
             "Assignment",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -462,45 +507,170 @@ class Member:
             "TargetAssignment",
             "target_assignment",
             "Assignment",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
             Assignment,
         ),
-        FieldInfo("IsClassic", "is_classic", "bool", range(0, 1), range(0), range(0), None, None),
+        FieldInfo("IsClassic", "is_classic", "bool", range(0, 2), range(0), range(0), None, None),
     )
 
     member_id: str = ""
-    """MemberId (versions 0): Id of the member, assigned by the coordinator."""
+    """MemberId (versions 0-1): Id of the member, assigned by the coordinator."""
     member_epoch: int = 0
-    """MemberEpoch (versions 0): Epoch of the member in its group."""
+    """MemberEpoch (versions 0-1): Epoch of the member in its group."""
     instance_id: str | None = None
-    """InstanceId (versions 0, nullable 0+): Instance id (string)."""
+    """InstanceId (versions 0-1, nullable 0+): Instance id (string)."""
     rack_id: str | None = None
-    """RackId (versions 0, nullable 0+): Rack id (string)."""
+    """RackId (versions 0-1, nullable 0+): Rack id (string)."""
     client_id: str = ""
-    """ClientId (versions 0): Client id the client gave."""
+    """ClientId (versions 0-1): Client id the client gave."""
     client_host: str = ""
-    """ClientHost (versions 0): Client host (string)."""
+    """ClientHost (versions 0-1): Client host (string)."""
     topology_epoch: int = 0
-    """TopologyEpoch (versions 0): Topology epoch (int32)."""
+    """TopologyEpoch (versions 0-1): Epoch of the topology the member runs."""
     process_id: str = ""
-    """ProcessId (versions 0): Process id (string)."""
+    """ProcessId (versions 0-1): Process id (string)."""
     user_endpoint: Endpoint | None = None
-    """UserEndpoint (versions 0, nullable 0+): User endpoint (Endpoint)."""
+    """UserEndpoint (versions 0-1, nullable 0+): User endpoint (Endpoint)."""
     client_tags: list[KeyValue] = _field(default_factory=list)
-    """ClientTags (versions 0): Client tags: one entry per key value."""
+    """ClientTags (versions 0-1): Client tags: one entry per key value."""
     task_offsets: list[TaskOffset] = _field(default_factory=list)
-    """TaskOffsets (versions 0): Task offsets: one entry per task offset."""
+    """TaskOffsets (versions 0-1): Task offsets: one entry per task offset."""
     task_end_offsets: list[TaskOffset] = _field(default_factory=list)
-    """TaskEndOffsets (versions 0): Task end offsets: one entry per task offset."""
+    """TaskEndOffsets (versions 0-1): Task end offsets: one entry per task offset."""
     assignment: Assignment = _field(default_factory=Assignment)
-    """Assignment (versions 0): Assignment (Assignment)."""
+    """Assignment (versions 0-1): Assignment (Assignment)."""
     target_assignment: Assignment = _field(default_factory=Assignment)
-    """TargetAssignment (versions 0): Target assignment (Assignment)."""
+    """TargetAssignment (versions 0-1): Target assignment (Assignment)."""
     is_classic: bool = False
-    """IsClassic (versions 0): True if is classic."""
+    """IsClassic (versions 0-1): True if is classic."""
+    unknown_tags: dict[int, bytes] = _field(default_factory=dict)
+    """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
+
+    def to_dict(self) -> dict[str, _Any]:
+        """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
+        result: dict[str, _Any] = to_plain(self)
+        return result
+
+
+@_dataclass(slots=True)
+class TopologyDescriptionSubtopology:
+    """TopologyDescriptionSubtopology: struct of StreamsGroupDescribeResponse."""
+
+    FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
+        FieldInfo(
+            "SubtopologyId", "subtopology_id", "string", range(1, 2), range(0), range(0), None, None
+        ),
+        FieldInfo(
+            "Nodes",
+            "nodes",
+            "[]TopologyDescriptionNode",
+            range(1, 2),
+            range(0),
+            range(0),
+            None,
+            TopologyDescriptionNode,
+        ),
+    )
+
+    subtopology_id: str = ""
+    """SubtopologyId (versions 1): Subtopology id (string)."""
+    nodes: list[TopologyDescriptionNode] = _field(default_factory=list)
+    """Nodes (versions 1): Nodes: one entry per topology description node."""
+    unknown_tags: dict[int, bytes] = _field(default_factory=dict)
+    """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
+
+    def to_dict(self) -> dict[str, _Any]:
+        """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
+        result: dict[str, _Any] = to_plain(self)
+        return result
+
+
+@_dataclass(slots=True)
+class TopologyDescriptionGlobalStore:
+    """TopologyDescriptionGlobalStore: struct of StreamsGroupDescribeResponse."""
+
+    FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
+        FieldInfo(
+            "Source",
+            "source",
+            "TopologyDescriptionNode",
+            range(1, 2),
+            range(0),
+            range(0),
+            None,
+            TopologyDescriptionNode,
+        ),
+        FieldInfo(
+            "Processor",
+            "processor",
+            "TopologyDescriptionNode",
+            range(1, 2),
+            range(0),
+            range(0),
+            None,
+            TopologyDescriptionNode,
+        ),
+    )
+
+    source: TopologyDescriptionNode = _field(default_factory=TopologyDescriptionNode)
+    """Source (versions 1): Source (TopologyDescriptionNode)."""
+    processor: TopologyDescriptionNode = _field(default_factory=TopologyDescriptionNode)
+    """Processor (versions 1): Processor (TopologyDescriptionNode)."""
+    unknown_tags: dict[int, bytes] = _field(default_factory=dict)
+    """Tagged fields this schema does not know, kept raw and written back in tag order."""
+    wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
+    """The tags of the decoded tagged section in wire order (None when it held none): encode
+    writes them back in that order, known fields at their default included, so that decode then
+    encode gives the same bytes. Not part of the value: equality and to_dict() ignore it."""
+
+    def to_dict(self) -> dict[str, _Any]:
+        """Plain JSON-friendly data: bytes as base64, uuids in Kafka's base64url form."""
+        result: dict[str, _Any] = to_plain(self)
+        return result
+
+
+@_dataclass(slots=True)
+class TopologyDescription:
+    """TopologyDescription: struct of StreamsGroupDescribeResponse."""
+
+    FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
+        FieldInfo(
+            "Subtopologies",
+            "subtopologies",
+            "[]TopologyDescriptionSubtopology",
+            range(1, 2),
+            range(0),
+            range(0),
+            None,
+            TopologyDescriptionSubtopology,
+        ),
+        FieldInfo(
+            "GlobalStores",
+            "global_stores",
+            "[]TopologyDescriptionGlobalStore",
+            range(1, 2),
+            range(0),
+            range(0),
+            None,
+            TopologyDescriptionGlobalStore,
+        ),
+    )
+
+    subtopologies: list[TopologyDescriptionSubtopology] = _field(default_factory=list)
+    """Subtopologies (versions 1): Subtopologies: one entry per topology description subtopology."""
+    global_stores: list[TopologyDescriptionGlobalStore] = _field(default_factory=list)
+    """GlobalStores (versions 1): The global state stores: the nodes that feed each one."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -519,29 +689,29 @@ class DescribedGroup:
     """DescribedGroup: struct of StreamsGroupDescribeResponse."""
 
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
-        FieldInfo("ErrorCode", "error_code", "int16", range(0, 1), range(0), range(0), None, None),
+        FieldInfo("ErrorCode", "error_code", "int16", range(0, 2), range(0), range(0), None, None),
         FieldInfo(
             "ErrorMessage",
             "error_message",
             "string",
-            range(0, 1),
+            range(0, 2),
             range(0, 32768),
             range(0),
             None,
             None,
         ),
-        FieldInfo("GroupId", "group_id", "string", range(0, 1), range(0), range(0), None, None),
+        FieldInfo("GroupId", "group_id", "string", range(0, 2), range(0), range(0), None, None),
         FieldInfo(
-            "GroupState", "group_state", "string", range(0, 1), range(0), range(0), None, None
+            "GroupState", "group_state", "string", range(0, 2), range(0), range(0), None, None
         ),
         FieldInfo(
-            "GroupEpoch", "group_epoch", "int32", range(0, 1), range(0), range(0), None, None
+            "GroupEpoch", "group_epoch", "int32", range(0, 2), range(0), range(0), None, None
         ),
         FieldInfo(
             "AssignmentEpoch",
             "assignment_epoch",
             "int32",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -551,19 +721,49 @@ class DescribedGroup:
             "Topology",
             "topology",
             "Topology",
-            range(0, 1),
+            range(0, 2),
             range(0, 32768),
             range(0),
             None,
             Topology,
         ),
-        FieldInfo("Members", "members", "[]Member", range(0, 1), range(0), range(0), None, Member),
+        FieldInfo("Members", "members", "[]Member", range(0, 2), range(0), range(0), None, Member),
         FieldInfo(
             "AuthorizedOperations",
             "authorized_operations",
             "int32",
-            range(0, 1),
+            range(0, 2),
             range(0),
+            range(0),
+            None,
+            None,
+        ),
+        FieldInfo(
+            "TopologyDescription",
+            "topology_description",
+            "TopologyDescription",
+            range(1, 2),
+            range(1, 32768),
+            range(0),
+            None,
+            TopologyDescription,
+        ),
+        FieldInfo(
+            "TopologyDescriptionStatus",
+            "topology_description_status",
+            "int8",
+            range(1, 2),
+            range(0),
+            range(0),
+            None,
+            None,
+        ),
+        FieldInfo(
+            "AssignorName",
+            "assignor_name",
+            "string",
+            range(1, 2),
+            range(1, 32768),
             range(0),
             None,
             None,
@@ -571,23 +771,29 @@ class DescribedGroup:
     )
 
     error_code: int = 0
-    """ErrorCode (versions 0): Error code; 0 means no error."""
+    """ErrorCode (versions 0-1): Error code; 0 means no error."""
     error_message: str | None = None
-    """ErrorMessage (versions 0, nullable 0+): Text explaining the error, or null."""
+    """ErrorMessage (versions 0-1, nullable 0+): Text explaining the error, or null."""
     group_id: str = ""
-    """GroupId (versions 0): Id of the group."""
+    """GroupId (versions 0-1): Id of the group."""
     group_state: str = ""
-    """GroupState (versions 0): Group state (string)."""
+    """GroupState (versions 0-1): Group state (string)."""
     group_epoch: int = 0
-    """GroupEpoch (versions 0): Group epoch (int32)."""
+    """GroupEpoch (versions 0-1): Group epoch (int32)."""
     assignment_epoch: int = 0
-    """AssignmentEpoch (versions 0): Assignment epoch (int32)."""
+    """AssignmentEpoch (versions 0-1): Assignment epoch (int32)."""
     topology: Topology | None = None
-    """Topology (versions 0, nullable 0+): Topology (Topology)."""
+    """Topology (versions 0-1, nullable 0+): Topology (Topology)."""
     members: list[Member] = _field(default_factory=list)
-    """Members (versions 0): Members: one entry per member."""
+    """Members (versions 0-1): Members: one entry per member."""
     authorized_operations: int = -2147483648
-    """AuthorizedOperations (versions 0): Authorized operations (int32)."""
+    """AuthorizedOperations (versions 0-1): Authorized operations (int32)."""
+    topology_description: TopologyDescription | None = None
+    """TopologyDescription (versions 1, nullable 1+): The topology as Kafka Streams describes it: subtopologies and global stores."""
+    topology_description_status: int = 0
+    """TopologyDescriptionStatus (versions 1): Whether the group's topology description is known: a code the coordinator defines."""
+    assignor_name: str | None = None
+    """AssignorName (versions 1, nullable 1+, ignorable): Assignor name (string)."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -603,12 +809,12 @@ class DescribedGroup:
 
 @_dataclass(slots=True)
 class StreamsGroupDescribeResponse:
-    """StreamsGroupDescribeResponse: a Kafka response (api key 89), versions 0."""
+    """StreamsGroupDescribeResponse: a Kafka response (api key 89), versions 0-1."""
 
     MESSAGE_NAME: _ClassVar[str] = "StreamsGroupDescribeResponse"
     MESSAGE_TYPE: _ClassVar[str] = "response"
     API_KEY: _ClassVar[int | None] = 89
-    VALID_VERSIONS: _ClassVar[range] = range(0, 1)
+    VALID_VERSIONS: _ClassVar[range] = range(0, 2)
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(0, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
@@ -616,6 +822,7 @@ class StreamsGroupDescribeResponse:
     """Version -> the unchecked reader decode tries first (set below the readers)."""
     HEAD_FIELDS: _ClassVar[dict[int, tuple[str, ...]]] = {
         0: ("throttle_time_ms",),
+        1: ("throttle_time_ms",),
     }
     """Per version, what read_head reads: the attributes before the first array or struct.
     Versions not listed have no array or struct; read_head reads them whole."""
@@ -624,7 +831,7 @@ class StreamsGroupDescribeResponse:
             "ThrottleTimeMs",
             "throttle_time_ms",
             "int32",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -634,7 +841,7 @@ class StreamsGroupDescribeResponse:
             "Groups",
             "groups",
             "[]DescribedGroup",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -643,9 +850,9 @@ class StreamsGroupDescribeResponse:
     )
 
     throttle_time_ms: int = 0
-    """ThrottleTimeMs (versions 0): How long in ms a quota held the response back; 0 when not throttled."""
+    """ThrottleTimeMs (versions 0-1): How long in ms a quota held the response back; 0 when not throttled."""
     groups: list[DescribedGroup] = _field(default_factory=list)
-    """Groups (versions 0): Groups: one entry per described group."""
+    """Groups (versions 0-1): Groups: one entry per described group."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -722,7 +929,7 @@ class StreamsGroupDescribeResponse:
 
 
 def _read_KeyValue_v0(data: bytes, pos: int) -> tuple[KeyValue, int]:
-    """Reads KeyValue v0 on the fast path.
+    """Reads KeyValue v0-1 on the fast path.
 
     On any failure the caller re-reads with the checked decoder, which names field and offset:
     _decode_KeyValue_v0.
@@ -754,7 +961,7 @@ def _read_KeyValue_v0(data: bytes, pos: int) -> tuple[KeyValue, int]:
 
 
 def _write_KeyValue_v0(out: bytearray, o: KeyValue) -> None:
-    """Writes KeyValue v0 on the fast path.
+    """Writes KeyValue v0-1 on the fast path.
 
     On any failure the caller drops the output and writes again with the checked encoder:
     _encode_KeyValue_v0.
@@ -781,7 +988,7 @@ def _write_KeyValue_v0(out: bytearray, o: KeyValue) -> None:
 
 
 def _read_TopicInfo_v0(data: bytes, pos: int) -> tuple[TopicInfo, int]:
-    """Reads TopicInfo v0 on the fast path.
+    """Reads TopicInfo v0-1 on the fast path.
 
     On any failure the caller re-reads with the checked decoder, which names field and offset:
     _decode_TopicInfo_v0.
@@ -840,7 +1047,7 @@ def _read_TopicInfo_v0(data: bytes, pos: int) -> tuple[TopicInfo, int]:
 
 
 def _write_TopicInfo_v0(out: bytearray, o: TopicInfo) -> None:
-    """Writes TopicInfo v0 on the fast path.
+    """Writes TopicInfo v0-1 on the fast path.
 
     On any failure the caller drops the output and writes again with the checked encoder:
     _encode_TopicInfo_v0.
@@ -866,7 +1073,7 @@ def _write_TopicInfo_v0(out: bytearray, o: TopicInfo) -> None:
 
 
 def _read_TaskOffset_v0(data: bytes, pos: int) -> tuple[TaskOffset, int]:
-    """Reads TaskOffset v0 on the fast path.
+    """Reads TaskOffset v0-1 on the fast path.
 
     On any failure the caller re-reads with the checked decoder, which names field and offset:
     _decode_TaskOffset_v0.
@@ -893,7 +1100,7 @@ def _read_TaskOffset_v0(data: bytes, pos: int) -> tuple[TaskOffset, int]:
 
 
 def _write_TaskOffset_v0(out: bytearray, o: TaskOffset) -> None:
-    """Writes TaskOffset v0 on the fast path.
+    """Writes TaskOffset v0-1 on the fast path.
 
     On any failure the caller drops the output and writes again with the checked encoder:
     _encode_TaskOffset_v0.
@@ -914,7 +1121,7 @@ def _write_TaskOffset_v0(out: bytearray, o: TaskOffset) -> None:
 
 
 def _read_TaskIds_v0(data: bytes, pos: int) -> tuple[TaskIds, int]:
-    """Reads TaskIds v0 on the fast path.
+    """Reads TaskIds v0-1 on the fast path.
 
     On any failure the caller re-reads with the checked decoder, which names field and offset:
     _decode_TaskIds_v0.
@@ -940,7 +1147,7 @@ def _read_TaskIds_v0(data: bytes, pos: int) -> tuple[TaskIds, int]:
 
 
 def _write_TaskIds_v0(out: bytearray, o: TaskIds) -> None:
-    """Writes TaskIds v0 on the fast path.
+    """Writes TaskIds v0-1 on the fast path.
 
     On any failure the caller drops the output and writes again with the checked encoder:
     _encode_TaskIds_v0.
@@ -961,7 +1168,7 @@ def _write_TaskIds_v0(out: bytearray, o: TaskIds) -> None:
 
 
 def _read_Assignment_v0(data: bytes, pos: int) -> tuple[Assignment, int]:
-    """Reads Assignment v0 on the fast path.
+    """Reads Assignment v0-1 on the fast path.
 
     On any failure the caller re-reads with the checked decoder, which names field and offset:
     _decode_Assignment_v0.
@@ -1057,7 +1264,7 @@ def _read_Assignment_v0(data: bytes, pos: int) -> tuple[Assignment, int]:
 
 
 def _write_Assignment_v0(out: bytearray, o: Assignment) -> None:
-    """Writes Assignment v0 on the fast path.
+    """Writes Assignment v0-1 on the fast path.
 
     On any failure the caller drops the output and writes again with the checked encoder:
     _encode_Assignment_v0.
@@ -1084,8 +1291,82 @@ def _write_Assignment_v0(out: bytearray, o: Assignment) -> None:
         out.append(0)  # no tagged fields
 
 
+def _read_TopologyDescriptionNode_v1(data: bytes, pos: int) -> tuple[TopologyDescriptionNode, int]:
+    """Reads TopologyDescriptionNode v1 on the fast path.
+
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_TopologyDescriptionNode_v1.
+    """
+    o = new_object(TopologyDescriptionNode)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.name = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.name, pos = r_compact_string(data, pos)
+    (o.node_type,) = _S_b.unpack_from(data, pos)
+    pos += 1
+    o.source_topics, pos = r_compact_array(data, pos, r_compact_string)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.sink_topic = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.sink_topic = None
+        pos += 1
+    else:
+        o.sink_topic, pos = r_compact_nullable_string(data, pos)
+    o.stores, pos = r_compact_array(data, pos, r_compact_string)
+    o.successors, pos = r_compact_array(data, pos, r_compact_string)
+
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        o.wire_tags = None
+        pos += 1
+    return o, pos
+
+
+def _write_TopologyDescriptionNode_v1(out: bytearray, o: TopologyDescriptionNode) -> None:
+    """Writes TopologyDescriptionNode v1 on the fast path.
+
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_TopologyDescriptionNode_v1.
+    """
+    s: _Any  # the string being written
+    s = o.name
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    out += _S_b.pack(o.node_type)
+    w_compact_array(out, o.source_topics, w_compact_string)
+    s = o.sink_topic
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    w_compact_array(out, o.stores, w_compact_string)
+    w_compact_array(out, o.successors, w_compact_string)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _read_Subtopology_v0(data: bytes, pos: int) -> tuple[Subtopology, int]:
-    """Reads Subtopology v0 on the fast path.
+    """Reads Subtopology v0-1 on the fast path.
 
     On any failure the caller re-reads with the checked decoder, which names field and offset:
     _decode_Subtopology_v0.
@@ -1132,7 +1413,7 @@ def _read_Subtopology_v0(data: bytes, pos: int) -> tuple[Subtopology, int]:
 
 
 def _write_Subtopology_v0(out: bytearray, o: Subtopology) -> None:
-    """Writes Subtopology v0 on the fast path.
+    """Writes Subtopology v0-1 on the fast path.
 
     On any failure the caller drops the output and writes again with the checked encoder:
     _encode_Subtopology_v0.
@@ -1164,7 +1445,7 @@ def _write_Subtopology_v0(out: bytearray, o: Subtopology) -> None:
 
 
 def _read_Topology_v0(data: bytes, pos: int) -> tuple[Topology, int]:
-    """Reads Topology v0 on the fast path.
+    """Reads Topology v0-1 on the fast path.
 
     On any failure the caller re-reads with the checked decoder, which names field and offset:
     _decode_Topology_v0.
@@ -1185,7 +1466,7 @@ def _read_Topology_v0(data: bytes, pos: int) -> tuple[Topology, int]:
 
 
 def _write_Topology_v0(out: bytearray, o: Topology) -> None:
-    """Writes Topology v0 on the fast path.
+    """Writes Topology v0-1 on the fast path.
 
     On any failure the caller drops the output and writes again with the checked encoder:
     _encode_Topology_v0.
@@ -1200,7 +1481,7 @@ def _write_Topology_v0(out: bytearray, o: Topology) -> None:
 
 
 def _read_Endpoint_v0(data: bytes, pos: int) -> tuple[Endpoint, int]:
-    """Reads Endpoint v0 on the fast path.
+    """Reads Endpoint v0-1 on the fast path.
 
     On any failure the caller re-reads with the checked decoder, which names field and offset:
     _decode_Endpoint_v0.
@@ -1227,7 +1508,7 @@ def _read_Endpoint_v0(data: bytes, pos: int) -> tuple[Endpoint, int]:
 
 
 def _write_Endpoint_v0(out: bytearray, o: Endpoint) -> None:
-    """Writes Endpoint v0 on the fast path.
+    """Writes Endpoint v0-1 on the fast path.
 
     On any failure the caller drops the output and writes again with the checked encoder:
     _encode_Endpoint_v0.
@@ -1248,7 +1529,7 @@ def _write_Endpoint_v0(out: bytearray, o: Endpoint) -> None:
 
 
 def _read_Member_v0(data: bytes, pos: int) -> tuple[Member, int]:
-    """Reads Member v0 on the fast path.
+    """Reads Member v0-1 on the fast path.
 
     On any failure the caller re-reads with the checked decoder, which names field and offset:
     _decode_Member_v0.
@@ -1409,7 +1690,7 @@ def _read_Member_v0(data: bytes, pos: int) -> tuple[Member, int]:
 
 
 def _write_Member_v0(out: bytearray, o: Member) -> None:
-    """Writes Member v0 on the fast path.
+    """Writes Member v0-1 on the fast path.
 
     On any failure the caller drops the output and writes again with the checked encoder:
     _encode_Member_v0.
@@ -1490,6 +1771,210 @@ def _write_Member_v0(out: bytearray, o: Member) -> None:
         out.append(0)  # no tagged fields
 
 
+def _read_TopologyDescriptionSubtopology_v1(
+    data: bytes, pos: int
+) -> tuple[TopologyDescriptionSubtopology, int]:
+    """Reads TopologyDescriptionSubtopology v1 on the fast path.
+
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_TopologyDescriptionSubtopology_v1.
+    """
+    o = new_object(TopologyDescriptionSubtopology)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.subtopology_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.subtopology_id, pos = r_compact_string(data, pos)
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    nodes = []
+    for _ in range(n):
+        nodes_item = new_object(TopologyDescriptionNode)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            nodes_item.name = data[pos + 1 : end].decode()
+            pos = end
+        else:
+            nodes_item.name, pos = r_compact_string(data, pos)
+        (nodes_item.node_type,) = _S_b.unpack_from(data, pos)
+        pos += 1
+        nodes_item.source_topics, pos = r_compact_array(data, pos, r_compact_string)
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            nodes_item.sink_topic = data[pos + 1 : end].decode()
+            pos = end
+        elif n == 0:
+            nodes_item.sink_topic = None
+            pos += 1
+        else:
+            nodes_item.sink_topic, pos = r_compact_nullable_string(data, pos)
+        nodes_item.stores, pos = r_compact_array(data, pos, r_compact_string)
+        nodes_item.successors, pos = r_compact_array(data, pos, r_compact_string)
+
+        if data[pos]:
+            nodes_item.unknown_tags, pos = r_tags(data, pos)
+            nodes_item.wire_tags = wire_order(nodes_item.unknown_tags)
+        else:  # no tagged fields
+            nodes_item.unknown_tags = {}
+            nodes_item.wire_tags = None
+            pos += 1
+        nodes.append(nodes_item)
+    o.nodes = nodes
+
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        o.wire_tags = None
+        pos += 1
+    return o, pos
+
+
+def _write_TopologyDescriptionSubtopology_v1(
+    out: bytearray, o: TopologyDescriptionSubtopology
+) -> None:
+    """Writes TopologyDescriptionSubtopology v1 on the fast path.
+
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_TopologyDescriptionSubtopology_v1.
+    """
+    s: _Any  # the string being written
+    s = o.subtopology_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    if type(o.nodes) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.nodes) + 1)
+    for nodes_item in o.nodes:
+        _write_TopologyDescriptionNode_v1(out, nodes_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_TopologyDescriptionGlobalStore_v1(
+    data: bytes, pos: int
+) -> tuple[TopologyDescriptionGlobalStore, int]:
+    """Reads TopologyDescriptionGlobalStore v1 on the fast path.
+
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_TopologyDescriptionGlobalStore_v1.
+    """
+    o = new_object(TopologyDescriptionGlobalStore)
+    o.source, pos = _read_TopologyDescriptionNode_v1(data, pos)
+    o.processor, pos = _read_TopologyDescriptionNode_v1(data, pos)
+
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        o.wire_tags = None
+        pos += 1
+    return o, pos
+
+
+def _write_TopologyDescriptionGlobalStore_v1(
+    out: bytearray, o: TopologyDescriptionGlobalStore
+) -> None:
+    """Writes TopologyDescriptionGlobalStore v1 on the fast path.
+
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_TopologyDescriptionGlobalStore_v1.
+    """
+    s: _Any  # the string being written
+    _write_TopologyDescriptionNode_v1(out, o.source)
+    _write_TopologyDescriptionNode_v1(out, o.processor)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_TopologyDescription_v1(data: bytes, pos: int) -> tuple[TopologyDescription, int]:
+    """Reads TopologyDescription v1 on the fast path.
+
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_TopologyDescription_v1.
+    """
+    o = new_object(TopologyDescription)
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    subtopologies = []
+    for _ in range(n):
+        subtopologies_item, pos = _read_TopologyDescriptionSubtopology_v1(data, pos)
+        subtopologies.append(subtopologies_item)
+    o.subtopologies = subtopologies
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    global_stores = []
+    for _ in range(n):
+        global_stores_item = new_object(TopologyDescriptionGlobalStore)
+        global_stores_item.source, pos = _read_TopologyDescriptionNode_v1(data, pos)
+        global_stores_item.processor, pos = _read_TopologyDescriptionNode_v1(data, pos)
+
+        if data[pos]:
+            global_stores_item.unknown_tags, pos = r_tags(data, pos)
+            global_stores_item.wire_tags = wire_order(global_stores_item.unknown_tags)
+        else:  # no tagged fields
+            global_stores_item.unknown_tags = {}
+            global_stores_item.wire_tags = None
+            pos += 1
+        global_stores.append(global_stores_item)
+    o.global_stores = global_stores
+
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        o.wire_tags = None
+        pos += 1
+    return o, pos
+
+
+def _write_TopologyDescription_v1(out: bytearray, o: TopologyDescription) -> None:
+    """Writes TopologyDescription v1 on the fast path.
+
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_TopologyDescription_v1.
+    """
+    s: _Any  # the string being written
+    if type(o.subtopologies) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.subtopologies) + 1)
+    for subtopologies_item in o.subtopologies:
+        _write_TopologyDescriptionSubtopology_v1(out, subtopologies_item)
+    if type(o.global_stores) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.global_stores) + 1)
+    for global_stores_item in o.global_stores:
+        _write_TopologyDescriptionGlobalStore_v1(out, global_stores_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _read_DescribedGroup_v0(data: bytes, pos: int) -> tuple[DescribedGroup, int]:
     """Reads DescribedGroup v0 on the fast path.
 
@@ -1538,6 +2023,9 @@ def _read_DescribedGroup_v0(data: bytes, pos: int) -> tuple[DescribedGroup, int]
     o.members = members
     (o.authorized_operations,) = _S_i.unpack_from(data, pos)
     pos += 4
+    o.topology_description = None
+    o.topology_description_status = 0
+    o.assignor_name = None
 
     if data[pos]:
         o.unknown_tags, pos = r_tags(data, pos)
@@ -1589,6 +2077,140 @@ def _write_DescribedGroup_v0(out: bytearray, o: DescribedGroup) -> None:
     for members_item in o.members:
         _write_Member_v0(out, members_item)
     out += _S_i.pack(o.authorized_operations)
+    if o.topology_description is not None:
+        raise Recheck
+    if o.topology_description_status != 0:
+        raise Recheck
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_DescribedGroup_v1(data: bytes, pos: int) -> tuple[DescribedGroup, int]:
+    """Reads DescribedGroup v1 on the fast path.
+
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_DescribedGroup_v1.
+    """
+    o = new_object(DescribedGroup)
+    (o.error_code,) = _S_h.unpack_from(data, pos)
+    pos += 2
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.error_message = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.error_message = None
+        pos += 1
+    else:
+        o.error_message, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_state = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_state, pos = r_compact_string(data, pos)
+    o.group_epoch, o.assignment_epoch = _S_ii.unpack_from(data, pos)
+    pos += 8
+    o.topology, pos = r_nullable_struct(data, pos, _read_Topology_v0)
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    members = []
+    for _ in range(n):
+        members_item, pos = _read_Member_v0(data, pos)
+        members.append(members_item)
+    o.members = members
+    (o.authorized_operations,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    o.topology_description, pos = r_nullable_struct(data, pos, _read_TopologyDescription_v1)
+    (o.topology_description_status,) = _S_b.unpack_from(data, pos)
+    pos += 1
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.assignor_name = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.assignor_name = None
+        pos += 1
+    else:
+        o.assignor_name, pos = r_compact_nullable_string(data, pos)
+
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        o.wire_tags = None
+        pos += 1
+    return o, pos
+
+
+def _write_DescribedGroup_v1(out: bytearray, o: DescribedGroup) -> None:
+    """Writes DescribedGroup v1 on the fast path.
+
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_DescribedGroup_v1.
+    """
+    s: _Any  # the string being written
+    out += _S_h.pack(o.error_code)
+    s = o.error_message
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    s = o.group_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.group_state
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    out += _S_ii.pack(o.group_epoch, o.assignment_epoch)
+    w_nullable_struct(out, o.topology, _write_Topology_v0)
+    if type(o.members) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.members) + 1)
+    for members_item in o.members:
+        _write_Member_v0(out, members_item)
+    out += _S_i.pack(o.authorized_operations)
+    w_nullable_struct(out, o.topology_description, _write_TopologyDescription_v1)
+    out += _S_b.pack(o.topology_description_status)
+    s = o.assignor_name
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
     if o.unknown_tags:
         w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
@@ -1630,7 +2252,7 @@ def _read_StreamsGroupDescribeResponse_v0(
 def _head_StreamsGroupDescribeResponse_v0(
     data: bytes, pos: int
 ) -> tuple[StreamsGroupDescribeResponse, int]:
-    """Reads the head of StreamsGroupDescribeResponse v0: the fields before its first array or struct.
+    """Reads the head of StreamsGroupDescribeResponse v0-1: the fields before its first array or struct.
 
     Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
     failure the caller reads the whole body with the checked decoder:
@@ -1664,8 +2286,59 @@ def _write_StreamsGroupDescribeResponse_v0(out: bytearray, o: StreamsGroupDescri
         out.append(0)  # no tagged fields
 
 
+def _read_StreamsGroupDescribeResponse_v1(
+    data: bytes, pos: int
+) -> tuple[StreamsGroupDescribeResponse, int]:
+    """Reads StreamsGroupDescribeResponse v1 on the fast path.
+
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_StreamsGroupDescribeResponse_v1.
+    """
+    o = new_object(StreamsGroupDescribeResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    groups = []
+    for _ in range(n):
+        groups_item, pos = _read_DescribedGroup_v1(data, pos)
+        groups.append(groups_item)
+    o.groups = groups
+
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        o.wire_tags = None
+        pos += 1
+    return o, pos
+
+
+def _write_StreamsGroupDescribeResponse_v1(out: bytearray, o: StreamsGroupDescribeResponse) -> None:
+    """Writes StreamsGroupDescribeResponse v1 on the fast path.
+
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_StreamsGroupDescribeResponse_v1.
+    """
+    s: _Any  # the string being written
+    out += _S_i.pack(o.throttle_time_ms)
+    if type(o.groups) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.groups) + 1)
+    for groups_item in o.groups:
+        _write_DescribedGroup_v1(out, groups_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_KeyValue_v0(data: bytes, pos: int) -> tuple[KeyValue, int]:
-    """Reads KeyValue v0, checked: names the field of any failure."""
+    """Reads KeyValue v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Key"
@@ -1692,7 +2365,7 @@ def _decode_KeyValue_v0(data: bytes, pos: int) -> tuple[KeyValue, int]:
 
 
 def _encode_KeyValue_v0(out: bytearray, o: KeyValue) -> None:
-    """Writes KeyValue v0, checked: names the field of any failure."""
+    """Writes KeyValue v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Key"
@@ -1709,7 +2382,7 @@ def _encode_KeyValue_v0(out: bytearray, o: KeyValue) -> None:
 
 
 def _decode_TopicInfo_v0(data: bytes, pos: int) -> tuple[TopicInfo, int]:
-    """Reads TopicInfo v0, checked: names the field of any failure."""
+    """Reads TopicInfo v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -1744,7 +2417,7 @@ def _decode_TopicInfo_v0(data: bytes, pos: int) -> tuple[TopicInfo, int]:
 
 
 def _encode_TopicInfo_v0(out: bytearray, o: TopicInfo) -> None:
-    """Writes TopicInfo v0, checked: names the field of any failure."""
+    """Writes TopicInfo v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -1766,7 +2439,7 @@ def _encode_TopicInfo_v0(out: bytearray, o: TopicInfo) -> None:
 
 
 def _decode_TaskOffset_v0(data: bytes, pos: int) -> tuple[TaskOffset, int]:
-    """Reads TaskOffset v0, checked: names the field of any failure."""
+    """Reads TaskOffset v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "SubtopologyId"
@@ -1798,7 +2471,7 @@ def _decode_TaskOffset_v0(data: bytes, pos: int) -> tuple[TaskOffset, int]:
 
 
 def _encode_TaskOffset_v0(out: bytearray, o: TaskOffset) -> None:
-    """Writes TaskOffset v0, checked: names the field of any failure."""
+    """Writes TaskOffset v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "SubtopologyId"
@@ -1818,7 +2491,7 @@ def _encode_TaskOffset_v0(out: bytearray, o: TaskOffset) -> None:
 
 
 def _decode_TaskIds_v0(data: bytes, pos: int) -> tuple[TaskIds, int]:
-    """Reads TaskIds v0, checked: names the field of any failure."""
+    """Reads TaskIds v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "SubtopologyId"
@@ -1845,7 +2518,7 @@ def _decode_TaskIds_v0(data: bytes, pos: int) -> tuple[TaskIds, int]:
 
 
 def _encode_TaskIds_v0(out: bytearray, o: TaskIds) -> None:
-    """Writes TaskIds v0, checked: names the field of any failure."""
+    """Writes TaskIds v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "SubtopologyId"
@@ -1862,7 +2535,7 @@ def _encode_TaskIds_v0(out: bytearray, o: TaskIds) -> None:
 
 
 def _decode_Assignment_v0(data: bytes, pos: int) -> tuple[Assignment, int]:
-    """Reads Assignment v0, checked: names the field of any failure."""
+    """Reads Assignment v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "ActiveTasks"
@@ -1892,7 +2565,7 @@ def _decode_Assignment_v0(data: bytes, pos: int) -> tuple[Assignment, int]:
 
 
 def _encode_Assignment_v0(out: bytearray, o: Assignment) -> None:
-    """Writes Assignment v0, checked: names the field of any failure."""
+    """Writes Assignment v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "ActiveTasks"
@@ -1910,8 +2583,75 @@ def _encode_Assignment_v0(out: bytearray, o: Assignment) -> None:
         raise encode_failure(e, f, o, Assignment) from None
 
 
+def _decode_TopologyDescriptionNode_v1(
+    data: bytes, pos: int
+) -> tuple[TopologyDescriptionNode, int]:
+    """Reads TopologyDescriptionNode v1, checked: names the field of any failure."""
+    f: _Any = ""
+    try:
+        f = "Name"
+        name, pos = r_compact_string(data, pos)
+        f = (("NodeType", "node_type", "b"),)
+        (node_type,) = _S_b.unpack_from(data, pos)
+        pos += 1
+        f = "SourceTopics"
+        source_topics, pos = r_compact_array(data, pos, r_compact_string)
+        f = "SinkTopic"
+        sink_topic, pos = r_compact_nullable_string(data, pos)
+        f = "Stores"
+        stores, pos = r_compact_array(data, pos, r_compact_string)
+        f = "Successors"
+        successors, pos = r_compact_array(data, pos, r_compact_string)
+        f = ""
+        if data[pos] == 0:  # no tagged fields
+            unknown_tags: dict[int, bytes] = {}
+            pos += 1
+        else:
+            unknown_tags, pos = r_tags(data, pos)
+    except Exception as e:
+        raise decode_failure(e, f, pos, data) from None
+    return (
+        TopologyDescriptionNode(
+            name,
+            node_type,
+            source_topics,
+            sink_topic,
+            stores,
+            successors,
+            unknown_tags,
+            wire_order(unknown_tags),
+        ),
+        pos,
+    )
+
+
+def _encode_TopologyDescriptionNode_v1(out: bytearray, o: TopologyDescriptionNode) -> None:
+    """Writes TopologyDescriptionNode v1, checked: names the field of any failure."""
+    f: _Any = ""
+    try:
+        f = "Name"
+        w_compact_string(out, o.name)
+        f = (("NodeType", "node_type", "b"),)
+        out += _S_b.pack(o.node_type)
+        f = "SourceTopics"
+        w_compact_array(out, o.source_topics, w_compact_string)
+        f = "SinkTopic"
+        w_compact_nullable_string(out, o.sink_topic)
+        f = "Stores"
+        w_compact_array(out, o.stores, w_compact_string)
+        f = "Successors"
+        w_compact_array(out, o.successors, w_compact_string)
+        f = ""
+        if o.unknown_tags:
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
+        else:
+            out.append(0)  # no tagged fields
+    except Exception as e:
+        raise encode_failure(e, f, o, TopologyDescriptionNode) from None
+
+
 def _decode_Subtopology_v0(data: bytes, pos: int) -> tuple[Subtopology, int]:
-    """Reads Subtopology v0, checked: names the field of any failure."""
+    """Reads Subtopology v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "SubtopologyId"
@@ -1947,7 +2687,7 @@ def _decode_Subtopology_v0(data: bytes, pos: int) -> tuple[Subtopology, int]:
 
 
 def _encode_Subtopology_v0(out: bytearray, o: Subtopology) -> None:
-    """Writes Subtopology v0, checked: names the field of any failure."""
+    """Writes Subtopology v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "SubtopologyId"
@@ -1970,7 +2710,7 @@ def _encode_Subtopology_v0(out: bytearray, o: Subtopology) -> None:
 
 
 def _decode_Topology_v0(data: bytes, pos: int) -> tuple[Topology, int]:
-    """Reads Topology v0, checked: names the field of any failure."""
+    """Reads Topology v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("Epoch", "epoch", "i"),)
@@ -1998,7 +2738,7 @@ def _decode_Topology_v0(data: bytes, pos: int) -> tuple[Topology, int]:
 
 
 def _encode_Topology_v0(out: bytearray, o: Topology) -> None:
-    """Writes Topology v0, checked: names the field of any failure."""
+    """Writes Topology v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("Epoch", "epoch", "i"),)
@@ -2015,7 +2755,7 @@ def _encode_Topology_v0(out: bytearray, o: Topology) -> None:
 
 
 def _decode_Endpoint_v0(data: bytes, pos: int) -> tuple[Endpoint, int]:
-    """Reads Endpoint v0, checked: names the field of any failure."""
+    """Reads Endpoint v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Host"
@@ -2043,7 +2783,7 @@ def _decode_Endpoint_v0(data: bytes, pos: int) -> tuple[Endpoint, int]:
 
 
 def _encode_Endpoint_v0(out: bytearray, o: Endpoint) -> None:
-    """Writes Endpoint v0, checked: names the field of any failure."""
+    """Writes Endpoint v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Host"
@@ -2060,7 +2800,7 @@ def _encode_Endpoint_v0(out: bytearray, o: Endpoint) -> None:
 
 
 def _decode_Member_v0(data: bytes, pos: int) -> tuple[Member, int]:
-    """Reads Member v0, checked: names the field of any failure."""
+    """Reads Member v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -2129,7 +2869,7 @@ def _decode_Member_v0(data: bytes, pos: int) -> tuple[Member, int]:
 
 
 def _encode_Member_v0(out: bytearray, o: Member) -> None:
-    """Writes Member v0, checked: names the field of any failure."""
+    """Writes Member v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "MemberId"
@@ -2169,6 +2909,146 @@ def _encode_Member_v0(out: bytearray, o: Member) -> None:
             out.append(0)  # no tagged fields
     except Exception as e:
         raise encode_failure(e, f, o, Member) from None
+
+
+def _decode_TopologyDescriptionSubtopology_v1(
+    data: bytes, pos: int
+) -> tuple[TopologyDescriptionSubtopology, int]:
+    """Reads TopologyDescriptionSubtopology v1, checked: names the field of any failure."""
+    f: _Any = ""
+    try:
+        f = "SubtopologyId"
+        subtopology_id, pos = r_compact_string(data, pos)
+        f = "Nodes"
+        nodes, pos = r_compact_array(data, pos, _decode_TopologyDescriptionNode_v1)
+        f = ""
+        if data[pos] == 0:  # no tagged fields
+            unknown_tags: dict[int, bytes] = {}
+            pos += 1
+        else:
+            unknown_tags, pos = r_tags(data, pos)
+    except Exception as e:
+        raise decode_failure(e, f, pos, data) from None
+    return (
+        TopologyDescriptionSubtopology(
+            subtopology_id,
+            nodes,
+            unknown_tags,
+            wire_order(unknown_tags),
+        ),
+        pos,
+    )
+
+
+def _encode_TopologyDescriptionSubtopology_v1(
+    out: bytearray, o: TopologyDescriptionSubtopology
+) -> None:
+    """Writes TopologyDescriptionSubtopology v1, checked: names the field of any failure."""
+    f: _Any = ""
+    try:
+        f = "SubtopologyId"
+        w_compact_string(out, o.subtopology_id)
+        f = "Nodes"
+        w_compact_array(out, o.nodes, _encode_TopologyDescriptionNode_v1)
+        f = ""
+        if o.unknown_tags:
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
+        else:
+            out.append(0)  # no tagged fields
+    except Exception as e:
+        raise encode_failure(e, f, o, TopologyDescriptionSubtopology) from None
+
+
+def _decode_TopologyDescriptionGlobalStore_v1(
+    data: bytes, pos: int
+) -> tuple[TopologyDescriptionGlobalStore, int]:
+    """Reads TopologyDescriptionGlobalStore v1, checked: names the field of any failure."""
+    f: _Any = ""
+    try:
+        f = "Source"
+        source, pos = _decode_TopologyDescriptionNode_v1(data, pos)
+        f = "Processor"
+        processor, pos = _decode_TopologyDescriptionNode_v1(data, pos)
+        f = ""
+        if data[pos] == 0:  # no tagged fields
+            unknown_tags: dict[int, bytes] = {}
+            pos += 1
+        else:
+            unknown_tags, pos = r_tags(data, pos)
+    except Exception as e:
+        raise decode_failure(e, f, pos, data) from None
+    return (
+        TopologyDescriptionGlobalStore(
+            source,
+            processor,
+            unknown_tags,
+            wire_order(unknown_tags),
+        ),
+        pos,
+    )
+
+
+def _encode_TopologyDescriptionGlobalStore_v1(
+    out: bytearray, o: TopologyDescriptionGlobalStore
+) -> None:
+    """Writes TopologyDescriptionGlobalStore v1, checked: names the field of any failure."""
+    f: _Any = ""
+    try:
+        f = "Source"
+        _encode_TopologyDescriptionNode_v1(out, o.source)
+        f = "Processor"
+        _encode_TopologyDescriptionNode_v1(out, o.processor)
+        f = ""
+        if o.unknown_tags:
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
+        else:
+            out.append(0)  # no tagged fields
+    except Exception as e:
+        raise encode_failure(e, f, o, TopologyDescriptionGlobalStore) from None
+
+
+def _decode_TopologyDescription_v1(data: bytes, pos: int) -> tuple[TopologyDescription, int]:
+    """Reads TopologyDescription v1, checked: names the field of any failure."""
+    f: _Any = ""
+    try:
+        f = "Subtopologies"
+        subtopologies, pos = r_compact_array(data, pos, _decode_TopologyDescriptionSubtopology_v1)
+        f = "GlobalStores"
+        global_stores, pos = r_compact_array(data, pos, _decode_TopologyDescriptionGlobalStore_v1)
+        f = ""
+        if data[pos] == 0:  # no tagged fields
+            unknown_tags: dict[int, bytes] = {}
+            pos += 1
+        else:
+            unknown_tags, pos = r_tags(data, pos)
+    except Exception as e:
+        raise decode_failure(e, f, pos, data) from None
+    return (
+        TopologyDescription(
+            subtopologies,
+            global_stores,
+            unknown_tags,
+            wire_order(unknown_tags),
+        ),
+        pos,
+    )
+
+
+def _encode_TopologyDescription_v1(out: bytearray, o: TopologyDescription) -> None:
+    """Writes TopologyDescription v1, checked: names the field of any failure."""
+    f: _Any = ""
+    try:
+        f = "Subtopologies"
+        w_compact_array(out, o.subtopologies, _encode_TopologyDescriptionSubtopology_v1)
+        f = "GlobalStores"
+        w_compact_array(out, o.global_stores, _encode_TopologyDescriptionGlobalStore_v1)
+        f = ""
+        if o.unknown_tags:
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
+        else:
+            out.append(0)  # no tagged fields
+    except Exception as e:
+        raise encode_failure(e, f, o, TopologyDescription) from None
 
 
 def _decode_DescribedGroup_v0(data: bytes, pos: int) -> tuple[DescribedGroup, int]:
@@ -2216,6 +3096,9 @@ def _decode_DescribedGroup_v0(data: bytes, pos: int) -> tuple[DescribedGroup, in
             topology,
             members,
             authorized_operations,
+            None,
+            0,
+            None,
             unknown_tags,
             wire_order(unknown_tags),
         ),
@@ -2246,6 +3129,112 @@ def _encode_DescribedGroup_v0(out: bytearray, o: DescribedGroup) -> None:
         w_compact_array(out, o.members, _encode_Member_v0)
         f = (("AuthorizedOperations", "authorized_operations", "i"),)
         out += _S_i.pack(o.authorized_operations)
+        f = "TopologyDescription"
+        if o.topology_description is not None:
+            raise absent_field("TopologyDescription")
+        f = "TopologyDescriptionStatus"
+        if o.topology_description_status != 0:
+            raise absent_field("TopologyDescriptionStatus")
+        f = ""
+        if o.unknown_tags:
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
+        else:
+            out.append(0)  # no tagged fields
+    except Exception as e:
+        raise encode_failure(e, f, o, DescribedGroup) from None
+
+
+def _decode_DescribedGroup_v1(data: bytes, pos: int) -> tuple[DescribedGroup, int]:
+    """Reads DescribedGroup v1, checked: names the field of any failure."""
+    f: _Any = ""
+    try:
+        f = (("ErrorCode", "error_code", "h"),)
+        (error_code,) = _S_h.unpack_from(data, pos)
+        pos += 2
+        f = "ErrorMessage"
+        error_message, pos = r_compact_nullable_string(data, pos)
+        f = "GroupId"
+        group_id, pos = r_compact_string(data, pos)
+        f = "GroupState"
+        group_state, pos = r_compact_string(data, pos)
+        f = (
+            ("GroupEpoch", "group_epoch", "i"),
+            ("AssignmentEpoch", "assignment_epoch", "i"),
+        )
+        group_epoch, assignment_epoch = _S_ii.unpack_from(data, pos)
+        pos += 8
+        f = "Topology"
+        topology, pos = r_nullable_struct(data, pos, _decode_Topology_v0)
+        f = "Members"
+        members, pos = r_compact_array(data, pos, _decode_Member_v0)
+        f = (("AuthorizedOperations", "authorized_operations", "i"),)
+        (authorized_operations,) = _S_i.unpack_from(data, pos)
+        pos += 4
+        f = "TopologyDescription"
+        topology_description, pos = r_nullable_struct(data, pos, _decode_TopologyDescription_v1)
+        f = (("TopologyDescriptionStatus", "topology_description_status", "b"),)
+        (topology_description_status,) = _S_b.unpack_from(data, pos)
+        pos += 1
+        f = "AssignorName"
+        assignor_name, pos = r_compact_nullable_string(data, pos)
+        f = ""
+        if data[pos] == 0:  # no tagged fields
+            unknown_tags: dict[int, bytes] = {}
+            pos += 1
+        else:
+            unknown_tags, pos = r_tags(data, pos)
+    except Exception as e:
+        raise decode_failure(e, f, pos, data) from None
+    return (
+        DescribedGroup(
+            error_code,
+            error_message,
+            group_id,
+            group_state,
+            group_epoch,
+            assignment_epoch,
+            topology,
+            members,
+            authorized_operations,
+            topology_description,
+            topology_description_status,
+            assignor_name,
+            unknown_tags,
+            wire_order(unknown_tags),
+        ),
+        pos,
+    )
+
+
+def _encode_DescribedGroup_v1(out: bytearray, o: DescribedGroup) -> None:
+    """Writes DescribedGroup v1, checked: names the field of any failure."""
+    f: _Any = ""
+    try:
+        f = (("ErrorCode", "error_code", "h"),)
+        out += _S_h.pack(o.error_code)
+        f = "ErrorMessage"
+        w_compact_nullable_string(out, o.error_message)
+        f = "GroupId"
+        w_compact_string(out, o.group_id)
+        f = "GroupState"
+        w_compact_string(out, o.group_state)
+        f = (
+            ("GroupEpoch", "group_epoch", "i"),
+            ("AssignmentEpoch", "assignment_epoch", "i"),
+        )
+        out += _S_ii.pack(o.group_epoch, o.assignment_epoch)
+        f = "Topology"
+        w_nullable_struct(out, o.topology, _encode_Topology_v0)
+        f = "Members"
+        w_compact_array(out, o.members, _encode_Member_v0)
+        f = (("AuthorizedOperations", "authorized_operations", "i"),)
+        out += _S_i.pack(o.authorized_operations)
+        f = "TopologyDescription"
+        w_nullable_struct(out, o.topology_description, _encode_TopologyDescription_v1)
+        f = (("TopologyDescriptionStatus", "topology_description_status", "b"),)
+        out += _S_b.pack(o.topology_description_status)
+        f = "AssignorName"
+        w_compact_nullable_string(out, o.assignor_name)
         f = ""
         if o.unknown_tags:
             w_tags(out, [], o.unknown_tags, (), o.wire_tags)
@@ -2304,20 +3293,74 @@ def _encode_StreamsGroupDescribeResponse_v0(
         raise encode_failure(e, f, o, StreamsGroupDescribeResponse) from None
 
 
+def _decode_StreamsGroupDescribeResponse_v1(
+    data: bytes, pos: int
+) -> tuple[StreamsGroupDescribeResponse, int]:
+    """Reads StreamsGroupDescribeResponse v1, checked: names the field of any failure."""
+    f: _Any = ""
+    try:
+        f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
+        (throttle_time_ms,) = _S_i.unpack_from(data, pos)
+        pos += 4
+        f = "Groups"
+        groups, pos = r_compact_array(data, pos, _decode_DescribedGroup_v1)
+        f = ""
+        if data[pos] == 0:  # no tagged fields
+            unknown_tags: dict[int, bytes] = {}
+            pos += 1
+        else:
+            unknown_tags, pos = r_tags(data, pos)
+    except Exception as e:
+        raise decode_failure(e, f, pos, data) from None
+    return (
+        StreamsGroupDescribeResponse(
+            throttle_time_ms,
+            groups,
+            unknown_tags,
+            wire_order(unknown_tags),
+        ),
+        pos,
+    )
+
+
+def _encode_StreamsGroupDescribeResponse_v1(
+    out: bytearray, o: StreamsGroupDescribeResponse
+) -> None:
+    """Writes StreamsGroupDescribeResponse v1, checked: names the field of any failure."""
+    f: _Any = ""
+    try:
+        f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
+        out += _S_i.pack(o.throttle_time_ms)
+        f = "Groups"
+        w_compact_array(out, o.groups, _encode_DescribedGroup_v1)
+        f = ""
+        if o.unknown_tags:
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
+        else:
+            out.append(0)  # no tagged fields
+    except Exception as e:
+        raise encode_failure(e, f, o, StreamsGroupDescribeResponse) from None
+
+
 _READERS = {
     0: _read_StreamsGroupDescribeResponse_v0,
+    1: _read_StreamsGroupDescribeResponse_v1,
 }
 _WRITERS = {
     0: _write_StreamsGroupDescribeResponse_v0,
+    1: _write_StreamsGroupDescribeResponse_v1,
 }
 StreamsGroupDescribeResponse.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_StreamsGroupDescribeResponse_v0,
+    1: _head_StreamsGroupDescribeResponse_v0,
 }
 _DECODERS = {
     0: _decode_StreamsGroupDescribeResponse_v0,
+    1: _decode_StreamsGroupDescribeResponse_v1,
 }
 _ENCODERS = {
     0: _encode_StreamsGroupDescribeResponse_v0,
+    1: _encode_StreamsGroupDescribeResponse_v1,
 }
-native_install(__name__, globals(), StreamsGroupDescribeResponse, "81e39ef72c2b610b")
+native_install(__name__, globals(), StreamsGroupDescribeResponse, "1c4b21a9716f2db2")

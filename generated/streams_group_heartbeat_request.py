@@ -62,14 +62,14 @@ class KeyValue:
     """KeyValue: struct of StreamsGroupHeartbeatRequest."""
 
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
-        FieldInfo("Key", "key", "string", range(0, 1), range(0), range(0), None, None),
-        FieldInfo("Value", "value", "string", range(0, 1), range(0), range(0), None, None),
+        FieldInfo("Key", "key", "string", range(0, 2), range(0), range(0), None, None),
+        FieldInfo("Value", "value", "string", range(0, 2), range(0), range(0), None, None),
     )
 
     key: str = ""
-    """Key (versions 0): Key (string)."""
+    """Key (versions 0-1): Key (string)."""
     value: str = ""
-    """Value (versions 0): Value of the entry."""
+    """Value (versions 0-1): Value of the entry."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -88,13 +88,13 @@ class TopicInfo:
     """TopicInfo: struct of StreamsGroupHeartbeatRequest."""
 
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
-        FieldInfo("Name", "name", "string", range(0, 1), range(0), range(0), None, None),
-        FieldInfo("Partitions", "partitions", "int32", range(0, 1), range(0), range(0), None, None),
+        FieldInfo("Name", "name", "string", range(0, 2), range(0), range(0), None, None),
+        FieldInfo("Partitions", "partitions", "int32", range(0, 2), range(0), range(0), None, None),
         FieldInfo(
             "ReplicationFactor",
             "replication_factor",
             "int16",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -104,7 +104,7 @@ class TopicInfo:
             "TopicConfigs",
             "topic_configs",
             "[]KeyValue",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -113,13 +113,13 @@ class TopicInfo:
     )
 
     name: str = ""
-    """Name (versions 0): The topic's name."""
+    """Name (versions 0-1): The topic's name."""
     partitions: int = 0
-    """Partitions (versions 0): Per-partition entries."""
+    """Partitions (versions 0-1): Per-partition entries."""
     replication_factor: int = 0
-    """ReplicationFactor (versions 0): Replication factor (int16)."""
+    """ReplicationFactor (versions 0-1): Replication factor (int16)."""
     topic_configs: list[KeyValue] = _field(default_factory=list)
-    """TopicConfigs (versions 0): Topic configs: one entry per key value."""
+    """TopicConfigs (versions 0-1): Topic configs: one entry per key value."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -139,17 +139,17 @@ class TaskIds:
 
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo(
-            "SubtopologyId", "subtopology_id", "string", range(0, 1), range(0), range(0), None, None
+            "SubtopologyId", "subtopology_id", "string", range(0, 2), range(0), range(0), None, None
         ),
         FieldInfo(
-            "Partitions", "partitions", "[]int32", range(0, 1), range(0), range(0), None, None
+            "Partitions", "partitions", "[]int32", range(0, 2), range(0), range(0), None, None
         ),
     )
 
     subtopology_id: str = ""
-    """SubtopologyId (versions 0): Subtopology id (string)."""
+    """SubtopologyId (versions 0-1): Subtopology id (string)."""
     partitions: list[int] = _field(default_factory=list)
-    """Partitions (versions 0): Per-partition entries."""
+    """Partitions (versions 0-1): Per-partition entries."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -169,18 +169,18 @@ class TaskOffset:
 
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo(
-            "SubtopologyId", "subtopology_id", "string", range(0, 1), range(0), range(0), None, None
+            "SubtopologyId", "subtopology_id", "string", range(0, 2), range(0), range(0), None, None
         ),
-        FieldInfo("Partition", "partition", "int32", range(0, 1), range(0), range(0), None, None),
-        FieldInfo("Offset", "offset", "int64", range(0, 1), range(0), range(0), None, None),
+        FieldInfo("Partition", "partition", "int32", range(0, 2), range(0), range(0), None, None),
+        FieldInfo("Offset", "offset", "int64", range(0, 2), range(0), range(0), None, None),
     )
 
     subtopology_id: str = ""
-    """SubtopologyId (versions 0): Subtopology id (string)."""
+    """SubtopologyId (versions 0-1): Subtopology id (string)."""
     partition: int = 0
-    """Partition (versions 0): Number of the partition."""
+    """Partition (versions 0-1): Number of the partition."""
     offset: int = 0
-    """Offset (versions 0): An offset in the partition's log."""
+    """Offset (versions 0-1): An offset in the partition's log."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -200,13 +200,13 @@ class CopartitionGroup:
 
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo(
-            "SourceTopics", "source_topics", "[]int16", range(0, 1), range(0), range(0), None, None
+            "SourceTopics", "source_topics", "[]int16", range(0, 2), range(0), range(0), None, None
         ),
         FieldInfo(
             "SourceTopicRegex",
             "source_topic_regex",
             "[]int16",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -216,7 +216,7 @@ class CopartitionGroup:
             "RepartitionSourceTopics",
             "repartition_source_topics",
             "[]int16",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -225,11 +225,11 @@ class CopartitionGroup:
     )
 
     source_topics: list[int] = _field(default_factory=list)
-    """SourceTopics (versions 0): Source topics: a list of int16."""
+    """SourceTopics (versions 0-1): Source topics: a list of int16."""
     source_topic_regex: list[int] = _field(default_factory=list)
-    """SourceTopicRegex (versions 0): Source topic regex: a list of int16."""
+    """SourceTopicRegex (versions 0-1): Source topic regex: a list of int16."""
     repartition_source_topics: list[int] = _field(default_factory=list)
-    """RepartitionSourceTopics (versions 0): Repartition source topics: a list of int16."""
+    """RepartitionSourceTopics (versions 0-1): Repartition source topics: a list of int16."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -249,16 +249,16 @@ class Subtopology:
 
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo(
-            "SubtopologyId", "subtopology_id", "string", range(0, 1), range(0), range(0), None, None
+            "SubtopologyId", "subtopology_id", "string", range(0, 2), range(0), range(0), None, None
         ),
         FieldInfo(
-            "SourceTopics", "source_topics", "[]string", range(0, 1), range(0), range(0), None, None
+            "SourceTopics", "source_topics", "[]string", range(0, 2), range(0), range(0), None, None
         ),
         FieldInfo(
             "SourceTopicRegex",
             "source_topic_regex",
             "[]string",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -268,7 +268,7 @@ class Subtopology:
             "StateChangelogTopics",
             "state_changelog_topics",
             "[]TopicInfo",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -278,7 +278,7 @@ class Subtopology:
             "RepartitionSinkTopics",
             "repartition_sink_topics",
             "[]string",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -288,7 +288,7 @@ class Subtopology:
             "RepartitionSourceTopics",
             "repartition_source_topics",
             "[]TopicInfo",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -298,7 +298,7 @@ class Subtopology:
             "CopartitionGroups",
             "copartition_groups",
             "[]CopartitionGroup",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -307,19 +307,19 @@ class Subtopology:
     )
 
     subtopology_id: str = ""
-    """SubtopologyId (versions 0): Subtopology id (string)."""
+    """SubtopologyId (versions 0-1): Subtopology id (string)."""
     source_topics: list[str] = _field(default_factory=list)
-    """SourceTopics (versions 0): Source topics: a list of string."""
+    """SourceTopics (versions 0-1): Source topics: a list of string."""
     source_topic_regex: list[str] = _field(default_factory=list)
-    """SourceTopicRegex (versions 0): Source topic regex: a list of string."""
+    """SourceTopicRegex (versions 0-1): Source topic regex: a list of string."""
     state_changelog_topics: list[TopicInfo] = _field(default_factory=list)
-    """StateChangelogTopics (versions 0): State changelog topics: one entry per topic info."""
+    """StateChangelogTopics (versions 0-1): State changelog topics: one entry per topic info."""
     repartition_sink_topics: list[str] = _field(default_factory=list)
-    """RepartitionSinkTopics (versions 0): Repartition sink topics: a list of string."""
+    """RepartitionSinkTopics (versions 0-1): Repartition sink topics: a list of string."""
     repartition_source_topics: list[TopicInfo] = _field(default_factory=list)
-    """RepartitionSourceTopics (versions 0): Repartition source topics: one entry per topic info."""
+    """RepartitionSourceTopics (versions 0-1): Repartition source topics: one entry per topic info."""
     copartition_groups: list[CopartitionGroup] = _field(default_factory=list)
-    """CopartitionGroups (versions 0): Copartition groups: one entry per copartition group."""
+    """CopartitionGroups (versions 0-1): Copartition groups: one entry per copartition group."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -338,12 +338,12 @@ class Topology:
     """Topology: struct of StreamsGroupHeartbeatRequest."""
 
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
-        FieldInfo("Epoch", "epoch", "int32", range(0, 1), range(0), range(0), None, None),
+        FieldInfo("Epoch", "epoch", "int32", range(0, 2), range(0), range(0), None, None),
         FieldInfo(
             "Subtopologies",
             "subtopologies",
             "[]Subtopology",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -352,9 +352,9 @@ class Topology:
     )
 
     epoch: int = 0
-    """Epoch (versions 0): Epoch (int32)."""
+    """Epoch (versions 0-1): Epoch (int32)."""
     subtopologies: list[Subtopology] = _field(default_factory=list)
-    """Subtopologies (versions 0): Subtopologies: one entry per subtopology."""
+    """Subtopologies (versions 0-1): Subtopologies: one entry per subtopology."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -373,14 +373,14 @@ class Endpoint:
     """Endpoint: struct of StreamsGroupHeartbeatRequest."""
 
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
-        FieldInfo("Host", "host", "string", range(0, 1), range(0), range(0), None, None),
-        FieldInfo("Port", "port", "uint16", range(0, 1), range(0), range(0), None, None),
+        FieldInfo("Host", "host", "string", range(0, 2), range(0), range(0), None, None),
+        FieldInfo("Port", "port", "uint16", range(0, 2), range(0), range(0), None, None),
     )
 
     host: str = ""
-    """Host (versions 0): Host name of the endpoint."""
+    """Host (versions 0-1): Host name of the endpoint."""
     port: int = 0
-    """Port (versions 0): Port of the endpoint."""
+    """Port (versions 0-1): Port of the endpoint."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -396,12 +396,12 @@ class Endpoint:
 
 @_dataclass(slots=True)
 class StreamsGroupHeartbeatRequest:
-    """StreamsGroupHeartbeatRequest: a Kafka request (api key 88), versions 0."""
+    """StreamsGroupHeartbeatRequest: a Kafka request (api key 88), versions 0-1."""
 
     MESSAGE_NAME: _ClassVar[str] = "StreamsGroupHeartbeatRequest"
     MESSAGE_TYPE: _ClassVar[str] = "request"
     API_KEY: _ClassVar[int | None] = 88
-    VALID_VERSIONS: _ClassVar[range] = range(0, 1)
+    VALID_VERSIONS: _ClassVar[range] = range(0, 2)
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(0, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
@@ -417,20 +417,29 @@ class StreamsGroupHeartbeatRequest:
             "rack_id",
             "rebalance_timeout_ms",
         ),
+        1: (
+            "group_id",
+            "member_id",
+            "member_epoch",
+            "endpoint_information_epoch",
+            "instance_id",
+            "rack_id",
+            "rebalance_timeout_ms",
+        ),
     }
     """Per version, what read_head reads: the attributes before the first array or struct.
     Versions not listed have no array or struct; read_head reads them whole."""
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
-        FieldInfo("GroupId", "group_id", "string", range(0, 1), range(0), range(0), None, None),
-        FieldInfo("MemberId", "member_id", "string", range(0, 1), range(0), range(0), None, None),
+        FieldInfo("GroupId", "group_id", "string", range(0, 2), range(0), range(0), None, None),
+        FieldInfo("MemberId", "member_id", "string", range(0, 2), range(0), range(0), None, None),
         FieldInfo(
-            "MemberEpoch", "member_epoch", "int32", range(0, 1), range(0), range(0), None, None
+            "MemberEpoch", "member_epoch", "int32", range(0, 2), range(0), range(0), None, None
         ),
         FieldInfo(
             "EndpointInformationEpoch",
             "endpoint_information_epoch",
             "int32",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -440,20 +449,20 @@ class StreamsGroupHeartbeatRequest:
             "InstanceId",
             "instance_id",
             "string",
-            range(0, 1),
+            range(0, 2),
             range(0, 32768),
             range(0),
             None,
             None,
         ),
         FieldInfo(
-            "RackId", "rack_id", "string", range(0, 1), range(0, 32768), range(0), None, None
+            "RackId", "rack_id", "string", range(0, 2), range(0, 32768), range(0), None, None
         ),
         FieldInfo(
             "RebalanceTimeoutMs",
             "rebalance_timeout_ms",
             "int32",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -463,7 +472,7 @@ class StreamsGroupHeartbeatRequest:
             "Topology",
             "topology",
             "Topology",
-            range(0, 1),
+            range(0, 2),
             range(0, 32768),
             range(0),
             None,
@@ -473,7 +482,7 @@ class StreamsGroupHeartbeatRequest:
             "ActiveTasks",
             "active_tasks",
             "[]TaskIds",
-            range(0, 1),
+            range(0, 2),
             range(0, 32768),
             range(0),
             None,
@@ -483,7 +492,7 @@ class StreamsGroupHeartbeatRequest:
             "StandbyTasks",
             "standby_tasks",
             "[]TaskIds",
-            range(0, 1),
+            range(0, 2),
             range(0, 32768),
             range(0),
             None,
@@ -493,20 +502,20 @@ class StreamsGroupHeartbeatRequest:
             "WarmupTasks",
             "warmup_tasks",
             "[]TaskIds",
-            range(0, 1),
+            range(0, 2),
             range(0, 32768),
             range(0),
             None,
             TaskIds,
         ),
         FieldInfo(
-            "ProcessId", "process_id", "string", range(0, 1), range(0, 32768), range(0), None, None
+            "ProcessId", "process_id", "string", range(0, 2), range(0, 32768), range(0), None, None
         ),
         FieldInfo(
             "UserEndpoint",
             "user_endpoint",
             "Endpoint",
-            range(0, 1),
+            range(0, 2),
             range(0, 32768),
             range(0),
             None,
@@ -516,7 +525,7 @@ class StreamsGroupHeartbeatRequest:
             "ClientTags",
             "client_tags",
             "[]KeyValue",
-            range(0, 1),
+            range(0, 2),
             range(0, 32768),
             range(0),
             None,
@@ -526,7 +535,7 @@ class StreamsGroupHeartbeatRequest:
             "TaskOffsets",
             "task_offsets",
             "[]TaskOffset",
-            range(0, 1),
+            range(0, 2),
             range(0, 32768),
             range(0),
             None,
@@ -536,7 +545,7 @@ class StreamsGroupHeartbeatRequest:
             "TaskEndOffsets",
             "task_end_offsets",
             "[]TaskOffset",
-            range(0, 1),
+            range(0, 2),
             range(0, 32768),
             range(0),
             None,
@@ -546,7 +555,7 @@ class StreamsGroupHeartbeatRequest:
             "ShutdownApplication",
             "shutdown_application",
             "bool",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -555,39 +564,39 @@ class StreamsGroupHeartbeatRequest:
     )
 
     group_id: str = ""
-    """GroupId (versions 0): Id of the group."""
+    """GroupId (versions 0-1): Id of the group."""
     member_id: str = ""
-    """MemberId (versions 0): Id of the member, assigned by the coordinator."""
+    """MemberId (versions 0-1): Id of the member, assigned by the coordinator."""
     member_epoch: int = 0
-    """MemberEpoch (versions 0): Epoch of the member in its group."""
+    """MemberEpoch (versions 0-1): Epoch of the member in its group."""
     endpoint_information_epoch: int = 0
-    """EndpointInformationEpoch (versions 0): Endpoint information epoch (int32)."""
+    """EndpointInformationEpoch (versions 0-1): Endpoint information epoch (int32)."""
     instance_id: str | None = None
-    """InstanceId (versions 0, nullable 0+): Instance id (string)."""
+    """InstanceId (versions 0-1, nullable 0+): Instance id (string)."""
     rack_id: str | None = None
-    """RackId (versions 0, nullable 0+): Rack id (string)."""
+    """RackId (versions 0-1, nullable 0+): Rack id (string)."""
     rebalance_timeout_ms: int = -1
-    """RebalanceTimeoutMs (versions 0): Rebalance timeout in ms (int32)."""
+    """RebalanceTimeoutMs (versions 0-1): Rebalance timeout in ms (int32)."""
     topology: Topology | None = None
-    """Topology (versions 0, nullable 0+): Topology (Topology)."""
+    """Topology (versions 0-1, nullable 0+): Topology (Topology)."""
     active_tasks: list[TaskIds] | None = _field(default_factory=list)
-    """ActiveTasks (versions 0, nullable 0+): Active tasks: one entry per task ids."""
+    """ActiveTasks (versions 0-1, nullable 0+): Active tasks: one entry per task ids."""
     standby_tasks: list[TaskIds] | None = _field(default_factory=list)
-    """StandbyTasks (versions 0, nullable 0+): Standby tasks: one entry per task ids."""
+    """StandbyTasks (versions 0-1, nullable 0+): Standby tasks: one entry per task ids."""
     warmup_tasks: list[TaskIds] | None = _field(default_factory=list)
-    """WarmupTasks (versions 0, nullable 0+): Warmup tasks: one entry per task ids."""
+    """WarmupTasks (versions 0-1, nullable 0+): Warmup tasks: one entry per task ids."""
     process_id: str | None = None
-    """ProcessId (versions 0, nullable 0+): Process id (string)."""
+    """ProcessId (versions 0-1, nullable 0+): Process id (string)."""
     user_endpoint: Endpoint | None = None
-    """UserEndpoint (versions 0, nullable 0+): User endpoint (Endpoint)."""
+    """UserEndpoint (versions 0-1, nullable 0+): User endpoint (Endpoint)."""
     client_tags: list[KeyValue] | None = _field(default_factory=list)
-    """ClientTags (versions 0, nullable 0+): Client tags: one entry per key value."""
+    """ClientTags (versions 0-1, nullable 0+): Client tags: one entry per key value."""
     task_offsets: list[TaskOffset] | None = _field(default_factory=list)
-    """TaskOffsets (versions 0, nullable 0+): Task offsets: one entry per task offset."""
+    """TaskOffsets (versions 0-1, nullable 0+): Task offsets: one entry per task offset."""
     task_end_offsets: list[TaskOffset] | None = _field(default_factory=list)
-    """TaskEndOffsets (versions 0, nullable 0+): Task end offsets: one entry per task offset."""
+    """TaskEndOffsets (versions 0-1, nullable 0+): Task end offsets: one entry per task offset."""
     shutdown_application: bool = False
-    """ShutdownApplication (versions 0): Shutdown application (bool)."""
+    """ShutdownApplication (versions 0-1): Shutdown application (bool)."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -664,7 +673,7 @@ class StreamsGroupHeartbeatRequest:
 
 
 def _read_KeyValue_v0(data: bytes, pos: int) -> tuple[KeyValue, int]:
-    """Reads KeyValue v0 on the fast path.
+    """Reads KeyValue v0-1 on the fast path.
 
     On any failure the caller re-reads with the checked decoder, which names field and offset:
     _decode_KeyValue_v0.
@@ -696,7 +705,7 @@ def _read_KeyValue_v0(data: bytes, pos: int) -> tuple[KeyValue, int]:
 
 
 def _write_KeyValue_v0(out: bytearray, o: KeyValue) -> None:
-    """Writes KeyValue v0 on the fast path.
+    """Writes KeyValue v0-1 on the fast path.
 
     On any failure the caller drops the output and writes again with the checked encoder:
     _encode_KeyValue_v0.
@@ -723,7 +732,7 @@ def _write_KeyValue_v0(out: bytearray, o: KeyValue) -> None:
 
 
 def _read_TopicInfo_v0(data: bytes, pos: int) -> tuple[TopicInfo, int]:
-    """Reads TopicInfo v0 on the fast path.
+    """Reads TopicInfo v0-1 on the fast path.
 
     On any failure the caller re-reads with the checked decoder, which names field and offset:
     _decode_TopicInfo_v0.
@@ -782,7 +791,7 @@ def _read_TopicInfo_v0(data: bytes, pos: int) -> tuple[TopicInfo, int]:
 
 
 def _write_TopicInfo_v0(out: bytearray, o: TopicInfo) -> None:
-    """Writes TopicInfo v0 on the fast path.
+    """Writes TopicInfo v0-1 on the fast path.
 
     On any failure the caller drops the output and writes again with the checked encoder:
     _encode_TopicInfo_v0.
@@ -808,7 +817,7 @@ def _write_TopicInfo_v0(out: bytearray, o: TopicInfo) -> None:
 
 
 def _read_TaskIds_v0(data: bytes, pos: int) -> tuple[TaskIds, int]:
-    """Reads TaskIds v0 on the fast path.
+    """Reads TaskIds v0-1 on the fast path.
 
     On any failure the caller re-reads with the checked decoder, which names field and offset:
     _decode_TaskIds_v0.
@@ -834,7 +843,7 @@ def _read_TaskIds_v0(data: bytes, pos: int) -> tuple[TaskIds, int]:
 
 
 def _write_TaskIds_v0(out: bytearray, o: TaskIds) -> None:
-    """Writes TaskIds v0 on the fast path.
+    """Writes TaskIds v0-1 on the fast path.
 
     On any failure the caller drops the output and writes again with the checked encoder:
     _encode_TaskIds_v0.
@@ -855,7 +864,7 @@ def _write_TaskIds_v0(out: bytearray, o: TaskIds) -> None:
 
 
 def _read_TaskOffset_v0(data: bytes, pos: int) -> tuple[TaskOffset, int]:
-    """Reads TaskOffset v0 on the fast path.
+    """Reads TaskOffset v0-1 on the fast path.
 
     On any failure the caller re-reads with the checked decoder, which names field and offset:
     _decode_TaskOffset_v0.
@@ -882,7 +891,7 @@ def _read_TaskOffset_v0(data: bytes, pos: int) -> tuple[TaskOffset, int]:
 
 
 def _write_TaskOffset_v0(out: bytearray, o: TaskOffset) -> None:
-    """Writes TaskOffset v0 on the fast path.
+    """Writes TaskOffset v0-1 on the fast path.
 
     On any failure the caller drops the output and writes again with the checked encoder:
     _encode_TaskOffset_v0.
@@ -903,7 +912,7 @@ def _write_TaskOffset_v0(out: bytearray, o: TaskOffset) -> None:
 
 
 def _read_CopartitionGroup_v0(data: bytes, pos: int) -> tuple[CopartitionGroup, int]:
-    """Reads CopartitionGroup v0 on the fast path.
+    """Reads CopartitionGroup v0-1 on the fast path.
 
     On any failure the caller re-reads with the checked decoder, which names field and offset:
     _decode_CopartitionGroup_v0.
@@ -924,7 +933,7 @@ def _read_CopartitionGroup_v0(data: bytes, pos: int) -> tuple[CopartitionGroup, 
 
 
 def _write_CopartitionGroup_v0(out: bytearray, o: CopartitionGroup) -> None:
-    """Writes CopartitionGroup v0 on the fast path.
+    """Writes CopartitionGroup v0-1 on the fast path.
 
     On any failure the caller drops the output and writes again with the checked encoder:
     _encode_CopartitionGroup_v0.
@@ -940,7 +949,7 @@ def _write_CopartitionGroup_v0(out: bytearray, o: CopartitionGroup) -> None:
 
 
 def _read_Subtopology_v0(data: bytes, pos: int) -> tuple[Subtopology, int]:
-    """Reads Subtopology v0 on the fast path.
+    """Reads Subtopology v0-1 on the fast path.
 
     On any failure the caller re-reads with the checked decoder, which names field and offset:
     _decode_Subtopology_v0.
@@ -1009,7 +1018,7 @@ def _read_Subtopology_v0(data: bytes, pos: int) -> tuple[Subtopology, int]:
 
 
 def _write_Subtopology_v0(out: bytearray, o: Subtopology) -> None:
-    """Writes Subtopology v0 on the fast path.
+    """Writes Subtopology v0-1 on the fast path.
 
     On any failure the caller drops the output and writes again with the checked encoder:
     _encode_Subtopology_v0.
@@ -1047,7 +1056,7 @@ def _write_Subtopology_v0(out: bytearray, o: Subtopology) -> None:
 
 
 def _read_Topology_v0(data: bytes, pos: int) -> tuple[Topology, int]:
-    """Reads Topology v0 on the fast path.
+    """Reads Topology v0-1 on the fast path.
 
     On any failure the caller re-reads with the checked decoder, which names field and offset:
     _decode_Topology_v0.
@@ -1077,7 +1086,7 @@ def _read_Topology_v0(data: bytes, pos: int) -> tuple[Topology, int]:
 
 
 def _write_Topology_v0(out: bytearray, o: Topology) -> None:
-    """Writes Topology v0 on the fast path.
+    """Writes Topology v0-1 on the fast path.
 
     On any failure the caller drops the output and writes again with the checked encoder:
     _encode_Topology_v0.
@@ -1096,7 +1105,7 @@ def _write_Topology_v0(out: bytearray, o: Topology) -> None:
 
 
 def _read_Endpoint_v0(data: bytes, pos: int) -> tuple[Endpoint, int]:
-    """Reads Endpoint v0 on the fast path.
+    """Reads Endpoint v0-1 on the fast path.
 
     On any failure the caller re-reads with the checked decoder, which names field and offset:
     _decode_Endpoint_v0.
@@ -1123,7 +1132,7 @@ def _read_Endpoint_v0(data: bytes, pos: int) -> tuple[Endpoint, int]:
 
 
 def _write_Endpoint_v0(out: bytearray, o: Endpoint) -> None:
-    """Writes Endpoint v0 on the fast path.
+    """Writes Endpoint v0-1 on the fast path.
 
     On any failure the caller drops the output and writes again with the checked encoder:
     _encode_Endpoint_v0.
@@ -1146,7 +1155,7 @@ def _write_Endpoint_v0(out: bytearray, o: Endpoint) -> None:
 def _read_StreamsGroupHeartbeatRequest_v0(
     data: bytes, pos: int
 ) -> tuple[StreamsGroupHeartbeatRequest, int]:
-    """Reads StreamsGroupHeartbeatRequest v0 on the fast path.
+    """Reads StreamsGroupHeartbeatRequest v0-1 on the fast path.
 
     On any failure the caller re-reads with the checked decoder, which names field and offset:
     _decode_StreamsGroupHeartbeatRequest_v0.
@@ -1224,7 +1233,7 @@ def _read_StreamsGroupHeartbeatRequest_v0(
 def _head_StreamsGroupHeartbeatRequest_v0(
     data: bytes, pos: int
 ) -> tuple[StreamsGroupHeartbeatRequest, int]:
-    """Reads the head of StreamsGroupHeartbeatRequest v0: the fields before its first array or struct.
+    """Reads the head of StreamsGroupHeartbeatRequest v0-1: the fields before its first array or struct.
 
     Reads GroupId, MemberId, MemberEpoch, EndpointInformationEpoch, InstanceId, RackId,
     RebalanceTimeoutMs on the fast path; every later field keeps its default, unread. On any
@@ -1286,7 +1295,7 @@ def _head_StreamsGroupHeartbeatRequest_v0(
 
 
 def _write_StreamsGroupHeartbeatRequest_v0(out: bytearray, o: StreamsGroupHeartbeatRequest) -> None:
-    """Writes StreamsGroupHeartbeatRequest v0 on the fast path.
+    """Writes StreamsGroupHeartbeatRequest v0-1 on the fast path.
 
     On any failure the caller drops the output and writes again with the checked encoder:
     _encode_StreamsGroupHeartbeatRequest_v0.
@@ -1354,7 +1363,7 @@ def _write_StreamsGroupHeartbeatRequest_v0(out: bytearray, o: StreamsGroupHeartb
 
 
 def _decode_KeyValue_v0(data: bytes, pos: int) -> tuple[KeyValue, int]:
-    """Reads KeyValue v0, checked: names the field of any failure."""
+    """Reads KeyValue v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Key"
@@ -1381,7 +1390,7 @@ def _decode_KeyValue_v0(data: bytes, pos: int) -> tuple[KeyValue, int]:
 
 
 def _encode_KeyValue_v0(out: bytearray, o: KeyValue) -> None:
-    """Writes KeyValue v0, checked: names the field of any failure."""
+    """Writes KeyValue v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Key"
@@ -1398,7 +1407,7 @@ def _encode_KeyValue_v0(out: bytearray, o: KeyValue) -> None:
 
 
 def _decode_TopicInfo_v0(data: bytes, pos: int) -> tuple[TopicInfo, int]:
-    """Reads TopicInfo v0, checked: names the field of any failure."""
+    """Reads TopicInfo v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -1433,7 +1442,7 @@ def _decode_TopicInfo_v0(data: bytes, pos: int) -> tuple[TopicInfo, int]:
 
 
 def _encode_TopicInfo_v0(out: bytearray, o: TopicInfo) -> None:
-    """Writes TopicInfo v0, checked: names the field of any failure."""
+    """Writes TopicInfo v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Name"
@@ -1455,7 +1464,7 @@ def _encode_TopicInfo_v0(out: bytearray, o: TopicInfo) -> None:
 
 
 def _decode_TaskIds_v0(data: bytes, pos: int) -> tuple[TaskIds, int]:
-    """Reads TaskIds v0, checked: names the field of any failure."""
+    """Reads TaskIds v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "SubtopologyId"
@@ -1482,7 +1491,7 @@ def _decode_TaskIds_v0(data: bytes, pos: int) -> tuple[TaskIds, int]:
 
 
 def _encode_TaskIds_v0(out: bytearray, o: TaskIds) -> None:
-    """Writes TaskIds v0, checked: names the field of any failure."""
+    """Writes TaskIds v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "SubtopologyId"
@@ -1499,7 +1508,7 @@ def _encode_TaskIds_v0(out: bytearray, o: TaskIds) -> None:
 
 
 def _decode_TaskOffset_v0(data: bytes, pos: int) -> tuple[TaskOffset, int]:
-    """Reads TaskOffset v0, checked: names the field of any failure."""
+    """Reads TaskOffset v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "SubtopologyId"
@@ -1531,7 +1540,7 @@ def _decode_TaskOffset_v0(data: bytes, pos: int) -> tuple[TaskOffset, int]:
 
 
 def _encode_TaskOffset_v0(out: bytearray, o: TaskOffset) -> None:
-    """Writes TaskOffset v0, checked: names the field of any failure."""
+    """Writes TaskOffset v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "SubtopologyId"
@@ -1551,7 +1560,7 @@ def _encode_TaskOffset_v0(out: bytearray, o: TaskOffset) -> None:
 
 
 def _decode_CopartitionGroup_v0(data: bytes, pos: int) -> tuple[CopartitionGroup, int]:
-    """Reads CopartitionGroup v0, checked: names the field of any failure."""
+    """Reads CopartitionGroup v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "SourceTopics"
@@ -1581,7 +1590,7 @@ def _decode_CopartitionGroup_v0(data: bytes, pos: int) -> tuple[CopartitionGroup
 
 
 def _encode_CopartitionGroup_v0(out: bytearray, o: CopartitionGroup) -> None:
-    """Writes CopartitionGroup v0, checked: names the field of any failure."""
+    """Writes CopartitionGroup v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "SourceTopics"
@@ -1600,7 +1609,7 @@ def _encode_CopartitionGroup_v0(out: bytearray, o: CopartitionGroup) -> None:
 
 
 def _decode_Subtopology_v0(data: bytes, pos: int) -> tuple[Subtopology, int]:
-    """Reads Subtopology v0, checked: names the field of any failure."""
+    """Reads Subtopology v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "SubtopologyId"
@@ -1642,7 +1651,7 @@ def _decode_Subtopology_v0(data: bytes, pos: int) -> tuple[Subtopology, int]:
 
 
 def _encode_Subtopology_v0(out: bytearray, o: Subtopology) -> None:
-    """Writes Subtopology v0, checked: names the field of any failure."""
+    """Writes Subtopology v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "SubtopologyId"
@@ -1669,7 +1678,7 @@ def _encode_Subtopology_v0(out: bytearray, o: Subtopology) -> None:
 
 
 def _decode_Topology_v0(data: bytes, pos: int) -> tuple[Topology, int]:
-    """Reads Topology v0, checked: names the field of any failure."""
+    """Reads Topology v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("Epoch", "epoch", "i"),)
@@ -1697,7 +1706,7 @@ def _decode_Topology_v0(data: bytes, pos: int) -> tuple[Topology, int]:
 
 
 def _encode_Topology_v0(out: bytearray, o: Topology) -> None:
-    """Writes Topology v0, checked: names the field of any failure."""
+    """Writes Topology v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("Epoch", "epoch", "i"),)
@@ -1714,7 +1723,7 @@ def _encode_Topology_v0(out: bytearray, o: Topology) -> None:
 
 
 def _decode_Endpoint_v0(data: bytes, pos: int) -> tuple[Endpoint, int]:
-    """Reads Endpoint v0, checked: names the field of any failure."""
+    """Reads Endpoint v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Host"
@@ -1742,7 +1751,7 @@ def _decode_Endpoint_v0(data: bytes, pos: int) -> tuple[Endpoint, int]:
 
 
 def _encode_Endpoint_v0(out: bytearray, o: Endpoint) -> None:
-    """Writes Endpoint v0, checked: names the field of any failure."""
+    """Writes Endpoint v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Host"
@@ -1761,7 +1770,7 @@ def _encode_Endpoint_v0(out: bytearray, o: Endpoint) -> None:
 def _decode_StreamsGroupHeartbeatRequest_v0(
     data: bytes, pos: int
 ) -> tuple[StreamsGroupHeartbeatRequest, int]:
-    """Reads StreamsGroupHeartbeatRequest v0, checked: names the field of any failure."""
+    """Reads StreamsGroupHeartbeatRequest v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -1839,7 +1848,7 @@ def _decode_StreamsGroupHeartbeatRequest_v0(
 def _encode_StreamsGroupHeartbeatRequest_v0(
     out: bytearray, o: StreamsGroupHeartbeatRequest
 ) -> None:
-    """Writes StreamsGroupHeartbeatRequest v0, checked: names the field of any failure."""
+    """Writes StreamsGroupHeartbeatRequest v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "GroupId"
@@ -1888,18 +1897,23 @@ def _encode_StreamsGroupHeartbeatRequest_v0(
 
 _READERS = {
     0: _read_StreamsGroupHeartbeatRequest_v0,
+    1: _read_StreamsGroupHeartbeatRequest_v0,
 }
 _WRITERS = {
     0: _write_StreamsGroupHeartbeatRequest_v0,
+    1: _write_StreamsGroupHeartbeatRequest_v0,
 }
 StreamsGroupHeartbeatRequest.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_StreamsGroupHeartbeatRequest_v0,
+    1: _head_StreamsGroupHeartbeatRequest_v0,
 }
 _DECODERS = {
     0: _decode_StreamsGroupHeartbeatRequest_v0,
+    1: _decode_StreamsGroupHeartbeatRequest_v0,
 }
 _ENCODERS = {
     0: _encode_StreamsGroupHeartbeatRequest_v0,
+    1: _encode_StreamsGroupHeartbeatRequest_v0,
 }
-native_install(__name__, globals(), StreamsGroupHeartbeatRequest, "76b834b16aec2334")
+native_install(__name__, globals(), StreamsGroupHeartbeatRequest, "ee4a69d3d12c4b42")

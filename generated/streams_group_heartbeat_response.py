@@ -46,11 +46,15 @@ from ._runtime import (
     write_message,
 )
 
+_S_Bi = _struct.Struct(">Bi")
 _S_H = _struct.Struct(">H")
 _S_b = _struct.Struct(">b")
 _S_i = _struct.Struct(">i")
 _S_ih = _struct.Struct(">ih")
+_S_ii = _struct.Struct(">ii")
 _S_iiii = _struct.Struct(">iiii")
+_S_iq = _struct.Struct(">iq")
+_S_oi = _struct.Struct(">?i")
 
 
 @_dataclass(slots=True)
@@ -59,17 +63,17 @@ class TaskIds:
 
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
         FieldInfo(
-            "SubtopologyId", "subtopology_id", "string", range(0, 1), range(0), range(0), None, None
+            "SubtopologyId", "subtopology_id", "string", range(0, 2), range(0), range(0), None, None
         ),
         FieldInfo(
-            "Partitions", "partitions", "[]int32", range(0, 1), range(0), range(0), None, None
+            "Partitions", "partitions", "[]int32", range(0, 2), range(0), range(0), None, None
         ),
     )
 
     subtopology_id: str = ""
-    """SubtopologyId (versions 0): Subtopology id (string)."""
+    """SubtopologyId (versions 0-1): Subtopology id (string)."""
     partitions: list[int] = _field(default_factory=list)
-    """Partitions (versions 0): Per-partition entries."""
+    """Partitions (versions 0-1): Per-partition entries."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -88,16 +92,16 @@ class TopicPartition:
     """TopicPartition: struct of StreamsGroupHeartbeatResponse."""
 
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
-        FieldInfo("Topic", "topic", "string", range(0, 1), range(0), range(0), None, None),
+        FieldInfo("Topic", "topic", "string", range(0, 2), range(0), range(0), None, None),
         FieldInfo(
-            "Partitions", "partitions", "[]int32", range(0, 1), range(0), range(0), None, None
+            "Partitions", "partitions", "[]int32", range(0, 2), range(0), range(0), None, None
         ),
     )
 
     topic: str = ""
-    """Topic (versions 0): Topic (string)."""
+    """Topic (versions 0-1): Topic (string)."""
     partitions: list[int] = _field(default_factory=list)
-    """Partitions (versions 0): Per-partition entries."""
+    """Partitions (versions 0-1): Per-partition entries."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -116,16 +120,16 @@ class Status:
     """Status: struct of StreamsGroupHeartbeatResponse."""
 
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
-        FieldInfo("StatusCode", "status_code", "int8", range(0, 1), range(0), range(0), None, None),
+        FieldInfo("StatusCode", "status_code", "int8", range(0, 2), range(0), range(0), None, None),
         FieldInfo(
-            "StatusDetail", "status_detail", "string", range(0, 1), range(0), range(0), None, None
+            "StatusDetail", "status_detail", "string", range(0, 2), range(0), range(0), None, None
         ),
     )
 
     status_code: int = 0
-    """StatusCode (versions 0): Status code (int8)."""
+    """StatusCode (versions 0-1): Status code (int8)."""
     status_detail: str = ""
-    """StatusDetail (versions 0): Status detail (string)."""
+    """StatusDetail (versions 0-1): Status detail (string)."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -144,14 +148,14 @@ class Endpoint:
     """Endpoint: struct of StreamsGroupHeartbeatResponse."""
 
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
-        FieldInfo("Host", "host", "string", range(0, 1), range(0), range(0), None, None),
-        FieldInfo("Port", "port", "uint16", range(0, 1), range(0), range(0), None, None),
+        FieldInfo("Host", "host", "string", range(0, 2), range(0), range(0), None, None),
+        FieldInfo("Port", "port", "uint16", range(0, 2), range(0), range(0), None, None),
     )
 
     host: str = ""
-    """Host (versions 0): Host name of the endpoint."""
+    """Host (versions 0-1): Host name of the endpoint."""
     port: int = 0
-    """Port (versions 0): Port of the endpoint."""
+    """Port (versions 0-1): Port of the endpoint."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -174,7 +178,7 @@ class EndpointToPartitions:
             "UserEndpoint",
             "user_endpoint",
             "Endpoint",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -184,7 +188,7 @@ class EndpointToPartitions:
             "ActivePartitions",
             "active_partitions",
             "[]TopicPartition",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -194,7 +198,7 @@ class EndpointToPartitions:
             "StandbyPartitions",
             "standby_partitions",
             "[]TopicPartition",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -203,11 +207,11 @@ class EndpointToPartitions:
     )
 
     user_endpoint: Endpoint = _field(default_factory=Endpoint)
-    """UserEndpoint (versions 0): User endpoint (Endpoint)."""
+    """UserEndpoint (versions 0-1): User endpoint (Endpoint)."""
     active_partitions: list[TopicPartition] = _field(default_factory=list)
-    """ActivePartitions (versions 0): Active partitions: one entry per topic partition."""
+    """ActivePartitions (versions 0-1): Active partitions: one entry per topic partition."""
     standby_partitions: list[TopicPartition] = _field(default_factory=list)
-    """StandbyPartitions (versions 0): Standby partitions: one entry per topic partition."""
+    """StandbyPartitions (versions 0-1): Standby partitions: one entry per topic partition."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -223,12 +227,12 @@ class EndpointToPartitions:
 
 @_dataclass(slots=True)
 class StreamsGroupHeartbeatResponse:
-    """StreamsGroupHeartbeatResponse: a Kafka response (api key 88), versions 0."""
+    """StreamsGroupHeartbeatResponse: a Kafka response (api key 88), versions 0-1."""
 
     MESSAGE_NAME: _ClassVar[str] = "StreamsGroupHeartbeatResponse"
     MESSAGE_TYPE: _ClassVar[str] = "response"
     API_KEY: _ClassVar[int | None] = 88
-    VALID_VERSIONS: _ClassVar[range] = range(0, 1)
+    VALID_VERSIONS: _ClassVar[range] = range(0, 2)
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(0, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
@@ -242,8 +246,20 @@ class StreamsGroupHeartbeatResponse:
             "member_id",
             "member_epoch",
             "heartbeat_interval_ms",
-            "acceptable_recovery_lag",
+            "acceptable_recovery_lag_legacy",
             "task_offset_interval_ms",
+            "acceptable_recovery_lag",
+        ),
+        1: (
+            "throttle_time_ms",
+            "error_code",
+            "error_message",
+            "member_id",
+            "member_epoch",
+            "heartbeat_interval_ms",
+            "acceptable_recovery_lag_legacy",
+            "task_offset_interval_ms",
+            "acceptable_recovery_lag",
         ),
     }
     """Per version, what read_head reads: the attributes before the first array or struct.
@@ -253,40 +269,40 @@ class StreamsGroupHeartbeatResponse:
             "ThrottleTimeMs",
             "throttle_time_ms",
             "int32",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
             None,
         ),
-        FieldInfo("ErrorCode", "error_code", "int16", range(0, 1), range(0), range(0), None, None),
+        FieldInfo("ErrorCode", "error_code", "int16", range(0, 2), range(0), range(0), None, None),
         FieldInfo(
             "ErrorMessage",
             "error_message",
             "string",
-            range(0, 1),
+            range(0, 2),
             range(0, 32768),
             range(0),
             None,
             None,
         ),
-        FieldInfo("MemberId", "member_id", "string", range(0, 1), range(0), range(0), None, None),
+        FieldInfo("MemberId", "member_id", "string", range(0, 2), range(0), range(0), None, None),
         FieldInfo(
-            "MemberEpoch", "member_epoch", "int32", range(0, 1), range(0), range(0), None, None
+            "MemberEpoch", "member_epoch", "int32", range(0, 2), range(0), range(0), None, None
         ),
         FieldInfo(
             "HeartbeatIntervalMs",
             "heartbeat_interval_ms",
             "int32",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
             None,
         ),
         FieldInfo(
-            "AcceptableRecoveryLag",
-            "acceptable_recovery_lag",
+            "AcceptableRecoveryLagLegacy",
+            "acceptable_recovery_lag_legacy",
             "int32",
             range(0, 1),
             range(0),
@@ -298,20 +314,30 @@ class StreamsGroupHeartbeatResponse:
             "TaskOffsetIntervalMs",
             "task_offset_interval_ms",
             "int32",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
             None,
         ),
         FieldInfo(
-            "Status", "status", "[]Status", range(0, 1), range(0, 32768), range(0), None, Status
+            "AcceptableRecoveryLag",
+            "acceptable_recovery_lag",
+            "int64",
+            range(1, 2),
+            range(0),
+            range(0),
+            None,
+            None,
+        ),
+        FieldInfo(
+            "Status", "status", "[]Status", range(0, 2), range(0, 32768), range(0), None, Status
         ),
         FieldInfo(
             "ActiveTasks",
             "active_tasks",
             "[]TaskIds",
-            range(0, 1),
+            range(0, 2),
             range(0, 32768),
             range(0),
             None,
@@ -321,7 +347,7 @@ class StreamsGroupHeartbeatResponse:
             "StandbyTasks",
             "standby_tasks",
             "[]TaskIds",
-            range(0, 1),
+            range(0, 2),
             range(0, 32768),
             range(0),
             None,
@@ -331,17 +357,27 @@ class StreamsGroupHeartbeatResponse:
             "WarmupTasks",
             "warmup_tasks",
             "[]TaskIds",
-            range(0, 1),
+            range(0, 2),
             range(0, 32768),
             range(0),
             None,
             TaskIds,
         ),
         FieldInfo(
+            "TopologyDescriptionRequired",
+            "topology_description_required",
+            "bool",
+            range(1, 2),
+            range(0),
+            range(0),
+            None,
+            None,
+        ),
+        FieldInfo(
             "EndpointInformationEpoch",
             "endpoint_information_epoch",
             "int32",
-            range(0, 1),
+            range(0, 2),
             range(0),
             range(0),
             None,
@@ -351,7 +387,7 @@ class StreamsGroupHeartbeatResponse:
             "PartitionsByUserEndpoint",
             "partitions_by_user_endpoint",
             "[]EndpointToPartitions",
-            range(0, 1),
+            range(0, 2),
             range(0, 32768),
             range(0),
             None,
@@ -360,33 +396,37 @@ class StreamsGroupHeartbeatResponse:
     )
 
     throttle_time_ms: int = 0
-    """ThrottleTimeMs (versions 0): How long in ms a quota held the response back; 0 when not throttled."""
+    """ThrottleTimeMs (versions 0-1): How long in ms a quota held the response back; 0 when not throttled."""
     error_code: int = 0
-    """ErrorCode (versions 0): Error code; 0 means no error."""
+    """ErrorCode (versions 0-1): Error code; 0 means no error."""
     error_message: str | None = None
-    """ErrorMessage (versions 0, nullable 0+): Text explaining the error, or null."""
+    """ErrorMessage (versions 0-1, nullable 0+): Text explaining the error, or null."""
     member_id: str = ""
-    """MemberId (versions 0): Id of the member, assigned by the coordinator."""
+    """MemberId (versions 0-1): Id of the member, assigned by the coordinator."""
     member_epoch: int = 0
-    """MemberEpoch (versions 0): Epoch of the member in its group."""
+    """MemberEpoch (versions 0-1): Epoch of the member in its group."""
     heartbeat_interval_ms: int = 0
-    """HeartbeatIntervalMs (versions 0): Heartbeat interval in ms (int32)."""
-    acceptable_recovery_lag: int = 0
-    """AcceptableRecoveryLag (versions 0): Acceptable recovery lag (int32)."""
+    """HeartbeatIntervalMs (versions 0-1): Heartbeat interval in ms (int32)."""
+    acceptable_recovery_lag_legacy: int = 0
+    """AcceptableRecoveryLagLegacy (versions 0): How far (in offsets) a warm-up task may lag and still count as caught up; the 32-bit field of version 0."""
     task_offset_interval_ms: int = 0
-    """TaskOffsetIntervalMs (versions 0): Task offset interval in ms (int32)."""
+    """TaskOffsetIntervalMs (versions 0-1): Task offset interval in ms (int32)."""
+    acceptable_recovery_lag: int = -1
+    """AcceptableRecoveryLag (versions 1, ignorable): How far (in offsets) a warm-up task may lag and still count as caught up."""
     status: list[Status] | None = _field(default_factory=list)
-    """Status (versions 0, nullable 0+): Status: one entry per status."""
+    """Status (versions 0-1, nullable 0+): Status: one entry per status."""
     active_tasks: list[TaskIds] | None = _field(default_factory=list)
-    """ActiveTasks (versions 0, nullable 0+): Active tasks: one entry per task ids."""
+    """ActiveTasks (versions 0-1, nullable 0+): Active tasks: one entry per task ids."""
     standby_tasks: list[TaskIds] | None = _field(default_factory=list)
-    """StandbyTasks (versions 0, nullable 0+): Standby tasks: one entry per task ids."""
+    """StandbyTasks (versions 0-1, nullable 0+): Standby tasks: one entry per task ids."""
     warmup_tasks: list[TaskIds] | None = _field(default_factory=list)
-    """WarmupTasks (versions 0, nullable 0+): Warmup tasks: one entry per task ids."""
+    """WarmupTasks (versions 0-1, nullable 0+): Warmup tasks: one entry per task ids."""
+    topology_description_required: bool = False
+    """TopologyDescriptionRequired (versions 1): True when the coordinator wants the member to send its topology description (StreamsGroupTopologyDescriptionUpdate)."""
     endpoint_information_epoch: int = 0
-    """EndpointInformationEpoch (versions 0): Endpoint information epoch (int32)."""
+    """EndpointInformationEpoch (versions 0-1): Endpoint information epoch (int32)."""
     partitions_by_user_endpoint: list[EndpointToPartitions] | None = _field(default_factory=list)
-    """PartitionsByUserEndpoint (versions 0, nullable 0+): Partitions by user endpoint: one entry per endpoint to partitions."""
+    """PartitionsByUserEndpoint (versions 0-1, nullable 0+): Partitions by user endpoint: one entry per endpoint to partitions."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -463,7 +503,7 @@ class StreamsGroupHeartbeatResponse:
 
 
 def _read_TaskIds_v0(data: bytes, pos: int) -> tuple[TaskIds, int]:
-    """Reads TaskIds v0 on the fast path.
+    """Reads TaskIds v0-1 on the fast path.
 
     On any failure the caller re-reads with the checked decoder, which names field and offset:
     _decode_TaskIds_v0.
@@ -489,7 +529,7 @@ def _read_TaskIds_v0(data: bytes, pos: int) -> tuple[TaskIds, int]:
 
 
 def _write_TaskIds_v0(out: bytearray, o: TaskIds) -> None:
-    """Writes TaskIds v0 on the fast path.
+    """Writes TaskIds v0-1 on the fast path.
 
     On any failure the caller drops the output and writes again with the checked encoder:
     _encode_TaskIds_v0.
@@ -510,7 +550,7 @@ def _write_TaskIds_v0(out: bytearray, o: TaskIds) -> None:
 
 
 def _read_TopicPartition_v0(data: bytes, pos: int) -> tuple[TopicPartition, int]:
-    """Reads TopicPartition v0 on the fast path.
+    """Reads TopicPartition v0-1 on the fast path.
 
     On any failure the caller re-reads with the checked decoder, which names field and offset:
     _decode_TopicPartition_v0.
@@ -536,7 +576,7 @@ def _read_TopicPartition_v0(data: bytes, pos: int) -> tuple[TopicPartition, int]
 
 
 def _write_TopicPartition_v0(out: bytearray, o: TopicPartition) -> None:
-    """Writes TopicPartition v0 on the fast path.
+    """Writes TopicPartition v0-1 on the fast path.
 
     On any failure the caller drops the output and writes again with the checked encoder:
     _encode_TopicPartition_v0.
@@ -557,7 +597,7 @@ def _write_TopicPartition_v0(out: bytearray, o: TopicPartition) -> None:
 
 
 def _read_Status_v0(data: bytes, pos: int) -> tuple[Status, int]:
-    """Reads Status v0 on the fast path.
+    """Reads Status v0-1 on the fast path.
 
     On any failure the caller re-reads with the checked decoder, which names field and offset:
     _decode_Status_v0.
@@ -584,7 +624,7 @@ def _read_Status_v0(data: bytes, pos: int) -> tuple[Status, int]:
 
 
 def _write_Status_v0(out: bytearray, o: Status) -> None:
-    """Writes Status v0 on the fast path.
+    """Writes Status v0-1 on the fast path.
 
     On any failure the caller drops the output and writes again with the checked encoder:
     _encode_Status_v0.
@@ -605,7 +645,7 @@ def _write_Status_v0(out: bytearray, o: Status) -> None:
 
 
 def _read_Endpoint_v0(data: bytes, pos: int) -> tuple[Endpoint, int]:
-    """Reads Endpoint v0 on the fast path.
+    """Reads Endpoint v0-1 on the fast path.
 
     On any failure the caller re-reads with the checked decoder, which names field and offset:
     _decode_Endpoint_v0.
@@ -632,7 +672,7 @@ def _read_Endpoint_v0(data: bytes, pos: int) -> tuple[Endpoint, int]:
 
 
 def _write_Endpoint_v0(out: bytearray, o: Endpoint) -> None:
-    """Writes Endpoint v0 on the fast path.
+    """Writes Endpoint v0-1 on the fast path.
 
     On any failure the caller drops the output and writes again with the checked encoder:
     _encode_Endpoint_v0.
@@ -653,7 +693,7 @@ def _write_Endpoint_v0(out: bytearray, o: Endpoint) -> None:
 
 
 def _read_EndpointToPartitions_v0(data: bytes, pos: int) -> tuple[EndpointToPartitions, int]:
-    """Reads EndpointToPartitions v0 on the fast path.
+    """Reads EndpointToPartitions v0-1 on the fast path.
 
     On any failure the caller re-reads with the checked decoder, which names field and offset:
     _decode_EndpointToPartitions_v0.
@@ -724,7 +764,7 @@ def _read_EndpointToPartitions_v0(data: bytes, pos: int) -> tuple[EndpointToPart
 
 
 def _write_EndpointToPartitions_v0(out: bytearray, o: EndpointToPartitions) -> None:
-    """Writes EndpointToPartitions v0 on the fast path.
+    """Writes EndpointToPartitions v0-1 on the fast path.
 
     On any failure the caller drops the output and writes again with the checked encoder:
     _encode_EndpointToPartitions_v0.
@@ -778,14 +818,16 @@ def _read_StreamsGroupHeartbeatResponse_v0(
     (
         o.member_epoch,
         o.heartbeat_interval_ms,
-        o.acceptable_recovery_lag,
+        o.acceptable_recovery_lag_legacy,
         o.task_offset_interval_ms,
     ) = _S_iiii.unpack_from(data, pos)
     pos += 16
+    o.acceptable_recovery_lag = -1
     o.status, pos = r_compact_nullable_array(data, pos, _read_Status_v0)
     o.active_tasks, pos = r_compact_nullable_array(data, pos, _read_TaskIds_v0)
     o.standby_tasks, pos = r_compact_nullable_array(data, pos, _read_TaskIds_v0)
     o.warmup_tasks, pos = r_compact_nullable_array(data, pos, _read_TaskIds_v0)
+    o.topology_description_required = False
     (o.endpoint_information_epoch,) = _S_i.unpack_from(data, pos)
     pos += 4
     o.partitions_by_user_endpoint, pos = r_compact_nullable_array(
@@ -808,9 +850,9 @@ def _head_StreamsGroupHeartbeatResponse_v0(
     """Reads the head of StreamsGroupHeartbeatResponse v0: the fields before its first array or struct.
 
     Reads ThrottleTimeMs, ErrorCode, ErrorMessage, MemberId, MemberEpoch, HeartbeatIntervalMs,
-    AcceptableRecoveryLag, TaskOffsetIntervalMs on the fast path; every later field keeps its
-    default, unread. On any failure the caller reads the whole body with the checked decoder:
-    _decode_StreamsGroupHeartbeatResponse_v0.
+    AcceptableRecoveryLagLegacy, TaskOffsetIntervalMs on the fast path; every later field keeps
+    its default, unread. On any failure the caller reads the whole body with the checked
+    decoder: _decode_StreamsGroupHeartbeatResponse_v0.
     """
     o = new_object(StreamsGroupHeartbeatResponse)
     o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
@@ -835,14 +877,16 @@ def _head_StreamsGroupHeartbeatResponse_v0(
     (
         o.member_epoch,
         o.heartbeat_interval_ms,
-        o.acceptable_recovery_lag,
+        o.acceptable_recovery_lag_legacy,
         o.task_offset_interval_ms,
     ) = _S_iiii.unpack_from(data, pos)
     pos += 16
+    o.acceptable_recovery_lag = -1
     o.status = []
     o.active_tasks = []
     o.standby_tasks = []
     o.warmup_tasks = []
+    o.topology_description_required = False
     o.endpoint_information_epoch = 0
     o.partitions_by_user_endpoint = []
     o.unknown_tags = {}
@@ -880,13 +924,15 @@ def _write_StreamsGroupHeartbeatResponse_v0(
     out += _S_iiii.pack(
         o.member_epoch,
         o.heartbeat_interval_ms,
-        o.acceptable_recovery_lag,
+        o.acceptable_recovery_lag_legacy,
         o.task_offset_interval_ms,
     )
     w_compact_nullable_array(out, o.status, _write_Status_v0)
     w_compact_nullable_array(out, o.active_tasks, _write_TaskIds_v0)
     w_compact_nullable_array(out, o.standby_tasks, _write_TaskIds_v0)
     w_compact_nullable_array(out, o.warmup_tasks, _write_TaskIds_v0)
+    if o.topology_description_required != False:
+        raise Recheck
     out += _S_i.pack(o.endpoint_information_epoch)
     w_compact_nullable_array(out, o.partitions_by_user_endpoint, _write_EndpointToPartitions_v0)
     if o.unknown_tags:
@@ -895,8 +941,151 @@ def _write_StreamsGroupHeartbeatResponse_v0(
         out.append(0)  # no tagged fields
 
 
+def _read_StreamsGroupHeartbeatResponse_v1(
+    data: bytes, pos: int
+) -> tuple[StreamsGroupHeartbeatResponse, int]:
+    """Reads StreamsGroupHeartbeatResponse v1 on the fast path.
+
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_StreamsGroupHeartbeatResponse_v1.
+    """
+    o = new_object(StreamsGroupHeartbeatResponse)
+    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
+    pos += 6
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.error_message = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.error_message = None
+        pos += 1
+    else:
+        o.error_message, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    o.member_epoch, o.heartbeat_interval_ms = _S_ii.unpack_from(data, pos)
+    pos += 8
+    o.acceptable_recovery_lag_legacy = 0
+    o.task_offset_interval_ms, o.acceptable_recovery_lag = _S_iq.unpack_from(data, pos)
+    pos += 12
+    o.status, pos = r_compact_nullable_array(data, pos, _read_Status_v0)
+    o.active_tasks, pos = r_compact_nullable_array(data, pos, _read_TaskIds_v0)
+    o.standby_tasks, pos = r_compact_nullable_array(data, pos, _read_TaskIds_v0)
+    o.warmup_tasks, pos = r_compact_nullable_array(data, pos, _read_TaskIds_v0)
+    o.topology_description_required, o.endpoint_information_epoch = _S_oi.unpack_from(data, pos)
+    pos += 5
+    o.partitions_by_user_endpoint, pos = r_compact_nullable_array(
+        data, pos, _read_EndpointToPartitions_v0
+    )
+
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        o.wire_tags = None
+        pos += 1
+    return o, pos
+
+
+def _head_StreamsGroupHeartbeatResponse_v1(
+    data: bytes, pos: int
+) -> tuple[StreamsGroupHeartbeatResponse, int]:
+    """Reads the head of StreamsGroupHeartbeatResponse v1: the fields before its first array or struct.
+
+    Reads ThrottleTimeMs, ErrorCode, ErrorMessage, MemberId, MemberEpoch, HeartbeatIntervalMs,
+    TaskOffsetIntervalMs, AcceptableRecoveryLag on the fast path; every later field keeps its
+    default, unread. On any failure the caller reads the whole body with the checked decoder:
+    _decode_StreamsGroupHeartbeatResponse_v1.
+    """
+    o = new_object(StreamsGroupHeartbeatResponse)
+    o.throttle_time_ms, o.error_code = _S_ih.unpack_from(data, pos)
+    pos += 6
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.error_message = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.error_message = None
+        pos += 1
+    else:
+        o.error_message, pos = r_compact_nullable_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    o.member_epoch, o.heartbeat_interval_ms = _S_ii.unpack_from(data, pos)
+    pos += 8
+    o.acceptable_recovery_lag_legacy = 0
+    o.task_offset_interval_ms, o.acceptable_recovery_lag = _S_iq.unpack_from(data, pos)
+    pos += 12
+    o.status = []
+    o.active_tasks = []
+    o.standby_tasks = []
+    o.warmup_tasks = []
+    o.topology_description_required = False
+    o.endpoint_information_epoch = 0
+    o.partitions_by_user_endpoint = []
+    o.unknown_tags = {}
+    o.wire_tags = None
+    return o, pos
+
+
+def _write_StreamsGroupHeartbeatResponse_v1(
+    out: bytearray, o: StreamsGroupHeartbeatResponse
+) -> None:
+    """Writes StreamsGroupHeartbeatResponse v1 on the fast path.
+
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_StreamsGroupHeartbeatResponse_v1.
+    """
+    s: _Any  # the string being written
+    out += _S_ih.pack(o.throttle_time_ms, o.error_code)
+    s = o.error_message
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    s = o.member_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    out += _S_ii.pack(o.member_epoch, o.heartbeat_interval_ms)
+    if o.acceptable_recovery_lag_legacy != 0:
+        raise Recheck
+    out += _S_iq.pack(o.task_offset_interval_ms, o.acceptable_recovery_lag)
+    w_compact_nullable_array(out, o.status, _write_Status_v0)
+    w_compact_nullable_array(out, o.active_tasks, _write_TaskIds_v0)
+    w_compact_nullable_array(out, o.standby_tasks, _write_TaskIds_v0)
+    w_compact_nullable_array(out, o.warmup_tasks, _write_TaskIds_v0)
+    out += _S_Bi.pack(o.topology_description_required, o.endpoint_information_epoch)
+    w_compact_nullable_array(out, o.partitions_by_user_endpoint, _write_EndpointToPartitions_v0)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_TaskIds_v0(data: bytes, pos: int) -> tuple[TaskIds, int]:
-    """Reads TaskIds v0, checked: names the field of any failure."""
+    """Reads TaskIds v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "SubtopologyId"
@@ -923,7 +1112,7 @@ def _decode_TaskIds_v0(data: bytes, pos: int) -> tuple[TaskIds, int]:
 
 
 def _encode_TaskIds_v0(out: bytearray, o: TaskIds) -> None:
-    """Writes TaskIds v0, checked: names the field of any failure."""
+    """Writes TaskIds v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "SubtopologyId"
@@ -940,7 +1129,7 @@ def _encode_TaskIds_v0(out: bytearray, o: TaskIds) -> None:
 
 
 def _decode_TopicPartition_v0(data: bytes, pos: int) -> tuple[TopicPartition, int]:
-    """Reads TopicPartition v0, checked: names the field of any failure."""
+    """Reads TopicPartition v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Topic"
@@ -967,7 +1156,7 @@ def _decode_TopicPartition_v0(data: bytes, pos: int) -> tuple[TopicPartition, in
 
 
 def _encode_TopicPartition_v0(out: bytearray, o: TopicPartition) -> None:
-    """Writes TopicPartition v0, checked: names the field of any failure."""
+    """Writes TopicPartition v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Topic"
@@ -984,7 +1173,7 @@ def _encode_TopicPartition_v0(out: bytearray, o: TopicPartition) -> None:
 
 
 def _decode_Status_v0(data: bytes, pos: int) -> tuple[Status, int]:
-    """Reads Status v0, checked: names the field of any failure."""
+    """Reads Status v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("StatusCode", "status_code", "b"),)
@@ -1012,7 +1201,7 @@ def _decode_Status_v0(data: bytes, pos: int) -> tuple[Status, int]:
 
 
 def _encode_Status_v0(out: bytearray, o: Status) -> None:
-    """Writes Status v0, checked: names the field of any failure."""
+    """Writes Status v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (("StatusCode", "status_code", "b"),)
@@ -1029,7 +1218,7 @@ def _encode_Status_v0(out: bytearray, o: Status) -> None:
 
 
 def _decode_Endpoint_v0(data: bytes, pos: int) -> tuple[Endpoint, int]:
-    """Reads Endpoint v0, checked: names the field of any failure."""
+    """Reads Endpoint v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Host"
@@ -1057,7 +1246,7 @@ def _decode_Endpoint_v0(data: bytes, pos: int) -> tuple[Endpoint, int]:
 
 
 def _encode_Endpoint_v0(out: bytearray, o: Endpoint) -> None:
-    """Writes Endpoint v0, checked: names the field of any failure."""
+    """Writes Endpoint v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "Host"
@@ -1074,7 +1263,7 @@ def _encode_Endpoint_v0(out: bytearray, o: Endpoint) -> None:
 
 
 def _decode_EndpointToPartitions_v0(data: bytes, pos: int) -> tuple[EndpointToPartitions, int]:
-    """Reads EndpointToPartitions v0, checked: names the field of any failure."""
+    """Reads EndpointToPartitions v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "UserEndpoint"
@@ -1104,7 +1293,7 @@ def _decode_EndpointToPartitions_v0(data: bytes, pos: int) -> tuple[EndpointToPa
 
 
 def _encode_EndpointToPartitions_v0(out: bytearray, o: EndpointToPartitions) -> None:
-    """Writes EndpointToPartitions v0, checked: names the field of any failure."""
+    """Writes EndpointToPartitions v0-1, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = "UserEndpoint"
@@ -1141,12 +1330,15 @@ def _decode_StreamsGroupHeartbeatResponse_v0(
         f = (
             ("MemberEpoch", "member_epoch", "i"),
             ("HeartbeatIntervalMs", "heartbeat_interval_ms", "i"),
-            ("AcceptableRecoveryLag", "acceptable_recovery_lag", "i"),
+            ("AcceptableRecoveryLagLegacy", "acceptable_recovery_lag_legacy", "i"),
             ("TaskOffsetIntervalMs", "task_offset_interval_ms", "i"),
         )
-        member_epoch, heartbeat_interval_ms, acceptable_recovery_lag, task_offset_interval_ms = (
-            _S_iiii.unpack_from(data, pos)
-        )
+        (
+            member_epoch,
+            heartbeat_interval_ms,
+            acceptable_recovery_lag_legacy,
+            task_offset_interval_ms,
+        ) = _S_iiii.unpack_from(data, pos)
         pos += 16
         f = "Status"
         status, pos = r_compact_nullable_array(data, pos, _decode_Status_v0)
@@ -1179,12 +1371,14 @@ def _decode_StreamsGroupHeartbeatResponse_v0(
             member_id,
             member_epoch,
             heartbeat_interval_ms,
-            acceptable_recovery_lag,
+            acceptable_recovery_lag_legacy,
             task_offset_interval_ms,
+            -1,
             status,
             active_tasks,
             standby_tasks,
             warmup_tasks,
+            False,
             endpoint_information_epoch,
             partitions_by_user_endpoint,
             unknown_tags,
@@ -1212,13 +1406,13 @@ def _encode_StreamsGroupHeartbeatResponse_v0(
         f = (
             ("MemberEpoch", "member_epoch", "i"),
             ("HeartbeatIntervalMs", "heartbeat_interval_ms", "i"),
-            ("AcceptableRecoveryLag", "acceptable_recovery_lag", "i"),
+            ("AcceptableRecoveryLagLegacy", "acceptable_recovery_lag_legacy", "i"),
             ("TaskOffsetIntervalMs", "task_offset_interval_ms", "i"),
         )
         out += _S_iiii.pack(
             o.member_epoch,
             o.heartbeat_interval_ms,
-            o.acceptable_recovery_lag,
+            o.acceptable_recovery_lag_legacy,
             o.task_offset_interval_ms,
         )
         f = "Status"
@@ -1229,6 +1423,9 @@ def _encode_StreamsGroupHeartbeatResponse_v0(
         w_compact_nullable_array(out, o.standby_tasks, _encode_TaskIds_v0)
         f = "WarmupTasks"
         w_compact_nullable_array(out, o.warmup_tasks, _encode_TaskIds_v0)
+        f = "TopologyDescriptionRequired"
+        if o.topology_description_required != False:
+            raise absent_field("TopologyDescriptionRequired")
         f = (("EndpointInformationEpoch", "endpoint_information_epoch", "i"),)
         out += _S_i.pack(o.endpoint_information_epoch)
         f = "PartitionsByUserEndpoint"
@@ -1244,20 +1441,158 @@ def _encode_StreamsGroupHeartbeatResponse_v0(
         raise encode_failure(e, f, o, StreamsGroupHeartbeatResponse) from None
 
 
+def _decode_StreamsGroupHeartbeatResponse_v1(
+    data: bytes, pos: int
+) -> tuple[StreamsGroupHeartbeatResponse, int]:
+    """Reads StreamsGroupHeartbeatResponse v1, checked: names the field of any failure."""
+    f: _Any = ""
+    try:
+        f = (
+            ("ThrottleTimeMs", "throttle_time_ms", "i"),
+            ("ErrorCode", "error_code", "h"),
+        )
+        throttle_time_ms, error_code = _S_ih.unpack_from(data, pos)
+        pos += 6
+        f = "ErrorMessage"
+        error_message, pos = r_compact_nullable_string(data, pos)
+        f = "MemberId"
+        member_id, pos = r_compact_string(data, pos)
+        f = (
+            ("MemberEpoch", "member_epoch", "i"),
+            ("HeartbeatIntervalMs", "heartbeat_interval_ms", "i"),
+        )
+        member_epoch, heartbeat_interval_ms = _S_ii.unpack_from(data, pos)
+        pos += 8
+        f = (
+            ("TaskOffsetIntervalMs", "task_offset_interval_ms", "i"),
+            ("AcceptableRecoveryLag", "acceptable_recovery_lag", "q"),
+        )
+        task_offset_interval_ms, acceptable_recovery_lag = _S_iq.unpack_from(data, pos)
+        pos += 12
+        f = "Status"
+        status, pos = r_compact_nullable_array(data, pos, _decode_Status_v0)
+        f = "ActiveTasks"
+        active_tasks, pos = r_compact_nullable_array(data, pos, _decode_TaskIds_v0)
+        f = "StandbyTasks"
+        standby_tasks, pos = r_compact_nullable_array(data, pos, _decode_TaskIds_v0)
+        f = "WarmupTasks"
+        warmup_tasks, pos = r_compact_nullable_array(data, pos, _decode_TaskIds_v0)
+        f = (
+            ("TopologyDescriptionRequired", "topology_description_required", "?"),
+            ("EndpointInformationEpoch", "endpoint_information_epoch", "i"),
+        )
+        topology_description_required, endpoint_information_epoch = _S_oi.unpack_from(data, pos)
+        pos += 5
+        f = "PartitionsByUserEndpoint"
+        partitions_by_user_endpoint, pos = r_compact_nullable_array(
+            data, pos, _decode_EndpointToPartitions_v0
+        )
+        f = ""
+        if data[pos] == 0:  # no tagged fields
+            unknown_tags: dict[int, bytes] = {}
+            pos += 1
+        else:
+            unknown_tags, pos = r_tags(data, pos)
+    except Exception as e:
+        raise decode_failure(e, f, pos, data) from None
+    return (
+        StreamsGroupHeartbeatResponse(
+            throttle_time_ms,
+            error_code,
+            error_message,
+            member_id,
+            member_epoch,
+            heartbeat_interval_ms,
+            0,
+            task_offset_interval_ms,
+            acceptable_recovery_lag,
+            status,
+            active_tasks,
+            standby_tasks,
+            warmup_tasks,
+            topology_description_required,
+            endpoint_information_epoch,
+            partitions_by_user_endpoint,
+            unknown_tags,
+            wire_order(unknown_tags),
+        ),
+        pos,
+    )
+
+
+def _encode_StreamsGroupHeartbeatResponse_v1(
+    out: bytearray, o: StreamsGroupHeartbeatResponse
+) -> None:
+    """Writes StreamsGroupHeartbeatResponse v1, checked: names the field of any failure."""
+    f: _Any = ""
+    try:
+        f = (
+            ("ThrottleTimeMs", "throttle_time_ms", "i"),
+            ("ErrorCode", "error_code", "h"),
+        )
+        out += _S_ih.pack(o.throttle_time_ms, o.error_code)
+        f = "ErrorMessage"
+        w_compact_nullable_string(out, o.error_message)
+        f = "MemberId"
+        w_compact_string(out, o.member_id)
+        f = (
+            ("MemberEpoch", "member_epoch", "i"),
+            ("HeartbeatIntervalMs", "heartbeat_interval_ms", "i"),
+        )
+        out += _S_ii.pack(o.member_epoch, o.heartbeat_interval_ms)
+        f = "AcceptableRecoveryLagLegacy"
+        if o.acceptable_recovery_lag_legacy != 0:
+            raise absent_field("AcceptableRecoveryLagLegacy")
+        f = (
+            ("TaskOffsetIntervalMs", "task_offset_interval_ms", "i"),
+            ("AcceptableRecoveryLag", "acceptable_recovery_lag", "q"),
+        )
+        out += _S_iq.pack(o.task_offset_interval_ms, o.acceptable_recovery_lag)
+        f = "Status"
+        w_compact_nullable_array(out, o.status, _encode_Status_v0)
+        f = "ActiveTasks"
+        w_compact_nullable_array(out, o.active_tasks, _encode_TaskIds_v0)
+        f = "StandbyTasks"
+        w_compact_nullable_array(out, o.standby_tasks, _encode_TaskIds_v0)
+        f = "WarmupTasks"
+        w_compact_nullable_array(out, o.warmup_tasks, _encode_TaskIds_v0)
+        f = (
+            ("TopologyDescriptionRequired", "topology_description_required", "?"),
+            ("EndpointInformationEpoch", "endpoint_information_epoch", "i"),
+        )
+        out += _S_Bi.pack(o.topology_description_required, o.endpoint_information_epoch)
+        f = "PartitionsByUserEndpoint"
+        w_compact_nullable_array(
+            out, o.partitions_by_user_endpoint, _encode_EndpointToPartitions_v0
+        )
+        f = ""
+        if o.unknown_tags:
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
+        else:
+            out.append(0)  # no tagged fields
+    except Exception as e:
+        raise encode_failure(e, f, o, StreamsGroupHeartbeatResponse) from None
+
+
 _READERS = {
     0: _read_StreamsGroupHeartbeatResponse_v0,
+    1: _read_StreamsGroupHeartbeatResponse_v1,
 }
 _WRITERS = {
     0: _write_StreamsGroupHeartbeatResponse_v0,
+    1: _write_StreamsGroupHeartbeatResponse_v1,
 }
 StreamsGroupHeartbeatResponse.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
     0: _head_StreamsGroupHeartbeatResponse_v0,
+    1: _head_StreamsGroupHeartbeatResponse_v1,
 }
 _DECODERS = {
     0: _decode_StreamsGroupHeartbeatResponse_v0,
+    1: _decode_StreamsGroupHeartbeatResponse_v1,
 }
 _ENCODERS = {
     0: _encode_StreamsGroupHeartbeatResponse_v0,
+    1: _encode_StreamsGroupHeartbeatResponse_v1,
 }
-native_install(__name__, globals(), StreamsGroupHeartbeatResponse, "d5f2361b057cc890")
+native_install(__name__, globals(), StreamsGroupHeartbeatResponse, "a40c8c46de5ee253")

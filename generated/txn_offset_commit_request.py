@@ -32,6 +32,7 @@ from ._runtime import (
     r_tag_count,
     r_tag_header,
     r_tags,
+    r_uuid,
     r_uvarint,
     read_message,
     tag_size_mismatch,
@@ -45,6 +46,7 @@ from ._runtime import (
     w_nullable_string,
     w_string,
     w_tags,
+    w_uuid,
     w_uvarint,
     wire_order,
     write_message,
@@ -67,7 +69,7 @@ class TxnOffsetCommitRequestPartition:
             "PartitionIndex",
             "partition_index",
             "int32",
-            range(0, 6),
+            range(0, 7),
             range(0),
             range(0),
             None,
@@ -77,7 +79,7 @@ class TxnOffsetCommitRequestPartition:
             "CommittedOffset",
             "committed_offset",
             "int64",
-            range(0, 6),
+            range(0, 7),
             range(0),
             range(0),
             None,
@@ -87,7 +89,7 @@ class TxnOffsetCommitRequestPartition:
             "CommittedLeaderEpoch",
             "committed_leader_epoch",
             "int32",
-            range(2, 6),
+            range(2, 7),
             range(0),
             range(0),
             None,
@@ -97,7 +99,7 @@ class TxnOffsetCommitRequestPartition:
             "CommittedMetadata",
             "committed_metadata",
             "string",
-            range(0, 6),
+            range(0, 7),
             range(0, 32768),
             range(0),
             None,
@@ -106,13 +108,13 @@ class TxnOffsetCommitRequestPartition:
     )
 
     partition_index: int = 0
-    """PartitionIndex (versions 0-5): Number of the partition."""
+    """PartitionIndex (versions 0-6): Number of the partition."""
     committed_offset: int = 0
-    """CommittedOffset (versions 0-5): Committed offset (int64)."""
+    """CommittedOffset (versions 0-6): Committed offset (int64)."""
     committed_leader_epoch: int = -1
-    """CommittedLeaderEpoch (versions 2-5, ignorable): Committed leader epoch (int32)."""
+    """CommittedLeaderEpoch (versions 2-6, ignorable): Committed leader epoch (int32)."""
     committed_metadata: str | None = ""
-    """CommittedMetadata (versions 0-5, nullable 0+): Committed metadata (string)."""
+    """CommittedMetadata (versions 0-6, nullable 0+): Committed metadata (string)."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -131,12 +133,13 @@ class TxnOffsetCommitRequestTopic:
     """TxnOffsetCommitRequestTopic: struct of TxnOffsetCommitRequest."""
 
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
+        FieldInfo("TopicId", "topic_id", "uuid", range(6, 7), range(0), range(0), None, None),
         FieldInfo("Name", "name", "string", range(0, 6), range(0), range(0), None, None),
         FieldInfo(
             "Partitions",
             "partitions",
             "[]TxnOffsetCommitRequestPartition",
-            range(0, 6),
+            range(0, 7),
             range(0),
             range(0),
             None,
@@ -144,10 +147,12 @@ class TxnOffsetCommitRequestTopic:
         ),
     )
 
+    topic_id: _UUID = ZERO_UUID
+    """TopicId (versions 6, ignorable): Id (uuid) of the topic."""
     name: str = ""
     """Name (versions 0-5): The topic's name."""
     partitions: list[TxnOffsetCommitRequestPartition] = _field(default_factory=list)
-    """Partitions (versions 0-5): Per-partition entries."""
+    """Partitions (versions 0-6): Per-partition entries."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -163,12 +168,12 @@ class TxnOffsetCommitRequestTopic:
 
 @_dataclass(slots=True)
 class TxnOffsetCommitRequest:
-    """TxnOffsetCommitRequest: a Kafka request (api key 28), versions 0-5."""
+    """TxnOffsetCommitRequest: a Kafka request (api key 28), versions 0-6."""
 
     MESSAGE_NAME: _ClassVar[str] = "TxnOffsetCommitRequest"
     MESSAGE_TYPE: _ClassVar[str] = "request"
     API_KEY: _ClassVar[int | None] = 28
-    VALID_VERSIONS: _ClassVar[range] = range(0, 6)
+    VALID_VERSIONS: _ClassVar[range] = range(0, 7)
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(3, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
@@ -180,7 +185,7 @@ class TxnOffsetCommitRequest:
             "group_id",
             "producer_id",
             "producer_epoch",
-            "generation_id",
+            "generation_id_or_member_epoch",
             "member_id",
             "group_instance_id",
         ),
@@ -189,7 +194,7 @@ class TxnOffsetCommitRequest:
             "group_id",
             "producer_id",
             "producer_epoch",
-            "generation_id",
+            "generation_id_or_member_epoch",
             "member_id",
             "group_instance_id",
         ),
@@ -198,7 +203,7 @@ class TxnOffsetCommitRequest:
             "group_id",
             "producer_id",
             "producer_epoch",
-            "generation_id",
+            "generation_id_or_member_epoch",
             "member_id",
             "group_instance_id",
         ),
@@ -207,7 +212,7 @@ class TxnOffsetCommitRequest:
             "group_id",
             "producer_id",
             "producer_epoch",
-            "generation_id",
+            "generation_id_or_member_epoch",
             "member_id",
             "group_instance_id",
         ),
@@ -216,7 +221,7 @@ class TxnOffsetCommitRequest:
             "group_id",
             "producer_id",
             "producer_epoch",
-            "generation_id",
+            "generation_id_or_member_epoch",
             "member_id",
             "group_instance_id",
         ),
@@ -225,7 +230,16 @@ class TxnOffsetCommitRequest:
             "group_id",
             "producer_id",
             "producer_epoch",
-            "generation_id",
+            "generation_id_or_member_epoch",
+            "member_id",
+            "group_instance_id",
+        ),
+        6: (
+            "transactional_id",
+            "group_id",
+            "producer_id",
+            "producer_epoch",
+            "generation_id_or_member_epoch",
             "member_id",
             "group_instance_id",
         ),
@@ -237,28 +251,35 @@ class TxnOffsetCommitRequest:
             "TransactionalId",
             "transactional_id",
             "string",
-            range(0, 6),
+            range(0, 7),
             range(0),
             range(0),
             None,
             None,
         ),
-        FieldInfo("GroupId", "group_id", "string", range(0, 6), range(0), range(0), None, None),
+        FieldInfo("GroupId", "group_id", "string", range(0, 7), range(0), range(0), None, None),
         FieldInfo(
-            "ProducerId", "producer_id", "int64", range(0, 6), range(0), range(0), None, None
+            "ProducerId", "producer_id", "int64", range(0, 7), range(0), range(0), None, None
         ),
         FieldInfo(
-            "ProducerEpoch", "producer_epoch", "int16", range(0, 6), range(0), range(0), None, None
+            "ProducerEpoch", "producer_epoch", "int16", range(0, 7), range(0), range(0), None, None
         ),
         FieldInfo(
-            "GenerationId", "generation_id", "int32", range(3, 6), range(0), range(0), None, None
+            "GenerationIdOrMemberEpoch",
+            "generation_id_or_member_epoch",
+            "int32",
+            range(3, 7),
+            range(0),
+            range(0),
+            None,
+            None,
         ),
-        FieldInfo("MemberId", "member_id", "string", range(3, 6), range(0), range(0), None, None),
+        FieldInfo("MemberId", "member_id", "string", range(3, 7), range(0), range(0), None, None),
         FieldInfo(
             "GroupInstanceId",
             "group_instance_id",
             "string",
-            range(3, 6),
+            range(3, 7),
             range(3, 32768),
             range(0),
             None,
@@ -268,7 +289,7 @@ class TxnOffsetCommitRequest:
             "Topics",
             "topics",
             "[]TxnOffsetCommitRequestTopic",
-            range(0, 6),
+            range(0, 7),
             range(0),
             range(0),
             None,
@@ -277,21 +298,21 @@ class TxnOffsetCommitRequest:
     )
 
     transactional_id: str = ""
-    """TransactionalId (versions 0-5): Transactional id of the producer, or null when not transactional."""
+    """TransactionalId (versions 0-6): Transactional id of the producer, or null when not transactional."""
     group_id: str = ""
-    """GroupId (versions 0-5): Id of the group."""
+    """GroupId (versions 0-6): Id of the group."""
     producer_id: int = 0
-    """ProducerId (versions 0-5): Id the producer got from InitProducerId, or -1."""
+    """ProducerId (versions 0-6): Id the producer got from InitProducerId, or -1."""
     producer_epoch: int = 0
-    """ProducerEpoch (versions 0-5): Epoch of the producer id."""
-    generation_id: int = -1
-    """GenerationId (versions 3-5): Generation of the group."""
+    """ProducerEpoch (versions 0-6): Epoch of the producer id."""
+    generation_id_or_member_epoch: int = -1
+    """GenerationIdOrMemberEpoch (versions 3-6): Generation of a classic group, or the member's epoch in a KIP-848 group."""
     member_id: str = ""
-    """MemberId (versions 3-5): Id of the member, assigned by the coordinator."""
+    """MemberId (versions 3-6): Id of the member, assigned by the coordinator."""
     group_instance_id: str | None = None
-    """GroupInstanceId (versions 3-5, nullable 3+): Static membership id of the member, or null when not static."""
+    """GroupInstanceId (versions 3-6, nullable 3+): Static membership id of the member, or null when not static."""
     topics: list[TxnOffsetCommitRequestTopic] = _field(default_factory=list)
-    """Topics (versions 0-5): Per-topic entries."""
+    """Topics (versions 0-6): Per-topic entries."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -467,7 +488,7 @@ def _write_TxnOffsetCommitRequestPartition_v2(
 def _read_TxnOffsetCommitRequestPartition_v3(
     data: bytes, pos: int
 ) -> tuple[TxnOffsetCommitRequestPartition, int]:
-    """Reads TxnOffsetCommitRequestPartition v3-5 on the fast path.
+    """Reads TxnOffsetCommitRequestPartition v3-6 on the fast path.
 
     On any failure the caller re-reads with the checked decoder, which names field and offset:
     _decode_TxnOffsetCommitRequestPartition_v3.
@@ -499,7 +520,7 @@ def _read_TxnOffsetCommitRequestPartition_v3(
 def _write_TxnOffsetCommitRequestPartition_v3(
     out: bytearray, o: TxnOffsetCommitRequestPartition
 ) -> None:
-    """Writes TxnOffsetCommitRequestPartition v3-5 on the fast path.
+    """Writes TxnOffsetCommitRequestPartition v3-6 on the fast path.
 
     On any failure the caller drops the output and writes again with the checked encoder:
     _encode_TxnOffsetCommitRequestPartition_v3.
@@ -531,6 +552,7 @@ def _read_TxnOffsetCommitRequestTopic_v0(
     _decode_TxnOffsetCommitRequestTopic_v0.
     """
     o = new_object(TxnOffsetCommitRequestTopic)
+    o.topic_id = ZERO_UUID
     n = data[pos] << 8 | data[pos + 1]
     if n < 0x8000:  # not negative (null) as an int16
         pos += 2
@@ -603,6 +625,7 @@ def _read_TxnOffsetCommitRequestTopic_v2(
     _decode_TxnOffsetCommitRequestTopic_v2.
     """
     o = new_object(TxnOffsetCommitRequestTopic)
+    o.topic_id = ZERO_UUID
     n = data[pos] << 8 | data[pos + 1]
     if n < 0x8000:  # not negative (null) as an int16
         pos += 2
@@ -676,6 +699,7 @@ def _read_TxnOffsetCommitRequestTopic_v3(
     _decode_TxnOffsetCommitRequestTopic_v3.
     """
     o = new_object(TxnOffsetCommitRequestTopic)
+    o.topic_id = ZERO_UUID
     n = data[pos]
     if 0 < n < 0x80:  # a 1-byte length (+1), the common case
         end = pos + n
@@ -753,6 +777,83 @@ def _write_TxnOffsetCommitRequestTopic_v3(out: bytearray, o: TxnOffsetCommitRequ
         out.append(0)  # no tagged fields
 
 
+def _read_TxnOffsetCommitRequestTopic_v6(
+    data: bytes, pos: int
+) -> tuple[TxnOffsetCommitRequestTopic, int]:
+    """Reads TxnOffsetCommitRequestTopic v6 on the fast path.
+
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_TxnOffsetCommitRequestTopic_v6.
+    """
+    o = new_object(TxnOffsetCommitRequestTopic)
+    o.topic_id, pos = r_uuid(data, pos)
+    o.name = ""
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    partitions = []
+    for _ in range(n):
+        partitions_item = new_object(TxnOffsetCommitRequestPartition)
+        (
+            partitions_item.partition_index,
+            partitions_item.committed_offset,
+            partitions_item.committed_leader_epoch,
+        ) = _S_iqi.unpack_from(data, pos)
+        pos += 16
+        n = data[pos]
+        if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+            end = pos + n
+            partitions_item.committed_metadata = data[pos + 1 : end].decode()
+            pos = end
+        elif n == 0:
+            partitions_item.committed_metadata = None
+            pos += 1
+        else:
+            partitions_item.committed_metadata, pos = r_compact_nullable_string(data, pos)
+
+        if data[pos]:
+            partitions_item.unknown_tags, pos = r_tags(data, pos)
+            partitions_item.wire_tags = wire_order(partitions_item.unknown_tags)
+        else:  # no tagged fields
+            partitions_item.unknown_tags = {}
+            partitions_item.wire_tags = None
+            pos += 1
+        partitions.append(partitions_item)
+    o.partitions = partitions
+
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        o.wire_tags = None
+        pos += 1
+    return o, pos
+
+
+def _write_TxnOffsetCommitRequestTopic_v6(out: bytearray, o: TxnOffsetCommitRequestTopic) -> None:
+    """Writes TxnOffsetCommitRequestTopic v6 on the fast path.
+
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_TxnOffsetCommitRequestTopic_v6.
+    """
+    s: _Any  # the string being written
+    w_uuid(out, o.topic_id)
+    if o.name != "":
+        raise Recheck
+    if type(o.partitions) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.partitions) + 1)
+    for partitions_item in o.partitions:
+        _write_TxnOffsetCommitRequestPartition_v3(out, partitions_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _read_TxnOffsetCommitRequest_v0(data: bytes, pos: int) -> tuple[TxnOffsetCommitRequest, int]:
     """Reads TxnOffsetCommitRequest v0-1 on the fast path.
 
@@ -778,7 +879,7 @@ def _read_TxnOffsetCommitRequest_v0(data: bytes, pos: int) -> tuple[TxnOffsetCom
         o.group_id, pos = r_string(data, pos)
     o.producer_id, o.producer_epoch = _S_qh.unpack_from(data, pos)
     pos += 10
-    o.generation_id = -1
+    o.generation_id_or_member_epoch = -1
     o.member_id = ""
     o.group_instance_id = None
     (n,) = _S_i.unpack_from(data, pos)
@@ -823,7 +924,7 @@ def _head_TxnOffsetCommitRequest_v0(data: bytes, pos: int) -> tuple[TxnOffsetCom
         o.group_id, pos = r_string(data, pos)
     o.producer_id, o.producer_epoch = _S_qh.unpack_from(data, pos)
     pos += 10
-    o.generation_id = -1
+    o.generation_id_or_member_epoch = -1
     o.member_id = ""
     o.group_instance_id = None
     o.topics = []
@@ -854,7 +955,7 @@ def _write_TxnOffsetCommitRequest_v0(out: bytearray, o: TxnOffsetCommitRequest) 
     else:
         w_string(out, s)
     out += _S_qh.pack(o.producer_id, o.producer_epoch)
-    if o.generation_id != -1:
+    if o.generation_id_or_member_epoch != -1:
         raise Recheck
     if o.member_id != "":
         raise Recheck
@@ -894,7 +995,7 @@ def _read_TxnOffsetCommitRequest_v2(data: bytes, pos: int) -> tuple[TxnOffsetCom
         o.group_id, pos = r_string(data, pos)
     o.producer_id, o.producer_epoch = _S_qh.unpack_from(data, pos)
     pos += 10
-    o.generation_id = -1
+    o.generation_id_or_member_epoch = -1
     o.member_id = ""
     o.group_instance_id = None
     (n,) = _S_i.unpack_from(data, pos)
@@ -935,7 +1036,7 @@ def _write_TxnOffsetCommitRequest_v2(out: bytearray, o: TxnOffsetCommitRequest) 
     else:
         w_string(out, s)
     out += _S_qh.pack(o.producer_id, o.producer_epoch)
-    if o.generation_id != -1:
+    if o.generation_id_or_member_epoch != -1:
         raise Recheck
     if o.member_id != "":
         raise Recheck
@@ -971,7 +1072,7 @@ def _read_TxnOffsetCommitRequest_v3(data: bytes, pos: int) -> tuple[TxnOffsetCom
         pos = end
     else:
         o.group_id, pos = r_compact_string(data, pos)
-    o.producer_id, o.producer_epoch, o.generation_id = _S_qhi.unpack_from(data, pos)
+    o.producer_id, o.producer_epoch, o.generation_id_or_member_epoch = _S_qhi.unpack_from(data, pos)
     pos += 14
     n = data[pos]
     if 0 < n < 0x80:  # a 1-byte length (+1), the common case
@@ -1012,11 +1113,11 @@ def _read_TxnOffsetCommitRequest_v3(data: bytes, pos: int) -> tuple[TxnOffsetCom
 
 
 def _head_TxnOffsetCommitRequest_v3(data: bytes, pos: int) -> tuple[TxnOffsetCommitRequest, int]:
-    """Reads the head of TxnOffsetCommitRequest v3-5: the fields before its first array or struct.
+    """Reads the head of TxnOffsetCommitRequest v3-6: the fields before its first array or struct.
 
-    Reads TransactionalId, GroupId, ProducerId, ProducerEpoch, GenerationId, MemberId,
-    GroupInstanceId on the fast path; every later field keeps its default, unread. On any
-    failure the caller reads the whole body with the checked decoder:
+    Reads TransactionalId, GroupId, ProducerId, ProducerEpoch, GenerationIdOrMemberEpoch,
+    MemberId, GroupInstanceId on the fast path; every later field keeps its default, unread. On
+    any failure the caller reads the whole body with the checked decoder:
     _decode_TxnOffsetCommitRequest_v3.
     """
     o = new_object(TxnOffsetCommitRequest)
@@ -1034,7 +1135,7 @@ def _head_TxnOffsetCommitRequest_v3(data: bytes, pos: int) -> tuple[TxnOffsetCom
         pos = end
     else:
         o.group_id, pos = r_compact_string(data, pos)
-    o.producer_id, o.producer_epoch, o.generation_id = _S_qhi.unpack_from(data, pos)
+    o.producer_id, o.producer_epoch, o.generation_id_or_member_epoch = _S_qhi.unpack_from(data, pos)
     pos += 14
     n = data[pos]
     if 0 < n < 0x80:  # a 1-byte length (+1), the common case
@@ -1080,7 +1181,7 @@ def _write_TxnOffsetCommitRequest_v3(out: bytearray, o: TxnOffsetCommitRequest) 
         out += b
     else:
         w_compact_string(out, s)
-    out += _S_qhi.pack(o.producer_id, o.producer_epoch, o.generation_id)
+    out += _S_qhi.pack(o.producer_id, o.producer_epoch, o.generation_id_or_member_epoch)
     s = o.member_id
     b = s.encode()
     if len(b) < 0x7F:
@@ -1103,6 +1204,117 @@ def _write_TxnOffsetCommitRequest_v3(out: bytearray, o: TxnOffsetCommitRequest) 
     w_uvarint(out, len(o.topics) + 1)
     for topics_item in o.topics:
         _write_TxnOffsetCommitRequestTopic_v3(out, topics_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
+def _read_TxnOffsetCommitRequest_v6(data: bytes, pos: int) -> tuple[TxnOffsetCommitRequest, int]:
+    """Reads TxnOffsetCommitRequest v6 on the fast path.
+
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_TxnOffsetCommitRequest_v6.
+    """
+    o = new_object(TxnOffsetCommitRequest)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.transactional_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.transactional_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.group_id, pos = r_compact_string(data, pos)
+    o.producer_id, o.producer_epoch, o.generation_id_or_member_epoch = _S_qhi.unpack_from(data, pos)
+    pos += 14
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.member_id = data[pos + 1 : end].decode()
+        pos = end
+    else:
+        o.member_id, pos = r_compact_string(data, pos)
+    n = data[pos]
+    if 0 < n < 0x80:  # a 1-byte length (+1), the common case
+        end = pos + n
+        o.group_instance_id = data[pos + 1 : end].decode()
+        pos = end
+    elif n == 0:
+        o.group_instance_id = None
+        pos += 1
+    else:
+        o.group_instance_id, pos = r_compact_nullable_string(data, pos)
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    topics = []
+    for _ in range(n):
+        topics_item, pos = _read_TxnOffsetCommitRequestTopic_v6(data, pos)
+        topics.append(topics_item)
+    o.topics = topics
+
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        o.wire_tags = None
+        pos += 1
+    return o, pos
+
+
+def _write_TxnOffsetCommitRequest_v6(out: bytearray, o: TxnOffsetCommitRequest) -> None:
+    """Writes TxnOffsetCommitRequest v6 on the fast path.
+
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_TxnOffsetCommitRequest_v6.
+    """
+    s: _Any  # the string being written
+    s = o.transactional_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.group_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    out += _S_qhi.pack(o.producer_id, o.producer_epoch, o.generation_id_or_member_epoch)
+    s = o.member_id
+    b = s.encode()
+    if len(b) < 0x7F:
+        out.append(len(b) + 1)
+        out += b
+    else:
+        w_compact_string(out, s)
+    s = o.group_instance_id
+    if s is None:
+        out.append(0)
+    else:
+        b = s.encode()
+        if len(b) < 0x7F:
+            out.append(len(b) + 1)
+            out += b
+        else:
+            w_compact_nullable_string(out, s)
+    if type(o.topics) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.topics) + 1)
+    for topics_item in o.topics:
+        _write_TxnOffsetCommitRequestTopic_v6(out, topics_item)
     if o.unknown_tags:
         w_tags(out, [], o.unknown_tags, (), o.wire_tags)
     else:
@@ -1210,7 +1422,7 @@ def _encode_TxnOffsetCommitRequestPartition_v2(
 def _decode_TxnOffsetCommitRequestPartition_v3(
     data: bytes, pos: int
 ) -> tuple[TxnOffsetCommitRequestPartition, int]:
-    """Reads TxnOffsetCommitRequestPartition v3-5, checked: names the field of any failure."""
+    """Reads TxnOffsetCommitRequestPartition v3-6, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -1246,7 +1458,7 @@ def _decode_TxnOffsetCommitRequestPartition_v3(
 def _encode_TxnOffsetCommitRequestPartition_v3(
     out: bytearray, o: TxnOffsetCommitRequestPartition
 ) -> None:
-    """Writes TxnOffsetCommitRequestPartition v3-5, checked: names the field of any failure."""
+    """Writes TxnOffsetCommitRequestPartition v3-6, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -1280,6 +1492,7 @@ def _decode_TxnOffsetCommitRequestTopic_v0(
         raise decode_failure(e, f, pos, data) from None
     return (
         TxnOffsetCommitRequestTopic(
+            ZERO_UUID,
             name,
             partitions,
             {},
@@ -1317,6 +1530,7 @@ def _decode_TxnOffsetCommitRequestTopic_v2(
         raise decode_failure(e, f, pos, data) from None
     return (
         TxnOffsetCommitRequestTopic(
+            ZERO_UUID,
             name,
             partitions,
             {},
@@ -1360,6 +1574,7 @@ def _decode_TxnOffsetCommitRequestTopic_v3(
         raise decode_failure(e, f, pos, data) from None
     return (
         TxnOffsetCommitRequestTopic(
+            ZERO_UUID,
             name,
             partitions,
             unknown_tags,
@@ -1375,6 +1590,56 @@ def _encode_TxnOffsetCommitRequestTopic_v3(out: bytearray, o: TxnOffsetCommitReq
     try:
         f = "Name"
         w_compact_string(out, o.name)
+        f = "Partitions"
+        w_compact_array(out, o.partitions, _encode_TxnOffsetCommitRequestPartition_v3)
+        f = ""
+        if o.unknown_tags:
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
+        else:
+            out.append(0)  # no tagged fields
+    except Exception as e:
+        raise encode_failure(e, f, o, TxnOffsetCommitRequestTopic) from None
+
+
+def _decode_TxnOffsetCommitRequestTopic_v6(
+    data: bytes, pos: int
+) -> tuple[TxnOffsetCommitRequestTopic, int]:
+    """Reads TxnOffsetCommitRequestTopic v6, checked: names the field of any failure."""
+    f: _Any = ""
+    try:
+        f = "TopicId"
+        topic_id, pos = r_uuid(data, pos)
+        f = "Partitions"
+        partitions, pos = r_compact_array(data, pos, _decode_TxnOffsetCommitRequestPartition_v3)
+        f = ""
+        if data[pos] == 0:  # no tagged fields
+            unknown_tags: dict[int, bytes] = {}
+            pos += 1
+        else:
+            unknown_tags, pos = r_tags(data, pos)
+    except Exception as e:
+        raise decode_failure(e, f, pos, data) from None
+    return (
+        TxnOffsetCommitRequestTopic(
+            topic_id,
+            "",
+            partitions,
+            unknown_tags,
+            wire_order(unknown_tags),
+        ),
+        pos,
+    )
+
+
+def _encode_TxnOffsetCommitRequestTopic_v6(out: bytearray, o: TxnOffsetCommitRequestTopic) -> None:
+    """Writes TxnOffsetCommitRequestTopic v6, checked: names the field of any failure."""
+    f: _Any = ""
+    try:
+        f = "TopicId"
+        w_uuid(out, o.topic_id)
+        f = "Name"
+        if o.name != "":
+            raise absent_field("Name")
         f = "Partitions"
         w_compact_array(out, o.partitions, _encode_TxnOffsetCommitRequestPartition_v3)
         f = ""
@@ -1433,9 +1698,9 @@ def _encode_TxnOffsetCommitRequest_v0(out: bytearray, o: TxnOffsetCommitRequest)
             ("ProducerEpoch", "producer_epoch", "h"),
         )
         out += _S_qh.pack(o.producer_id, o.producer_epoch)
-        f = "GenerationId"
-        if o.generation_id != -1:
-            raise absent_field("GenerationId")
+        f = "GenerationIdOrMemberEpoch"
+        if o.generation_id_or_member_epoch != -1:
+            raise absent_field("GenerationIdOrMemberEpoch")
         f = "MemberId"
         if o.member_id != "":
             raise absent_field("MemberId")
@@ -1498,9 +1763,9 @@ def _encode_TxnOffsetCommitRequest_v2(out: bytearray, o: TxnOffsetCommitRequest)
             ("ProducerEpoch", "producer_epoch", "h"),
         )
         out += _S_qh.pack(o.producer_id, o.producer_epoch)
-        f = "GenerationId"
-        if o.generation_id != -1:
-            raise absent_field("GenerationId")
+        f = "GenerationIdOrMemberEpoch"
+        if o.generation_id_or_member_epoch != -1:
+            raise absent_field("GenerationIdOrMemberEpoch")
         f = "MemberId"
         if o.member_id != "":
             raise absent_field("MemberId")
@@ -1527,9 +1792,9 @@ def _decode_TxnOffsetCommitRequest_v3(data: bytes, pos: int) -> tuple[TxnOffsetC
         f = (
             ("ProducerId", "producer_id", "q"),
             ("ProducerEpoch", "producer_epoch", "h"),
-            ("GenerationId", "generation_id", "i"),
+            ("GenerationIdOrMemberEpoch", "generation_id_or_member_epoch", "i"),
         )
-        producer_id, producer_epoch, generation_id = _S_qhi.unpack_from(data, pos)
+        producer_id, producer_epoch, generation_id_or_member_epoch = _S_qhi.unpack_from(data, pos)
         pos += 14
         f = "MemberId"
         member_id, pos = r_compact_string(data, pos)
@@ -1551,7 +1816,7 @@ def _decode_TxnOffsetCommitRequest_v3(data: bytes, pos: int) -> tuple[TxnOffsetC
             group_id,
             producer_id,
             producer_epoch,
-            generation_id,
+            generation_id_or_member_epoch,
             member_id,
             group_instance_id,
             topics,
@@ -1573,15 +1838,90 @@ def _encode_TxnOffsetCommitRequest_v3(out: bytearray, o: TxnOffsetCommitRequest)
         f = (
             ("ProducerId", "producer_id", "q"),
             ("ProducerEpoch", "producer_epoch", "h"),
-            ("GenerationId", "generation_id", "i"),
+            ("GenerationIdOrMemberEpoch", "generation_id_or_member_epoch", "i"),
         )
-        out += _S_qhi.pack(o.producer_id, o.producer_epoch, o.generation_id)
+        out += _S_qhi.pack(o.producer_id, o.producer_epoch, o.generation_id_or_member_epoch)
         f = "MemberId"
         w_compact_string(out, o.member_id)
         f = "GroupInstanceId"
         w_compact_nullable_string(out, o.group_instance_id)
         f = "Topics"
         w_compact_array(out, o.topics, _encode_TxnOffsetCommitRequestTopic_v3)
+        f = ""
+        if o.unknown_tags:
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
+        else:
+            out.append(0)  # no tagged fields
+    except Exception as e:
+        raise encode_failure(e, f, o, TxnOffsetCommitRequest) from None
+
+
+def _decode_TxnOffsetCommitRequest_v6(data: bytes, pos: int) -> tuple[TxnOffsetCommitRequest, int]:
+    """Reads TxnOffsetCommitRequest v6, checked: names the field of any failure."""
+    f: _Any = ""
+    try:
+        f = "TransactionalId"
+        transactional_id, pos = r_compact_string(data, pos)
+        f = "GroupId"
+        group_id, pos = r_compact_string(data, pos)
+        f = (
+            ("ProducerId", "producer_id", "q"),
+            ("ProducerEpoch", "producer_epoch", "h"),
+            ("GenerationIdOrMemberEpoch", "generation_id_or_member_epoch", "i"),
+        )
+        producer_id, producer_epoch, generation_id_or_member_epoch = _S_qhi.unpack_from(data, pos)
+        pos += 14
+        f = "MemberId"
+        member_id, pos = r_compact_string(data, pos)
+        f = "GroupInstanceId"
+        group_instance_id, pos = r_compact_nullable_string(data, pos)
+        f = "Topics"
+        topics, pos = r_compact_array(data, pos, _decode_TxnOffsetCommitRequestTopic_v6)
+        f = ""
+        if data[pos] == 0:  # no tagged fields
+            unknown_tags: dict[int, bytes] = {}
+            pos += 1
+        else:
+            unknown_tags, pos = r_tags(data, pos)
+    except Exception as e:
+        raise decode_failure(e, f, pos, data) from None
+    return (
+        TxnOffsetCommitRequest(
+            transactional_id,
+            group_id,
+            producer_id,
+            producer_epoch,
+            generation_id_or_member_epoch,
+            member_id,
+            group_instance_id,
+            topics,
+            unknown_tags,
+            wire_order(unknown_tags),
+        ),
+        pos,
+    )
+
+
+def _encode_TxnOffsetCommitRequest_v6(out: bytearray, o: TxnOffsetCommitRequest) -> None:
+    """Writes TxnOffsetCommitRequest v6, checked: names the field of any failure."""
+    f: _Any = ""
+    try:
+        f = "TransactionalId"
+        w_compact_string(out, o.transactional_id)
+        f = "GroupId"
+        w_compact_string(out, o.group_id)
+        f = (
+            ("ProducerId", "producer_id", "q"),
+            ("ProducerEpoch", "producer_epoch", "h"),
+            ("GenerationIdOrMemberEpoch", "generation_id_or_member_epoch", "i"),
+        )
+        out += _S_qhi.pack(o.producer_id, o.producer_epoch, o.generation_id_or_member_epoch)
+        f = "MemberId"
+        w_compact_string(out, o.member_id)
+        f = "GroupInstanceId"
+        w_compact_nullable_string(out, o.group_instance_id)
+        f = "Topics"
+        w_compact_array(out, o.topics, _encode_TxnOffsetCommitRequestTopic_v6)
         f = ""
         if o.unknown_tags:
             w_tags(out, [], o.unknown_tags, (), o.wire_tags)
@@ -1598,6 +1938,7 @@ _READERS = {
     3: _read_TxnOffsetCommitRequest_v3,
     4: _read_TxnOffsetCommitRequest_v3,
     5: _read_TxnOffsetCommitRequest_v3,
+    6: _read_TxnOffsetCommitRequest_v6,
 }
 _WRITERS = {
     0: _write_TxnOffsetCommitRequest_v0,
@@ -1606,6 +1947,7 @@ _WRITERS = {
     3: _write_TxnOffsetCommitRequest_v3,
     4: _write_TxnOffsetCommitRequest_v3,
     5: _write_TxnOffsetCommitRequest_v3,
+    6: _write_TxnOffsetCommitRequest_v6,
 }
 TxnOffsetCommitRequest.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
@@ -1615,6 +1957,7 @@ _HEADS: dict[int, _Any] = {
     3: _head_TxnOffsetCommitRequest_v3,
     4: _head_TxnOffsetCommitRequest_v3,
     5: _head_TxnOffsetCommitRequest_v3,
+    6: _head_TxnOffsetCommitRequest_v3,
 }
 _DECODERS = {
     0: _decode_TxnOffsetCommitRequest_v0,
@@ -1623,6 +1966,7 @@ _DECODERS = {
     3: _decode_TxnOffsetCommitRequest_v3,
     4: _decode_TxnOffsetCommitRequest_v3,
     5: _decode_TxnOffsetCommitRequest_v3,
+    6: _decode_TxnOffsetCommitRequest_v6,
 }
 _ENCODERS = {
     0: _encode_TxnOffsetCommitRequest_v0,
@@ -1631,5 +1975,6 @@ _ENCODERS = {
     3: _encode_TxnOffsetCommitRequest_v3,
     4: _encode_TxnOffsetCommitRequest_v3,
     5: _encode_TxnOffsetCommitRequest_v3,
+    6: _encode_TxnOffsetCommitRequest_v6,
 }
-native_install(__name__, globals(), TxnOffsetCommitRequest, "9ea36dc9a9b057b4")
+native_install(__name__, globals(), TxnOffsetCommitRequest, "080f02bd32fa1cc0")

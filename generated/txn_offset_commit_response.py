@@ -30,6 +30,7 @@ from ._runtime import (
     r_tag_count,
     r_tag_header,
     r_tags,
+    r_uuid,
     r_uvarint,
     read_message,
     tag_size_mismatch,
@@ -41,6 +42,7 @@ from ._runtime import (
     w_compact_string,
     w_string,
     w_tags,
+    w_uuid,
     w_uvarint,
     wire_order,
     write_message,
@@ -60,19 +62,19 @@ class TxnOffsetCommitResponsePartition:
             "PartitionIndex",
             "partition_index",
             "int32",
-            range(0, 6),
+            range(0, 7),
             range(0),
             range(0),
             None,
             None,
         ),
-        FieldInfo("ErrorCode", "error_code", "int16", range(0, 6), range(0), range(0), None, None),
+        FieldInfo("ErrorCode", "error_code", "int16", range(0, 7), range(0), range(0), None, None),
     )
 
     partition_index: int = 0
-    """PartitionIndex (versions 0-5): Number of the partition."""
+    """PartitionIndex (versions 0-6): Number of the partition."""
     error_code: int = 0
-    """ErrorCode (versions 0-5): Error code; 0 means no error."""
+    """ErrorCode (versions 0-6): Error code; 0 means no error."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -91,12 +93,13 @@ class TxnOffsetCommitResponseTopic:
     """TxnOffsetCommitResponseTopic: struct of TxnOffsetCommitResponse."""
 
     FIELDS: _ClassVar[tuple[FieldInfo, ...]] = (
+        FieldInfo("TopicId", "topic_id", "uuid", range(6, 7), range(0), range(0), None, None),
         FieldInfo("Name", "name", "string", range(0, 6), range(0), range(0), None, None),
         FieldInfo(
             "Partitions",
             "partitions",
             "[]TxnOffsetCommitResponsePartition",
-            range(0, 6),
+            range(0, 7),
             range(0),
             range(0),
             None,
@@ -104,10 +107,12 @@ class TxnOffsetCommitResponseTopic:
         ),
     )
 
+    topic_id: _UUID = ZERO_UUID
+    """TopicId (versions 6, ignorable): Id (uuid) of the topic."""
     name: str = ""
     """Name (versions 0-5): The topic's name."""
     partitions: list[TxnOffsetCommitResponsePartition] = _field(default_factory=list)
-    """Partitions (versions 0-5): Per-partition entries."""
+    """Partitions (versions 0-6): Per-partition entries."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -123,12 +128,12 @@ class TxnOffsetCommitResponseTopic:
 
 @_dataclass(slots=True)
 class TxnOffsetCommitResponse:
-    """TxnOffsetCommitResponse: a Kafka response (api key 28), versions 0-5."""
+    """TxnOffsetCommitResponse: a Kafka response (api key 28), versions 0-6."""
 
     MESSAGE_NAME: _ClassVar[str] = "TxnOffsetCommitResponse"
     MESSAGE_TYPE: _ClassVar[str] = "response"
     API_KEY: _ClassVar[int | None] = 28
-    VALID_VERSIONS: _ClassVar[range] = range(0, 6)
+    VALID_VERSIONS: _ClassVar[range] = range(0, 7)
     FLEXIBLE_VERSIONS: _ClassVar[range] = range(3, 32768)
     DEPRECATED_VERSIONS: _ClassVar[range] = range(0)
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
@@ -141,6 +146,7 @@ class TxnOffsetCommitResponse:
         3: ("throttle_time_ms",),
         4: ("throttle_time_ms",),
         5: ("throttle_time_ms",),
+        6: ("throttle_time_ms",),
     }
     """Per version, what read_head reads: the attributes before the first array or struct.
     Versions not listed have no array or struct; read_head reads them whole."""
@@ -149,7 +155,7 @@ class TxnOffsetCommitResponse:
             "ThrottleTimeMs",
             "throttle_time_ms",
             "int32",
-            range(0, 6),
+            range(0, 7),
             range(0),
             range(0),
             None,
@@ -159,7 +165,7 @@ class TxnOffsetCommitResponse:
             "Topics",
             "topics",
             "[]TxnOffsetCommitResponseTopic",
-            range(0, 6),
+            range(0, 7),
             range(0),
             range(0),
             None,
@@ -168,9 +174,9 @@ class TxnOffsetCommitResponse:
     )
 
     throttle_time_ms: int = 0
-    """ThrottleTimeMs (versions 0-5): How long in ms a quota held the response back; 0 when not throttled."""
+    """ThrottleTimeMs (versions 0-6): How long in ms a quota held the response back; 0 when not throttled."""
     topics: list[TxnOffsetCommitResponseTopic] = _field(default_factory=list)
-    """Topics (versions 0-5): Per-topic entries."""
+    """Topics (versions 0-6): Per-topic entries."""
     unknown_tags: dict[int, bytes] = _field(default_factory=dict)
     """Tagged fields this schema does not know, kept raw and written back in tag order."""
     wire_tags: tuple[int, ...] | None = _field(default=None, compare=False, repr=False)
@@ -278,7 +284,7 @@ def _write_TxnOffsetCommitResponsePartition_v0(
 def _read_TxnOffsetCommitResponsePartition_v3(
     data: bytes, pos: int
 ) -> tuple[TxnOffsetCommitResponsePartition, int]:
-    """Reads TxnOffsetCommitResponsePartition v3-5 on the fast path.
+    """Reads TxnOffsetCommitResponsePartition v3-6 on the fast path.
 
     On any failure the caller re-reads with the checked decoder, which names field and offset:
     _decode_TxnOffsetCommitResponsePartition_v3.
@@ -300,7 +306,7 @@ def _read_TxnOffsetCommitResponsePartition_v3(
 def _write_TxnOffsetCommitResponsePartition_v3(
     out: bytearray, o: TxnOffsetCommitResponsePartition
 ) -> None:
-    """Writes TxnOffsetCommitResponsePartition v3-5 on the fast path.
+    """Writes TxnOffsetCommitResponsePartition v3-6 on the fast path.
 
     On any failure the caller drops the output and writes again with the checked encoder:
     _encode_TxnOffsetCommitResponsePartition_v3.
@@ -322,6 +328,7 @@ def _read_TxnOffsetCommitResponseTopic_v0(
     _decode_TxnOffsetCommitResponseTopic_v0.
     """
     o = new_object(TxnOffsetCommitResponseTopic)
+    o.topic_id = ZERO_UUID
     n = data[pos] << 8 | data[pos + 1]
     if n < 0x8000:  # not negative (null) as an int16
         pos += 2
@@ -383,6 +390,7 @@ def _read_TxnOffsetCommitResponseTopic_v3(
     _decode_TxnOffsetCommitResponseTopic_v3.
     """
     o = new_object(TxnOffsetCommitResponseTopic)
+    o.topic_id = ZERO_UUID
     n = data[pos]
     if 0 < n < 0x80:  # a 1-byte length (+1), the common case
         end = pos + n
@@ -446,6 +454,69 @@ def _write_TxnOffsetCommitResponseTopic_v3(out: bytearray, o: TxnOffsetCommitRes
         out.append(0)  # no tagged fields
 
 
+def _read_TxnOffsetCommitResponseTopic_v6(
+    data: bytes, pos: int
+) -> tuple[TxnOffsetCommitResponseTopic, int]:
+    """Reads TxnOffsetCommitResponseTopic v6 on the fast path.
+
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_TxnOffsetCommitResponseTopic_v6.
+    """
+    o = new_object(TxnOffsetCommitResponseTopic)
+    o.topic_id, pos = r_uuid(data, pos)
+    o.name = ""
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    partitions = []
+    for _ in range(n):
+        partitions_item = new_object(TxnOffsetCommitResponsePartition)
+        partitions_item.partition_index, partitions_item.error_code = _S_ih.unpack_from(data, pos)
+        pos += 6
+
+        if data[pos]:
+            partitions_item.unknown_tags, pos = r_tags(data, pos)
+            partitions_item.wire_tags = wire_order(partitions_item.unknown_tags)
+        else:  # no tagged fields
+            partitions_item.unknown_tags = {}
+            partitions_item.wire_tags = None
+            pos += 1
+        partitions.append(partitions_item)
+    o.partitions = partitions
+
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        o.wire_tags = None
+        pos += 1
+    return o, pos
+
+
+def _write_TxnOffsetCommitResponseTopic_v6(out: bytearray, o: TxnOffsetCommitResponseTopic) -> None:
+    """Writes TxnOffsetCommitResponseTopic v6 on the fast path.
+
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_TxnOffsetCommitResponseTopic_v6.
+    """
+    s: _Any  # the string being written
+    w_uuid(out, o.topic_id)
+    if o.name != "":
+        raise Recheck
+    if type(o.partitions) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.partitions) + 1)
+    for partitions_item in o.partitions:
+        _write_TxnOffsetCommitResponsePartition_v3(out, partitions_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _read_TxnOffsetCommitResponse_v0(data: bytes, pos: int) -> tuple[TxnOffsetCommitResponse, int]:
     """Reads TxnOffsetCommitResponse v0-2 on the fast path.
 
@@ -472,7 +543,7 @@ def _read_TxnOffsetCommitResponse_v0(data: bytes, pos: int) -> tuple[TxnOffsetCo
 
 
 def _head_TxnOffsetCommitResponse_v0(data: bytes, pos: int) -> tuple[TxnOffsetCommitResponse, int]:
-    """Reads the head of TxnOffsetCommitResponse v0-5: the fields before its first array or struct.
+    """Reads the head of TxnOffsetCommitResponse v0-6: the fields before its first array or struct.
 
     Reads ThrottleTimeMs on the fast path; every later field keeps its default, unread. On any
     failure the caller reads the whole body with the checked decoder:
@@ -553,6 +624,55 @@ def _write_TxnOffsetCommitResponse_v3(out: bytearray, o: TxnOffsetCommitResponse
         out.append(0)  # no tagged fields
 
 
+def _read_TxnOffsetCommitResponse_v6(data: bytes, pos: int) -> tuple[TxnOffsetCommitResponse, int]:
+    """Reads TxnOffsetCommitResponse v6 on the fast path.
+
+    On any failure the caller re-reads with the checked decoder, which names field and offset:
+    _decode_TxnOffsetCommitResponse_v6.
+    """
+    o = new_object(TxnOffsetCommitResponse)
+    (o.throttle_time_ms,) = _S_i.unpack_from(data, pos)
+    pos += 4
+    n, pos = r_uvarint(data, pos)
+    n -= 1  # compact counts are stored +1
+    # null, or more elements than bytes left: the checked decoder says which
+    if n < 0 or n > len(data) - pos:
+        raise Recheck
+    topics = []
+    for _ in range(n):
+        topics_item, pos = _read_TxnOffsetCommitResponseTopic_v6(data, pos)
+        topics.append(topics_item)
+    o.topics = topics
+
+    if data[pos]:
+        o.unknown_tags, pos = r_tags(data, pos)
+        o.wire_tags = wire_order(o.unknown_tags)
+    else:  # no tagged fields
+        o.unknown_tags = {}
+        o.wire_tags = None
+        pos += 1
+    return o, pos
+
+
+def _write_TxnOffsetCommitResponse_v6(out: bytearray, o: TxnOffsetCommitResponse) -> None:
+    """Writes TxnOffsetCommitResponse v6 on the fast path.
+
+    On any failure the caller drops the output and writes again with the checked encoder:
+    _encode_TxnOffsetCommitResponse_v6.
+    """
+    s: _Any  # the string being written
+    out += _S_i.pack(o.throttle_time_ms)
+    if type(o.topics) is not list:
+        raise Recheck
+    w_uvarint(out, len(o.topics) + 1)
+    for topics_item in o.topics:
+        _write_TxnOffsetCommitResponseTopic_v6(out, topics_item)
+    if o.unknown_tags:
+        w_tags(out, [], o.unknown_tags, (), o.wire_tags)
+    else:
+        out.append(0)  # no tagged fields
+
+
 def _decode_TxnOffsetCommitResponsePartition_v0(
     data: bytes, pos: int
 ) -> tuple[TxnOffsetCommitResponsePartition, int]:
@@ -598,7 +718,7 @@ def _encode_TxnOffsetCommitResponsePartition_v0(
 def _decode_TxnOffsetCommitResponsePartition_v3(
     data: bytes, pos: int
 ) -> tuple[TxnOffsetCommitResponsePartition, int]:
-    """Reads TxnOffsetCommitResponsePartition v3-5, checked: names the field of any failure."""
+    """Reads TxnOffsetCommitResponsePartition v3-6, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -629,7 +749,7 @@ def _decode_TxnOffsetCommitResponsePartition_v3(
 def _encode_TxnOffsetCommitResponsePartition_v3(
     out: bytearray, o: TxnOffsetCommitResponsePartition
 ) -> None:
-    """Writes TxnOffsetCommitResponsePartition v3-5, checked: names the field of any failure."""
+    """Writes TxnOffsetCommitResponsePartition v3-6, checked: names the field of any failure."""
     f: _Any = ""
     try:
         f = (
@@ -660,6 +780,7 @@ def _decode_TxnOffsetCommitResponseTopic_v0(
         raise decode_failure(e, f, pos, data) from None
     return (
         TxnOffsetCommitResponseTopic(
+            ZERO_UUID,
             name,
             partitions,
             {},
@@ -705,6 +826,7 @@ def _decode_TxnOffsetCommitResponseTopic_v3(
         raise decode_failure(e, f, pos, data) from None
     return (
         TxnOffsetCommitResponseTopic(
+            ZERO_UUID,
             name,
             partitions,
             unknown_tags,
@@ -722,6 +844,58 @@ def _encode_TxnOffsetCommitResponseTopic_v3(
     try:
         f = "Name"
         w_compact_string(out, o.name)
+        f = "Partitions"
+        w_compact_array(out, o.partitions, _encode_TxnOffsetCommitResponsePartition_v3)
+        f = ""
+        if o.unknown_tags:
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
+        else:
+            out.append(0)  # no tagged fields
+    except Exception as e:
+        raise encode_failure(e, f, o, TxnOffsetCommitResponseTopic) from None
+
+
+def _decode_TxnOffsetCommitResponseTopic_v6(
+    data: bytes, pos: int
+) -> tuple[TxnOffsetCommitResponseTopic, int]:
+    """Reads TxnOffsetCommitResponseTopic v6, checked: names the field of any failure."""
+    f: _Any = ""
+    try:
+        f = "TopicId"
+        topic_id, pos = r_uuid(data, pos)
+        f = "Partitions"
+        partitions, pos = r_compact_array(data, pos, _decode_TxnOffsetCommitResponsePartition_v3)
+        f = ""
+        if data[pos] == 0:  # no tagged fields
+            unknown_tags: dict[int, bytes] = {}
+            pos += 1
+        else:
+            unknown_tags, pos = r_tags(data, pos)
+    except Exception as e:
+        raise decode_failure(e, f, pos, data) from None
+    return (
+        TxnOffsetCommitResponseTopic(
+            topic_id,
+            "",
+            partitions,
+            unknown_tags,
+            wire_order(unknown_tags),
+        ),
+        pos,
+    )
+
+
+def _encode_TxnOffsetCommitResponseTopic_v6(
+    out: bytearray, o: TxnOffsetCommitResponseTopic
+) -> None:
+    """Writes TxnOffsetCommitResponseTopic v6, checked: names the field of any failure."""
+    f: _Any = ""
+    try:
+        f = "TopicId"
+        w_uuid(out, o.topic_id)
+        f = "Name"
+        if o.name != "":
+            raise absent_field("Name")
         f = "Partitions"
         w_compact_array(out, o.partitions, _encode_TxnOffsetCommitResponsePartition_v3)
         f = ""
@@ -818,6 +992,53 @@ def _encode_TxnOffsetCommitResponse_v3(out: bytearray, o: TxnOffsetCommitRespons
         raise encode_failure(e, f, o, TxnOffsetCommitResponse) from None
 
 
+def _decode_TxnOffsetCommitResponse_v6(
+    data: bytes, pos: int
+) -> tuple[TxnOffsetCommitResponse, int]:
+    """Reads TxnOffsetCommitResponse v6, checked: names the field of any failure."""
+    f: _Any = ""
+    try:
+        f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
+        (throttle_time_ms,) = _S_i.unpack_from(data, pos)
+        pos += 4
+        f = "Topics"
+        topics, pos = r_compact_array(data, pos, _decode_TxnOffsetCommitResponseTopic_v6)
+        f = ""
+        if data[pos] == 0:  # no tagged fields
+            unknown_tags: dict[int, bytes] = {}
+            pos += 1
+        else:
+            unknown_tags, pos = r_tags(data, pos)
+    except Exception as e:
+        raise decode_failure(e, f, pos, data) from None
+    return (
+        TxnOffsetCommitResponse(
+            throttle_time_ms,
+            topics,
+            unknown_tags,
+            wire_order(unknown_tags),
+        ),
+        pos,
+    )
+
+
+def _encode_TxnOffsetCommitResponse_v6(out: bytearray, o: TxnOffsetCommitResponse) -> None:
+    """Writes TxnOffsetCommitResponse v6, checked: names the field of any failure."""
+    f: _Any = ""
+    try:
+        f = (("ThrottleTimeMs", "throttle_time_ms", "i"),)
+        out += _S_i.pack(o.throttle_time_ms)
+        f = "Topics"
+        w_compact_array(out, o.topics, _encode_TxnOffsetCommitResponseTopic_v6)
+        f = ""
+        if o.unknown_tags:
+            w_tags(out, [], o.unknown_tags, (), o.wire_tags)
+        else:
+            out.append(0)  # no tagged fields
+    except Exception as e:
+        raise encode_failure(e, f, o, TxnOffsetCommitResponse) from None
+
+
 _READERS = {
     0: _read_TxnOffsetCommitResponse_v0,
     1: _read_TxnOffsetCommitResponse_v0,
@@ -825,6 +1046,7 @@ _READERS = {
     3: _read_TxnOffsetCommitResponse_v3,
     4: _read_TxnOffsetCommitResponse_v3,
     5: _read_TxnOffsetCommitResponse_v3,
+    6: _read_TxnOffsetCommitResponse_v6,
 }
 _WRITERS = {
     0: _write_TxnOffsetCommitResponse_v0,
@@ -833,6 +1055,7 @@ _WRITERS = {
     3: _write_TxnOffsetCommitResponse_v3,
     4: _write_TxnOffsetCommitResponse_v3,
     5: _write_TxnOffsetCommitResponse_v3,
+    6: _write_TxnOffsetCommitResponse_v6,
 }
 TxnOffsetCommitResponse.FAST_READERS = _READERS
 _HEADS: dict[int, _Any] = {
@@ -842,6 +1065,7 @@ _HEADS: dict[int, _Any] = {
     3: _head_TxnOffsetCommitResponse_v0,
     4: _head_TxnOffsetCommitResponse_v0,
     5: _head_TxnOffsetCommitResponse_v0,
+    6: _head_TxnOffsetCommitResponse_v0,
 }
 _DECODERS = {
     0: _decode_TxnOffsetCommitResponse_v0,
@@ -850,6 +1074,7 @@ _DECODERS = {
     3: _decode_TxnOffsetCommitResponse_v3,
     4: _decode_TxnOffsetCommitResponse_v3,
     5: _decode_TxnOffsetCommitResponse_v3,
+    6: _decode_TxnOffsetCommitResponse_v6,
 }
 _ENCODERS = {
     0: _encode_TxnOffsetCommitResponse_v0,
@@ -858,5 +1083,6 @@ _ENCODERS = {
     3: _encode_TxnOffsetCommitResponse_v3,
     4: _encode_TxnOffsetCommitResponse_v3,
     5: _encode_TxnOffsetCommitResponse_v3,
+    6: _encode_TxnOffsetCommitResponse_v6,
 }
-native_install(__name__, globals(), TxnOffsetCommitResponse, "7a73fb4c4e2bfb78")
+native_install(__name__, globals(), TxnOffsetCommitResponse, "d9ca881b357c0682")

@@ -65,7 +65,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "4faadbf5098fa98e"
+KEY = "1102bab3846c0099"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -74,11 +74,15 @@ cdef object _py__DECODERS
 cdef object _py__READERS
 cdef object _py__read_ApiVersionsRequest_v0
 cdef object _py__read_ApiVersionsRequest_v3
+cdef object _py__read_ApiVersionsRequest_v5
 cdef object _py__write_ApiVersionsRequest_v0
 cdef object _py__write_ApiVersionsRequest_v3
+cdef object _py__write_ApiVersionsRequest_v5
 cdef object _py_decode_message
 cdef Py_ssize_t _OFF_ApiVersionsRequest_client_software_name
 cdef Py_ssize_t _OFF_ApiVersionsRequest_client_software_version
+cdef Py_ssize_t _OFF_ApiVersionsRequest_cluster_id
+cdef Py_ssize_t _OFF_ApiVersionsRequest_node_id
 cdef Py_ssize_t _OFF_ApiVersionsRequest_unknown_tags
 cdef Py_ssize_t _OFF_ApiVersionsRequest_wire_tags
 
@@ -90,6 +94,8 @@ cdef object _native_ApiVersionsRequest_v0(bytes data, const unsigned char* d, Py
     cdef object o = _alloc(ApiVersionsRequest)
     _put(o, _OFF_ApiVersionsRequest_client_software_name, '')
     _put(o, _OFF_ApiVersionsRequest_client_software_version, '')
+    _put(o, _OFF_ApiVersionsRequest_cluster_id, None)
+    _put(o, _OFF_ApiVersionsRequest_node_id, -1)
     _put(o, _OFF_ApiVersionsRequest_unknown_tags, {})
     _put(o, _OFF_ApiVersionsRequest_wire_tags, None)
     p[0] = pos
@@ -119,6 +125,55 @@ cdef object _native_ApiVersionsRequest_v3(bytes data, const unsigned char* d, Py
         _need(pos, ln, n)
         _put(o, _OFF_ApiVersionsRequest_client_software_version, _utf8(d + pos, ln))
         pos += ln
+    _put(o, _OFF_ApiVersionsRequest_cluster_id, None)
+    _put(o, _OFF_ApiVersionsRequest_node_id, -1)
+    _need(pos, 1, n)
+    if d[pos] != 0:
+        raise _Fallback()  # a tagged section: the Python fast reader reads it
+    pos += 1
+    _put(o, _OFF_ApiVersionsRequest_unknown_tags, {})
+    _put(o, _OFF_ApiVersionsRequest_wire_tags, None)
+    p[0] = pos
+    return o
+
+
+cdef object _native_ApiVersionsRequest_v5(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
+    """ApiVersionsRequest v5."""
+    cdef Py_ssize_t pos = p[0]
+    cdef Py_ssize_t ln, k, i
+    cdef object o = _alloc(ApiVersionsRequest)
+    ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
+    if ln < 0:
+        raise _Recheck()
+    else:
+        _need(pos, ln, n)
+        _put(o, _OFF_ApiVersionsRequest_client_software_name, _utf8(d + pos, ln))
+        pos += ln
+    ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
+    if ln < 0:
+        raise _Recheck()
+    else:
+        _need(pos, ln, n)
+        _put(o, _OFF_ApiVersionsRequest_client_software_version, _utf8(d + pos, ln))
+        pos += ln
+    ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
+    if ln == -1:
+        _put(o, _OFF_ApiVersionsRequest_cluster_id, None)
+    elif ln < 0:
+        raise _Recheck()
+    else:
+        _need(pos, ln, n)
+        _put(o, _OFF_ApiVersionsRequest_cluster_id, _utf8(d + pos, ln))
+        pos += ln
+    _need(pos, 4, n)
+    _put(o, _OFF_ApiVersionsRequest_node_id, _i32(d + pos + 0))
+    pos += 4
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -174,6 +229,53 @@ cdef int _wnative_ApiVersionsRequest_v3(_Buf* b, object o) except -1:
     return 0
 
 
+cdef int _wnative_ApiVersionsRequest_v5(_Buf* b, object o) except -1:
+    """Writes ApiVersionsRequest v5; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_ApiVersionsRequest_client_software_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_ApiVersionsRequest_client_software_version)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_ApiVersionsRequest_cluster_id)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_ApiVersionsRequest_node_id)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if _get(o, _OFF_ApiVersionsRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -219,6 +321,15 @@ def read_v4(bytes data, Py_ssize_t pos):
     return o, pos
 
 
+def read_v5(bytes data, Py_ssize_t pos):
+    cdef const unsigned char* d = data
+    try:
+        o = _native_ApiVersionsRequest_v5(data, d, len(data), &pos)
+    except _Fallback:
+        return _py__read_ApiVersionsRequest_v5(data, pos)
+    return o, pos
+
+
 cdef object _read(bytes data, Py_ssize_t* pos, int version):
     """The compiled reader of a version (a tagged section goes to the Python fast reader)."""
     cdef const unsigned char* d = data
@@ -235,6 +346,8 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
             return _native_ApiVersionsRequest_v3(data, d, n, pos)
         elif version == 4:
             return _native_ApiVersionsRequest_v3(data, d, n, pos)
+        elif version == 5:
+            return _native_ApiVersionsRequest_v5(data, d, n, pos)
     except _Fallback:
         o, pos_obj = _py__READERS[version](data, at)
         pos[0] = pos_obj
@@ -266,6 +379,9 @@ def direct(bytes data, Py_ssize_t pos, int version):
     elif version == 4:
         o = _native_ApiVersionsRequest_v3(data, d, len(data), &pos)
         return o, pos
+    elif version == 5:
+        o = _native_ApiVersionsRequest_v5(data, d, len(data), &pos)
+        return o, pos
     raise KeyError(version)
 
 
@@ -294,6 +410,8 @@ cdef int _write(_Buf* b, object o, int version) except -1:
         return _wnative_ApiVersionsRequest_v3(b, o)
     elif version == 4:
         return _wnative_ApiVersionsRequest_v3(b, o)
+    elif version == 5:
+        return _wnative_ApiVersionsRequest_v5(b, o)
     raise _Fallback()
 
 
@@ -425,11 +543,30 @@ def write_v4(out, o):
     _py__write_ApiVersionsRequest_v3(out, o)
 
 
+def write_v5(out, o):
+    """The compiled writer of v5 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ApiVersionsRequest:
+            try:
+                _wnative_ApiVersionsRequest_v5(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ApiVersionsRequest_v5(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, ApiVersionsRequest, _py__DECODERS, _py__READERS, _py__read_ApiVersionsRequest_v0, _py__read_ApiVersionsRequest_v3, _py__write_ApiVersionsRequest_v0, _py__write_ApiVersionsRequest_v3, _py_decode_message, _OFF_ApiVersionsRequest_client_software_name, _OFF_ApiVersionsRequest_client_software_version, _OFF_ApiVersionsRequest_unknown_tags, _OFF_ApiVersionsRequest_wire_tags
+    global _BOUND, _py_encode, ApiVersionsRequest, _py__DECODERS, _py__READERS, _py__read_ApiVersionsRequest_v0, _py__read_ApiVersionsRequest_v3, _py__read_ApiVersionsRequest_v5, _py__write_ApiVersionsRequest_v0, _py__write_ApiVersionsRequest_v3, _py__write_ApiVersionsRequest_v5, _py_decode_message, _OFF_ApiVersionsRequest_client_software_name, _OFF_ApiVersionsRequest_client_software_version, _OFF_ApiVersionsRequest_cluster_id, _OFF_ApiVersionsRequest_node_id, _OFF_ApiVersionsRequest_unknown_tags, _OFF_ApiVersionsRequest_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -438,11 +575,15 @@ def install(ns):
     _py__READERS = ns["_READERS"]
     _py__read_ApiVersionsRequest_v0 = ns["_read_ApiVersionsRequest_v0"]
     _py__read_ApiVersionsRequest_v3 = ns["_read_ApiVersionsRequest_v3"]
+    _py__read_ApiVersionsRequest_v5 = ns["_read_ApiVersionsRequest_v5"]
     _py__write_ApiVersionsRequest_v0 = ns["_write_ApiVersionsRequest_v0"]
     _py__write_ApiVersionsRequest_v3 = ns["_write_ApiVersionsRequest_v3"]
+    _py__write_ApiVersionsRequest_v5 = ns["_write_ApiVersionsRequest_v5"]
     _py_decode_message = ns["decode_message"]
     _OFF_ApiVersionsRequest_client_software_name = _offset(ApiVersionsRequest, "client_software_name")
     _OFF_ApiVersionsRequest_client_software_version = _offset(ApiVersionsRequest, "client_software_version")
+    _OFF_ApiVersionsRequest_cluster_id = _offset(ApiVersionsRequest, "cluster_id")
+    _OFF_ApiVersionsRequest_node_id = _offset(ApiVersionsRequest, "node_id")
     _OFF_ApiVersionsRequest_unknown_tags = _offset(ApiVersionsRequest, "unknown_tags")
     _OFF_ApiVersionsRequest_wire_tags = _offset(ApiVersionsRequest, "wire_tags")
     _py_encode = ns["ApiVersionsRequest"].__dict__["encode"]
@@ -452,6 +593,7 @@ def install(ns):
         2: read_v2,
         3: read_v3,
         4: read_v4,
+        5: read_v5,
     }
     writers = {
         0: write_v0,
@@ -459,6 +601,7 @@ def install(ns):
         2: write_v2,
         3: write_v3,
         4: write_v4,
+        5: write_v5,
     }
     return {
         "readers": readers,

@@ -65,7 +65,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "05c7e38cf417bb56"
+KEY = "578731ad0d523d6b"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -125,7 +125,7 @@ cdef object _native_ApiVersion_v0(bytes data, const unsigned char* d, Py_ssize_t
 
 
 cdef object _native_ApiVersion_v3(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
-    """ApiVersion v3-4."""
+    """ApiVersion v3-5."""
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(ApiVersion)
@@ -145,7 +145,7 @@ cdef object _native_ApiVersion_v3(bytes data, const unsigned char* d, Py_ssize_t
 
 
 cdef object _native_SupportedFeatureKey_v3(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
-    """SupportedFeatureKey v3-4."""
+    """SupportedFeatureKey v3-5."""
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(SupportedFeatureKey)
@@ -173,7 +173,7 @@ cdef object _native_SupportedFeatureKey_v3(bytes data, const unsigned char* d, P
 
 
 cdef object _native_FinalizedFeatureKey_v3(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
-    """FinalizedFeatureKey v3-4."""
+    """FinalizedFeatureKey v3-5."""
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(FinalizedFeatureKey)
@@ -263,7 +263,7 @@ cdef object _native_ApiVersionsResponse_v1(bytes data, const unsigned char* d, P
 
 
 cdef object _native_ApiVersionsResponse_v3(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
-    """ApiVersionsResponse v3-4."""
+    """ApiVersionsResponse v3-5."""
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(ApiVersionsResponse)
@@ -314,7 +314,7 @@ cdef int _wnative_ApiVersion_v0(_Buf* b, object o) except -1:
 
 
 cdef int _wnative_ApiVersion_v3(_Buf* b, object o) except -1:
-    """Writes ApiVersion v3-4; raises to send the write to Python."""
+    """Writes ApiVersion v3-5; raises to send the write to Python."""
     cdef Py_ssize_t ln
     cdef const char* cs
     cdef double x
@@ -332,7 +332,7 @@ cdef int _wnative_ApiVersion_v3(_Buf* b, object o) except -1:
 
 
 cdef int _wnative_SupportedFeatureKey_v3(_Buf* b, object o) except -1:
-    """Writes SupportedFeatureKey v3-4; raises to send the write to Python."""
+    """Writes SupportedFeatureKey v3-5; raises to send the write to Python."""
     cdef Py_ssize_t ln
     cdef const char* cs
     cdef double x
@@ -359,7 +359,7 @@ cdef int _wnative_SupportedFeatureKey_v3(_Buf* b, object o) except -1:
 
 
 cdef int _wnative_FinalizedFeatureKey_v3(_Buf* b, object o) except -1:
-    """Writes FinalizedFeatureKey v3-4; raises to send the write to Python."""
+    """Writes FinalizedFeatureKey v3-5; raises to send the write to Python."""
     cdef Py_ssize_t ln
     cdef const char* cs
     cdef double x
@@ -430,7 +430,7 @@ cdef int _wnative_ApiVersionsResponse_v1(_Buf* b, object o) except -1:
 
 
 cdef int _wnative_ApiVersionsResponse_v3(_Buf* b, object o) except -1:
-    """Writes ApiVersionsResponse v3-4; raises to send the write to Python."""
+    """Writes ApiVersionsResponse v3-5; raises to send the write to Python."""
     cdef Py_ssize_t ln
     cdef const char* cs
     cdef double x
@@ -508,6 +508,15 @@ def read_v4(bytes data, Py_ssize_t pos):
     return o, pos
 
 
+def read_v5(bytes data, Py_ssize_t pos):
+    cdef const unsigned char* d = data
+    try:
+        o = _native_ApiVersionsResponse_v3(data, d, len(data), &pos)
+    except _Fallback:
+        return _py__read_ApiVersionsResponse_v3(data, pos)
+    return o, pos
+
+
 cdef object _read(bytes data, Py_ssize_t* pos, int version):
     """The compiled reader of a version (a tagged section goes to the Python fast reader)."""
     cdef const unsigned char* d = data
@@ -523,6 +532,8 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         elif version == 3:
             return _native_ApiVersionsResponse_v3(data, d, n, pos)
         elif version == 4:
+            return _native_ApiVersionsResponse_v3(data, d, n, pos)
+        elif version == 5:
             return _native_ApiVersionsResponse_v3(data, d, n, pos)
     except _Fallback:
         o, pos_obj = _py__READERS[version](data, at)
@@ -555,6 +566,9 @@ def direct(bytes data, Py_ssize_t pos, int version):
     elif version == 4:
         o = _native_ApiVersionsResponse_v3(data, d, len(data), &pos)
         return o, pos
+    elif version == 5:
+        o = _native_ApiVersionsResponse_v3(data, d, len(data), &pos)
+        return o, pos
     raise KeyError(version)
 
 
@@ -582,6 +596,8 @@ cdef int _write(_Buf* b, object o, int version) except -1:
     elif version == 3:
         return _wnative_ApiVersionsResponse_v3(b, o)
     elif version == 4:
+        return _wnative_ApiVersionsResponse_v3(b, o)
+    elif version == 5:
         return _wnative_ApiVersionsResponse_v3(b, o)
     raise _Fallback()
 
@@ -714,6 +730,25 @@ def write_v4(out, o):
     _py__write_ApiVersionsResponse_v3(out, o)
 
 
+def write_v5(out, o):
+    """The compiled writer of v5 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is ApiVersionsResponse:
+            try:
+                _wnative_ApiVersionsResponse_v3(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_ApiVersionsResponse_v3(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
@@ -766,6 +801,7 @@ def install(ns):
         2: read_v2,
         3: read_v3,
         4: read_v4,
+        5: read_v5,
     }
     writers = {
         0: write_v0,
@@ -773,6 +809,7 @@ def install(ns):
         2: write_v2,
         3: write_v3,
         4: write_v4,
+        5: write_v5,
     }
     return {
         "readers": readers,

@@ -65,7 +65,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "a66766076f13bb3f"
+KEY = "c90cb0447397e532"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -95,7 +95,7 @@ cdef object _native_DeleteGroupsRequest_v0(bytes data, const unsigned char* d, P
 
 
 cdef object _native_DeleteGroupsRequest_v2(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
-    """DeleteGroupsRequest v2."""
+    """DeleteGroupsRequest v2-3."""
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(DeleteGroupsRequest)
@@ -124,7 +124,7 @@ cdef int _wnative_DeleteGroupsRequest_v0(_Buf* b, object o) except -1:
 
 
 cdef int _wnative_DeleteGroupsRequest_v2(_Buf* b, object o) except -1:
-    """Writes DeleteGroupsRequest v2; raises to send the write to Python."""
+    """Writes DeleteGroupsRequest v2-3; raises to send the write to Python."""
     cdef Py_ssize_t ln
     cdef const char* cs
     cdef double x
@@ -164,6 +164,15 @@ def read_v2(bytes data, Py_ssize_t pos):
     return o, pos
 
 
+def read_v3(bytes data, Py_ssize_t pos):
+    cdef const unsigned char* d = data
+    try:
+        o = _native_DeleteGroupsRequest_v2(data, d, len(data), &pos)
+    except _Fallback:
+        return _py__read_DeleteGroupsRequest_v2(data, pos)
+    return o, pos
+
+
 cdef object _read(bytes data, Py_ssize_t* pos, int version):
     """The compiled reader of a version (a tagged section goes to the Python fast reader)."""
     cdef const unsigned char* d = data
@@ -175,6 +184,8 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
         elif version == 1:
             return _native_DeleteGroupsRequest_v0(data, d, n, pos)
         elif version == 2:
+            return _native_DeleteGroupsRequest_v2(data, d, n, pos)
+        elif version == 3:
             return _native_DeleteGroupsRequest_v2(data, d, n, pos)
     except _Fallback:
         o, pos_obj = _py__READERS[version](data, at)
@@ -201,6 +212,9 @@ def direct(bytes data, Py_ssize_t pos, int version):
     elif version == 2:
         o = _native_DeleteGroupsRequest_v2(data, d, len(data), &pos)
         return o, pos
+    elif version == 3:
+        o = _native_DeleteGroupsRequest_v2(data, d, len(data), &pos)
+        return o, pos
     raise KeyError(version)
 
 
@@ -224,6 +238,8 @@ cdef int _write(_Buf* b, object o, int version) except -1:
     elif version == 1:
         return _wnative_DeleteGroupsRequest_v0(b, o)
     elif version == 2:
+        return _wnative_DeleteGroupsRequest_v2(b, o)
+    elif version == 3:
         return _wnative_DeleteGroupsRequest_v2(b, o)
     raise _Fallback()
 
@@ -318,6 +334,25 @@ def write_v2(out, o):
     _py__write_DeleteGroupsRequest_v2(out, o)
 
 
+def write_v3(out, o):
+    """The compiled writer of v3 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DeleteGroupsRequest:
+            try:
+                _wnative_DeleteGroupsRequest_v2(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DeleteGroupsRequest_v2(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
@@ -342,11 +377,13 @@ def install(ns):
         0: read_v0,
         1: read_v1,
         2: read_v2,
+        3: read_v3,
     }
     writers = {
         0: write_v0,
         1: write_v1,
         2: write_v2,
+        3: write_v3,
     }
     return {
         "readers": readers,

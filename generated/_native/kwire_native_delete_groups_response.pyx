@@ -65,7 +65,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "2e9540fee9092854"
+KEY = "fb29556979b2efbd"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -75,11 +75,14 @@ cdef object _py__DECODERS
 cdef object _py__READERS
 cdef object _py__read_DeleteGroupsResponse_v0
 cdef object _py__read_DeleteGroupsResponse_v2
+cdef object _py__read_DeleteGroupsResponse_v3
 cdef object _py__write_DeleteGroupsResponse_v0
 cdef object _py__write_DeleteGroupsResponse_v2
+cdef object _py__write_DeleteGroupsResponse_v3
 cdef object _py_decode_message
 cdef Py_ssize_t _OFF_DeletableGroupResult_group_id
 cdef Py_ssize_t _OFF_DeletableGroupResult_error_code
+cdef Py_ssize_t _OFF_DeletableGroupResult_error_message
 cdef Py_ssize_t _OFF_DeletableGroupResult_unknown_tags
 cdef Py_ssize_t _OFF_DeletableGroupResult_wire_tags
 cdef Py_ssize_t _OFF_DeleteGroupsResponse_throttle_time_ms
@@ -105,6 +108,7 @@ cdef object _native_DeletableGroupResult_v0(bytes data, const unsigned char* d, 
     _need(pos, 2, n)
     _put(o, _OFF_DeletableGroupResult_error_code, _i16(d + pos + 0))
     pos += 2
+    _put(o, _OFF_DeletableGroupResult_error_message, None)
     _put(o, _OFF_DeletableGroupResult_unknown_tags, {})
     _put(o, _OFF_DeletableGroupResult_wire_tags, None)
     p[0] = pos
@@ -128,6 +132,45 @@ cdef object _native_DeletableGroupResult_v2(bytes data, const unsigned char* d, 
     _need(pos, 2, n)
     _put(o, _OFF_DeletableGroupResult_error_code, _i16(d + pos + 0))
     pos += 2
+    _put(o, _OFF_DeletableGroupResult_error_message, None)
+    _need(pos, 1, n)
+    if d[pos] != 0:
+        raise _Fallback()  # a tagged section: the Python fast reader reads it
+    pos += 1
+    _put(o, _OFF_DeletableGroupResult_unknown_tags, {})
+    _put(o, _OFF_DeletableGroupResult_wire_tags, None)
+    p[0] = pos
+    return o
+
+
+cdef object _native_DeletableGroupResult_v3(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
+    """DeletableGroupResult v3."""
+    cdef Py_ssize_t pos = p[0]
+    cdef Py_ssize_t ln, k, i
+    cdef object o = _alloc(DeletableGroupResult)
+    ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
+    if ln < 0:
+        raise _Recheck()
+    else:
+        _need(pos, ln, n)
+        _put(o, _OFF_DeletableGroupResult_group_id, _utf8(d + pos, ln))
+        pos += ln
+    _need(pos, 2, n)
+    _put(o, _OFF_DeletableGroupResult_error_code, _i16(d + pos + 0))
+    pos += 2
+    ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
+    if ln == -1:
+        _put(o, _OFF_DeletableGroupResult_error_message, None)
+    elif ln < 0:
+        raise _Recheck()
+    else:
+        _need(pos, ln, n)
+        _put(o, _OFF_DeletableGroupResult_error_message, _utf8(d + pos, ln))
+        pos += ln
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -190,6 +233,33 @@ cdef object _native_DeleteGroupsResponse_v2(bytes data, const unsigned char* d, 
     return o
 
 
+cdef object _native_DeleteGroupsResponse_v3(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
+    """DeleteGroupsResponse v3."""
+    cdef Py_ssize_t pos = p[0]
+    cdef Py_ssize_t ln, k, i
+    cdef object o = _alloc(DeleteGroupsResponse)
+    _need(pos, 4, n)
+    _put(o, _OFF_DeleteGroupsResponse_throttle_time_ms, _i32(d + pos + 0))
+    pos += 4
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0 or k > n - pos:
+        raise _Recheck()
+    lst = PyList_New(k)
+    for i in range(k):
+        item = _native_DeletableGroupResult_v3(data, d, n, &pos)
+        Py_INCREF(item)
+        PyList_SET_ITEM(lst, i, item)
+    _put(o, _OFF_DeleteGroupsResponse_results, lst)
+    _need(pos, 1, n)
+    if d[pos] != 0:
+        raise _Fallback()  # a tagged section: the Python fast reader reads it
+    pos += 1
+    _put(o, _OFF_DeleteGroupsResponse_unknown_tags, {})
+    _put(o, _OFF_DeleteGroupsResponse_wire_tags, None)
+    p[0] = pos
+    return o
+
+
 cdef int _wnative_DeletableGroupResult_v0(_Buf* b, object o) except -1:
     """Writes DeletableGroupResult v0-1; raises to send the write to Python."""
     cdef Py_ssize_t ln
@@ -239,6 +309,42 @@ cdef int _wnative_DeletableGroupResult_v2(_Buf* b, object o) except -1:
     return 0
 
 
+cdef int _wnative_DeletableGroupResult_v3(_Buf* b, object o) except -1:
+    """Writes DeletableGroupResult v3; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DeletableGroupResult_group_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DeletableGroupResult_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_DeletableGroupResult_error_message)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    if _get(o, _OFF_DeletableGroupResult_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 cdef int _wnative_DeleteGroupsResponse_v0(_Buf* b, object o) except -1:
     """Writes DeleteGroupsResponse v0-1; raises to send the write to Python."""
     cdef Py_ssize_t ln
@@ -282,6 +388,28 @@ cdef int _wnative_DeleteGroupsResponse_v2(_Buf* b, object o) except -1:
     return 0
 
 
+cdef int _wnative_DeleteGroupsResponse_v3(_Buf* b, object o) except -1:
+    """Writes DeleteGroupsResponse v3; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DeleteGroupsResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DeleteGroupsResponse_results)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not DeletableGroupResult:
+            raise _Fallback()
+        _wnative_DeletableGroupResult_v3(b, item)
+    if _get(o, _OFF_DeleteGroupsResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
@@ -309,6 +437,15 @@ def read_v2(bytes data, Py_ssize_t pos):
     return o, pos
 
 
+def read_v3(bytes data, Py_ssize_t pos):
+    cdef const unsigned char* d = data
+    try:
+        o = _native_DeleteGroupsResponse_v3(data, d, len(data), &pos)
+    except _Fallback:
+        return _py__read_DeleteGroupsResponse_v3(data, pos)
+    return o, pos
+
+
 cdef object _read(bytes data, Py_ssize_t* pos, int version):
     """The compiled reader of a version (a tagged section goes to the Python fast reader)."""
     cdef const unsigned char* d = data
@@ -321,6 +458,8 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
             return _native_DeleteGroupsResponse_v0(data, d, n, pos)
         elif version == 2:
             return _native_DeleteGroupsResponse_v2(data, d, n, pos)
+        elif version == 3:
+            return _native_DeleteGroupsResponse_v3(data, d, n, pos)
     except _Fallback:
         o, pos_obj = _py__READERS[version](data, at)
         pos[0] = pos_obj
@@ -346,6 +485,9 @@ def direct(bytes data, Py_ssize_t pos, int version):
     elif version == 2:
         o = _native_DeleteGroupsResponse_v2(data, d, len(data), &pos)
         return o, pos
+    elif version == 3:
+        o = _native_DeleteGroupsResponse_v3(data, d, len(data), &pos)
+        return o, pos
     raise KeyError(version)
 
 
@@ -370,6 +512,8 @@ cdef int _write(_Buf* b, object o, int version) except -1:
         return _wnative_DeleteGroupsResponse_v0(b, o)
     elif version == 2:
         return _wnative_DeleteGroupsResponse_v2(b, o)
+    elif version == 3:
+        return _wnative_DeleteGroupsResponse_v3(b, o)
     raise _Fallback()
 
 
@@ -463,11 +607,30 @@ def write_v2(out, o):
     _py__write_DeleteGroupsResponse_v2(out, o)
 
 
+def write_v3(out, o):
+    """The compiled writer of v3 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is DeleteGroupsResponse:
+            try:
+                _wnative_DeleteGroupsResponse_v3(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_DeleteGroupsResponse_v3(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, DeletableGroupResult, DeleteGroupsResponse, _py__DECODERS, _py__READERS, _py__read_DeleteGroupsResponse_v0, _py__read_DeleteGroupsResponse_v2, _py__write_DeleteGroupsResponse_v0, _py__write_DeleteGroupsResponse_v2, _py_decode_message, _OFF_DeletableGroupResult_group_id, _OFF_DeletableGroupResult_error_code, _OFF_DeletableGroupResult_unknown_tags, _OFF_DeletableGroupResult_wire_tags, _OFF_DeleteGroupsResponse_throttle_time_ms, _OFF_DeleteGroupsResponse_results, _OFF_DeleteGroupsResponse_unknown_tags, _OFF_DeleteGroupsResponse_wire_tags
+    global _BOUND, _py_encode, DeletableGroupResult, DeleteGroupsResponse, _py__DECODERS, _py__READERS, _py__read_DeleteGroupsResponse_v0, _py__read_DeleteGroupsResponse_v2, _py__read_DeleteGroupsResponse_v3, _py__write_DeleteGroupsResponse_v0, _py__write_DeleteGroupsResponse_v2, _py__write_DeleteGroupsResponse_v3, _py_decode_message, _OFF_DeletableGroupResult_group_id, _OFF_DeletableGroupResult_error_code, _OFF_DeletableGroupResult_error_message, _OFF_DeletableGroupResult_unknown_tags, _OFF_DeletableGroupResult_wire_tags, _OFF_DeleteGroupsResponse_throttle_time_ms, _OFF_DeleteGroupsResponse_results, _OFF_DeleteGroupsResponse_unknown_tags, _OFF_DeleteGroupsResponse_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -477,11 +640,14 @@ def install(ns):
     _py__READERS = ns["_READERS"]
     _py__read_DeleteGroupsResponse_v0 = ns["_read_DeleteGroupsResponse_v0"]
     _py__read_DeleteGroupsResponse_v2 = ns["_read_DeleteGroupsResponse_v2"]
+    _py__read_DeleteGroupsResponse_v3 = ns["_read_DeleteGroupsResponse_v3"]
     _py__write_DeleteGroupsResponse_v0 = ns["_write_DeleteGroupsResponse_v0"]
     _py__write_DeleteGroupsResponse_v2 = ns["_write_DeleteGroupsResponse_v2"]
+    _py__write_DeleteGroupsResponse_v3 = ns["_write_DeleteGroupsResponse_v3"]
     _py_decode_message = ns["decode_message"]
     _OFF_DeletableGroupResult_group_id = _offset(DeletableGroupResult, "group_id")
     _OFF_DeletableGroupResult_error_code = _offset(DeletableGroupResult, "error_code")
+    _OFF_DeletableGroupResult_error_message = _offset(DeletableGroupResult, "error_message")
     _OFF_DeletableGroupResult_unknown_tags = _offset(DeletableGroupResult, "unknown_tags")
     _OFF_DeletableGroupResult_wire_tags = _offset(DeletableGroupResult, "wire_tags")
     _OFF_DeleteGroupsResponse_throttle_time_ms = _offset(DeleteGroupsResponse, "throttle_time_ms")
@@ -493,11 +659,13 @@ def install(ns):
         0: read_v0,
         1: read_v1,
         2: read_v2,
+        3: read_v3,
     }
     writers = {
         0: write_v0,
         1: write_v1,
         2: write_v2,
+        3: write_v3,
     }
     return {
         "readers": readers,

@@ -65,7 +65,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "a67667ddab67be6d"
+KEY = "92c48b479cd3dc52"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -73,10 +73,13 @@ cdef object StreamsGroupDescribeRequest
 cdef object _py__DECODERS
 cdef object _py__READERS
 cdef object _py__read_StreamsGroupDescribeRequest_v0
+cdef object _py__read_StreamsGroupDescribeRequest_v1
 cdef object _py__write_StreamsGroupDescribeRequest_v0
+cdef object _py__write_StreamsGroupDescribeRequest_v1
 cdef object _py_decode_message
 cdef Py_ssize_t _OFF_StreamsGroupDescribeRequest_group_ids
 cdef Py_ssize_t _OFF_StreamsGroupDescribeRequest_include_authorized_operations
+cdef Py_ssize_t _OFF_StreamsGroupDescribeRequest_include_topology_description
 cdef Py_ssize_t _OFF_StreamsGroupDescribeRequest_unknown_tags
 cdef Py_ssize_t _OFF_StreamsGroupDescribeRequest_wire_tags
 
@@ -90,6 +93,27 @@ cdef object _native_StreamsGroupDescribeRequest_v0(bytes data, const unsigned ch
     _need(pos, 1, n)
     _put(o, _OFF_StreamsGroupDescribeRequest_include_authorized_operations, True if d[pos + 0] else False)
     pos += 1
+    _put(o, _OFF_StreamsGroupDescribeRequest_include_topology_description, False)
+    _need(pos, 1, n)
+    if d[pos] != 0:
+        raise _Fallback()  # a tagged section: the Python fast reader reads it
+    pos += 1
+    _put(o, _OFF_StreamsGroupDescribeRequest_unknown_tags, {})
+    _put(o, _OFF_StreamsGroupDescribeRequest_wire_tags, None)
+    p[0] = pos
+    return o
+
+
+cdef object _native_StreamsGroupDescribeRequest_v1(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
+    """StreamsGroupDescribeRequest v1."""
+    cdef Py_ssize_t pos = p[0]
+    cdef Py_ssize_t ln, k, i
+    cdef object o = _alloc(StreamsGroupDescribeRequest)
+    _put(o, _OFF_StreamsGroupDescribeRequest_group_ids, _n_array(d, n, &pos, True, False, _E_COMPACT_STRING))
+    _need(pos, 2, n)
+    _put(o, _OFF_StreamsGroupDescribeRequest_include_authorized_operations, True if d[pos + 0] else False)
+    _put(o, _OFF_StreamsGroupDescribeRequest_include_topology_description, True if d[pos + 1] else False)
+    pos += 2
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -115,6 +139,36 @@ cdef int _wnative_StreamsGroupDescribeRequest_v0(_Buf* b, object o) except -1:
         _w_u8(b, 0)
     else:
         raise _Fallback()
+    if o.include_topology_description != False:
+        raise _Fallback()
+    if _get(o, _OFF_StreamsGroupDescribeRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_StreamsGroupDescribeRequest_v1(_Buf* b, object o) except -1:
+    """Writes StreamsGroupDescribeRequest v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_StreamsGroupDescribeRequest_group_ids)
+    _nw_array(b, v, True, False, _E_COMPACT_STRING)
+    v = _get(o, _OFF_StreamsGroupDescribeRequest_include_authorized_operations)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
+    v = _get(o, _OFF_StreamsGroupDescribeRequest_include_topology_description)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
     if _get(o, _OFF_StreamsGroupDescribeRequest_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -130,6 +184,15 @@ def read_v0(bytes data, Py_ssize_t pos):
     return o, pos
 
 
+def read_v1(bytes data, Py_ssize_t pos):
+    cdef const unsigned char* d = data
+    try:
+        o = _native_StreamsGroupDescribeRequest_v1(data, d, len(data), &pos)
+    except _Fallback:
+        return _py__read_StreamsGroupDescribeRequest_v1(data, pos)
+    return o, pos
+
+
 cdef object _read(bytes data, Py_ssize_t* pos, int version):
     """The compiled reader of a version (a tagged section goes to the Python fast reader)."""
     cdef const unsigned char* d = data
@@ -138,6 +201,8 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
     try:
         if version == 0:
             return _native_StreamsGroupDescribeRequest_v0(data, d, n, pos)
+        elif version == 1:
+            return _native_StreamsGroupDescribeRequest_v1(data, d, n, pos)
     except _Fallback:
         o, pos_obj = _py__READERS[version](data, at)
         pos[0] = pos_obj
@@ -156,6 +221,9 @@ def direct(bytes data, Py_ssize_t pos, int version):
     cdef const unsigned char* d = data
     if version == 0:
         o = _native_StreamsGroupDescribeRequest_v0(data, d, len(data), &pos)
+        return o, pos
+    elif version == 1:
+        o = _native_StreamsGroupDescribeRequest_v1(data, d, len(data), &pos)
         return o, pos
     raise KeyError(version)
 
@@ -177,6 +245,8 @@ def decode(cls, data, int version):
 cdef int _write(_Buf* b, object o, int version) except -1:
     if version == 0:
         return _wnative_StreamsGroupDescribeRequest_v0(b, o)
+    elif version == 1:
+        return _wnative_StreamsGroupDescribeRequest_v1(b, o)
     raise _Fallback()
 
 
@@ -232,11 +302,30 @@ def write_v0(out, o):
     _py__write_StreamsGroupDescribeRequest_v0(out, o)
 
 
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is StreamsGroupDescribeRequest:
+            try:
+                _wnative_StreamsGroupDescribeRequest_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_StreamsGroupDescribeRequest_v1(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, StreamsGroupDescribeRequest, _py__DECODERS, _py__READERS, _py__read_StreamsGroupDescribeRequest_v0, _py__write_StreamsGroupDescribeRequest_v0, _py_decode_message, _OFF_StreamsGroupDescribeRequest_group_ids, _OFF_StreamsGroupDescribeRequest_include_authorized_operations, _OFF_StreamsGroupDescribeRequest_unknown_tags, _OFF_StreamsGroupDescribeRequest_wire_tags
+    global _BOUND, _py_encode, StreamsGroupDescribeRequest, _py__DECODERS, _py__READERS, _py__read_StreamsGroupDescribeRequest_v0, _py__read_StreamsGroupDescribeRequest_v1, _py__write_StreamsGroupDescribeRequest_v0, _py__write_StreamsGroupDescribeRequest_v1, _py_decode_message, _OFF_StreamsGroupDescribeRequest_group_ids, _OFF_StreamsGroupDescribeRequest_include_authorized_operations, _OFF_StreamsGroupDescribeRequest_include_topology_description, _OFF_StreamsGroupDescribeRequest_unknown_tags, _OFF_StreamsGroupDescribeRequest_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -244,18 +333,23 @@ def install(ns):
     _py__DECODERS = ns["_DECODERS"]
     _py__READERS = ns["_READERS"]
     _py__read_StreamsGroupDescribeRequest_v0 = ns["_read_StreamsGroupDescribeRequest_v0"]
+    _py__read_StreamsGroupDescribeRequest_v1 = ns["_read_StreamsGroupDescribeRequest_v1"]
     _py__write_StreamsGroupDescribeRequest_v0 = ns["_write_StreamsGroupDescribeRequest_v0"]
+    _py__write_StreamsGroupDescribeRequest_v1 = ns["_write_StreamsGroupDescribeRequest_v1"]
     _py_decode_message = ns["decode_message"]
     _OFF_StreamsGroupDescribeRequest_group_ids = _offset(StreamsGroupDescribeRequest, "group_ids")
     _OFF_StreamsGroupDescribeRequest_include_authorized_operations = _offset(StreamsGroupDescribeRequest, "include_authorized_operations")
+    _OFF_StreamsGroupDescribeRequest_include_topology_description = _offset(StreamsGroupDescribeRequest, "include_topology_description")
     _OFF_StreamsGroupDescribeRequest_unknown_tags = _offset(StreamsGroupDescribeRequest, "unknown_tags")
     _OFF_StreamsGroupDescribeRequest_wire_tags = _offset(StreamsGroupDescribeRequest, "wire_tags")
     _py_encode = ns["StreamsGroupDescribeRequest"].__dict__["encode"]
     readers = {
         0: read_v0,
+        1: read_v1,
     }
     writers = {
         0: write_v0,
+        1: write_v1,
     }
     return {
         "readers": readers,

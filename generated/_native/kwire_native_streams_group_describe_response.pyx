@@ -65,7 +65,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "81e39ef72c2b610b"
+KEY = "1c4b21a9716f2db2"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -80,10 +80,16 @@ cdef object TaskIds
 cdef object TaskOffset
 cdef object TopicInfo
 cdef object Topology
+cdef object TopologyDescription
+cdef object TopologyDescriptionGlobalStore
+cdef object TopologyDescriptionNode
+cdef object TopologyDescriptionSubtopology
 cdef object _py__DECODERS
 cdef object _py__READERS
 cdef object _py__read_StreamsGroupDescribeResponse_v0
+cdef object _py__read_StreamsGroupDescribeResponse_v1
 cdef object _py__write_StreamsGroupDescribeResponse_v0
+cdef object _py__write_StreamsGroupDescribeResponse_v1
 cdef object _py_decode_message
 cdef Py_ssize_t _OFF_Assignment_active_tasks
 cdef Py_ssize_t _OFF_Assignment_standby_tasks
@@ -99,6 +105,9 @@ cdef Py_ssize_t _OFF_DescribedGroup_assignment_epoch
 cdef Py_ssize_t _OFF_DescribedGroup_topology
 cdef Py_ssize_t _OFF_DescribedGroup_members
 cdef Py_ssize_t _OFF_DescribedGroup_authorized_operations
+cdef Py_ssize_t _OFF_DescribedGroup_topology_description
+cdef Py_ssize_t _OFF_DescribedGroup_topology_description_status
+cdef Py_ssize_t _OFF_DescribedGroup_assignor_name
 cdef Py_ssize_t _OFF_DescribedGroup_unknown_tags
 cdef Py_ssize_t _OFF_DescribedGroup_wire_tags
 cdef Py_ssize_t _OFF_Endpoint_host
@@ -156,10 +165,30 @@ cdef Py_ssize_t _OFF_Topology_epoch
 cdef Py_ssize_t _OFF_Topology_subtopologies
 cdef Py_ssize_t _OFF_Topology_unknown_tags
 cdef Py_ssize_t _OFF_Topology_wire_tags
+cdef Py_ssize_t _OFF_TopologyDescription_subtopologies
+cdef Py_ssize_t _OFF_TopologyDescription_global_stores
+cdef Py_ssize_t _OFF_TopologyDescription_unknown_tags
+cdef Py_ssize_t _OFF_TopologyDescription_wire_tags
+cdef Py_ssize_t _OFF_TopologyDescriptionGlobalStore_source
+cdef Py_ssize_t _OFF_TopologyDescriptionGlobalStore_processor
+cdef Py_ssize_t _OFF_TopologyDescriptionGlobalStore_unknown_tags
+cdef Py_ssize_t _OFF_TopologyDescriptionGlobalStore_wire_tags
+cdef Py_ssize_t _OFF_TopologyDescriptionNode_name
+cdef Py_ssize_t _OFF_TopologyDescriptionNode_node_type
+cdef Py_ssize_t _OFF_TopologyDescriptionNode_source_topics
+cdef Py_ssize_t _OFF_TopologyDescriptionNode_sink_topic
+cdef Py_ssize_t _OFF_TopologyDescriptionNode_stores
+cdef Py_ssize_t _OFF_TopologyDescriptionNode_successors
+cdef Py_ssize_t _OFF_TopologyDescriptionNode_unknown_tags
+cdef Py_ssize_t _OFF_TopologyDescriptionNode_wire_tags
+cdef Py_ssize_t _OFF_TopologyDescriptionSubtopology_subtopology_id
+cdef Py_ssize_t _OFF_TopologyDescriptionSubtopology_nodes
+cdef Py_ssize_t _OFF_TopologyDescriptionSubtopology_unknown_tags
+cdef Py_ssize_t _OFF_TopologyDescriptionSubtopology_wire_tags
 
 
 cdef object _native_KeyValue_v0(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
-    """KeyValue v0."""
+    """KeyValue v0-1."""
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(KeyValue)
@@ -192,7 +221,7 @@ cdef object _native_KeyValue_v0(bytes data, const unsigned char* d, Py_ssize_t n
 
 
 cdef object _native_TopicInfo_v0(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
-    """TopicInfo v0."""
+    """TopicInfo v0-1."""
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicInfo)
@@ -229,7 +258,7 @@ cdef object _native_TopicInfo_v0(bytes data, const unsigned char* d, Py_ssize_t 
 
 
 cdef object _native_TaskOffset_v0(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
-    """TaskOffset v0."""
+    """TaskOffset v0-1."""
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TaskOffset)
@@ -257,7 +286,7 @@ cdef object _native_TaskOffset_v0(bytes data, const unsigned char* d, Py_ssize_t
 
 
 cdef object _native_TaskIds_v0(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
-    """TaskIds v0."""
+    """TaskIds v0-1."""
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TaskIds)
@@ -282,7 +311,7 @@ cdef object _native_TaskIds_v0(bytes data, const unsigned char* d, Py_ssize_t n,
 
 
 cdef object _native_Assignment_v0(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
-    """Assignment v0."""
+    """Assignment v0-1."""
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(Assignment)
@@ -323,8 +352,49 @@ cdef object _native_Assignment_v0(bytes data, const unsigned char* d, Py_ssize_t
     return o
 
 
+cdef object _native_TopologyDescriptionNode_v1(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
+    """TopologyDescriptionNode v1."""
+    cdef Py_ssize_t pos = p[0]
+    cdef Py_ssize_t ln, k, i
+    cdef object o = _alloc(TopologyDescriptionNode)
+    ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
+    if ln < 0:
+        raise _Recheck()
+    else:
+        _need(pos, ln, n)
+        _put(o, _OFF_TopologyDescriptionNode_name, _utf8(d + pos, ln))
+        pos += ln
+    _need(pos, 1, n)
+    _put(o, _OFF_TopologyDescriptionNode_node_type, <signed char>d[pos + 0])
+    pos += 1
+    _put(o, _OFF_TopologyDescriptionNode_source_topics, _n_array(d, n, &pos, True, False, _E_COMPACT_STRING))
+    ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
+    if ln == -1:
+        _put(o, _OFF_TopologyDescriptionNode_sink_topic, None)
+    elif ln < 0:
+        raise _Recheck()
+    else:
+        _need(pos, ln, n)
+        _put(o, _OFF_TopologyDescriptionNode_sink_topic, _utf8(d + pos, ln))
+        pos += ln
+    _put(o, _OFF_TopologyDescriptionNode_stores, _n_array(d, n, &pos, True, False, _E_COMPACT_STRING))
+    _put(o, _OFF_TopologyDescriptionNode_successors, _n_array(d, n, &pos, True, False, _E_COMPACT_STRING))
+    _need(pos, 1, n)
+    if d[pos] != 0:
+        raise _Fallback()  # a tagged section: the Python fast reader reads it
+    pos += 1
+    _put(o, _OFF_TopologyDescriptionNode_unknown_tags, {})
+    _put(o, _OFF_TopologyDescriptionNode_wire_tags, None)
+    p[0] = pos
+    return o
+
+
 cdef object _native_Subtopology_v0(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
-    """Subtopology v0."""
+    """Subtopology v0-1."""
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(Subtopology)
@@ -368,7 +438,7 @@ cdef object _native_Subtopology_v0(bytes data, const unsigned char* d, Py_ssize_
 
 
 cdef object _native_Topology_v0(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
-    """Topology v0."""
+    """Topology v0-1."""
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(Topology)
@@ -398,7 +468,7 @@ cdef object _native_Topology_v0(bytes data, const unsigned char* d, Py_ssize_t n
 
 
 cdef object _native_Endpoint_v0(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
-    """Endpoint v0."""
+    """Endpoint v0-1."""
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(Endpoint)
@@ -425,7 +495,7 @@ cdef object _native_Endpoint_v0(bytes data, const unsigned char* d, Py_ssize_t n
 
 
 cdef object _native_Member_v0(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
-    """Member v0."""
+    """Member v0-1."""
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(Member)
@@ -542,6 +612,89 @@ cdef object _native_Member_v0(bytes data, const unsigned char* d, Py_ssize_t n, 
     return o
 
 
+cdef object _native_TopologyDescriptionSubtopology_v1(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
+    """TopologyDescriptionSubtopology v1."""
+    cdef Py_ssize_t pos = p[0]
+    cdef Py_ssize_t ln, k, i
+    cdef object o = _alloc(TopologyDescriptionSubtopology)
+    ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
+    if ln < 0:
+        raise _Recheck()
+    else:
+        _need(pos, ln, n)
+        _put(o, _OFF_TopologyDescriptionSubtopology_subtopology_id, _utf8(d + pos, ln))
+        pos += ln
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0 or k > n - pos:
+        raise _Recheck()
+    lst = PyList_New(k)
+    for i in range(k):
+        item = _native_TopologyDescriptionNode_v1(data, d, n, &pos)
+        Py_INCREF(item)
+        PyList_SET_ITEM(lst, i, item)
+    _put(o, _OFF_TopologyDescriptionSubtopology_nodes, lst)
+    _need(pos, 1, n)
+    if d[pos] != 0:
+        raise _Fallback()  # a tagged section: the Python fast reader reads it
+    pos += 1
+    _put(o, _OFF_TopologyDescriptionSubtopology_unknown_tags, {})
+    _put(o, _OFF_TopologyDescriptionSubtopology_wire_tags, None)
+    p[0] = pos
+    return o
+
+
+cdef object _native_TopologyDescriptionGlobalStore_v1(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
+    """TopologyDescriptionGlobalStore v1."""
+    cdef Py_ssize_t pos = p[0]
+    cdef Py_ssize_t ln, k, i
+    cdef object o = _alloc(TopologyDescriptionGlobalStore)
+    _put(o, _OFF_TopologyDescriptionGlobalStore_source, _native_TopologyDescriptionNode_v1(data, d, n, &pos))
+    _put(o, _OFF_TopologyDescriptionGlobalStore_processor, _native_TopologyDescriptionNode_v1(data, d, n, &pos))
+    _need(pos, 1, n)
+    if d[pos] != 0:
+        raise _Fallback()  # a tagged section: the Python fast reader reads it
+    pos += 1
+    _put(o, _OFF_TopologyDescriptionGlobalStore_unknown_tags, {})
+    _put(o, _OFF_TopologyDescriptionGlobalStore_wire_tags, None)
+    p[0] = pos
+    return o
+
+
+cdef object _native_TopologyDescription_v1(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
+    """TopologyDescription v1."""
+    cdef Py_ssize_t pos = p[0]
+    cdef Py_ssize_t ln, k, i
+    cdef object o = _alloc(TopologyDescription)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0 or k > n - pos:
+        raise _Recheck()
+    lst = PyList_New(k)
+    for i in range(k):
+        item = _native_TopologyDescriptionSubtopology_v1(data, d, n, &pos)
+        Py_INCREF(item)
+        PyList_SET_ITEM(lst, i, item)
+    _put(o, _OFF_TopologyDescription_subtopologies, lst)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0 or k > n - pos:
+        raise _Recheck()
+    lst = PyList_New(k)
+    for i in range(k):
+        item = _native_TopologyDescriptionGlobalStore_v1(data, d, n, &pos)
+        Py_INCREF(item)
+        PyList_SET_ITEM(lst, i, item)
+    _put(o, _OFF_TopologyDescription_global_stores, lst)
+    _need(pos, 1, n)
+    if d[pos] != 0:
+        raise _Fallback()  # a tagged section: the Python fast reader reads it
+    pos += 1
+    _put(o, _OFF_TopologyDescription_unknown_tags, {})
+    _put(o, _OFF_TopologyDescription_wire_tags, None)
+    p[0] = pos
+    return o
+
+
 cdef object _native_DescribedGroup_v0(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
     """DescribedGroup v0."""
     cdef Py_ssize_t pos = p[0]
@@ -602,6 +755,100 @@ cdef object _native_DescribedGroup_v0(bytes data, const unsigned char* d, Py_ssi
     _need(pos, 4, n)
     _put(o, _OFF_DescribedGroup_authorized_operations, _i32(d + pos + 0))
     pos += 4
+    _put(o, _OFF_DescribedGroup_topology_description, None)
+    _put(o, _OFF_DescribedGroup_topology_description_status, 0)
+    _put(o, _OFF_DescribedGroup_assignor_name, None)
+    _need(pos, 1, n)
+    if d[pos] != 0:
+        raise _Fallback()  # a tagged section: the Python fast reader reads it
+    pos += 1
+    _put(o, _OFF_DescribedGroup_unknown_tags, {})
+    _put(o, _OFF_DescribedGroup_wire_tags, None)
+    p[0] = pos
+    return o
+
+
+cdef object _native_DescribedGroup_v1(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
+    """DescribedGroup v1."""
+    cdef Py_ssize_t pos = p[0]
+    cdef Py_ssize_t ln, k, i
+    cdef object o = _alloc(DescribedGroup)
+    _need(pos, 2, n)
+    _put(o, _OFF_DescribedGroup_error_code, _i16(d + pos + 0))
+    pos += 2
+    ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
+    if ln == -1:
+        _put(o, _OFF_DescribedGroup_error_message, None)
+    elif ln < 0:
+        raise _Recheck()
+    else:
+        _need(pos, ln, n)
+        _put(o, _OFF_DescribedGroup_error_message, _utf8(d + pos, ln))
+        pos += ln
+    ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
+    if ln < 0:
+        raise _Recheck()
+    else:
+        _need(pos, ln, n)
+        _put(o, _OFF_DescribedGroup_group_id, _utf8(d + pos, ln))
+        pos += ln
+    ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
+    if ln < 0:
+        raise _Recheck()
+    else:
+        _need(pos, ln, n)
+        _put(o, _OFF_DescribedGroup_group_state, _utf8(d + pos, ln))
+        pos += ln
+    _need(pos, 8, n)
+    _put(o, _OFF_DescribedGroup_group_epoch, _i32(d + pos + 0))
+    _put(o, _OFF_DescribedGroup_assignment_epoch, _i32(d + pos + 4))
+    pos += 8
+    _need(pos, 1, n)
+    if d[pos] >= 0x80:
+        pos += 1
+        _put(o, _OFF_DescribedGroup_topology, None)
+    else:
+        pos += 1
+        _put(o, _OFF_DescribedGroup_topology, _native_Topology_v0(data, d, n, &pos))
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0 or k > n - pos:
+        raise _Recheck()
+    lst = PyList_New(k)
+    for i in range(k):
+        item = _native_Member_v0(data, d, n, &pos)
+        Py_INCREF(item)
+        PyList_SET_ITEM(lst, i, item)
+    _put(o, _OFF_DescribedGroup_members, lst)
+    _need(pos, 4, n)
+    _put(o, _OFF_DescribedGroup_authorized_operations, _i32(d + pos + 0))
+    pos += 4
+    _need(pos, 1, n)
+    if d[pos] >= 0x80:
+        pos += 1
+        _put(o, _OFF_DescribedGroup_topology_description, None)
+    else:
+        pos += 1
+        _put(o, _OFF_DescribedGroup_topology_description, _native_TopologyDescription_v1(data, d, n, &pos))
+    _need(pos, 1, n)
+    _put(o, _OFF_DescribedGroup_topology_description_status, <signed char>d[pos + 0])
+    pos += 1
+    ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
+    if ln == -1:
+        _put(o, _OFF_DescribedGroup_assignor_name, None)
+    elif ln < 0:
+        raise _Recheck()
+    else:
+        _need(pos, ln, n)
+        _put(o, _OFF_DescribedGroup_assignor_name, _utf8(d + pos, ln))
+        pos += ln
     _need(pos, 1, n)
     if d[pos] != 0:
         raise _Fallback()  # a tagged section: the Python fast reader reads it
@@ -639,8 +886,35 @@ cdef object _native_StreamsGroupDescribeResponse_v0(bytes data, const unsigned c
     return o
 
 
+cdef object _native_StreamsGroupDescribeResponse_v1(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
+    """StreamsGroupDescribeResponse v1."""
+    cdef Py_ssize_t pos = p[0]
+    cdef Py_ssize_t ln, k, i
+    cdef object o = _alloc(StreamsGroupDescribeResponse)
+    _need(pos, 4, n)
+    _put(o, _OFF_StreamsGroupDescribeResponse_throttle_time_ms, _i32(d + pos + 0))
+    pos += 4
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0 or k > n - pos:
+        raise _Recheck()
+    lst = PyList_New(k)
+    for i in range(k):
+        item = _native_DescribedGroup_v1(data, d, n, &pos)
+        Py_INCREF(item)
+        PyList_SET_ITEM(lst, i, item)
+    _put(o, _OFF_StreamsGroupDescribeResponse_groups, lst)
+    _need(pos, 1, n)
+    if d[pos] != 0:
+        raise _Fallback()  # a tagged section: the Python fast reader reads it
+    pos += 1
+    _put(o, _OFF_StreamsGroupDescribeResponse_unknown_tags, {})
+    _put(o, _OFF_StreamsGroupDescribeResponse_wire_tags, None)
+    p[0] = pos
+    return o
+
+
 cdef int _wnative_KeyValue_v0(_Buf* b, object o) except -1:
-    """Writes KeyValue v0; raises to send the write to Python."""
+    """Writes KeyValue v0-1; raises to send the write to Python."""
     cdef Py_ssize_t ln
     cdef const char* cs
     cdef double x
@@ -674,7 +948,7 @@ cdef int _wnative_KeyValue_v0(_Buf* b, object o) except -1:
 
 
 cdef int _wnative_TopicInfo_v0(_Buf* b, object o) except -1:
-    """Writes TopicInfo v0; raises to send the write to Python."""
+    """Writes TopicInfo v0-1; raises to send the write to Python."""
     cdef Py_ssize_t ln
     cdef const char* cs
     cdef double x
@@ -709,7 +983,7 @@ cdef int _wnative_TopicInfo_v0(_Buf* b, object o) except -1:
 
 
 cdef int _wnative_TaskOffset_v0(_Buf* b, object o) except -1:
-    """Writes TaskOffset v0; raises to send the write to Python."""
+    """Writes TaskOffset v0-1; raises to send the write to Python."""
     cdef Py_ssize_t ln
     cdef const char* cs
     cdef double x
@@ -736,7 +1010,7 @@ cdef int _wnative_TaskOffset_v0(_Buf* b, object o) except -1:
 
 
 cdef int _wnative_TaskIds_v0(_Buf* b, object o) except -1:
-    """Writes TaskIds v0; raises to send the write to Python."""
+    """Writes TaskIds v0-1; raises to send the write to Python."""
     cdef Py_ssize_t ln
     cdef const char* cs
     cdef double x
@@ -761,7 +1035,7 @@ cdef int _wnative_TaskIds_v0(_Buf* b, object o) except -1:
 
 
 cdef int _wnative_Assignment_v0(_Buf* b, object o) except -1:
-    """Writes Assignment v0; raises to send the write to Python."""
+    """Writes Assignment v0-1; raises to send the write to Python."""
     cdef Py_ssize_t ln
     cdef const char* cs
     cdef double x
@@ -796,8 +1070,50 @@ cdef int _wnative_Assignment_v0(_Buf* b, object o) except -1:
     return 0
 
 
+cdef int _wnative_TopologyDescriptionNode_v1(_Buf* b, object o) except -1:
+    """Writes TopologyDescriptionNode v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_TopologyDescriptionNode_name)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_TopologyDescriptionNode_node_type)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    v = _get(o, _OFF_TopologyDescriptionNode_source_topics)
+    _nw_array(b, v, True, False, _E_COMPACT_STRING)
+    v = _get(o, _OFF_TopologyDescriptionNode_sink_topic)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_TopologyDescriptionNode_stores)
+    _nw_array(b, v, True, False, _E_COMPACT_STRING)
+    v = _get(o, _OFF_TopologyDescriptionNode_successors)
+    _nw_array(b, v, True, False, _E_COMPACT_STRING)
+    if _get(o, _OFF_TopologyDescriptionNode_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 cdef int _wnative_Subtopology_v0(_Buf* b, object o) except -1:
-    """Writes Subtopology v0; raises to send the write to Python."""
+    """Writes Subtopology v0-1; raises to send the write to Python."""
     cdef Py_ssize_t ln
     cdef const char* cs
     cdef double x
@@ -840,7 +1156,7 @@ cdef int _wnative_Subtopology_v0(_Buf* b, object o) except -1:
 
 
 cdef int _wnative_Topology_v0(_Buf* b, object o) except -1:
-    """Writes Topology v0; raises to send the write to Python."""
+    """Writes Topology v0-1; raises to send the write to Python."""
     cdef Py_ssize_t ln
     cdef const char* cs
     cdef double x
@@ -865,7 +1181,7 @@ cdef int _wnative_Topology_v0(_Buf* b, object o) except -1:
 
 
 cdef int _wnative_Endpoint_v0(_Buf* b, object o) except -1:
-    """Writes Endpoint v0; raises to send the write to Python."""
+    """Writes Endpoint v0-1; raises to send the write to Python."""
     cdef Py_ssize_t ln
     cdef const char* cs
     cdef double x
@@ -890,7 +1206,7 @@ cdef int _wnative_Endpoint_v0(_Buf* b, object o) except -1:
 
 
 cdef int _wnative_Member_v0(_Buf* b, object o) except -1:
-    """Writes Member v0; raises to send the write to Python."""
+    """Writes Member v0-1; raises to send the write to Python."""
     cdef Py_ssize_t ln
     cdef const char* cs
     cdef double x
@@ -1018,6 +1334,85 @@ cdef int _wnative_Member_v0(_Buf* b, object o) except -1:
     return 0
 
 
+cdef int _wnative_TopologyDescriptionSubtopology_v1(_Buf* b, object o) except -1:
+    """Writes TopologyDescriptionSubtopology v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_TopologyDescriptionSubtopology_subtopology_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_TopologyDescriptionSubtopology_nodes)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not TopologyDescriptionNode:
+            raise _Fallback()
+        _wnative_TopologyDescriptionNode_v1(b, item)
+    if _get(o, _OFF_TopologyDescriptionSubtopology_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_TopologyDescriptionGlobalStore_v1(_Buf* b, object o) except -1:
+    """Writes TopologyDescriptionGlobalStore v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_TopologyDescriptionGlobalStore_source)
+    if type(v) is not TopologyDescriptionNode:
+        raise _Fallback()
+    _wnative_TopologyDescriptionNode_v1(b, v)
+    v = _get(o, _OFF_TopologyDescriptionGlobalStore_processor)
+    if type(v) is not TopologyDescriptionNode:
+        raise _Fallback()
+    _wnative_TopologyDescriptionNode_v1(b, v)
+    if _get(o, _OFF_TopologyDescriptionGlobalStore_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_TopologyDescription_v1(_Buf* b, object o) except -1:
+    """Writes TopologyDescription v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_TopologyDescription_subtopologies)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not TopologyDescriptionSubtopology:
+            raise _Fallback()
+        _wnative_TopologyDescriptionSubtopology_v1(b, item)
+    v = _get(o, _OFF_TopologyDescription_global_stores)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not TopologyDescriptionGlobalStore:
+            raise _Fallback()
+        _wnative_TopologyDescriptionGlobalStore_v1(b, item)
+    if _get(o, _OFF_TopologyDescription_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 cdef int _wnative_DescribedGroup_v0(_Buf* b, object o) except -1:
     """Writes DescribedGroup v0; raises to send the write to Python."""
     cdef Py_ssize_t ln
@@ -1081,6 +1476,100 @@ cdef int _wnative_DescribedGroup_v0(_Buf* b, object o) except -1:
         _wnative_Member_v0(b, item)
     v = _get(o, _OFF_DescribedGroup_authorized_operations)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.topology_description is not None:
+        raise _Fallback()
+    if o.topology_description_status != 0:
+        raise _Fallback()
+    if _get(o, _OFF_DescribedGroup_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_DescribedGroup_v1(_Buf* b, object o) except -1:
+    """Writes DescribedGroup v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_DescribedGroup_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_DescribedGroup_error_message)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroup_group_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroup_group_state)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_DescribedGroup_group_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DescribedGroup_assignment_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DescribedGroup_topology)
+    if v is None:
+        _w_u8(b, 0xFF)
+    else:
+        if type(v) is not Topology:
+            raise _Fallback()
+        _w_u8(b, 1)
+        _wnative_Topology_v0(b, v)
+    v = _get(o, _OFF_DescribedGroup_members)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not Member:
+            raise _Fallback()
+        _wnative_Member_v0(b, item)
+    v = _get(o, _OFF_DescribedGroup_authorized_operations)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_DescribedGroup_topology_description)
+    if v is None:
+        _w_u8(b, 0xFF)
+    else:
+        if type(v) is not TopologyDescription:
+            raise _Fallback()
+        _w_u8(b, 1)
+        _wnative_TopologyDescription_v1(b, v)
+    v = _get(o, _OFF_DescribedGroup_topology_description_status)
+    _w_be(b, <uint64_t>_int_in(v, -128, 127), 1)
+    v = _get(o, _OFF_DescribedGroup_assignor_name)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
     if _get(o, _OFF_DescribedGroup_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -1109,12 +1598,43 @@ cdef int _wnative_StreamsGroupDescribeResponse_v0(_Buf* b, object o) except -1:
     return 0
 
 
+cdef int _wnative_StreamsGroupDescribeResponse_v1(_Buf* b, object o) except -1:
+    """Writes StreamsGroupDescribeResponse v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_StreamsGroupDescribeResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_StreamsGroupDescribeResponse_groups)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not DescribedGroup:
+            raise _Fallback()
+        _wnative_DescribedGroup_v1(b, item)
+    if _get(o, _OFF_StreamsGroupDescribeResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 def read_v0(bytes data, Py_ssize_t pos):
     cdef const unsigned char* d = data
     try:
         o = _native_StreamsGroupDescribeResponse_v0(data, d, len(data), &pos)
     except _Fallback:
         return _py__read_StreamsGroupDescribeResponse_v0(data, pos)
+    return o, pos
+
+
+def read_v1(bytes data, Py_ssize_t pos):
+    cdef const unsigned char* d = data
+    try:
+        o = _native_StreamsGroupDescribeResponse_v1(data, d, len(data), &pos)
+    except _Fallback:
+        return _py__read_StreamsGroupDescribeResponse_v1(data, pos)
     return o, pos
 
 
@@ -1126,6 +1646,8 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
     try:
         if version == 0:
             return _native_StreamsGroupDescribeResponse_v0(data, d, n, pos)
+        elif version == 1:
+            return _native_StreamsGroupDescribeResponse_v1(data, d, n, pos)
     except _Fallback:
         o, pos_obj = _py__READERS[version](data, at)
         pos[0] = pos_obj
@@ -1144,6 +1666,9 @@ def direct(bytes data, Py_ssize_t pos, int version):
     cdef const unsigned char* d = data
     if version == 0:
         o = _native_StreamsGroupDescribeResponse_v0(data, d, len(data), &pos)
+        return o, pos
+    elif version == 1:
+        o = _native_StreamsGroupDescribeResponse_v1(data, d, len(data), &pos)
         return o, pos
     raise KeyError(version)
 
@@ -1165,6 +1690,8 @@ def decode(cls, data, int version):
 cdef int _write(_Buf* b, object o, int version) except -1:
     if version == 0:
         return _wnative_StreamsGroupDescribeResponse_v0(b, o)
+    elif version == 1:
+        return _wnative_StreamsGroupDescribeResponse_v1(b, o)
     raise _Fallback()
 
 
@@ -1220,11 +1747,30 @@ def write_v0(out, o):
     _py__write_StreamsGroupDescribeResponse_v0(out, o)
 
 
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is StreamsGroupDescribeResponse:
+            try:
+                _wnative_StreamsGroupDescribeResponse_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_StreamsGroupDescribeResponse_v1(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, Assignment, DescribedGroup, Endpoint, KeyValue, Member, StreamsGroupDescribeResponse, Subtopology, TaskIds, TaskOffset, TopicInfo, Topology, _py__DECODERS, _py__READERS, _py__read_StreamsGroupDescribeResponse_v0, _py__write_StreamsGroupDescribeResponse_v0, _py_decode_message, _OFF_Assignment_active_tasks, _OFF_Assignment_standby_tasks, _OFF_Assignment_warmup_tasks, _OFF_Assignment_unknown_tags, _OFF_Assignment_wire_tags, _OFF_DescribedGroup_error_code, _OFF_DescribedGroup_error_message, _OFF_DescribedGroup_group_id, _OFF_DescribedGroup_group_state, _OFF_DescribedGroup_group_epoch, _OFF_DescribedGroup_assignment_epoch, _OFF_DescribedGroup_topology, _OFF_DescribedGroup_members, _OFF_DescribedGroup_authorized_operations, _OFF_DescribedGroup_unknown_tags, _OFF_DescribedGroup_wire_tags, _OFF_Endpoint_host, _OFF_Endpoint_port, _OFF_Endpoint_unknown_tags, _OFF_Endpoint_wire_tags, _OFF_KeyValue_key, _OFF_KeyValue_value, _OFF_KeyValue_unknown_tags, _OFF_KeyValue_wire_tags, _OFF_Member_member_id, _OFF_Member_member_epoch, _OFF_Member_instance_id, _OFF_Member_rack_id, _OFF_Member_client_id, _OFF_Member_client_host, _OFF_Member_topology_epoch, _OFF_Member_process_id, _OFF_Member_user_endpoint, _OFF_Member_client_tags, _OFF_Member_task_offsets, _OFF_Member_task_end_offsets, _OFF_Member_assignment, _OFF_Member_target_assignment, _OFF_Member_is_classic, _OFF_Member_unknown_tags, _OFF_Member_wire_tags, _OFF_StreamsGroupDescribeResponse_throttle_time_ms, _OFF_StreamsGroupDescribeResponse_groups, _OFF_StreamsGroupDescribeResponse_unknown_tags, _OFF_StreamsGroupDescribeResponse_wire_tags, _OFF_Subtopology_subtopology_id, _OFF_Subtopology_source_topics, _OFF_Subtopology_repartition_sink_topics, _OFF_Subtopology_state_changelog_topics, _OFF_Subtopology_repartition_source_topics, _OFF_Subtopology_unknown_tags, _OFF_Subtopology_wire_tags, _OFF_TaskIds_subtopology_id, _OFF_TaskIds_partitions, _OFF_TaskIds_unknown_tags, _OFF_TaskIds_wire_tags, _OFF_TaskOffset_subtopology_id, _OFF_TaskOffset_partition, _OFF_TaskOffset_offset, _OFF_TaskOffset_unknown_tags, _OFF_TaskOffset_wire_tags, _OFF_TopicInfo_name, _OFF_TopicInfo_partitions, _OFF_TopicInfo_replication_factor, _OFF_TopicInfo_topic_configs, _OFF_TopicInfo_unknown_tags, _OFF_TopicInfo_wire_tags, _OFF_Topology_epoch, _OFF_Topology_subtopologies, _OFF_Topology_unknown_tags, _OFF_Topology_wire_tags
+    global _BOUND, _py_encode, Assignment, DescribedGroup, Endpoint, KeyValue, Member, StreamsGroupDescribeResponse, Subtopology, TaskIds, TaskOffset, TopicInfo, Topology, TopologyDescription, TopologyDescriptionGlobalStore, TopologyDescriptionNode, TopologyDescriptionSubtopology, _py__DECODERS, _py__READERS, _py__read_StreamsGroupDescribeResponse_v0, _py__read_StreamsGroupDescribeResponse_v1, _py__write_StreamsGroupDescribeResponse_v0, _py__write_StreamsGroupDescribeResponse_v1, _py_decode_message, _OFF_Assignment_active_tasks, _OFF_Assignment_standby_tasks, _OFF_Assignment_warmup_tasks, _OFF_Assignment_unknown_tags, _OFF_Assignment_wire_tags, _OFF_DescribedGroup_error_code, _OFF_DescribedGroup_error_message, _OFF_DescribedGroup_group_id, _OFF_DescribedGroup_group_state, _OFF_DescribedGroup_group_epoch, _OFF_DescribedGroup_assignment_epoch, _OFF_DescribedGroup_topology, _OFF_DescribedGroup_members, _OFF_DescribedGroup_authorized_operations, _OFF_DescribedGroup_topology_description, _OFF_DescribedGroup_topology_description_status, _OFF_DescribedGroup_assignor_name, _OFF_DescribedGroup_unknown_tags, _OFF_DescribedGroup_wire_tags, _OFF_Endpoint_host, _OFF_Endpoint_port, _OFF_Endpoint_unknown_tags, _OFF_Endpoint_wire_tags, _OFF_KeyValue_key, _OFF_KeyValue_value, _OFF_KeyValue_unknown_tags, _OFF_KeyValue_wire_tags, _OFF_Member_member_id, _OFF_Member_member_epoch, _OFF_Member_instance_id, _OFF_Member_rack_id, _OFF_Member_client_id, _OFF_Member_client_host, _OFF_Member_topology_epoch, _OFF_Member_process_id, _OFF_Member_user_endpoint, _OFF_Member_client_tags, _OFF_Member_task_offsets, _OFF_Member_task_end_offsets, _OFF_Member_assignment, _OFF_Member_target_assignment, _OFF_Member_is_classic, _OFF_Member_unknown_tags, _OFF_Member_wire_tags, _OFF_StreamsGroupDescribeResponse_throttle_time_ms, _OFF_StreamsGroupDescribeResponse_groups, _OFF_StreamsGroupDescribeResponse_unknown_tags, _OFF_StreamsGroupDescribeResponse_wire_tags, _OFF_Subtopology_subtopology_id, _OFF_Subtopology_source_topics, _OFF_Subtopology_repartition_sink_topics, _OFF_Subtopology_state_changelog_topics, _OFF_Subtopology_repartition_source_topics, _OFF_Subtopology_unknown_tags, _OFF_Subtopology_wire_tags, _OFF_TaskIds_subtopology_id, _OFF_TaskIds_partitions, _OFF_TaskIds_unknown_tags, _OFF_TaskIds_wire_tags, _OFF_TaskOffset_subtopology_id, _OFF_TaskOffset_partition, _OFF_TaskOffset_offset, _OFF_TaskOffset_unknown_tags, _OFF_TaskOffset_wire_tags, _OFF_TopicInfo_name, _OFF_TopicInfo_partitions, _OFF_TopicInfo_replication_factor, _OFF_TopicInfo_topic_configs, _OFF_TopicInfo_unknown_tags, _OFF_TopicInfo_wire_tags, _OFF_Topology_epoch, _OFF_Topology_subtopologies, _OFF_Topology_unknown_tags, _OFF_Topology_wire_tags, _OFF_TopologyDescription_subtopologies, _OFF_TopologyDescription_global_stores, _OFF_TopologyDescription_unknown_tags, _OFF_TopologyDescription_wire_tags, _OFF_TopologyDescriptionGlobalStore_source, _OFF_TopologyDescriptionGlobalStore_processor, _OFF_TopologyDescriptionGlobalStore_unknown_tags, _OFF_TopologyDescriptionGlobalStore_wire_tags, _OFF_TopologyDescriptionNode_name, _OFF_TopologyDescriptionNode_node_type, _OFF_TopologyDescriptionNode_source_topics, _OFF_TopologyDescriptionNode_sink_topic, _OFF_TopologyDescriptionNode_stores, _OFF_TopologyDescriptionNode_successors, _OFF_TopologyDescriptionNode_unknown_tags, _OFF_TopologyDescriptionNode_wire_tags, _OFF_TopologyDescriptionSubtopology_subtopology_id, _OFF_TopologyDescriptionSubtopology_nodes, _OFF_TopologyDescriptionSubtopology_unknown_tags, _OFF_TopologyDescriptionSubtopology_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -1239,10 +1785,16 @@ def install(ns):
     TaskOffset = ns["TaskOffset"]
     TopicInfo = ns["TopicInfo"]
     Topology = ns["Topology"]
+    TopologyDescription = ns["TopologyDescription"]
+    TopologyDescriptionGlobalStore = ns["TopologyDescriptionGlobalStore"]
+    TopologyDescriptionNode = ns["TopologyDescriptionNode"]
+    TopologyDescriptionSubtopology = ns["TopologyDescriptionSubtopology"]
     _py__DECODERS = ns["_DECODERS"]
     _py__READERS = ns["_READERS"]
     _py__read_StreamsGroupDescribeResponse_v0 = ns["_read_StreamsGroupDescribeResponse_v0"]
+    _py__read_StreamsGroupDescribeResponse_v1 = ns["_read_StreamsGroupDescribeResponse_v1"]
     _py__write_StreamsGroupDescribeResponse_v0 = ns["_write_StreamsGroupDescribeResponse_v0"]
+    _py__write_StreamsGroupDescribeResponse_v1 = ns["_write_StreamsGroupDescribeResponse_v1"]
     _py_decode_message = ns["decode_message"]
     _OFF_Assignment_active_tasks = _offset(Assignment, "active_tasks")
     _OFF_Assignment_standby_tasks = _offset(Assignment, "standby_tasks")
@@ -1258,6 +1810,9 @@ def install(ns):
     _OFF_DescribedGroup_topology = _offset(DescribedGroup, "topology")
     _OFF_DescribedGroup_members = _offset(DescribedGroup, "members")
     _OFF_DescribedGroup_authorized_operations = _offset(DescribedGroup, "authorized_operations")
+    _OFF_DescribedGroup_topology_description = _offset(DescribedGroup, "topology_description")
+    _OFF_DescribedGroup_topology_description_status = _offset(DescribedGroup, "topology_description_status")
+    _OFF_DescribedGroup_assignor_name = _offset(DescribedGroup, "assignor_name")
     _OFF_DescribedGroup_unknown_tags = _offset(DescribedGroup, "unknown_tags")
     _OFF_DescribedGroup_wire_tags = _offset(DescribedGroup, "wire_tags")
     _OFF_Endpoint_host = _offset(Endpoint, "host")
@@ -1315,12 +1870,34 @@ def install(ns):
     _OFF_Topology_subtopologies = _offset(Topology, "subtopologies")
     _OFF_Topology_unknown_tags = _offset(Topology, "unknown_tags")
     _OFF_Topology_wire_tags = _offset(Topology, "wire_tags")
+    _OFF_TopologyDescription_subtopologies = _offset(TopologyDescription, "subtopologies")
+    _OFF_TopologyDescription_global_stores = _offset(TopologyDescription, "global_stores")
+    _OFF_TopologyDescription_unknown_tags = _offset(TopologyDescription, "unknown_tags")
+    _OFF_TopologyDescription_wire_tags = _offset(TopologyDescription, "wire_tags")
+    _OFF_TopologyDescriptionGlobalStore_source = _offset(TopologyDescriptionGlobalStore, "source")
+    _OFF_TopologyDescriptionGlobalStore_processor = _offset(TopologyDescriptionGlobalStore, "processor")
+    _OFF_TopologyDescriptionGlobalStore_unknown_tags = _offset(TopologyDescriptionGlobalStore, "unknown_tags")
+    _OFF_TopologyDescriptionGlobalStore_wire_tags = _offset(TopologyDescriptionGlobalStore, "wire_tags")
+    _OFF_TopologyDescriptionNode_name = _offset(TopologyDescriptionNode, "name")
+    _OFF_TopologyDescriptionNode_node_type = _offset(TopologyDescriptionNode, "node_type")
+    _OFF_TopologyDescriptionNode_source_topics = _offset(TopologyDescriptionNode, "source_topics")
+    _OFF_TopologyDescriptionNode_sink_topic = _offset(TopologyDescriptionNode, "sink_topic")
+    _OFF_TopologyDescriptionNode_stores = _offset(TopologyDescriptionNode, "stores")
+    _OFF_TopologyDescriptionNode_successors = _offset(TopologyDescriptionNode, "successors")
+    _OFF_TopologyDescriptionNode_unknown_tags = _offset(TopologyDescriptionNode, "unknown_tags")
+    _OFF_TopologyDescriptionNode_wire_tags = _offset(TopologyDescriptionNode, "wire_tags")
+    _OFF_TopologyDescriptionSubtopology_subtopology_id = _offset(TopologyDescriptionSubtopology, "subtopology_id")
+    _OFF_TopologyDescriptionSubtopology_nodes = _offset(TopologyDescriptionSubtopology, "nodes")
+    _OFF_TopologyDescriptionSubtopology_unknown_tags = _offset(TopologyDescriptionSubtopology, "unknown_tags")
+    _OFF_TopologyDescriptionSubtopology_wire_tags = _offset(TopologyDescriptionSubtopology, "wire_tags")
     _py_encode = ns["StreamsGroupDescribeResponse"].__dict__["encode"]
     readers = {
         0: read_v0,
+        1: read_v1,
     }
     writers = {
         0: write_v0,
+        1: write_v1,
     }
     return {
         "readers": readers,

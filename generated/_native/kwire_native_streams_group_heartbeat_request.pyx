@@ -65,7 +65,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "76b834b16aec2334"
+KEY = "ee4a69d3d12c4b42"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -146,7 +146,7 @@ cdef Py_ssize_t _OFF_Topology_wire_tags
 
 
 cdef object _native_KeyValue_v0(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
-    """KeyValue v0."""
+    """KeyValue v0-1."""
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(KeyValue)
@@ -179,7 +179,7 @@ cdef object _native_KeyValue_v0(bytes data, const unsigned char* d, Py_ssize_t n
 
 
 cdef object _native_TopicInfo_v0(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
-    """TopicInfo v0."""
+    """TopicInfo v0-1."""
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicInfo)
@@ -216,7 +216,7 @@ cdef object _native_TopicInfo_v0(bytes data, const unsigned char* d, Py_ssize_t 
 
 
 cdef object _native_TaskIds_v0(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
-    """TaskIds v0."""
+    """TaskIds v0-1."""
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TaskIds)
@@ -241,7 +241,7 @@ cdef object _native_TaskIds_v0(bytes data, const unsigned char* d, Py_ssize_t n,
 
 
 cdef object _native_TaskOffset_v0(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
-    """TaskOffset v0."""
+    """TaskOffset v0-1."""
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TaskOffset)
@@ -269,7 +269,7 @@ cdef object _native_TaskOffset_v0(bytes data, const unsigned char* d, Py_ssize_t
 
 
 cdef object _native_CopartitionGroup_v0(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
-    """CopartitionGroup v0."""
+    """CopartitionGroup v0-1."""
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(CopartitionGroup)
@@ -287,7 +287,7 @@ cdef object _native_CopartitionGroup_v0(bytes data, const unsigned char* d, Py_s
 
 
 cdef object _native_Subtopology_v0(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
-    """Subtopology v0."""
+    """Subtopology v0-1."""
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(Subtopology)
@@ -341,7 +341,7 @@ cdef object _native_Subtopology_v0(bytes data, const unsigned char* d, Py_ssize_
 
 
 cdef object _native_Topology_v0(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
-    """Topology v0."""
+    """Topology v0-1."""
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(Topology)
@@ -368,7 +368,7 @@ cdef object _native_Topology_v0(bytes data, const unsigned char* d, Py_ssize_t n
 
 
 cdef object _native_Endpoint_v0(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
-    """Endpoint v0."""
+    """Endpoint v0-1."""
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(Endpoint)
@@ -395,7 +395,7 @@ cdef object _native_Endpoint_v0(bytes data, const unsigned char* d, Py_ssize_t n
 
 
 cdef object _native_StreamsGroupHeartbeatRequest_v0(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
-    """StreamsGroupHeartbeatRequest v0."""
+    """StreamsGroupHeartbeatRequest v0-1."""
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(StreamsGroupHeartbeatRequest)
@@ -557,7 +557,7 @@ cdef object _native_StreamsGroupHeartbeatRequest_v0(bytes data, const unsigned c
 
 
 cdef int _wnative_KeyValue_v0(_Buf* b, object o) except -1:
-    """Writes KeyValue v0; raises to send the write to Python."""
+    """Writes KeyValue v0-1; raises to send the write to Python."""
     cdef Py_ssize_t ln
     cdef const char* cs
     cdef double x
@@ -591,7 +591,7 @@ cdef int _wnative_KeyValue_v0(_Buf* b, object o) except -1:
 
 
 cdef int _wnative_TopicInfo_v0(_Buf* b, object o) except -1:
-    """Writes TopicInfo v0; raises to send the write to Python."""
+    """Writes TopicInfo v0-1; raises to send the write to Python."""
     cdef Py_ssize_t ln
     cdef const char* cs
     cdef double x
@@ -626,7 +626,7 @@ cdef int _wnative_TopicInfo_v0(_Buf* b, object o) except -1:
 
 
 cdef int _wnative_TaskIds_v0(_Buf* b, object o) except -1:
-    """Writes TaskIds v0; raises to send the write to Python."""
+    """Writes TaskIds v0-1; raises to send the write to Python."""
     cdef Py_ssize_t ln
     cdef const char* cs
     cdef double x
@@ -651,7 +651,7 @@ cdef int _wnative_TaskIds_v0(_Buf* b, object o) except -1:
 
 
 cdef int _wnative_TaskOffset_v0(_Buf* b, object o) except -1:
-    """Writes TaskOffset v0; raises to send the write to Python."""
+    """Writes TaskOffset v0-1; raises to send the write to Python."""
     cdef Py_ssize_t ln
     cdef const char* cs
     cdef double x
@@ -678,7 +678,7 @@ cdef int _wnative_TaskOffset_v0(_Buf* b, object o) except -1:
 
 
 cdef int _wnative_CopartitionGroup_v0(_Buf* b, object o) except -1:
-    """Writes CopartitionGroup v0; raises to send the write to Python."""
+    """Writes CopartitionGroup v0-1; raises to send the write to Python."""
     cdef Py_ssize_t ln
     cdef const char* cs
     cdef double x
@@ -696,7 +696,7 @@ cdef int _wnative_CopartitionGroup_v0(_Buf* b, object o) except -1:
 
 
 cdef int _wnative_Subtopology_v0(_Buf* b, object o) except -1:
-    """Writes Subtopology v0; raises to send the write to Python."""
+    """Writes Subtopology v0-1; raises to send the write to Python."""
     cdef Py_ssize_t ln
     cdef const char* cs
     cdef double x
@@ -749,7 +749,7 @@ cdef int _wnative_Subtopology_v0(_Buf* b, object o) except -1:
 
 
 cdef int _wnative_Topology_v0(_Buf* b, object o) except -1:
-    """Writes Topology v0; raises to send the write to Python."""
+    """Writes Topology v0-1; raises to send the write to Python."""
     cdef Py_ssize_t ln
     cdef const char* cs
     cdef double x
@@ -771,7 +771,7 @@ cdef int _wnative_Topology_v0(_Buf* b, object o) except -1:
 
 
 cdef int _wnative_Endpoint_v0(_Buf* b, object o) except -1:
-    """Writes Endpoint v0; raises to send the write to Python."""
+    """Writes Endpoint v0-1; raises to send the write to Python."""
     cdef Py_ssize_t ln
     cdef const char* cs
     cdef double x
@@ -796,7 +796,7 @@ cdef int _wnative_Endpoint_v0(_Buf* b, object o) except -1:
 
 
 cdef int _wnative_StreamsGroupHeartbeatRequest_v0(_Buf* b, object o) except -1:
-    """Writes StreamsGroupHeartbeatRequest v0; raises to send the write to Python."""
+    """Writes StreamsGroupHeartbeatRequest v0-1; raises to send the write to Python."""
     cdef Py_ssize_t ln
     cdef const char* cs
     cdef double x
@@ -966,6 +966,15 @@ def read_v0(bytes data, Py_ssize_t pos):
     return o, pos
 
 
+def read_v1(bytes data, Py_ssize_t pos):
+    cdef const unsigned char* d = data
+    try:
+        o = _native_StreamsGroupHeartbeatRequest_v0(data, d, len(data), &pos)
+    except _Fallback:
+        return _py__read_StreamsGroupHeartbeatRequest_v0(data, pos)
+    return o, pos
+
+
 cdef object _read(bytes data, Py_ssize_t* pos, int version):
     """The compiled reader of a version (a tagged section goes to the Python fast reader)."""
     cdef const unsigned char* d = data
@@ -973,6 +982,8 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
     cdef Py_ssize_t at = pos[0]
     try:
         if version == 0:
+            return _native_StreamsGroupHeartbeatRequest_v0(data, d, n, pos)
+        elif version == 1:
             return _native_StreamsGroupHeartbeatRequest_v0(data, d, n, pos)
     except _Fallback:
         o, pos_obj = _py__READERS[version](data, at)
@@ -991,6 +1002,9 @@ def direct(bytes data, Py_ssize_t pos, int version):
     would send the read to Python. For the tests that hold the two builds to each other."""
     cdef const unsigned char* d = data
     if version == 0:
+        o = _native_StreamsGroupHeartbeatRequest_v0(data, d, len(data), &pos)
+        return o, pos
+    elif version == 1:
         o = _native_StreamsGroupHeartbeatRequest_v0(data, d, len(data), &pos)
         return o, pos
     raise KeyError(version)
@@ -1012,6 +1026,8 @@ def decode(cls, data, int version):
 
 cdef int _write(_Buf* b, object o, int version) except -1:
     if version == 0:
+        return _wnative_StreamsGroupHeartbeatRequest_v0(b, o)
+    elif version == 1:
         return _wnative_StreamsGroupHeartbeatRequest_v0(b, o)
     raise _Fallback()
 
@@ -1051,6 +1067,25 @@ def encode(self, int version):
 
 def write_v0(out, o):
     """The compiled writer of v0 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is StreamsGroupHeartbeatRequest:
+            try:
+                _wnative_StreamsGroupHeartbeatRequest_v0(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_StreamsGroupHeartbeatRequest_v0(out, o)
+
+
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
     cdef _Buf b
     b.p = NULL
     b.n = 0
@@ -1153,9 +1188,11 @@ def install(ns):
     _py_encode = ns["StreamsGroupHeartbeatRequest"].__dict__["encode"]
     readers = {
         0: read_v0,
+        1: read_v1,
     }
     writers = {
         0: write_v0,
+        1: write_v1,
     }
     return {
         "readers": readers,

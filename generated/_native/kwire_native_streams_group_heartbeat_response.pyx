@@ -65,7 +65,7 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "d5f2361b057cc890"
+KEY = "a40c8c46de5ee253"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
@@ -78,7 +78,9 @@ cdef object TopicPartition
 cdef object _py__DECODERS
 cdef object _py__READERS
 cdef object _py__read_StreamsGroupHeartbeatResponse_v0
+cdef object _py__read_StreamsGroupHeartbeatResponse_v1
 cdef object _py__write_StreamsGroupHeartbeatResponse_v0
+cdef object _py__write_StreamsGroupHeartbeatResponse_v1
 cdef object _py_decode_message
 cdef Py_ssize_t _OFF_Endpoint_host
 cdef Py_ssize_t _OFF_Endpoint_port
@@ -99,12 +101,14 @@ cdef Py_ssize_t _OFF_StreamsGroupHeartbeatResponse_error_message
 cdef Py_ssize_t _OFF_StreamsGroupHeartbeatResponse_member_id
 cdef Py_ssize_t _OFF_StreamsGroupHeartbeatResponse_member_epoch
 cdef Py_ssize_t _OFF_StreamsGroupHeartbeatResponse_heartbeat_interval_ms
-cdef Py_ssize_t _OFF_StreamsGroupHeartbeatResponse_acceptable_recovery_lag
+cdef Py_ssize_t _OFF_StreamsGroupHeartbeatResponse_acceptable_recovery_lag_legacy
 cdef Py_ssize_t _OFF_StreamsGroupHeartbeatResponse_task_offset_interval_ms
+cdef Py_ssize_t _OFF_StreamsGroupHeartbeatResponse_acceptable_recovery_lag
 cdef Py_ssize_t _OFF_StreamsGroupHeartbeatResponse_status
 cdef Py_ssize_t _OFF_StreamsGroupHeartbeatResponse_active_tasks
 cdef Py_ssize_t _OFF_StreamsGroupHeartbeatResponse_standby_tasks
 cdef Py_ssize_t _OFF_StreamsGroupHeartbeatResponse_warmup_tasks
+cdef Py_ssize_t _OFF_StreamsGroupHeartbeatResponse_topology_description_required
 cdef Py_ssize_t _OFF_StreamsGroupHeartbeatResponse_endpoint_information_epoch
 cdef Py_ssize_t _OFF_StreamsGroupHeartbeatResponse_partitions_by_user_endpoint
 cdef Py_ssize_t _OFF_StreamsGroupHeartbeatResponse_unknown_tags
@@ -120,7 +124,7 @@ cdef Py_ssize_t _OFF_TopicPartition_wire_tags
 
 
 cdef object _native_TaskIds_v0(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
-    """TaskIds v0."""
+    """TaskIds v0-1."""
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TaskIds)
@@ -145,7 +149,7 @@ cdef object _native_TaskIds_v0(bytes data, const unsigned char* d, Py_ssize_t n,
 
 
 cdef object _native_TopicPartition_v0(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
-    """TopicPartition v0."""
+    """TopicPartition v0-1."""
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TopicPartition)
@@ -170,7 +174,7 @@ cdef object _native_TopicPartition_v0(bytes data, const unsigned char* d, Py_ssi
 
 
 cdef object _native_Status_v0(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
-    """Status v0."""
+    """Status v0-1."""
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(Status)
@@ -197,7 +201,7 @@ cdef object _native_Status_v0(bytes data, const unsigned char* d, Py_ssize_t n, 
 
 
 cdef object _native_Endpoint_v0(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
-    """Endpoint v0."""
+    """Endpoint v0-1."""
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(Endpoint)
@@ -224,7 +228,7 @@ cdef object _native_Endpoint_v0(bytes data, const unsigned char* d, Py_ssize_t n
 
 
 cdef object _native_EndpointToPartitions_v0(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
-    """EndpointToPartitions v0."""
+    """EndpointToPartitions v0-1."""
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(EndpointToPartitions)
@@ -289,9 +293,10 @@ cdef object _native_StreamsGroupHeartbeatResponse_v0(bytes data, const unsigned 
     _need(pos, 16, n)
     _put(o, _OFF_StreamsGroupHeartbeatResponse_member_epoch, _i32(d + pos + 0))
     _put(o, _OFF_StreamsGroupHeartbeatResponse_heartbeat_interval_ms, _i32(d + pos + 4))
-    _put(o, _OFF_StreamsGroupHeartbeatResponse_acceptable_recovery_lag, _i32(d + pos + 8))
+    _put(o, _OFF_StreamsGroupHeartbeatResponse_acceptable_recovery_lag_legacy, _i32(d + pos + 8))
     _put(o, _OFF_StreamsGroupHeartbeatResponse_task_offset_interval_ms, _i32(d + pos + 12))
     pos += 16
+    _put(o, _OFF_StreamsGroupHeartbeatResponse_acceptable_recovery_lag, -1)
     k = _uvarint(d, n, &pos) - 1
     if k < 0:
         _put(o, _OFF_StreamsGroupHeartbeatResponse_status, None)
@@ -340,6 +345,7 @@ cdef object _native_StreamsGroupHeartbeatResponse_v0(bytes data, const unsigned 
             Py_INCREF(item)
             PyList_SET_ITEM(lst, i, item)
         _put(o, _OFF_StreamsGroupHeartbeatResponse_warmup_tasks, lst)
+    _put(o, _OFF_StreamsGroupHeartbeatResponse_topology_description_required, False)
     _need(pos, 4, n)
     _put(o, _OFF_StreamsGroupHeartbeatResponse_endpoint_information_epoch, _i32(d + pos + 0))
     pos += 4
@@ -365,8 +371,120 @@ cdef object _native_StreamsGroupHeartbeatResponse_v0(bytes data, const unsigned 
     return o
 
 
+cdef object _native_StreamsGroupHeartbeatResponse_v1(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
+    """StreamsGroupHeartbeatResponse v1."""
+    cdef Py_ssize_t pos = p[0]
+    cdef Py_ssize_t ln, k, i
+    cdef object o = _alloc(StreamsGroupHeartbeatResponse)
+    _need(pos, 6, n)
+    _put(o, _OFF_StreamsGroupHeartbeatResponse_throttle_time_ms, _i32(d + pos + 0))
+    _put(o, _OFF_StreamsGroupHeartbeatResponse_error_code, _i16(d + pos + 4))
+    pos += 6
+    ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
+    if ln == -1:
+        _put(o, _OFF_StreamsGroupHeartbeatResponse_error_message, None)
+    elif ln < 0:
+        raise _Recheck()
+    else:
+        _need(pos, ln, n)
+        _put(o, _OFF_StreamsGroupHeartbeatResponse_error_message, _utf8(d + pos, ln))
+        pos += ln
+    ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
+    if ln < 0:
+        raise _Recheck()
+    else:
+        _need(pos, ln, n)
+        _put(o, _OFF_StreamsGroupHeartbeatResponse_member_id, _utf8(d + pos, ln))
+        pos += ln
+    _need(pos, 8, n)
+    _put(o, _OFF_StreamsGroupHeartbeatResponse_member_epoch, _i32(d + pos + 0))
+    _put(o, _OFF_StreamsGroupHeartbeatResponse_heartbeat_interval_ms, _i32(d + pos + 4))
+    pos += 8
+    _put(o, _OFF_StreamsGroupHeartbeatResponse_acceptable_recovery_lag_legacy, 0)
+    _need(pos, 12, n)
+    _put(o, _OFF_StreamsGroupHeartbeatResponse_task_offset_interval_ms, _i32(d + pos + 0))
+    _put(o, _OFF_StreamsGroupHeartbeatResponse_acceptable_recovery_lag, _i64(d + pos + 4))
+    pos += 12
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_StreamsGroupHeartbeatResponse_status, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_Status_v0(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_StreamsGroupHeartbeatResponse_status, lst)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_StreamsGroupHeartbeatResponse_active_tasks, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_TaskIds_v0(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_StreamsGroupHeartbeatResponse_active_tasks, lst)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_StreamsGroupHeartbeatResponse_standby_tasks, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_TaskIds_v0(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_StreamsGroupHeartbeatResponse_standby_tasks, lst)
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_StreamsGroupHeartbeatResponse_warmup_tasks, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_TaskIds_v0(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_StreamsGroupHeartbeatResponse_warmup_tasks, lst)
+    _need(pos, 5, n)
+    _put(o, _OFF_StreamsGroupHeartbeatResponse_topology_description_required, True if d[pos + 0] else False)
+    _put(o, _OFF_StreamsGroupHeartbeatResponse_endpoint_information_epoch, _i32(d + pos + 1))
+    pos += 5
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0:
+        _put(o, _OFF_StreamsGroupHeartbeatResponse_partitions_by_user_endpoint, None)
+    else:
+        if k > n - pos:
+            raise _Recheck()
+        lst = PyList_New(k)
+        for i in range(k):
+            item = _native_EndpointToPartitions_v0(data, d, n, &pos)
+            Py_INCREF(item)
+            PyList_SET_ITEM(lst, i, item)
+        _put(o, _OFF_StreamsGroupHeartbeatResponse_partitions_by_user_endpoint, lst)
+    _need(pos, 1, n)
+    if d[pos] != 0:
+        raise _Fallback()  # a tagged section: the Python fast reader reads it
+    pos += 1
+    _put(o, _OFF_StreamsGroupHeartbeatResponse_unknown_tags, {})
+    _put(o, _OFF_StreamsGroupHeartbeatResponse_wire_tags, None)
+    p[0] = pos
+    return o
+
+
 cdef int _wnative_TaskIds_v0(_Buf* b, object o) except -1:
-    """Writes TaskIds v0; raises to send the write to Python."""
+    """Writes TaskIds v0-1; raises to send the write to Python."""
     cdef Py_ssize_t ln
     cdef const char* cs
     cdef double x
@@ -391,7 +509,7 @@ cdef int _wnative_TaskIds_v0(_Buf* b, object o) except -1:
 
 
 cdef int _wnative_TopicPartition_v0(_Buf* b, object o) except -1:
-    """Writes TopicPartition v0; raises to send the write to Python."""
+    """Writes TopicPartition v0-1; raises to send the write to Python."""
     cdef Py_ssize_t ln
     cdef const char* cs
     cdef double x
@@ -416,7 +534,7 @@ cdef int _wnative_TopicPartition_v0(_Buf* b, object o) except -1:
 
 
 cdef int _wnative_Status_v0(_Buf* b, object o) except -1:
-    """Writes Status v0; raises to send the write to Python."""
+    """Writes Status v0-1; raises to send the write to Python."""
     cdef Py_ssize_t ln
     cdef const char* cs
     cdef double x
@@ -441,7 +559,7 @@ cdef int _wnative_Status_v0(_Buf* b, object o) except -1:
 
 
 cdef int _wnative_Endpoint_v0(_Buf* b, object o) except -1:
-    """Writes Endpoint v0; raises to send the write to Python."""
+    """Writes Endpoint v0-1; raises to send the write to Python."""
     cdef Py_ssize_t ln
     cdef const char* cs
     cdef double x
@@ -466,7 +584,7 @@ cdef int _wnative_Endpoint_v0(_Buf* b, object o) except -1:
 
 
 cdef int _wnative_EndpointToPartitions_v0(_Buf* b, object o) except -1:
-    """Writes EndpointToPartitions v0; raises to send the write to Python."""
+    """Writes EndpointToPartitions v0-1; raises to send the write to Python."""
     cdef Py_ssize_t ln
     cdef const char* cs
     cdef double x
@@ -533,7 +651,7 @@ cdef int _wnative_StreamsGroupHeartbeatResponse_v0(_Buf* b, object o) except -1:
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_StreamsGroupHeartbeatResponse_heartbeat_interval_ms)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
-    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_acceptable_recovery_lag)
+    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_acceptable_recovery_lag_legacy)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_StreamsGroupHeartbeatResponse_task_offset_interval_ms)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
@@ -581,6 +699,120 @@ cdef int _wnative_StreamsGroupHeartbeatResponse_v0(_Buf* b, object o) except -1:
             if type(item) is not TaskIds:
                 raise _Fallback()
             _wnative_TaskIds_v0(b, item)
+    if o.topology_description_required != False:
+        raise _Fallback()
+    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_endpoint_information_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_partitions_by_user_endpoint)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not EndpointToPartitions:
+                raise _Fallback()
+            _wnative_EndpointToPartitions_v0(b, item)
+    if _get(o, _OFF_StreamsGroupHeartbeatResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_StreamsGroupHeartbeatResponse_v1(_Buf* b, object o) except -1:
+    """Writes StreamsGroupHeartbeatResponse v1; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_error_code)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_error_message)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_member_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_member_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_heartbeat_interval_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    if o.acceptable_recovery_lag_legacy != 0:
+        raise _Fallback()
+    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_task_offset_interval_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_acceptable_recovery_lag)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_status)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not Status:
+                raise _Fallback()
+            _wnative_Status_v0(b, item)
+    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_active_tasks)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not TaskIds:
+                raise _Fallback()
+            _wnative_TaskIds_v0(b, item)
+    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_standby_tasks)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not TaskIds:
+                raise _Fallback()
+            _wnative_TaskIds_v0(b, item)
+    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_warmup_tasks)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyList_CheckExact(v):
+            raise _Fallback()
+        _w_uvarint(b, len(v) + 1)
+        for item in v:
+            if type(item) is not TaskIds:
+                raise _Fallback()
+            _wnative_TaskIds_v0(b, item)
+    v = _get(o, _OFF_StreamsGroupHeartbeatResponse_topology_description_required)
+    if v is True:
+        _w_u8(b, 1)
+    elif v is False:
+        _w_u8(b, 0)
+    else:
+        raise _Fallback()
     v = _get(o, _OFF_StreamsGroupHeartbeatResponse_endpoint_information_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_StreamsGroupHeartbeatResponse_partitions_by_user_endpoint)
@@ -609,6 +841,15 @@ def read_v0(bytes data, Py_ssize_t pos):
     return o, pos
 
 
+def read_v1(bytes data, Py_ssize_t pos):
+    cdef const unsigned char* d = data
+    try:
+        o = _native_StreamsGroupHeartbeatResponse_v1(data, d, len(data), &pos)
+    except _Fallback:
+        return _py__read_StreamsGroupHeartbeatResponse_v1(data, pos)
+    return o, pos
+
+
 cdef object _read(bytes data, Py_ssize_t* pos, int version):
     """The compiled reader of a version (a tagged section goes to the Python fast reader)."""
     cdef const unsigned char* d = data
@@ -617,6 +858,8 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
     try:
         if version == 0:
             return _native_StreamsGroupHeartbeatResponse_v0(data, d, n, pos)
+        elif version == 1:
+            return _native_StreamsGroupHeartbeatResponse_v1(data, d, n, pos)
     except _Fallback:
         o, pos_obj = _py__READERS[version](data, at)
         pos[0] = pos_obj
@@ -635,6 +878,9 @@ def direct(bytes data, Py_ssize_t pos, int version):
     cdef const unsigned char* d = data
     if version == 0:
         o = _native_StreamsGroupHeartbeatResponse_v0(data, d, len(data), &pos)
+        return o, pos
+    elif version == 1:
+        o = _native_StreamsGroupHeartbeatResponse_v1(data, d, len(data), &pos)
         return o, pos
     raise KeyError(version)
 
@@ -656,6 +902,8 @@ def decode(cls, data, int version):
 cdef int _write(_Buf* b, object o, int version) except -1:
     if version == 0:
         return _wnative_StreamsGroupHeartbeatResponse_v0(b, o)
+    elif version == 1:
+        return _wnative_StreamsGroupHeartbeatResponse_v1(b, o)
     raise _Fallback()
 
 
@@ -711,11 +959,30 @@ def write_v0(out, o):
     _py__write_StreamsGroupHeartbeatResponse_v0(out, o)
 
 
+def write_v1(out, o):
+    """The compiled writer of v1 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is StreamsGroupHeartbeatResponse:
+            try:
+                _wnative_StreamsGroupHeartbeatResponse_v1(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_StreamsGroupHeartbeatResponse_v1(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, Endpoint, EndpointToPartitions, Status, StreamsGroupHeartbeatResponse, TaskIds, TopicPartition, _py__DECODERS, _py__READERS, _py__read_StreamsGroupHeartbeatResponse_v0, _py__write_StreamsGroupHeartbeatResponse_v0, _py_decode_message, _OFF_Endpoint_host, _OFF_Endpoint_port, _OFF_Endpoint_unknown_tags, _OFF_Endpoint_wire_tags, _OFF_EndpointToPartitions_user_endpoint, _OFF_EndpointToPartitions_active_partitions, _OFF_EndpointToPartitions_standby_partitions, _OFF_EndpointToPartitions_unknown_tags, _OFF_EndpointToPartitions_wire_tags, _OFF_Status_status_code, _OFF_Status_status_detail, _OFF_Status_unknown_tags, _OFF_Status_wire_tags, _OFF_StreamsGroupHeartbeatResponse_throttle_time_ms, _OFF_StreamsGroupHeartbeatResponse_error_code, _OFF_StreamsGroupHeartbeatResponse_error_message, _OFF_StreamsGroupHeartbeatResponse_member_id, _OFF_StreamsGroupHeartbeatResponse_member_epoch, _OFF_StreamsGroupHeartbeatResponse_heartbeat_interval_ms, _OFF_StreamsGroupHeartbeatResponse_acceptable_recovery_lag, _OFF_StreamsGroupHeartbeatResponse_task_offset_interval_ms, _OFF_StreamsGroupHeartbeatResponse_status, _OFF_StreamsGroupHeartbeatResponse_active_tasks, _OFF_StreamsGroupHeartbeatResponse_standby_tasks, _OFF_StreamsGroupHeartbeatResponse_warmup_tasks, _OFF_StreamsGroupHeartbeatResponse_endpoint_information_epoch, _OFF_StreamsGroupHeartbeatResponse_partitions_by_user_endpoint, _OFF_StreamsGroupHeartbeatResponse_unknown_tags, _OFF_StreamsGroupHeartbeatResponse_wire_tags, _OFF_TaskIds_subtopology_id, _OFF_TaskIds_partitions, _OFF_TaskIds_unknown_tags, _OFF_TaskIds_wire_tags, _OFF_TopicPartition_topic, _OFF_TopicPartition_partitions, _OFF_TopicPartition_unknown_tags, _OFF_TopicPartition_wire_tags
+    global _BOUND, _py_encode, Endpoint, EndpointToPartitions, Status, StreamsGroupHeartbeatResponse, TaskIds, TopicPartition, _py__DECODERS, _py__READERS, _py__read_StreamsGroupHeartbeatResponse_v0, _py__read_StreamsGroupHeartbeatResponse_v1, _py__write_StreamsGroupHeartbeatResponse_v0, _py__write_StreamsGroupHeartbeatResponse_v1, _py_decode_message, _OFF_Endpoint_host, _OFF_Endpoint_port, _OFF_Endpoint_unknown_tags, _OFF_Endpoint_wire_tags, _OFF_EndpointToPartitions_user_endpoint, _OFF_EndpointToPartitions_active_partitions, _OFF_EndpointToPartitions_standby_partitions, _OFF_EndpointToPartitions_unknown_tags, _OFF_EndpointToPartitions_wire_tags, _OFF_Status_status_code, _OFF_Status_status_detail, _OFF_Status_unknown_tags, _OFF_Status_wire_tags, _OFF_StreamsGroupHeartbeatResponse_throttle_time_ms, _OFF_StreamsGroupHeartbeatResponse_error_code, _OFF_StreamsGroupHeartbeatResponse_error_message, _OFF_StreamsGroupHeartbeatResponse_member_id, _OFF_StreamsGroupHeartbeatResponse_member_epoch, _OFF_StreamsGroupHeartbeatResponse_heartbeat_interval_ms, _OFF_StreamsGroupHeartbeatResponse_acceptable_recovery_lag_legacy, _OFF_StreamsGroupHeartbeatResponse_task_offset_interval_ms, _OFF_StreamsGroupHeartbeatResponse_acceptable_recovery_lag, _OFF_StreamsGroupHeartbeatResponse_status, _OFF_StreamsGroupHeartbeatResponse_active_tasks, _OFF_StreamsGroupHeartbeatResponse_standby_tasks, _OFF_StreamsGroupHeartbeatResponse_warmup_tasks, _OFF_StreamsGroupHeartbeatResponse_topology_description_required, _OFF_StreamsGroupHeartbeatResponse_endpoint_information_epoch, _OFF_StreamsGroupHeartbeatResponse_partitions_by_user_endpoint, _OFF_StreamsGroupHeartbeatResponse_unknown_tags, _OFF_StreamsGroupHeartbeatResponse_wire_tags, _OFF_TaskIds_subtopology_id, _OFF_TaskIds_partitions, _OFF_TaskIds_unknown_tags, _OFF_TaskIds_wire_tags, _OFF_TopicPartition_topic, _OFF_TopicPartition_partitions, _OFF_TopicPartition_unknown_tags, _OFF_TopicPartition_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
@@ -728,7 +995,9 @@ def install(ns):
     _py__DECODERS = ns["_DECODERS"]
     _py__READERS = ns["_READERS"]
     _py__read_StreamsGroupHeartbeatResponse_v0 = ns["_read_StreamsGroupHeartbeatResponse_v0"]
+    _py__read_StreamsGroupHeartbeatResponse_v1 = ns["_read_StreamsGroupHeartbeatResponse_v1"]
     _py__write_StreamsGroupHeartbeatResponse_v0 = ns["_write_StreamsGroupHeartbeatResponse_v0"]
+    _py__write_StreamsGroupHeartbeatResponse_v1 = ns["_write_StreamsGroupHeartbeatResponse_v1"]
     _py_decode_message = ns["decode_message"]
     _OFF_Endpoint_host = _offset(Endpoint, "host")
     _OFF_Endpoint_port = _offset(Endpoint, "port")
@@ -749,12 +1018,14 @@ def install(ns):
     _OFF_StreamsGroupHeartbeatResponse_member_id = _offset(StreamsGroupHeartbeatResponse, "member_id")
     _OFF_StreamsGroupHeartbeatResponse_member_epoch = _offset(StreamsGroupHeartbeatResponse, "member_epoch")
     _OFF_StreamsGroupHeartbeatResponse_heartbeat_interval_ms = _offset(StreamsGroupHeartbeatResponse, "heartbeat_interval_ms")
-    _OFF_StreamsGroupHeartbeatResponse_acceptable_recovery_lag = _offset(StreamsGroupHeartbeatResponse, "acceptable_recovery_lag")
+    _OFF_StreamsGroupHeartbeatResponse_acceptable_recovery_lag_legacy = _offset(StreamsGroupHeartbeatResponse, "acceptable_recovery_lag_legacy")
     _OFF_StreamsGroupHeartbeatResponse_task_offset_interval_ms = _offset(StreamsGroupHeartbeatResponse, "task_offset_interval_ms")
+    _OFF_StreamsGroupHeartbeatResponse_acceptable_recovery_lag = _offset(StreamsGroupHeartbeatResponse, "acceptable_recovery_lag")
     _OFF_StreamsGroupHeartbeatResponse_status = _offset(StreamsGroupHeartbeatResponse, "status")
     _OFF_StreamsGroupHeartbeatResponse_active_tasks = _offset(StreamsGroupHeartbeatResponse, "active_tasks")
     _OFF_StreamsGroupHeartbeatResponse_standby_tasks = _offset(StreamsGroupHeartbeatResponse, "standby_tasks")
     _OFF_StreamsGroupHeartbeatResponse_warmup_tasks = _offset(StreamsGroupHeartbeatResponse, "warmup_tasks")
+    _OFF_StreamsGroupHeartbeatResponse_topology_description_required = _offset(StreamsGroupHeartbeatResponse, "topology_description_required")
     _OFF_StreamsGroupHeartbeatResponse_endpoint_information_epoch = _offset(StreamsGroupHeartbeatResponse, "endpoint_information_epoch")
     _OFF_StreamsGroupHeartbeatResponse_partitions_by_user_endpoint = _offset(StreamsGroupHeartbeatResponse, "partitions_by_user_endpoint")
     _OFF_StreamsGroupHeartbeatResponse_unknown_tags = _offset(StreamsGroupHeartbeatResponse, "unknown_tags")
@@ -770,9 +1041,11 @@ def install(ns):
     _py_encode = ns["StreamsGroupHeartbeatResponse"].__dict__["encode"]
     readers = {
         0: read_v0,
+        1: read_v1,
     }
     writers = {
         0: write_v0,
+        1: write_v1,
     }
     return {
         "readers": readers,

@@ -65,27 +65,30 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "9ea36dc9a9b057b4"
+KEY = "080f02bd32fa1cc0"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object TxnOffsetCommitRequest
 cdef object TxnOffsetCommitRequestPartition
 cdef object TxnOffsetCommitRequestTopic
+cdef object _py_ZERO_UUID
 cdef object _py__DECODERS
 cdef object _py__READERS
 cdef object _py__read_TxnOffsetCommitRequest_v0
 cdef object _py__read_TxnOffsetCommitRequest_v2
 cdef object _py__read_TxnOffsetCommitRequest_v3
+cdef object _py__read_TxnOffsetCommitRequest_v6
 cdef object _py__write_TxnOffsetCommitRequest_v0
 cdef object _py__write_TxnOffsetCommitRequest_v2
 cdef object _py__write_TxnOffsetCommitRequest_v3
+cdef object _py__write_TxnOffsetCommitRequest_v6
 cdef object _py_decode_message
 cdef Py_ssize_t _OFF_TxnOffsetCommitRequest_transactional_id
 cdef Py_ssize_t _OFF_TxnOffsetCommitRequest_group_id
 cdef Py_ssize_t _OFF_TxnOffsetCommitRequest_producer_id
 cdef Py_ssize_t _OFF_TxnOffsetCommitRequest_producer_epoch
-cdef Py_ssize_t _OFF_TxnOffsetCommitRequest_generation_id
+cdef Py_ssize_t _OFF_TxnOffsetCommitRequest_generation_id_or_member_epoch
 cdef Py_ssize_t _OFF_TxnOffsetCommitRequest_member_id
 cdef Py_ssize_t _OFF_TxnOffsetCommitRequest_group_instance_id
 cdef Py_ssize_t _OFF_TxnOffsetCommitRequest_topics
@@ -97,6 +100,7 @@ cdef Py_ssize_t _OFF_TxnOffsetCommitRequestPartition_committed_leader_epoch
 cdef Py_ssize_t _OFF_TxnOffsetCommitRequestPartition_committed_metadata
 cdef Py_ssize_t _OFF_TxnOffsetCommitRequestPartition_unknown_tags
 cdef Py_ssize_t _OFF_TxnOffsetCommitRequestPartition_wire_tags
+cdef Py_ssize_t _OFF_TxnOffsetCommitRequestTopic_topic_id
 cdef Py_ssize_t _OFF_TxnOffsetCommitRequestTopic_name
 cdef Py_ssize_t _OFF_TxnOffsetCommitRequestTopic_partitions
 cdef Py_ssize_t _OFF_TxnOffsetCommitRequestTopic_unknown_tags
@@ -158,7 +162,7 @@ cdef object _native_TxnOffsetCommitRequestPartition_v2(bytes data, const unsigne
 
 
 cdef object _native_TxnOffsetCommitRequestPartition_v3(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
-    """TxnOffsetCommitRequestPartition v3-5."""
+    """TxnOffsetCommitRequestPartition v3-6."""
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TxnOffsetCommitRequestPartition)
@@ -193,6 +197,7 @@ cdef object _native_TxnOffsetCommitRequestTopic_v0(bytes data, const unsigned ch
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TxnOffsetCommitRequestTopic)
+    _put(o, _OFF_TxnOffsetCommitRequestTopic_topic_id, _py_ZERO_UUID)
     _need(pos, 2, n)
     ln = _i16(d + pos)
     pos += 2
@@ -224,6 +229,7 @@ cdef object _native_TxnOffsetCommitRequestTopic_v2(bytes data, const unsigned ch
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TxnOffsetCommitRequestTopic)
+    _put(o, _OFF_TxnOffsetCommitRequestTopic_topic_id, _py_ZERO_UUID)
     _need(pos, 2, n)
     ln = _i16(d + pos)
     pos += 2
@@ -255,6 +261,7 @@ cdef object _native_TxnOffsetCommitRequestTopic_v3(bytes data, const unsigned ch
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TxnOffsetCommitRequestTopic)
+    _put(o, _OFF_TxnOffsetCommitRequestTopic_topic_id, _py_ZERO_UUID)
     ln = _uvarint(d, n, &pos) - 1
     if ln > _MAX_STRING_BYTES:
         raise _Recheck()  # Kafka's limit: the checked decoder refuses it
@@ -264,6 +271,32 @@ cdef object _native_TxnOffsetCommitRequestTopic_v3(bytes data, const unsigned ch
         _need(pos, ln, n)
         _put(o, _OFF_TxnOffsetCommitRequestTopic_name, _utf8(d + pos, ln))
         pos += ln
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0 or k > n - pos:
+        raise _Recheck()
+    lst = PyList_New(k)
+    for i in range(k):
+        item = _native_TxnOffsetCommitRequestPartition_v3(data, d, n, &pos)
+        Py_INCREF(item)
+        PyList_SET_ITEM(lst, i, item)
+    _put(o, _OFF_TxnOffsetCommitRequestTopic_partitions, lst)
+    _need(pos, 1, n)
+    if d[pos] != 0:
+        raise _Fallback()  # a tagged section: the Python fast reader reads it
+    pos += 1
+    _put(o, _OFF_TxnOffsetCommitRequestTopic_unknown_tags, {})
+    _put(o, _OFF_TxnOffsetCommitRequestTopic_wire_tags, None)
+    p[0] = pos
+    return o
+
+
+cdef object _native_TxnOffsetCommitRequestTopic_v6(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
+    """TxnOffsetCommitRequestTopic v6."""
+    cdef Py_ssize_t pos = p[0]
+    cdef Py_ssize_t ln, k, i
+    cdef object o = _alloc(TxnOffsetCommitRequestTopic)
+    _put(o, _OFF_TxnOffsetCommitRequestTopic_topic_id, _n_uuid(d, n, &pos))
+    _put(o, _OFF_TxnOffsetCommitRequestTopic_name, '')
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -310,7 +343,7 @@ cdef object _native_TxnOffsetCommitRequest_v0(bytes data, const unsigned char* d
     _put(o, _OFF_TxnOffsetCommitRequest_producer_id, _i64(d + pos + 0))
     _put(o, _OFF_TxnOffsetCommitRequest_producer_epoch, _i16(d + pos + 8))
     pos += 10
-    _put(o, _OFF_TxnOffsetCommitRequest_generation_id, -1)
+    _put(o, _OFF_TxnOffsetCommitRequest_generation_id_or_member_epoch, -1)
     _put(o, _OFF_TxnOffsetCommitRequest_member_id, '')
     _put(o, _OFF_TxnOffsetCommitRequest_group_instance_id, None)
     _need(pos, 4, n)
@@ -357,7 +390,7 @@ cdef object _native_TxnOffsetCommitRequest_v2(bytes data, const unsigned char* d
     _put(o, _OFF_TxnOffsetCommitRequest_producer_id, _i64(d + pos + 0))
     _put(o, _OFF_TxnOffsetCommitRequest_producer_epoch, _i16(d + pos + 8))
     pos += 10
-    _put(o, _OFF_TxnOffsetCommitRequest_generation_id, -1)
+    _put(o, _OFF_TxnOffsetCommitRequest_generation_id_or_member_epoch, -1)
     _put(o, _OFF_TxnOffsetCommitRequest_member_id, '')
     _put(o, _OFF_TxnOffsetCommitRequest_group_instance_id, None)
     _need(pos, 4, n)
@@ -403,7 +436,7 @@ cdef object _native_TxnOffsetCommitRequest_v3(bytes data, const unsigned char* d
     _need(pos, 14, n)
     _put(o, _OFF_TxnOffsetCommitRequest_producer_id, _i64(d + pos + 0))
     _put(o, _OFF_TxnOffsetCommitRequest_producer_epoch, _i16(d + pos + 8))
-    _put(o, _OFF_TxnOffsetCommitRequest_generation_id, _i32(d + pos + 10))
+    _put(o, _OFF_TxnOffsetCommitRequest_generation_id_or_member_epoch, _i32(d + pos + 10))
     pos += 14
     ln = _uvarint(d, n, &pos) - 1
     if ln > _MAX_STRING_BYTES:
@@ -431,6 +464,73 @@ cdef object _native_TxnOffsetCommitRequest_v3(bytes data, const unsigned char* d
     lst = PyList_New(k)
     for i in range(k):
         item = _native_TxnOffsetCommitRequestTopic_v3(data, d, n, &pos)
+        Py_INCREF(item)
+        PyList_SET_ITEM(lst, i, item)
+    _put(o, _OFF_TxnOffsetCommitRequest_topics, lst)
+    _need(pos, 1, n)
+    if d[pos] != 0:
+        raise _Fallback()  # a tagged section: the Python fast reader reads it
+    pos += 1
+    _put(o, _OFF_TxnOffsetCommitRequest_unknown_tags, {})
+    _put(o, _OFF_TxnOffsetCommitRequest_wire_tags, None)
+    p[0] = pos
+    return o
+
+
+cdef object _native_TxnOffsetCommitRequest_v6(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
+    """TxnOffsetCommitRequest v6."""
+    cdef Py_ssize_t pos = p[0]
+    cdef Py_ssize_t ln, k, i
+    cdef object o = _alloc(TxnOffsetCommitRequest)
+    ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
+    if ln < 0:
+        raise _Recheck()
+    else:
+        _need(pos, ln, n)
+        _put(o, _OFF_TxnOffsetCommitRequest_transactional_id, _utf8(d + pos, ln))
+        pos += ln
+    ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
+    if ln < 0:
+        raise _Recheck()
+    else:
+        _need(pos, ln, n)
+        _put(o, _OFF_TxnOffsetCommitRequest_group_id, _utf8(d + pos, ln))
+        pos += ln
+    _need(pos, 14, n)
+    _put(o, _OFF_TxnOffsetCommitRequest_producer_id, _i64(d + pos + 0))
+    _put(o, _OFF_TxnOffsetCommitRequest_producer_epoch, _i16(d + pos + 8))
+    _put(o, _OFF_TxnOffsetCommitRequest_generation_id_or_member_epoch, _i32(d + pos + 10))
+    pos += 14
+    ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
+    if ln < 0:
+        raise _Recheck()
+    else:
+        _need(pos, ln, n)
+        _put(o, _OFF_TxnOffsetCommitRequest_member_id, _utf8(d + pos, ln))
+        pos += ln
+    ln = _uvarint(d, n, &pos) - 1
+    if ln > _MAX_STRING_BYTES:
+        raise _Recheck()  # Kafka's limit: the checked decoder refuses it
+    if ln == -1:
+        _put(o, _OFF_TxnOffsetCommitRequest_group_instance_id, None)
+    elif ln < 0:
+        raise _Recheck()
+    else:
+        _need(pos, ln, n)
+        _put(o, _OFF_TxnOffsetCommitRequest_group_instance_id, _utf8(d + pos, ln))
+        pos += ln
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0 or k > n - pos:
+        raise _Recheck()
+    lst = PyList_New(k)
+    for i in range(k):
+        item = _native_TxnOffsetCommitRequestTopic_v6(data, d, n, &pos)
         Py_INCREF(item)
         PyList_SET_ITEM(lst, i, item)
     _put(o, _OFF_TxnOffsetCommitRequest_topics, lst)
@@ -499,7 +599,7 @@ cdef int _wnative_TxnOffsetCommitRequestPartition_v2(_Buf* b, object o) except -
 
 
 cdef int _wnative_TxnOffsetCommitRequestPartition_v3(_Buf* b, object o) except -1:
-    """Writes TxnOffsetCommitRequestPartition v3-5; raises to send the write to Python."""
+    """Writes TxnOffsetCommitRequestPartition v3-6; raises to send the write to Python."""
     cdef Py_ssize_t ln
     cdef const char* cs
     cdef double x
@@ -618,6 +718,30 @@ cdef int _wnative_TxnOffsetCommitRequestTopic_v3(_Buf* b, object o) except -1:
     return 0
 
 
+cdef int _wnative_TxnOffsetCommitRequestTopic_v6(_Buf* b, object o) except -1:
+    """Writes TxnOffsetCommitRequestTopic v6; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_TxnOffsetCommitRequestTopic_topic_id)
+    _nw_uuid(b, v)
+    if o.name != '':
+        raise _Fallback()
+    v = _get(o, _OFF_TxnOffsetCommitRequestTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not TxnOffsetCommitRequestPartition:
+            raise _Fallback()
+        _wnative_TxnOffsetCommitRequestPartition_v3(b, item)
+    if _get(o, _OFF_TxnOffsetCommitRequestTopic_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 cdef int _wnative_TxnOffsetCommitRequest_v0(_Buf* b, object o) except -1:
     """Writes TxnOffsetCommitRequest v0-1; raises to send the write to Python."""
     cdef Py_ssize_t ln
@@ -650,7 +774,7 @@ cdef int _wnative_TxnOffsetCommitRequest_v0(_Buf* b, object o) except -1:
     _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
     v = _get(o, _OFF_TxnOffsetCommitRequest_producer_epoch)
     _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
-    if o.generation_id != -1:
+    if o.generation_id_or_member_epoch != -1:
         raise _Fallback()
     if o.member_id != '':
         raise _Fallback()
@@ -701,7 +825,7 @@ cdef int _wnative_TxnOffsetCommitRequest_v2(_Buf* b, object o) except -1:
     _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
     v = _get(o, _OFF_TxnOffsetCommitRequest_producer_epoch)
     _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
-    if o.generation_id != -1:
+    if o.generation_id_or_member_epoch != -1:
         raise _Fallback()
     if o.member_id != '':
         raise _Fallback()
@@ -752,7 +876,7 @@ cdef int _wnative_TxnOffsetCommitRequest_v3(_Buf* b, object o) except -1:
     _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
     v = _get(o, _OFF_TxnOffsetCommitRequest_producer_epoch)
     _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
-    v = _get(o, _OFF_TxnOffsetCommitRequest_generation_id)
+    v = _get(o, _OFF_TxnOffsetCommitRequest_generation_id_or_member_epoch)
     _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
     v = _get(o, _OFF_TxnOffsetCommitRequest_member_id)
     if v is None:
@@ -784,6 +908,76 @@ cdef int _wnative_TxnOffsetCommitRequest_v3(_Buf* b, object o) except -1:
         if type(item) is not TxnOffsetCommitRequestTopic:
             raise _Fallback()
         _wnative_TxnOffsetCommitRequestTopic_v3(b, item)
+    if _get(o, _OFF_TxnOffsetCommitRequest_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_TxnOffsetCommitRequest_v6(_Buf* b, object o) except -1:
+    """Writes TxnOffsetCommitRequest v6; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_TxnOffsetCommitRequest_transactional_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_TxnOffsetCommitRequest_group_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_TxnOffsetCommitRequest_producer_id)
+    _w_be(b, <uint64_t>_int_in(v, INT64_MIN, 9223372036854775807), 8)
+    v = _get(o, _OFF_TxnOffsetCommitRequest_producer_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -32768, 32767), 2)
+    v = _get(o, _OFF_TxnOffsetCommitRequest_generation_id_or_member_epoch)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_TxnOffsetCommitRequest_member_id)
+    if v is None:
+        raise _Fallback()
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_TxnOffsetCommitRequest_group_instance_id)
+    if v is None:
+        _w_u8(b, 0)
+    else:
+        if not PyUnicode_CheckExact(v):
+            raise _Fallback()
+        cs = PyUnicode_AsUTF8AndSize(v, &ln)
+        if ln > 0x7FFF:
+            raise _Fallback()
+        _w_uvarint(b, ln + 1)
+        _w_raw(b, cs, ln)
+    v = _get(o, _OFF_TxnOffsetCommitRequest_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not TxnOffsetCommitRequestTopic:
+            raise _Fallback()
+        _wnative_TxnOffsetCommitRequestTopic_v6(b, item)
     if _get(o, _OFF_TxnOffsetCommitRequest_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -844,6 +1038,15 @@ def read_v5(bytes data, Py_ssize_t pos):
     return o, pos
 
 
+def read_v6(bytes data, Py_ssize_t pos):
+    cdef const unsigned char* d = data
+    try:
+        o = _native_TxnOffsetCommitRequest_v6(data, d, len(data), &pos)
+    except _Fallback:
+        return _py__read_TxnOffsetCommitRequest_v6(data, pos)
+    return o, pos
+
+
 cdef object _read(bytes data, Py_ssize_t* pos, int version):
     """The compiled reader of a version (a tagged section goes to the Python fast reader)."""
     cdef const unsigned char* d = data
@@ -862,6 +1065,8 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
             return _native_TxnOffsetCommitRequest_v3(data, d, n, pos)
         elif version == 5:
             return _native_TxnOffsetCommitRequest_v3(data, d, n, pos)
+        elif version == 6:
+            return _native_TxnOffsetCommitRequest_v6(data, d, n, pos)
     except _Fallback:
         o, pos_obj = _py__READERS[version](data, at)
         pos[0] = pos_obj
@@ -896,6 +1101,9 @@ def direct(bytes data, Py_ssize_t pos, int version):
     elif version == 5:
         o = _native_TxnOffsetCommitRequest_v3(data, d, len(data), &pos)
         return o, pos
+    elif version == 6:
+        o = _native_TxnOffsetCommitRequest_v6(data, d, len(data), &pos)
+        return o, pos
     raise KeyError(version)
 
 
@@ -926,6 +1134,8 @@ cdef int _write(_Buf* b, object o, int version) except -1:
         return _wnative_TxnOffsetCommitRequest_v3(b, o)
     elif version == 5:
         return _wnative_TxnOffsetCommitRequest_v3(b, o)
+    elif version == 6:
+        return _wnative_TxnOffsetCommitRequest_v6(b, o)
     raise _Fallback()
 
 
@@ -1076,31 +1286,53 @@ def write_v5(out, o):
     _py__write_TxnOffsetCommitRequest_v3(out, o)
 
 
+def write_v6(out, o):
+    """The compiled writer of v6 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is TxnOffsetCommitRequest:
+            try:
+                _wnative_TxnOffsetCommitRequest_v6(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_TxnOffsetCommitRequest_v6(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, TxnOffsetCommitRequest, TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic, _py__DECODERS, _py__READERS, _py__read_TxnOffsetCommitRequest_v0, _py__read_TxnOffsetCommitRequest_v2, _py__read_TxnOffsetCommitRequest_v3, _py__write_TxnOffsetCommitRequest_v0, _py__write_TxnOffsetCommitRequest_v2, _py__write_TxnOffsetCommitRequest_v3, _py_decode_message, _OFF_TxnOffsetCommitRequest_transactional_id, _OFF_TxnOffsetCommitRequest_group_id, _OFF_TxnOffsetCommitRequest_producer_id, _OFF_TxnOffsetCommitRequest_producer_epoch, _OFF_TxnOffsetCommitRequest_generation_id, _OFF_TxnOffsetCommitRequest_member_id, _OFF_TxnOffsetCommitRequest_group_instance_id, _OFF_TxnOffsetCommitRequest_topics, _OFF_TxnOffsetCommitRequest_unknown_tags, _OFF_TxnOffsetCommitRequest_wire_tags, _OFF_TxnOffsetCommitRequestPartition_partition_index, _OFF_TxnOffsetCommitRequestPartition_committed_offset, _OFF_TxnOffsetCommitRequestPartition_committed_leader_epoch, _OFF_TxnOffsetCommitRequestPartition_committed_metadata, _OFF_TxnOffsetCommitRequestPartition_unknown_tags, _OFF_TxnOffsetCommitRequestPartition_wire_tags, _OFF_TxnOffsetCommitRequestTopic_name, _OFF_TxnOffsetCommitRequestTopic_partitions, _OFF_TxnOffsetCommitRequestTopic_unknown_tags, _OFF_TxnOffsetCommitRequestTopic_wire_tags
+    global _BOUND, _py_encode, TxnOffsetCommitRequest, TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_TxnOffsetCommitRequest_v0, _py__read_TxnOffsetCommitRequest_v2, _py__read_TxnOffsetCommitRequest_v3, _py__read_TxnOffsetCommitRequest_v6, _py__write_TxnOffsetCommitRequest_v0, _py__write_TxnOffsetCommitRequest_v2, _py__write_TxnOffsetCommitRequest_v3, _py__write_TxnOffsetCommitRequest_v6, _py_decode_message, _OFF_TxnOffsetCommitRequest_transactional_id, _OFF_TxnOffsetCommitRequest_group_id, _OFF_TxnOffsetCommitRequest_producer_id, _OFF_TxnOffsetCommitRequest_producer_epoch, _OFF_TxnOffsetCommitRequest_generation_id_or_member_epoch, _OFF_TxnOffsetCommitRequest_member_id, _OFF_TxnOffsetCommitRequest_group_instance_id, _OFF_TxnOffsetCommitRequest_topics, _OFF_TxnOffsetCommitRequest_unknown_tags, _OFF_TxnOffsetCommitRequest_wire_tags, _OFF_TxnOffsetCommitRequestPartition_partition_index, _OFF_TxnOffsetCommitRequestPartition_committed_offset, _OFF_TxnOffsetCommitRequestPartition_committed_leader_epoch, _OFF_TxnOffsetCommitRequestPartition_committed_metadata, _OFF_TxnOffsetCommitRequestPartition_unknown_tags, _OFF_TxnOffsetCommitRequestPartition_wire_tags, _OFF_TxnOffsetCommitRequestTopic_topic_id, _OFF_TxnOffsetCommitRequestTopic_name, _OFF_TxnOffsetCommitRequestTopic_partitions, _OFF_TxnOffsetCommitRequestTopic_unknown_tags, _OFF_TxnOffsetCommitRequestTopic_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
     TxnOffsetCommitRequest = ns["TxnOffsetCommitRequest"]
     TxnOffsetCommitRequestPartition = ns["TxnOffsetCommitRequestPartition"]
     TxnOffsetCommitRequestTopic = ns["TxnOffsetCommitRequestTopic"]
+    _py_ZERO_UUID = ns["ZERO_UUID"]
     _py__DECODERS = ns["_DECODERS"]
     _py__READERS = ns["_READERS"]
     _py__read_TxnOffsetCommitRequest_v0 = ns["_read_TxnOffsetCommitRequest_v0"]
     _py__read_TxnOffsetCommitRequest_v2 = ns["_read_TxnOffsetCommitRequest_v2"]
     _py__read_TxnOffsetCommitRequest_v3 = ns["_read_TxnOffsetCommitRequest_v3"]
+    _py__read_TxnOffsetCommitRequest_v6 = ns["_read_TxnOffsetCommitRequest_v6"]
     _py__write_TxnOffsetCommitRequest_v0 = ns["_write_TxnOffsetCommitRequest_v0"]
     _py__write_TxnOffsetCommitRequest_v2 = ns["_write_TxnOffsetCommitRequest_v2"]
     _py__write_TxnOffsetCommitRequest_v3 = ns["_write_TxnOffsetCommitRequest_v3"]
+    _py__write_TxnOffsetCommitRequest_v6 = ns["_write_TxnOffsetCommitRequest_v6"]
     _py_decode_message = ns["decode_message"]
     _OFF_TxnOffsetCommitRequest_transactional_id = _offset(TxnOffsetCommitRequest, "transactional_id")
     _OFF_TxnOffsetCommitRequest_group_id = _offset(TxnOffsetCommitRequest, "group_id")
     _OFF_TxnOffsetCommitRequest_producer_id = _offset(TxnOffsetCommitRequest, "producer_id")
     _OFF_TxnOffsetCommitRequest_producer_epoch = _offset(TxnOffsetCommitRequest, "producer_epoch")
-    _OFF_TxnOffsetCommitRequest_generation_id = _offset(TxnOffsetCommitRequest, "generation_id")
+    _OFF_TxnOffsetCommitRequest_generation_id_or_member_epoch = _offset(TxnOffsetCommitRequest, "generation_id_or_member_epoch")
     _OFF_TxnOffsetCommitRequest_member_id = _offset(TxnOffsetCommitRequest, "member_id")
     _OFF_TxnOffsetCommitRequest_group_instance_id = _offset(TxnOffsetCommitRequest, "group_instance_id")
     _OFF_TxnOffsetCommitRequest_topics = _offset(TxnOffsetCommitRequest, "topics")
@@ -1112,6 +1344,7 @@ def install(ns):
     _OFF_TxnOffsetCommitRequestPartition_committed_metadata = _offset(TxnOffsetCommitRequestPartition, "committed_metadata")
     _OFF_TxnOffsetCommitRequestPartition_unknown_tags = _offset(TxnOffsetCommitRequestPartition, "unknown_tags")
     _OFF_TxnOffsetCommitRequestPartition_wire_tags = _offset(TxnOffsetCommitRequestPartition, "wire_tags")
+    _OFF_TxnOffsetCommitRequestTopic_topic_id = _offset(TxnOffsetCommitRequestTopic, "topic_id")
     _OFF_TxnOffsetCommitRequestTopic_name = _offset(TxnOffsetCommitRequestTopic, "name")
     _OFF_TxnOffsetCommitRequestTopic_partitions = _offset(TxnOffsetCommitRequestTopic, "partitions")
     _OFF_TxnOffsetCommitRequestTopic_unknown_tags = _offset(TxnOffsetCommitRequestTopic, "unknown_tags")
@@ -1124,6 +1357,7 @@ def install(ns):
         3: read_v3,
         4: read_v4,
         5: read_v5,
+        6: read_v6,
     }
     writers = {
         0: write_v0,
@@ -1132,6 +1366,7 @@ def install(ns):
         3: write_v3,
         4: write_v4,
         5: write_v5,
+        6: write_v6,
     }
     return {
         "readers": readers,

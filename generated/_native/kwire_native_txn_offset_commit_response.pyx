@@ -65,19 +65,22 @@ from kwire_native_common cimport (
     _uvarint,
 )
 
-KEY = "7a73fb4c4e2bfb78"
+KEY = "d9ca881b357c0682"
 """A digest of this source; the Python module installs only the build whose KEY it carries."""
 cdef object _BOUND = None  # the namespace install() bound to: one package per process
 cdef object _py_encode  # the Python encode this module's encode falls back to
 cdef object TxnOffsetCommitResponse
 cdef object TxnOffsetCommitResponsePartition
 cdef object TxnOffsetCommitResponseTopic
+cdef object _py_ZERO_UUID
 cdef object _py__DECODERS
 cdef object _py__READERS
 cdef object _py__read_TxnOffsetCommitResponse_v0
 cdef object _py__read_TxnOffsetCommitResponse_v3
+cdef object _py__read_TxnOffsetCommitResponse_v6
 cdef object _py__write_TxnOffsetCommitResponse_v0
 cdef object _py__write_TxnOffsetCommitResponse_v3
+cdef object _py__write_TxnOffsetCommitResponse_v6
 cdef object _py_decode_message
 cdef Py_ssize_t _OFF_TxnOffsetCommitResponse_throttle_time_ms
 cdef Py_ssize_t _OFF_TxnOffsetCommitResponse_topics
@@ -87,6 +90,7 @@ cdef Py_ssize_t _OFF_TxnOffsetCommitResponsePartition_partition_index
 cdef Py_ssize_t _OFF_TxnOffsetCommitResponsePartition_error_code
 cdef Py_ssize_t _OFF_TxnOffsetCommitResponsePartition_unknown_tags
 cdef Py_ssize_t _OFF_TxnOffsetCommitResponsePartition_wire_tags
+cdef Py_ssize_t _OFF_TxnOffsetCommitResponseTopic_topic_id
 cdef Py_ssize_t _OFF_TxnOffsetCommitResponseTopic_name
 cdef Py_ssize_t _OFF_TxnOffsetCommitResponseTopic_partitions
 cdef Py_ssize_t _OFF_TxnOffsetCommitResponseTopic_unknown_tags
@@ -109,7 +113,7 @@ cdef object _native_TxnOffsetCommitResponsePartition_v0(bytes data, const unsign
 
 
 cdef object _native_TxnOffsetCommitResponsePartition_v3(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
-    """TxnOffsetCommitResponsePartition v3-5."""
+    """TxnOffsetCommitResponsePartition v3-6."""
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TxnOffsetCommitResponsePartition)
@@ -132,6 +136,7 @@ cdef object _native_TxnOffsetCommitResponseTopic_v0(bytes data, const unsigned c
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TxnOffsetCommitResponseTopic)
+    _put(o, _OFF_TxnOffsetCommitResponseTopic_topic_id, _py_ZERO_UUID)
     _need(pos, 2, n)
     ln = _i16(d + pos)
     pos += 2
@@ -163,6 +168,7 @@ cdef object _native_TxnOffsetCommitResponseTopic_v3(bytes data, const unsigned c
     cdef Py_ssize_t pos = p[0]
     cdef Py_ssize_t ln, k, i
     cdef object o = _alloc(TxnOffsetCommitResponseTopic)
+    _put(o, _OFF_TxnOffsetCommitResponseTopic_topic_id, _py_ZERO_UUID)
     ln = _uvarint(d, n, &pos) - 1
     if ln > _MAX_STRING_BYTES:
         raise _Recheck()  # Kafka's limit: the checked decoder refuses it
@@ -172,6 +178,32 @@ cdef object _native_TxnOffsetCommitResponseTopic_v3(bytes data, const unsigned c
         _need(pos, ln, n)
         _put(o, _OFF_TxnOffsetCommitResponseTopic_name, _utf8(d + pos, ln))
         pos += ln
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0 or k > n - pos:
+        raise _Recheck()
+    lst = PyList_New(k)
+    for i in range(k):
+        item = _native_TxnOffsetCommitResponsePartition_v3(data, d, n, &pos)
+        Py_INCREF(item)
+        PyList_SET_ITEM(lst, i, item)
+    _put(o, _OFF_TxnOffsetCommitResponseTopic_partitions, lst)
+    _need(pos, 1, n)
+    if d[pos] != 0:
+        raise _Fallback()  # a tagged section: the Python fast reader reads it
+    pos += 1
+    _put(o, _OFF_TxnOffsetCommitResponseTopic_unknown_tags, {})
+    _put(o, _OFF_TxnOffsetCommitResponseTopic_wire_tags, None)
+    p[0] = pos
+    return o
+
+
+cdef object _native_TxnOffsetCommitResponseTopic_v6(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
+    """TxnOffsetCommitResponseTopic v6."""
+    cdef Py_ssize_t pos = p[0]
+    cdef Py_ssize_t ln, k, i
+    cdef object o = _alloc(TxnOffsetCommitResponseTopic)
+    _put(o, _OFF_TxnOffsetCommitResponseTopic_topic_id, _n_uuid(d, n, &pos))
+    _put(o, _OFF_TxnOffsetCommitResponseTopic_name, '')
     k = _uvarint(d, n, &pos) - 1
     if k < 0 or k > n - pos:
         raise _Recheck()
@@ -243,6 +275,33 @@ cdef object _native_TxnOffsetCommitResponse_v3(bytes data, const unsigned char* 
     return o
 
 
+cdef object _native_TxnOffsetCommitResponse_v6(bytes data, const unsigned char* d, Py_ssize_t n, Py_ssize_t* p):
+    """TxnOffsetCommitResponse v6."""
+    cdef Py_ssize_t pos = p[0]
+    cdef Py_ssize_t ln, k, i
+    cdef object o = _alloc(TxnOffsetCommitResponse)
+    _need(pos, 4, n)
+    _put(o, _OFF_TxnOffsetCommitResponse_throttle_time_ms, _i32(d + pos + 0))
+    pos += 4
+    k = _uvarint(d, n, &pos) - 1
+    if k < 0 or k > n - pos:
+        raise _Recheck()
+    lst = PyList_New(k)
+    for i in range(k):
+        item = _native_TxnOffsetCommitResponseTopic_v6(data, d, n, &pos)
+        Py_INCREF(item)
+        PyList_SET_ITEM(lst, i, item)
+    _put(o, _OFF_TxnOffsetCommitResponse_topics, lst)
+    _need(pos, 1, n)
+    if d[pos] != 0:
+        raise _Fallback()  # a tagged section: the Python fast reader reads it
+    pos += 1
+    _put(o, _OFF_TxnOffsetCommitResponse_unknown_tags, {})
+    _put(o, _OFF_TxnOffsetCommitResponse_wire_tags, None)
+    p[0] = pos
+    return o
+
+
 cdef int _wnative_TxnOffsetCommitResponsePartition_v0(_Buf* b, object o) except -1:
     """Writes TxnOffsetCommitResponsePartition v0-2; raises to send the write to Python."""
     cdef Py_ssize_t ln
@@ -259,7 +318,7 @@ cdef int _wnative_TxnOffsetCommitResponsePartition_v0(_Buf* b, object o) except 
 
 
 cdef int _wnative_TxnOffsetCommitResponsePartition_v3(_Buf* b, object o) except -1:
-    """Writes TxnOffsetCommitResponsePartition v3-5; raises to send the write to Python."""
+    """Writes TxnOffsetCommitResponsePartition v3-6; raises to send the write to Python."""
     cdef Py_ssize_t ln
     cdef const char* cs
     cdef double x
@@ -335,6 +394,30 @@ cdef int _wnative_TxnOffsetCommitResponseTopic_v3(_Buf* b, object o) except -1:
     return 0
 
 
+cdef int _wnative_TxnOffsetCommitResponseTopic_v6(_Buf* b, object o) except -1:
+    """Writes TxnOffsetCommitResponseTopic v6; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_TxnOffsetCommitResponseTopic_topic_id)
+    _nw_uuid(b, v)
+    if o.name != '':
+        raise _Fallback()
+    v = _get(o, _OFF_TxnOffsetCommitResponseTopic_partitions)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not TxnOffsetCommitResponsePartition:
+            raise _Fallback()
+        _wnative_TxnOffsetCommitResponsePartition_v3(b, item)
+    if _get(o, _OFF_TxnOffsetCommitResponseTopic_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
 cdef int _wnative_TxnOffsetCommitResponse_v0(_Buf* b, object o) except -1:
     """Writes TxnOffsetCommitResponse v0-2; raises to send the write to Python."""
     cdef Py_ssize_t ln
@@ -372,6 +455,28 @@ cdef int _wnative_TxnOffsetCommitResponse_v3(_Buf* b, object o) except -1:
         if type(item) is not TxnOffsetCommitResponseTopic:
             raise _Fallback()
         _wnative_TxnOffsetCommitResponseTopic_v3(b, item)
+    if _get(o, _OFF_TxnOffsetCommitResponse_unknown_tags):
+        raise _Fallback()
+    _w_u8(b, 0)  # no tagged fields
+    return 0
+
+
+cdef int _wnative_TxnOffsetCommitResponse_v6(_Buf* b, object o) except -1:
+    """Writes TxnOffsetCommitResponse v6; raises to send the write to Python."""
+    cdef Py_ssize_t ln
+    cdef const char* cs
+    cdef double x
+    cdef uint64_t u
+    v = _get(o, _OFF_TxnOffsetCommitResponse_throttle_time_ms)
+    _w_be(b, <uint64_t>_int_in(v, -2147483648, 2147483647), 4)
+    v = _get(o, _OFF_TxnOffsetCommitResponse_topics)
+    if not PyList_CheckExact(v):
+        raise _Fallback()
+    _w_uvarint(b, len(v) + 1)
+    for item in v:
+        if type(item) is not TxnOffsetCommitResponseTopic:
+            raise _Fallback()
+        _wnative_TxnOffsetCommitResponseTopic_v6(b, item)
     if _get(o, _OFF_TxnOffsetCommitResponse_unknown_tags):
         raise _Fallback()
     _w_u8(b, 0)  # no tagged fields
@@ -432,6 +537,15 @@ def read_v5(bytes data, Py_ssize_t pos):
     return o, pos
 
 
+def read_v6(bytes data, Py_ssize_t pos):
+    cdef const unsigned char* d = data
+    try:
+        o = _native_TxnOffsetCommitResponse_v6(data, d, len(data), &pos)
+    except _Fallback:
+        return _py__read_TxnOffsetCommitResponse_v6(data, pos)
+    return o, pos
+
+
 cdef object _read(bytes data, Py_ssize_t* pos, int version):
     """The compiled reader of a version (a tagged section goes to the Python fast reader)."""
     cdef const unsigned char* d = data
@@ -450,6 +564,8 @@ cdef object _read(bytes data, Py_ssize_t* pos, int version):
             return _native_TxnOffsetCommitResponse_v3(data, d, n, pos)
         elif version == 5:
             return _native_TxnOffsetCommitResponse_v3(data, d, n, pos)
+        elif version == 6:
+            return _native_TxnOffsetCommitResponse_v6(data, d, n, pos)
     except _Fallback:
         o, pos_obj = _py__READERS[version](data, at)
         pos[0] = pos_obj
@@ -484,6 +600,9 @@ def direct(bytes data, Py_ssize_t pos, int version):
     elif version == 5:
         o = _native_TxnOffsetCommitResponse_v3(data, d, len(data), &pos)
         return o, pos
+    elif version == 6:
+        o = _native_TxnOffsetCommitResponse_v6(data, d, len(data), &pos)
+        return o, pos
     raise KeyError(version)
 
 
@@ -514,6 +633,8 @@ cdef int _write(_Buf* b, object o, int version) except -1:
         return _wnative_TxnOffsetCommitResponse_v3(b, o)
     elif version == 5:
         return _wnative_TxnOffsetCommitResponse_v3(b, o)
+    elif version == 6:
+        return _wnative_TxnOffsetCommitResponse_v6(b, o)
     raise _Fallback()
 
 
@@ -664,23 +785,45 @@ def write_v5(out, o):
     _py__write_TxnOffsetCommitResponse_v3(out, o)
 
 
+def write_v6(out, o):
+    """The compiled writer of v6 for the module's writers table (out: a bytearray)."""
+    cdef _Buf b
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+    try:
+        if type(o) is TxnOffsetCommitResponse:
+            try:
+                _wnative_TxnOffsetCommitResponse_v6(&b, o)
+                out += _bytes(<const unsigned char*>b.p, b.n)
+                return
+            except Exception:
+                pass
+    finally:
+        PyMem_Free(b.p)
+    _py__write_TxnOffsetCommitResponse_v6(out, o)
+
+
 def install(ns):
     """Binds this module to the pure-Python module's namespace; returns its readers
     ({version: reader}) and its decode. A module binds to one namespace: another package
     compiled from the same schema keeps its Python readers."""
-    global _BOUND, _py_encode, TxnOffsetCommitResponse, TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic, _py__DECODERS, _py__READERS, _py__read_TxnOffsetCommitResponse_v0, _py__read_TxnOffsetCommitResponse_v3, _py__write_TxnOffsetCommitResponse_v0, _py__write_TxnOffsetCommitResponse_v3, _py_decode_message, _OFF_TxnOffsetCommitResponse_throttle_time_ms, _OFF_TxnOffsetCommitResponse_topics, _OFF_TxnOffsetCommitResponse_unknown_tags, _OFF_TxnOffsetCommitResponse_wire_tags, _OFF_TxnOffsetCommitResponsePartition_partition_index, _OFF_TxnOffsetCommitResponsePartition_error_code, _OFF_TxnOffsetCommitResponsePartition_unknown_tags, _OFF_TxnOffsetCommitResponsePartition_wire_tags, _OFF_TxnOffsetCommitResponseTopic_name, _OFF_TxnOffsetCommitResponseTopic_partitions, _OFF_TxnOffsetCommitResponseTopic_unknown_tags, _OFF_TxnOffsetCommitResponseTopic_wire_tags
+    global _BOUND, _py_encode, TxnOffsetCommitResponse, TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic, _py_ZERO_UUID, _py__DECODERS, _py__READERS, _py__read_TxnOffsetCommitResponse_v0, _py__read_TxnOffsetCommitResponse_v3, _py__read_TxnOffsetCommitResponse_v6, _py__write_TxnOffsetCommitResponse_v0, _py__write_TxnOffsetCommitResponse_v3, _py__write_TxnOffsetCommitResponse_v6, _py_decode_message, _OFF_TxnOffsetCommitResponse_throttle_time_ms, _OFF_TxnOffsetCommitResponse_topics, _OFF_TxnOffsetCommitResponse_unknown_tags, _OFF_TxnOffsetCommitResponse_wire_tags, _OFF_TxnOffsetCommitResponsePartition_partition_index, _OFF_TxnOffsetCommitResponsePartition_error_code, _OFF_TxnOffsetCommitResponsePartition_unknown_tags, _OFF_TxnOffsetCommitResponsePartition_wire_tags, _OFF_TxnOffsetCommitResponseTopic_topic_id, _OFF_TxnOffsetCommitResponseTopic_name, _OFF_TxnOffsetCommitResponseTopic_partitions, _OFF_TxnOffsetCommitResponseTopic_unknown_tags, _OFF_TxnOffsetCommitResponseTopic_wire_tags
     if _BOUND is not None and _BOUND is not ns:
         raise ImportError(f"{__name__} already serves {_BOUND.get('__name__')}")
     _BOUND = ns
     TxnOffsetCommitResponse = ns["TxnOffsetCommitResponse"]
     TxnOffsetCommitResponsePartition = ns["TxnOffsetCommitResponsePartition"]
     TxnOffsetCommitResponseTopic = ns["TxnOffsetCommitResponseTopic"]
+    _py_ZERO_UUID = ns["ZERO_UUID"]
     _py__DECODERS = ns["_DECODERS"]
     _py__READERS = ns["_READERS"]
     _py__read_TxnOffsetCommitResponse_v0 = ns["_read_TxnOffsetCommitResponse_v0"]
     _py__read_TxnOffsetCommitResponse_v3 = ns["_read_TxnOffsetCommitResponse_v3"]
+    _py__read_TxnOffsetCommitResponse_v6 = ns["_read_TxnOffsetCommitResponse_v6"]
     _py__write_TxnOffsetCommitResponse_v0 = ns["_write_TxnOffsetCommitResponse_v0"]
     _py__write_TxnOffsetCommitResponse_v3 = ns["_write_TxnOffsetCommitResponse_v3"]
+    _py__write_TxnOffsetCommitResponse_v6 = ns["_write_TxnOffsetCommitResponse_v6"]
     _py_decode_message = ns["decode_message"]
     _OFF_TxnOffsetCommitResponse_throttle_time_ms = _offset(TxnOffsetCommitResponse, "throttle_time_ms")
     _OFF_TxnOffsetCommitResponse_topics = _offset(TxnOffsetCommitResponse, "topics")
@@ -690,6 +833,7 @@ def install(ns):
     _OFF_TxnOffsetCommitResponsePartition_error_code = _offset(TxnOffsetCommitResponsePartition, "error_code")
     _OFF_TxnOffsetCommitResponsePartition_unknown_tags = _offset(TxnOffsetCommitResponsePartition, "unknown_tags")
     _OFF_TxnOffsetCommitResponsePartition_wire_tags = _offset(TxnOffsetCommitResponsePartition, "wire_tags")
+    _OFF_TxnOffsetCommitResponseTopic_topic_id = _offset(TxnOffsetCommitResponseTopic, "topic_id")
     _OFF_TxnOffsetCommitResponseTopic_name = _offset(TxnOffsetCommitResponseTopic, "name")
     _OFF_TxnOffsetCommitResponseTopic_partitions = _offset(TxnOffsetCommitResponseTopic, "partitions")
     _OFF_TxnOffsetCommitResponseTopic_unknown_tags = _offset(TxnOffsetCommitResponseTopic, "unknown_tags")
@@ -702,6 +846,7 @@ def install(ns):
         3: read_v3,
         4: read_v4,
         5: read_v5,
+        6: read_v6,
     }
     writers = {
         0: write_v0,
@@ -710,6 +855,7 @@ def install(ns):
         3: write_v3,
         4: write_v4,
         5: write_v5,
+        6: write_v6,
     }
     return {
         "readers": readers,

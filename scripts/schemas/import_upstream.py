@@ -1,14 +1,17 @@
 """Carries the wire facts of upstream Kafka message schemas into kwire's own `schemas/`.
 
-`python scripts/schemas/import_upstream.py --reference DIR [--newer DIR] [--kio] [--out schemas]`
+`python scripts/schemas/import_upstream.py --reference DIR [--newer DIR] [--kio] [--jar JAR]
+[--out schemas]`
 
 Upstream sources each cover part of a message's version range: the 2024-10 snapshot of Apache
 Kafka's message directory (every version from 0), the Kafka 4.x files bundled with kafka-python
-(newer versions, but the versions KIP-896 removed are gone) and kio's generated modules (APIs and
-versions neither file set has yet). This script merges them into one file per message covering
-every version from 0 to the newest known: each version's wire layout is taken from the oldest
-source that has that version, and the merge refuses (with the field and the versions) anything it
-cannot express as one field list with contiguous version ranges.
+(newer versions, but the versions KIP-896 removed are gone), kio's generated modules (APIs and
+versions neither file set has yet) and a newer Kafka release's kafka-clients jar (--jar, read by
+jar_facts.py: the versions and APIs none of the others has, e.g. Kafka 4.4's). This script
+merges them into one file per message covering every version from 0 to the newest known: each
+version's wire layout is taken from the newest file that has that version (kio and the jar only
+give the versions no file has), and the merge refuses (with the field and the versions) anything
+it cannot express as one field list with contiguous version ranges.
 
 Only facts are carried over (names, types, version ranges, tags, defaults and the metadata keys
 the dialect defines). The prose is ours: file headers from API_NOTES, version histories derived
@@ -138,6 +141,8 @@ API_NOTES: dict[int, str] = {
     90: "reads share groups' start offsets per partition",
     91: "sets share groups' start offsets per partition",
     92: "deletes share groups' offsets for topics",
+    93: "a Kafka Streams group member sends the description of its topology (KIP-1331)",
+    94: "removes a KRaft controller's registration from the active controller",
 }
 
 DATA_NOTES: dict[str, str] = {
@@ -203,7 +208,46 @@ GLOSSARY: list[tuple[str, str]] = [
     (r"ReplicaId", "Broker id of the follower fetching, or -1 for a consumer."),
     (r"IsolationLevel", "0 reads everything, 1 only committed transactions."),
     (r"Features", "Feature entries."),
+    (
+        r"AcceptableRecoveryLagLegacy",
+        "How far (in offsets) a warm-up task may lag and still count "
+        "as caught up; the 32-bit field of version 0.",
+    ),
+    (
+        r"AcceptableRecoveryLag",
+        "How far (in offsets) a warm-up task may lag and still count as caught up.",
+    ),
+    (
+        r"TopologyDescriptionRequired",
+        "True when the coordinator wants the member to send its "
+        "topology description (StreamsGroupTopologyDescriptionUpdate).",
+    ),
+    (
+        r"TopologyDescriptionStatus",
+        "Whether the group's topology description is known: a code the coordinator defines.",
+    ),
+    (
+        r"TopologyDescription",
+        "The topology as Kafka Streams describes it: subtopologies and global stores.",
+    ),
+    (r"IncludeTopologyDescription", "True to ask for the topology description in the response."),
+    (r"NodeType", "Kind of node: 1 source, 2 processor, 3 sink."),
+    (r"SinkTopic", "Topic a sink node writes to, or null when it is chosen at run time."),
+    (r"Successors", "Names of the nodes this node forwards records to."),
+    (r"Stores", "Names of the state stores the node uses."),
+    (r"GlobalStores", "The global state stores: the nodes that feed each one."),
+    (r"TopologyEpoch", "Epoch of the topology the member runs."),
+    (
+        r"GenerationIdOrMemberEpoch",
+        "Generation of a classic group, or the member's epoch in a KIP-848 group.",
+    ),
 ]
+
+# Where a field's name means something else in one message than the glossary says: (message,
+# field path) -> our description.
+SPECIFIC: dict[tuple[str, str], str] = {
+    ("UnregisterControllerRequest", "ControllerId"): "Node id of the controller to unregister.",
+}
 
 _UNITS = {"ms": "in ms", "id": "id", "ids": "ids", "uuid": "uuid"}
 
@@ -465,16 +509,22 @@ def merge(name: str, sources: list[Spec]) -> Spec:
     valid: set[int] = set()
     parts: list[tuple[list[Spec], set[int]]] = []
     common_names = {
-        c["name"] for s in sources if not s.get("_kio") for c in s.get("commonStructs", [])
+        c["name"]
+        for s in sources
+        if not (s.get("_kio") or s.get("_jar"))
+        for c in s.get("commonStructs", [])
     }
     sources = [_inline(s) for s in sources]
     newest = sources[-1]
     flexible = vset(newest.get("flexibleVersions"), top)
     kio_parts: list[tuple[list[Spec], set[int]]] = []
-    # Newest file first; kio's clipped versions are new by construction (or win, KIO_WINS).
+    jar_parts: list[tuple[list[Spec], set[int]]] = []
+    # Newest file first; kio's and the jar's clipped versions are new by construction (or win,
+    # KIO_WINS).
     kio = [s for s in sources if s.get("_kio")]
-    files = [s for s in sources if not s.get("_kio")]
-    for s in [*kio, *reversed(files)]:
+    jar = [s for s in sources if s.get("_jar")]
+    files = [s for s in sources if not (s.get("_kio") or s.get("_jar"))]
+    for s in [*kio, *jar, *reversed(files)]:
         versions = vset(s["validVersions"], MAX) - valid
         if not versions:
             continue
@@ -483,6 +533,8 @@ def merge(name: str, sources: list[Spec]) -> Spec:
             raise MergeError(f"{name}: flexibleVersions differ between sources")
         if s.get("_kio"):
             kio_parts = [(s["fields"], versions)]
+        elif s.get("_jar"):
+            jar_parts.append((s["fields"], versions))
         else:
             parts.append((s["fields"], versions))
     out: Spec = {}
@@ -501,7 +553,7 @@ def merge(name: str, sources: list[Spec]) -> Spec:
         out["deprecatedVersions"] = deprecated[-1]["deprecatedVersions"]
     if newest.get("latestVersionUnstable") and len(sources) == 1:
         out["latestVersionUnstable"] = True
-    out["fields"] = merge_fields(parts + kio_parts, top, name)
+    out["fields"] = merge_fields(parts + kio_parts + jar_parts, top, name)
     common = _hoist(out["fields"], common_names, name)
     if common:
         out["commonStructs"] = common
@@ -511,11 +563,12 @@ def merge(name: str, sources: list[Spec]) -> Spec:
 # -- our prose ------------------------------------------------------------------------------------
 
 
-def describe_all(fields: list[Spec], owner: str = "") -> None:
+def describe_all(fields: list[Spec], owner: str = "", message: str = "", prefix: str = "") -> None:
     for f in fields:
-        f["about"] = describe(f, owner)
+        path = prefix + f["name"]
+        f["about"] = SPECIFIC.get((message, path)) or describe(f, owner)
         if "fields" in f:
-            describe_all(f["fields"], _elem(f["type"]))
+            describe_all(f["fields"], _elem(f["type"]), message, path + ".")
 
 
 def history(spec: Spec) -> list[str]:
@@ -621,16 +674,15 @@ def _render_fields(fields: list[Spec], indent: int) -> list[str]:
 # -- command line ---------------------------------------------------------------------------------
 
 
-def collect(reference: Path, newer: list[Path], use_kio: bool) -> dict[str, list[Spec]]:
+def collect(
+    reference: Path, newer: list[Path], use_kio: bool, jar: Path | None = None
+) -> dict[str, list[Spec]]:
     by_name: dict[str, list[Spec]] = {}
     for directory in [reference, *newer]:
         for path in sorted(directory.glob("*.json")):
             spec = read(path)
             name = RENAMED.get(spec["name"], spec["name"])
             by_name.setdefault(name, []).append(spec)
-    for specs in by_name.values():
-        for spec in specs:
-            _rename_fields(spec)
     if use_kio:
         import kio_facts  # type: ignore[import-not-found]  # beside this file (kio_sources)
 
@@ -646,14 +698,37 @@ def collect(reference: Path, newer: list[Path], use_kio: bool) -> dict[str, list
                 spec["validVersions"] = f"{min(extra)}-{max(extra)}"
                 spec["_kio"] = True
                 by_name.setdefault(name, []).insert(0, spec)
+    # Every source so far predates the renames (the jar, when given, already has the new names).
+    for specs in by_name.values():
+        for spec in specs:
+            _rename_fields(spec)
+    if jar is not None:
+        import jar_facts  # type: ignore[import-not-found]  # beside this file
+
+        facts = jar_facts.dump(jar)
+        for name in sorted(jar_facts.message_names(facts)):
+            known = set().union(*(vset(s["validVersions"], MAX) for s in by_name.get(name, [])))
+            # Like kio, the jar gives only the versions no other source has, and comes first so
+            # that the other sources' facts (entityType, mapKey, ignorable, ...) win.
+            extra = [s for s in jar_facts.jar_specs(facts, name)
+                     if int(s["validVersions"]) not in known]  # fmt: skip
+            for spec in extra:
+                spec["_jar"] = True
+            by_name.setdefault(name, [])[:0] = extra
     return by_name
 
 
-# Fields renamed upstream after some of our sources were cut: one field, the newest name.
+# Fields renamed upstream after some of our sources were cut: one field, the newest name
+# (applied to every source but the jar, the newest).
 FIELD_RENAMES = {
     ("VoteRequest", "CandidateEpoch"): "ReplicaEpoch",
     ("VoteRequest", "CandidateId"): "ReplicaId",
     ("VoteRequest", "CandidateDirectoryId"): "ReplicaDirectoryId",
+    # Kafka 4.4 (kafka-clients jar): same bytes, new names.
+    ("TxnOffsetCommitRequest", "GenerationId"): "GenerationIdOrMemberEpoch",
+    # Kafka 4.4 gave version 1 an int64 AcceptableRecoveryLag after TaskOffsetIntervalMs and
+    # renamed version 0's int32 field (KIP-1331).
+    ("StreamsGroupHeartbeatResponse", "AcceptableRecoveryLag"): "AcceptableRecoveryLagLegacy",
 }
 
 # Where kio's (newer) layout of a version replaces the files': ReadShareGroupStateSummary v0
@@ -675,12 +750,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reference", type=Path, required=True, help="upstream message dir")
     parser.add_argument("--newer", type=Path, action="append", default=[], help="newer files")
     parser.add_argument("--kio", action="store_true", help="add versions only kio has")
+    parser.add_argument("--jar", type=Path, help="kafka-clients jar: add versions only it has")
     parser.add_argument("--out", type=Path, default=ROOT / "schemas")
     parser.add_argument("--replace", action="store_true", help="rewrite hand-written files too")
     args = parser.parse_args(argv)
     written = kept = 0
     problems = []
-    for name, sources in sorted(collect(args.reference, args.newer, args.kio).items()):
+    for name, sources in sorted(collect(args.reference, args.newer, args.kio, args.jar).items()):
         target = args.out / f"{name}.json"
         imported = target.exists() and MARK in target.read_text(encoding="utf-8")
         if target.exists() and not (imported or args.replace):
@@ -691,9 +767,9 @@ def main(argv: list[str] | None = None) -> int:
         except MergeError as e:
             problems.append(str(e))
             continue
-        describe_all(spec["fields"])
+        describe_all(spec["fields"], message=name)
         for c in spec.get("commonStructs", []):
-            describe_all(c["fields"], c["name"])
+            describe_all(c["fields"], c["name"], name, c["name"] + ".")
         target.write_text(render(spec), encoding="utf-8")
         written += 1
     for p in problems:

@@ -51,7 +51,15 @@ def test_peers_cover_the_family() -> None:
     missing = {
         (name, v) for name in NAMES for v in MESSAGES[name].valid if (name, v) not in covered
     }
-    assert missing == {("RequestHeader", 0)}, sorted(missing)
+    # Kafka 4.4's new versions of family APIs are newer than both peers (kio is generated from
+    # Kafka 4.1, kafka-python bundles 4.x files): tests/schemas checks them against the jar.
+    newer = {
+        ("ApiVersionsRequest", 5),
+        ("ApiVersionsResponse", 5),
+        ("DeleteGroupsRequest", 3),
+        ("DeleteGroupsResponse", 3),
+    }
+    assert missing == {("RequestHeader", 0)} | newer, sorted(missing)
 
 
 @pytest.mark.parametrize(
@@ -78,6 +86,21 @@ def test_same_bytes_as_peer_every_version_sampled(
     for version in peer.versions(name):
         if version in MESSAGES[name].valid:
             _same_bytes(peer, name, version, data)
+
+
+# Top-level fields Kafka 4.4 renamed (same bytes) after the peers were generated: our key -> the
+# peers' key, per message (see RENAMED_FIELDS in tests/schemas/test_schema_facts.py).
+PEER_NAMES = {
+    "TxnOffsetCommitRequest": {"generation_id_or_member_epoch": "generation_id"},
+    "StreamsGroupHeartbeatResponse": {"acceptable_recovery_lag_legacy": "acceptable_recovery_lag"},
+}
+
+
+def _as_peer(name: str, plain: dict, back: bool = False) -> dict:
+    names = PEER_NAMES.get(name, {})
+    if back:
+        names = {theirs: mine for mine, theirs in names.items()}
+    return {names.get(key, key): value for key, value in plain.items()}
 
 
 def _timestamp_fields(cls: type) -> set[str]:
@@ -110,8 +133,8 @@ def _same_bytes(peer: Peer, name: str, version: int, data: st.DataObject) -> Non
     plain = present_dict(obj, version)
     ours = obj.encode(version)
     try:
-        theirs = peer.encode(name, version, plain)
-        decoded_by_peer = peer.decode(name, version, ours)
+        theirs = peer.encode(name, version, _as_peer(name, plain))
+        decoded_by_peer = _as_peer(name, peer.decode(name, version, ours), back=True)
     except Unrepresentable:
         if SAMPLED and name not in NAMES:
             return  # one version of a sampled run; the others are still compared

@@ -7,7 +7,11 @@ each cover only part of that range:
   versions but dropped some old ones (e.g. OffsetCommit starts at v2);
 * the 2024-10 reference snapshot in ``../shared/reference-schemas`` (optional) still has the
   old versions;
-* kio's generated per-version dataclasses (a test dependency) are a third, independent view.
+* kio's generated per-version dataclasses (a test dependency) are a third, independent view;
+* Kafka 4.4's kafka-clients jar (optional: scripts/capture/kafka/target/dependency, or the jar
+  KWIRE_KAFKA_CLIENTS_JAR names; read through scripts/schemas/jar_facts.py with java) knows the
+  newest versions and APIs (KAFKA_44 below lists them for when it is absent); every version it
+  speaks must have our wire layout.
 
 For every version an upstream file covers, the fields present in that version, in wire order,
 must agree with ours on everything that reaches the wire (type and struct name, nullability,
@@ -22,7 +26,10 @@ import dataclasses
 import importlib
 import importlib.util
 import json
+import os
 import re
+import shutil
+import sys
 import types
 import typing
 from functools import lru_cache
@@ -34,6 +41,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 SCHEMAS = REPO / "schemas"
 REFERENCE = REPO.parent / "shared" / "reference-schemas"
+JAR_DIR = REPO / "scripts" / "capture" / "kafka" / "target" / "dependency"
 
 MAX_VERSION = 32767
 
@@ -47,11 +55,39 @@ RENAMED = {
 }
 
 # Fields renamed upstream after the 2024-10 snapshot (same bytes): we ship the newer name, as the
-# import script does; the snapshot is compared under the new names.
+# import script does; the snapshot and kafka-python's files are compared under the new names.
 RENAMED_FIELDS = {
     ("VoteRequest", "CandidateEpoch"): "ReplicaEpoch",
     ("VoteRequest", "CandidateId"): "ReplicaId",
     ("VoteRequest", "CandidateDirectoryId"): "ReplicaDirectoryId",
+    # Kafka 4.4 (same bytes, new names).
+    ("TxnOffsetCommitRequest", "GenerationId"): "GenerationIdOrMemberEpoch",
+    ("StreamsGroupHeartbeatResponse", "AcceptableRecoveryLag"): "AcceptableRecoveryLagLegacy",
+}
+# The renames kio (generated from Kafka 4.1) predates: our name -> kio's, per message.
+KIO_NAMES = {
+    ("TxnOffsetCommitRequest", "GenerationIdOrMemberEpoch"): "GenerationId",
+    ("StreamsGroupHeartbeatResponse", "AcceptableRecoveryLagLegacy"): "AcceptableRecoveryLag",
+}
+
+# The newest version of the messages that only Kafka 4.4 (its kafka-clients jar) has among our
+# sources, so that the checks below know them when the jar is not on this machine; with the jar
+# they are checked against it (test_kafka_44_table_matches_the_jar).
+KAFKA_44 = {
+    "ApiVersionsRequest": 5,
+    "ApiVersionsResponse": 5,
+    "DeleteGroupsRequest": 3,
+    "DeleteGroupsResponse": 3,
+    "StreamsGroupDescribeRequest": 1,
+    "StreamsGroupDescribeResponse": 1,
+    "StreamsGroupHeartbeatRequest": 1,
+    "StreamsGroupHeartbeatResponse": 1,
+    "StreamsGroupTopologyDescriptionUpdateRequest": 0,
+    "StreamsGroupTopologyDescriptionUpdateResponse": 0,
+    "TxnOffsetCommitRequest": 6,
+    "TxnOffsetCommitResponse": 6,
+    "UnregisterControllerRequest": 0,
+    "UnregisterControllerResponse": 0,
 }
 
 # Message versions where the snapshot is not the released protocol, with the reason.
@@ -192,6 +228,28 @@ def reference(name: str) -> dict[str, Any]:
     if not path.exists():
         pytest.skip(f"reference snapshot has no {name}.json")
     return load(path)
+
+
+@lru_cache(maxsize=None)
+def kafka_jar() -> Path | None:
+    """The kafka-clients jar to compare with, or None (no jar here, or no java to read it)."""
+    named = os.environ.get("KWIRE_KAFKA_CLIENTS_JAR")
+    jars = [Path(named)] if named else sorted(JAR_DIR.glob("kafka-clients-*.jar"))
+    if not jars or not jars[-1].is_file() or not (shutil.which("java") and shutil.which("javac")):
+        return None
+    return jars[-1]
+
+
+@lru_cache(maxsize=None)
+def jar_facts() -> Any:
+    """scripts/schemas/jar_facts.py and what it read from the jar (skips without a jar)."""
+    jar = kafka_jar()
+    if jar is None:
+        pytest.skip("no kafka-clients jar (or no java) on this machine")
+    sys.path.insert(0, str(REPO / "scripts" / "schemas"))
+    import jar_facts as module  # type: ignore[import-not-found]
+
+    return module, module.dump(jar)
 
 
 # --------------------------------------------------------------------------------------------
@@ -380,7 +438,7 @@ def test_every_upstream_file_has_a_schema() -> None:
     upstream = {p.stem for p in kafka_python_dir().glob("*.json")}
     if REFERENCE.is_dir():
         upstream |= {p.stem for p in REFERENCE.glob("*.json")}
-    upstream = {RENAMED.get(name, name) for name in upstream} | set(KIO_ONLY)
+    upstream = {RENAMED.get(name, name) for name in upstream} | set(KIO_ONLY) | set(KAFKA_44)
     assert sorted(upstream - shipped) == []
     if REFERENCE.is_dir():
         # Only the snapshot knows the APIs Kafka 4 removed: without it, no shipped schema can
@@ -458,17 +516,17 @@ def test_tags_are_contiguous_per_struct(name: str) -> None:
 # Tests: facts against upstream
 
 
-@pytest.mark.parametrize("name", EXPECTED)
-def test_facts_match_kafka_python_4x(name: str) -> None:
-    compare_with_upstream(name, kafka_python(name))
-
-
 def _renamed(spec: dict[str, Any]) -> dict[str, Any]:
     """The spec with RENAMED_FIELDS applied (a copy)."""
     spec = json.loads(json.dumps(spec))
     for _, f in all_fields(spec).items():
         f["name"] = RENAMED_FIELDS.get((spec["name"], f["name"]), f["name"])
     return spec
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_facts_match_kafka_python_4x(name: str) -> None:
+    compare_with_upstream(name, _renamed(kafka_python(name)))
 
 
 @pytest.mark.parametrize("name", EXPECTED)
@@ -495,6 +553,8 @@ def test_newest_version_is_the_newest_known(name: str) -> None:
     kio_versions = kio_versions_of(name)
     if kio_versions:
         newest.append(max(kio_versions))
+    if name in KAFKA_44:
+        newest.append(KAFKA_44[name])
     if not newest and not REFERENCE.is_dir():
         pytest.skip(f"only the reference snapshot {REFERENCE} (absent here) knows {name}")
     assert newest, f"no upstream source knows {name}"
@@ -583,6 +643,7 @@ def kio_view(cls: type) -> list[tuple[Any, ...]]:
 
 
 def our_kio_view(spec: dict[str, Any], fields: list[dict[str, Any]], version: int) -> list:
+    """Our fields at one version as kio_view shows them (under kio's names, KIO_NAMES)."""
     common = {c["name"]: c for c in spec.get("commonStructs", [])}
     out = []
     for f in fields:
@@ -598,7 +659,7 @@ def our_kio_view(spec: dict[str, Any], fields: list[dict[str, Any]], version: in
         tag = int(f["tag"]) if has(f, "taggedVersions", version) else None
         out.append(
             (
-                f["name"],
+                KIO_NAMES.get((spec["name"], f["name"]), f["name"]),
                 kafka_type,
                 f["type"].startswith("[]"),
                 has(f, "nullableVersions", version),
@@ -658,4 +719,44 @@ def test_field_layout_matches_kio(name: str) -> None:
             f"{name} v{version}",
             errors,
         )
+    assert not errors, "\n".join(errors)
+
+
+# --------------------------------------------------------------------------------------------
+# Tests: wire layout against Kafka 4.4's kafka-clients jar (optional: see kafka_jar)
+
+
+def test_kafka_44_table_matches_the_jar() -> None:
+    """KAFKA_44 lists what the jar knows beyond our other sources, and nothing else."""
+    module, facts = jar_facts()
+    beyond = {}
+    for name in module.message_names(facts):
+        newest = max(module.versions(facts, name))
+        known = [max(kio_versions_of(name), default=-1)]
+        if (kafka_python_dir() / f"{name}.json").exists():
+            known.append(max(versions_of(load(kafka_python_dir() / f"{name}.json"))))
+        if (REFERENCE / f"{name}.json").exists():
+            known.append(max(versions_of(load(REFERENCE / f"{name}.json"))))
+        if newest > max(known):
+            beyond[name] = newest
+    assert beyond == KAFKA_44
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_wire_layout_matches_kafka_jar(name: str) -> None:
+    """Every version the jar speaks has our wire layout: field order, types, compact and
+    nullable encodings, tags (names compared without case or underscores)."""
+    module, facts = jar_facts()
+    if name not in module.message_names(facts):
+        pytest.skip(f"the kafka-clients jar has no {name} (removed from Kafka 4, or not an API)")
+    spec = ours(name)
+    errors = []
+    for version in module.versions(facts, name):
+        if version not in versions_of(spec):
+            errors.append(f"v{version}: in the jar, not in ours")
+            continue
+        mine = module.wire_layout(spec, version)
+        theirs = module.layout_in_jar(facts, name, version)
+        if mine != theirs:
+            errors.append(f"v{version}: {module.first_difference(mine, theirs)}")
     assert not errors, "\n".join(errors)
