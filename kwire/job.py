@@ -636,7 +636,7 @@ def _run(
 # inside each Fetch response (OUT/records holds them one a row). Spark's nested column pruning
 # stops at higher-order functions (the group tables keep a few numbers of each fetched partition
 # with `transform`), so they are left out of the schema the table is read with.
-_NOT_DERIVED = ("fetch.responses.partitions.records",)
+_NOT_DERIVED = ("fetch.responses.partitions.records", "share_fetch.responses.partitions.records")
 
 
 def _without(schema: StructType, path: list[str]) -> StructType:

@@ -597,9 +597,11 @@ def _narrow_responses(responses: DataFrame) -> DataFrame:
                 ).alias("partitions"),
             ),
         )
+        # Tested on a leaf (every decoded answer has an error code): a test of the whole struct
+        # would read its records.
         cols.append(
             F.when(
-                F.col("share_fetch").isNotNull(),
+                F.col("share_fetch.error_code").isNotNull(),
                 F.struct(
                     F.col("share_fetch.error_code").alias("error_code"),
                     F.col("share_fetch.acquisition_lock_timeout_ms").alias(
