@@ -109,7 +109,8 @@ def share_captures() -> list[str]:
 
 @pytest.fixture(scope="session")
 def share_out(spark: "SparkSession", tmp_path_factory: pytest.TempPathFactory) -> "dict[str, Path]":  # type: ignore[name-defined]  # noqa: F821
-    """One decode job over every share capture (their group ids, client ids and topics differ),
+    """One decode job over every share capture and the streams one (their group ids, client ids
+    and topics differ),
     shared by the share tests (`pytest.mark.xdist_group("share_job")`): capture name -> OUT
     (the same OUT for all; the tests keep each capture's groups)."""
     from pathlib import Path
@@ -118,7 +119,8 @@ def share_out(spark: "SparkSession", tmp_path_factory: pytest.TempPathFactory) -
 
     data = Path(__file__).resolve().parent / "data" / "capture"
     target = tmp_path_factory.mktemp("share") / "out"
-    captures = share_captures()
+    # The Kafka Streams group's capture rides along (tests/groups/test_streams_truth.py).
+    captures = share_captures() + [p.name for p in data.glob("kafka_streams_group.pcap")]
     inputs = [str(data / capture) for capture in captures]
     job.run(job.parse_args([*inputs, "-o", str(target), "--no-summary", "--quiet"]), spark=spark)
     return {capture: target for capture in captures}

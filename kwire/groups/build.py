@@ -343,7 +343,6 @@ def events(requests: DataFrame, pairs: DataFrame) -> DataFrame:
                 detail=F.to_json(
                     F.struct(
                         F.when(F.col("resp.active_tasks").isNotNull(), given).alias("assignment"),
-                        F.lit("streams").alias("assignor"),
                         F.col("req.topology.epoch").alias("topology_epoch"),
                         F.col("req.process_id").alias("process_id"),
                         F.transform(

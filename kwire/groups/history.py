@@ -78,6 +78,7 @@ class _Member:
         self.left_at: datetime | None = None
         self.left_reason: str | None = None
         self.left_via = "LeaveGroup"  # the request that said so
+        self.leave_word = "LeaveGroup"  # how this protocol leaves, for "no ..." evidence
 
     def seen(self, e: Event) -> None:
         ts = e["ts"]
@@ -178,7 +179,7 @@ def _ending(
                 if seen is not None and m.session_timeout_ms
                 else seen
             ),
-            f"last heartbeat {_fmt(seen)}{timeout}, no LeaveGroup",
+            f"last heartbeat {_fmt(seen)}{timeout}, no {m.leave_word}",
         )
     return "unknown", m.last_seen, "never in a generation"
 
@@ -578,6 +579,16 @@ def _change(
 # -- KIP-848 groups -------------------------------------------------------------------------------
 
 
+# StreamsGroupHeartbeat answers' status codes (KIP-1071; 5 and 6 as Kafka 4.4's clients name them).
+STREAMS_STATUS = {
+    0: "STALE_TOPOLOGY",
+    1: "MISSING_SOURCE_TOPICS",
+    2: "INCORRECTLY_PARTITIONED_TOPICS",
+    3: "MISSING_INTERNAL_TOPICS",
+    4: "SHUTDOWN_APPLICATION",
+    5: "ASSIGNMENT_DELAYED",
+    6: "MISSING_CLIENT_TAGS",
+}
 _SOURCES = {
     "cgh": ("consumer_group_heartbeat", "ConsumerGroupHeartbeat"),
     "sgh": ("share_group_heartbeat", "ShareGroupHeartbeat"),
@@ -613,8 +624,13 @@ def _consumer_history(
         if not mid:
             continue
         m = members.setdefault(mid, _Member(mid))
+        m.leave_word = f"{api} with epoch -1"
         m.seen(e)
         m.heartbeats.append(e["ts"])
+        for status in d.get("status") or []:
+            # Streams groups: what the coordinator says is wrong with the topology.
+            name = STREAMS_STATUS.get(status.get("code"), f"STATUS_{status.get('code')}")
+            m.errors.add(f"status {name}")
         m.rebalance_timeout_ms = e.get("rebalance_timeout_ms") or m.rebalance_timeout_ms
         req_epoch = e.get("req_generation")
         if req_epoch == 0:

@@ -234,7 +234,8 @@ def _cause(g: Row, names: Names, members: dict[str, Row]) -> str:
         timeout = ""
         if m is not None and m["session_timeout_ms"]:
             timeout = f", session timeout {span(m['session_timeout_ms'])}"
-        return f"{names.with_addr(who)} evicted{gap}{timeout}, no LeaveGroup"
+        leave = "LeaveGroup" if g["protocol"] == "classic" else "leave (heartbeat epoch -1)"
+        return f"{names.with_addr(who)} evicted{gap}{timeout}, no {leave}"
     if cause == "subscription_changed":
         return f"{names(who)} changed its subscription ({evidence})"
     if cause == "metadata_changed":
