@@ -36,6 +36,16 @@ in the page cache):
    sum of VmRSS over the process and all its descendants, from /proc every 0.25 s). Its frames
    table must have as many rows as the single process's: every frame is a row.
 
+5. ``share``: the cost of the share-group tables (OUT/share: deliveries, records, sessions,
+   progress), on a ring with share consumers (make_ring.py without --no-share): the decode job
+   end to end twice per round on the same ring, ``kwire decode RING -o TMP/share-with -p PORTS``
+   and the same with ``--no-share`` into TMP/share-without, interleaved (with, without, with,
+   without, ... for ``--repeats`` rounds), each with its process tree's peak memory. Reported:
+   the seconds of each, the ratio with / without (medians; also per round; target <= 1.10), the
+   row counts of the with-share run's OUT/share tables (so the report shows they were built) and
+   of both runs' frames (equal), and from the job's progress lines (stamped as they arrive) how
+   long share steps ran and how long they ran alone (nothing else of the job running).
+
 ``tshark`` and ``single`` are timed ``--repeats`` times too (no warm-up besides the page cache);
 the statistic everywhere but the job is the median. Every subprocess tree's peak memory is
 sampled the same way. Per variant: seconds, MB/s, packets/s, MB/s per core; for Spark the ratio
@@ -83,8 +93,11 @@ CLUSTER_TARGET = 1.2
 FLOOR_TARGET = 2.0
 MEMORY_TARGET_GB = 4.0
 SMALL_TARGET = 2.0
+# The job with the share tables at most 10% slower than without them (--no-share), same ring.
+SHARE_TARGET = 1.10
+SHARE_TABLES = ("deliveries", "records", "sessions", "progress")
 DEFAULT_RING = Path("out") / "ring"
-VARIANTS = ("tshark", "single", "local1", "local2", "cluster2", "job", "small")
+VARIANTS = ("tshark", "single", "local1", "local2", "cluster2", "job", "small", "share")
 SPARK = {"local1": ("local[1]", 1), "local2": ("local[2]", 2), "cluster2": ("cluster", 2)}
 TARGETS = {
     "spark per-core speed / single process": PER_CORE_TARGET,
@@ -93,6 +106,7 @@ TARGETS = {
     "job / sink floor of its own outputs (at most)": FLOOR_TARGET,
     "job peak RSS of the process tree, GB (at most)": MEMORY_TARGET_GB,
     "small capture / start-and-write floor (at most)": SMALL_TARGET,
+    "job with share tables / without (--no-share), at most": SHARE_TARGET,
 }
 CAPTURE_NAME = re.compile(r"\.(pcap|pcapng|cap)\d*$")
 MB = 1e6
@@ -615,6 +629,176 @@ def run_small(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     return result
 
 
+def run_timed_lines(
+    cmd: list[str], timeout: float, **kwargs: Any
+) -> tuple[float, subprocess.CompletedProcess[str], dict[str, Any], list[tuple[float, str]]]:
+    """run_timed, with every stderr line stamped with its arrival (seconds since the start)."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, **kwargs
+    )
+    assert proc.stderr is not None
+    lines: list[tuple[float, str]] = []
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append((time.perf_counter() - started, line.rstrip("\n")))
+
+    reader = threading.Thread(target=read, daemon=True)
+    with TreeSampler(proc.pid) as sampler:
+        reader.start()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            lines.append((time.perf_counter() - started, f"timed out after {timeout:.0f} s"))
+        reader.join(10)
+    took = time.perf_counter() - started
+    err = "\n".join(line for _, line in lines)
+    return (
+        took,
+        subprocess.CompletedProcess(cmd, proc.returncode, None, err),
+        sampler.report(),
+        lines,
+    )
+
+
+RUNNING = re.compile(r"^kwire: (.+?), (\d+) s(?::|$)")
+
+
+def step_windows(lines: list[tuple[float, str]], took: float) -> dict[str, Any]:
+    """From the job's progress lines (each names the steps running when it was printed, and is
+    printed when that set changes, polled every second): the seconds until the share steps'
+    first line, how long share steps ran ("share tables" builds them, "share tables: NAME"
+    writes one) and how long they ran with no other step of the job (which is what they can add
+    to its wall clock); per share step the seconds it was seen running. Accurate to about 1 s."""
+    marks: list[tuple[float, list[str]]] = []
+    for t, line in lines:
+        m = RUNNING.match(line.strip())
+        if m and not line.startswith("kwire: capture:"):
+            marks.append((t, m.group(1).split(", ")))
+    share_any = share_alone = 0.0
+    per_step: dict[str, float] = {}
+    first = None
+    for i, (t, running) in enumerate(marks):
+        end = marks[i + 1][0] if i + 1 < len(marks) else took
+        share = [r for r in running if r.startswith("share tables")]
+        if share:
+            first = t if first is None else first
+            share_any += end - t
+            if len(share) == len(running):
+                share_alone += end - t
+            for r in share:
+                per_step[r] = per_step.get(r, 0.0) + end - t
+    return {
+        "share_first_seen_seconds": first,
+        "share_running_seconds": round(share_any, 1),
+        "share_alone_seconds": round(share_alone, 1),
+        "share_steps_seconds": {k: round(v, 1) for k, v in sorted(per_step.items())},
+        "progress_lines": len(marks),
+    }
+
+
+def run_share(ring: Path, ports: list[int], tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The decode job with and without its share tables (--no-share) on the same ring,
+    interleaved, --repeats rounds; the ratio with / without and what the share tables hold."""
+    keep_classes(args, tmp)
+    outs = {"with": tmp / "share-with", "without": tmp / "share-without"}
+    base = [sys.executable, "-m", "kwire", "decode", str(ring), "-p", ",".join(map(str, ports))]
+    base += ["--keylog", str(args.keylog)] if args.keylog else []
+    cmds = {
+        "with": [*base, "-o", str(outs["with"])],
+        "without": [*base, "-o", str(outs["without"]), "--no-share"],
+    }
+    keylog = " --keylog FILE" if args.keylog else ""
+    result: dict[str, Any] = {
+        "commands": {
+            "with": f"kwire decode RING -p PORTS{keylog} -o TMP/share-with",
+            "without": f"kwire decode RING -p PORTS{keylog} -o TMP/share-without --no-share",
+        },
+        "order": "interleaved: with, without, with, without, ...",
+        "seconds": [],  # the with-share runs (the variant's own seconds)
+        "seconds_without": [],
+        "ratio_runs": [],
+        "memory": [],
+        "memory_without": [],
+        "stages": [],
+        "stages_without": [],
+        "share_steps": [],
+        "share_rows": [],
+        "frames_rows_with": [],
+        "frames_rows_without": [],
+        "load_average_before_run": [],
+        "failures": [],
+    }
+    for repeat in range(args.repeats):
+        took_round: dict[str, float] = {}
+        for which in ("with", "without"):
+            out = outs[which]
+            shutil.rmtree(out, ignore_errors=True)
+            load = os.getloadavg()[0]
+            result["load_average_before_run"].append({"run": f"{which} {repeat + 1}", "1m": load})
+            say(
+                f"  decode job {which} share tables: run {repeat + 1}/{args.repeats}"
+                f" (load {load:.2f})"
+            )
+            took, proc, memory, lines = run_timed_lines(cmds[which], args.timeout, cwd=ROOT)
+            suffix = "" if which == "with" else "_without"
+            result["memory" + suffix].append(memory)
+            if proc.returncode != 0 or not (out / "manifest.json").exists():
+                log = args.json.parent / f"{args.json.stem}-share-{which}-run{repeat + 1}.stderr"
+                log.parent.mkdir(parents=True, exist_ok=True)
+                log.write_text(proc.stderr or "")
+                result["failures"].append(
+                    {
+                        "run": f"{which} {repeat + 1}",
+                        "exit": proc.returncode,
+                        "after_seconds": took,
+                        "tail": _tail(proc.stderr, 12),
+                        "stderr_file": str(log),
+                    }
+                )
+                say(f"    FAILED (exit {proc.returncode}) after {took:.1f} s; its stderr: {log}")
+                continue
+            took_round[which] = took
+            result["seconds" + suffix].append(took)
+            result["stages" + suffix].append(job_stages(proc.stderr or ""))
+            result["frames_rows_" + which].append(parquet_rows(out / "frames.parquet"))
+            extra = ""
+            if which == "with":
+                rows = {
+                    t: parquet_rows(out / "share" / t) if (out / "share" / t).exists() else None
+                    for t in SHARE_TABLES
+                }
+                result["share_rows"].append(rows)
+                windows = step_windows(lines, took)
+                result["share_steps"].append(windows)
+                extra = (
+                    f"; OUT/share rows {rows}; share steps ran {windows['share_running_seconds']}"
+                    f" s, alone {windows['share_alone_seconds']} s"
+                )
+            else:
+                result["share_dir_without"] = (out / "share").exists()
+            say(f"    {took:.1f} s, peak {memory['peak_rss_bytes'] / GB:.2f} GB{extra}")
+            shutil.rmtree(out, ignore_errors=True)
+        if len(took_round) == 2:
+            result["ratio_runs"].append(took_round["with"] / took_round["without"])
+    if not result["seconds"] or not result["seconds_without"]:
+        raise RuntimeError(f"no run finished: {result['failures'][-1]['tail']}")
+    result["median_seconds_with"] = statistics.median(result["seconds"])
+    result["median_seconds_without"] = statistics.median(result["seconds_without"])
+    result["ratio"] = result["median_seconds_with"] / result["median_seconds_without"]
+    result["ratio_verdict"] = "PASS" if result["ratio"] <= SHARE_TARGET else "MISS"
+    result["frames_rows_agree"] = (
+        len(set(result["frames_rows_with"]) | set(result["frames_rows_without"])) == 1
+    )
+    result["peak_rss_gb_with"] = max(m["peak_rss_bytes"] for m in result["memory"]) / GB
+    result["peak_rss_gb_without"] = max(m["peak_rss_bytes"] for m in result["memory_without"]) / GB
+    return result
+
+
 # -- report -----------------------------------------------------------------------------------------
 
 
@@ -689,9 +873,12 @@ def render(results: dict[str, dict[str, Any]]) -> str:
         if r.get("failed"):
             lines.append(f"{name:<9} FAILED: {(r.get('error') or '').splitlines()[-1:]}")
             continue
-        master = {"tshark": "-", "single": "1 process", "job": "local[*]"}.get(
-            name, r.get("master", "")
-        )
+        master = {
+            "tshark": "-",
+            "single": "1 process",
+            "job": "local[*]",
+            "share": "local[*], with",
+        }.get(name, r.get("master", ""))
         if name == "cluster2":
             master = "2 workers x 1"
 
@@ -761,6 +948,36 @@ def render(results: dict[str, dict[str, Any]]) -> str:
                 f"  the floor with the job's class archive: {floor:.1f} s; the job "
                 f"{statistics.median(small['seconds']) / floor:.2f}x that"
             )
+    share = results.get("share", {})
+    if "ratio" in share:
+        w, wo = share["seconds"], share["seconds_without"]
+        lines.append(
+            f"share tables: job with {share['median_seconds_with']:.1f} s / without (--no-share) "
+            f"{share['median_seconds_without']:.1f} s = {share['ratio']:.2f}x (rounds "
+            f"{', '.join(f'{r:.2f}' for r in share['ratio_runs'])}; target <= {SHARE_TARGET})  "
+            f"{share['ratio_verdict']}"
+        )
+        lines.append(
+            f"  seconds with: {', '.join(f'{x:.1f}' for x in w)}; without: "
+            f"{', '.join(f'{x:.1f}' for x in wo)}; peak GB with {share['peak_rss_gb_with']:.2f},"
+            f" without {share['peak_rss_gb_without']:.2f}"
+        )
+        if share["share_rows"]:
+            rows = share["share_rows"][-1]
+            lines.append(
+                "  OUT/share rows (with): "
+                + ", ".join(f"{k} {'-' if v is None else f'{v:,}'}" for k, v in rows.items())
+                + f"; frames rows {'equal' if share['frames_rows_agree'] else 'DIFFER'} with and"
+                " without"
+            )
+        for i, s in enumerate(share["share_steps"]):
+            lines.append(
+                f"  run {i + 1}: share steps ran {s['share_running_seconds']} s (from "
+                f"{s['share_first_seen_seconds'] or 0:.0f} s), alone {s['share_alone_seconds']} s;"
+                f" {s['share_steps_seconds']}"
+            )
+        for f in share.get("failures", []):
+            lines.append(f"  {f['run']} failed (exit {f['exit']}): {f['tail'][-300:]}")
     if "runs" in job:
         lines.append(
             f"job finished {job['runs_ok']} of {job['runs']} runs (target: every run)  "
@@ -915,6 +1132,8 @@ def main(argv: list[str] | None = None) -> int:
                     results[v] = run_job(args.ring, args.ports, tmp, args)
                 elif v == "small":
                     results[v] = run_small(args, tmp)
+                elif v == "share":
+                    results[v] = run_share(args.ring, args.ports, tmp, args)
                 else:
                     results[v] = spawn_spark(v, args, tmp)
                 secs = ", ".join(f"{s:.1f}" for s in results[v]["seconds"])
@@ -1016,6 +1235,9 @@ def _verdicts(target: str, results: dict[str, dict[str, Any]]) -> dict[str, Any]
         return {"job": {"value": job["vs_sink_floor"], "verdict": job["sink_floor_verdict"]}}
     if target.startswith("job peak") and "peak_rss_gb" in job:
         return {"job": {"value": job["peak_rss_gb"], "verdict": job["memory_verdict"]}}
+    share = results.get("share", {})
+    if target.startswith("job with share") and "ratio" in share:
+        return {"share": {"value": share["ratio"], "verdict": share["ratio_verdict"]}}
     small = results.get("small", {})
     if target.startswith("small") and "vs_floor" in small:
         return {"small": {"value": small["vs_floor"], "verdict": small["floor_verdict"]}}

