@@ -29,9 +29,8 @@ from kwire.groups.errors import ERROR_AT, NAMES
 from kwire.groups.history import history
 from kwire.spark.faults import fault_point
 from kwire.spark.session import hold, hold_per_core, release
-from kwire.spark.sink import write_parquet
 from kwire.spark.steps import Steps
-from kwire.groups.pairs import _from_rows, _json_value, _missing, paired
+from kwire.groups.pairs import _from_rows, _json_value, _missing, paired, write_typed
 from kwire.groups.schema import SHARE_TABLES, TABLES
 from pyspark.sql.types import LongType, StructField, StructType, TimestampType
 
@@ -1057,10 +1056,8 @@ def coordinators(requests: DataFrame, pairs: DataFrame) -> DataFrame:
 
 def write_table(name: str, df: DataFrame, out: str) -> str:
     """Writes OUT/groups/<name> (Parquet) in the table's schema; returns its path."""
-    schema = TABLES[name]
-    typed = df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema])
     path = os.path.join(out, "groups", name)
-    write_parquet(typed, path)
+    write_typed(df, TABLES[name], path)
     return path
 
 

@@ -498,18 +498,7 @@ def _assignment_rows(
                 if a == b:
                     continue
                 kind = "moved" if a and b else ("added" if b else "unassigned")
-                changes.append(
-                    {
-                        "group_id": group_id,
-                        "from_generation": prev_gen,
-                        "to_generation": gen,
-                        "topic": tp[0],
-                        "partition": tp[1],
-                        "from_member": a,
-                        "to_member": b,
-                        "kind": kind,
-                    }
-                )
+                changes.append(_change(group_id, prev_gen, gen, tp, a, b, kind))
         previous, prev_gen = owners, gen
     return {"assignments": rows, "assignment_changes": changes}
 

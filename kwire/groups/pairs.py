@@ -76,3 +76,10 @@ def _missing(v: Any) -> bool:
         return bool(pd.isna(v)) if not isinstance(v, (list, dict, str, bytes)) else False
     except (TypeError, ValueError):
         return False
+
+
+def write_typed(df: DataFrame, schema: StructType, path: str) -> None:
+    """Writes `df` to `path` (Parquet) with exactly `schema`'s columns, cast to its types."""
+    from kwire.spark.sink import write_parquet
+
+    write_parquet(df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema]), path)

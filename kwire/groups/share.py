@@ -35,6 +35,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kwire.groups.errors import error_name
+from kwire.groups.history import _detail as _json_detail
+from kwire.groups.history import _ms
 
 Event = dict[str, Any]
 Row = dict[str, Any]
@@ -65,18 +67,11 @@ MAX_RANGE = 1_000_000
 STOP_AFTER_MS = 10_000
 
 
-def _ms(a: datetime | None, b: datetime | None) -> float | None:
-    if a is None or b is None:
-        return None
-    return (b - a) / timedelta(milliseconds=1)
-
-
 def _detail(e: Event) -> dict[str, Any]:
-    text = e.get("detail")
-    if not text:
-        return {}
-    d = json.loads(text) if isinstance(text, str) else text
-    return d if isinstance(d, dict) else {}
+    d = e.get("detail")
+    if isinstance(d, dict):
+        return d
+    return _json_detail(e)
 
 
 class _Session:

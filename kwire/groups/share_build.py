@@ -22,10 +22,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StringType, StructField, StructType
 
-from kwire.groups.pairs import paired
+from kwire.groups.pairs import paired, write_typed
 from kwire.groups.schema import SHARE_TABLES
 from kwire.spark.faults import fault_point
-from kwire.spark.sink import write_parquet
 
 SHARE_EVENTS = (
     "group_id string, kind string, ts timestamp, resp_ts timestamp, answered boolean, "
@@ -122,12 +121,16 @@ def _event(df: DataFrame, kind: str, **columns: Column) -> DataFrame:
 def share_events(pairs: DataFrame) -> DataFrame | None:
     """The share frames of every group as SHARE_EVENTS rows; None when the capture has none."""
     parts: list[DataFrame] = []
-    if "req_share_fetch" in pairs.columns:
-        f = paired(pairs, "share_fetch")
+    for family, kind, answered in (
+        ("share_fetch", "fetch", _fetch_parts),
+        ("share_acknowledge", "ack", _ack_parts),
+    ):
+        if f"req_{family}" not in pairs.columns:
+            continue
         parts.append(
             _event(
-                f,
-                "fetch",
+                paired(pairs, family),
+                kind,
                 group_id=F.col("req.group_id"),
                 member_id=F.col("req.member_id"),
                 epoch=F.col("req.share_session_epoch"),
@@ -136,27 +139,7 @@ def share_events(pairs: DataFrame) -> DataFrame | None:
                 detail=F.to_json(
                     F.struct(
                         _acks("req.topics").alias("acks"),
-                        F.when(F.col("resp").isNotNull(), _fetch_parts()).alias("parts"),
-                        F.col("req.is_renew_ack").alias("renew"),
-                    )
-                ),
-            )
-        )
-    if "req_share_acknowledge" in pairs.columns:
-        a = paired(pairs, "share_acknowledge")
-        parts.append(
-            _event(
-                a,
-                "ack",
-                group_id=F.col("req.group_id"),
-                member_id=F.col("req.member_id"),
-                epoch=F.col("req.share_session_epoch"),
-                error=F.coalesce(F.col("resp.error_code"), F.lit(0)),
-                lock_ms=F.col("resp.acquisition_lock_timeout_ms"),
-                detail=F.to_json(
-                    F.struct(
-                        _acks("req.topics").alias("acks"),
-                        F.when(F.col("resp").isNotNull(), _ack_parts()).alias("parts"),
+                        F.when(F.col("resp").isNotNull(), answered()).alias("parts"),
                         F.col("req.is_renew_ack").alias("renew"),
                     )
                 ),
@@ -333,14 +316,12 @@ def _ms_between(later: str, earlier: str) -> Column:
 
 def write_share_table(name: str, df: DataFrame, out: str) -> str:
     """Writes OUT/share/<name> (Parquet) in the table's schema; returns its path."""
-    schema = SHARE_TABLES[name]
-    typed = df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema])
     path = os.path.join(out, "share", name)
-    write_parquet(typed, path)
+    write_typed(df, SHARE_TABLES[name], path)
     return path
 
 
 def write_empty(spark: Any, name: str, out: str) -> str:
     path = os.path.join(out, "share", name)
-    write_parquet(spark.createDataFrame([], SHARE_TABLES[name]), path)
+    write_typed(spark.createDataFrame([], SHARE_TABLES[name]), SHARE_TABLES[name], path)
     return path
