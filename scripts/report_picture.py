@@ -4,7 +4,9 @@ screenshots one part of it in headless chromium (Playwright drives Debian's `chr
     python scripts/report_picture.py OUT --part overview -o docs/report-overview.png
 
 `--part` is `overview` or a group id (that group's section). docs/report-overview.png is
-`kwire decode tests/data/capture/mock_gt_progress.pcap -o OUT` then this script on OUT.
+`kwire decode tests/data/capture/mock_gt_progress.pcap -o OUT` then this script on OUT;
+docs/report-share.png is `kwire decode tests/data/capture/kafka_share_stall_kill.pcap -o OUT`
+then this script with `--part share-stall-g`.
 """
 
 from __future__ import annotations

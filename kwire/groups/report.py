@@ -278,11 +278,14 @@ def _share_sections(g: Group, i: int) -> list[str]:
             "share-progress",
         )
     )
-    troubled = [
-        r
-        for r in share.get("records", [])
-        if (r["attempts"] or 0) > 1 or r["final_state"] != "acknowledged"
-    ]
+    troubled = sorted(
+        (
+            r
+            for r in share.get("records", [])
+            if (r["attempts"] or 0) > 1 or r["final_state"] != "acknowledged"
+        ),
+        key=lambda r: (str(r["topic"]), r["partition"], r["offset"]),
+    )
     if troubled:
         parts.append("<h3>records that came back or did not end accepted</h3>")
         parts.append(
