@@ -360,3 +360,40 @@ def test_the_report_draws_each_share_groups_redeliveries(
             browser.close()
     assert errors == []
     assert len(traces) == len(share) and all(n >= 2 for n in traces), traces
+
+
+DESCRIBED = [
+    c
+    for c in CAPTURES
+    if any(
+        e["event"] == "admin" and e.get("call") == "listShareGroupOffsets"
+        for e in _truth(c)["events"]
+    )
+]
+
+
+@pytest.mark.parametrize("capture", DESCRIBED)
+def test_described_start_offsets_are_the_admin_clients(
+    share_out: dict[str, Path], capture: str
+) -> None:
+    """share/progress keeps the last DescribeShareGroupOffsets answer per partition: the start
+    offset and lag the admin client's listShareGroupOffsets returned (after an alter, the
+    altered ones; an answer for a deleted group's offsets names no partition)."""
+    truth = _truth(capture)
+    answers = [
+        e["answer"]
+        for e in truth["events"]
+        if e["event"] == "admin" and e.get("call") == "listShareGroupOffsets" and e["answer"]
+    ]
+    assert answers
+    want = {
+        (topic, int(p)): (v["start_offset"], v["lag"])
+        for topic, parts in answers[-1].items()
+        for p, v in parts.items()
+    }
+    got = {
+        (r["topic"], r["partition"]): (r["described_start_offset"], r["described_lag"])
+        for r in _table(share_out[capture], "progress", truth)
+        if r["described_start_offset"] is not None
+    }
+    assert got == want
