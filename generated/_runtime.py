@@ -1135,7 +1135,8 @@ class _ReadingAsKafka:
         return _Lenient.replaced
 
     def __exit__(self, *exc: Any) -> None:
-        replaced = _Lenient.replaced
+        # A string read twice (a body read again after a first reading failed) counts once.
+        replaced = list(dict.fromkeys(_Lenient.replaced))
         _Lenient.on, _Lenient.replaced = self.saved
         if replaced:
             more = (
