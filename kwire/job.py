@@ -779,8 +779,15 @@ def add_derived(
                 return
             started["t"] = time.monotonic()
             records, prod, endpoints = inputs["records"], inputs["prod"], inputs["endpoints"]
+            # A share group's records settle when accepted: held by the share step, so
+            # delivery need not wait for OUT/share/records to be written.
+            share_tables = steps.result("share tables") if groups and share else None
+            accepted = share_tables["accepted"] if share_tables else None
             written.append(
-                ("delivery", write_delivery(spark, records, prod, endpoints, dst, groups))
+                (
+                    "delivery",
+                    write_delivery(spark, records, prod, endpoints, dst, groups, accepted),
+                )
             )
 
         def write_summary() -> None:
@@ -792,7 +799,7 @@ def add_derived(
 
         needs = ["group tables: commits", "group tables: members"] if groups else [first]
         if groups and share:
-            needs.append("share tables: records")
+            needs.append("share tables")
         steps.add("delivery", write_delivery_table, after=needs)
         steps.add("delivery summary", write_summary, after=["delivery"])
     return written
@@ -821,18 +828,17 @@ def write_delivery(
     endpoints: DataFrame | None,
     out: str,
     groups: bool,
+    accepted: DataFrame | None = None,
 ) -> str:
     """OUT/delivery from add_derived()'s data records, produced records and cluster ids, with
-    the group tables' commits and members written under `out`; returns its path."""
+    the group tables' commits and members written under `out` and the share records' acceptance
+    (kwire.groups.share_build.told_share's "accepted"); returns its path."""
     from kwire.groups.delivery import delivery
 
-    commits = members = accepted = None
+    commits = members = None
     if groups:
         commits = spark.read.parquet(os.path.join(out, "groups", "commits"))
         members = spark.read.parquet(os.path.join(out, "groups", "members"))
-        share_records = os.path.join(out, "share", "records")
-        if has_parquet_files(share_records):
-            accepted = spark.read.parquet(share_records)
     target = os.path.join(out, "delivery")
     write_parquet(delivery(records, prod, endpoints, commits, members, accepted), target)
     return target

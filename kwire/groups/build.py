@@ -1093,8 +1093,9 @@ def add_steps(
     - "group tables: lag" (build_lagged), once the steps in `after_lag` are done too and `lag()`
       gives (known, endpoints);
     - one step per table, "group tables: <name>", side by side, after the one that builds it;
-    - with `share`, "share tables" (kwire.groups.share_build: OUT/share) once the lag's inputs are
-      there (the records' produced instants), and a step per share table.
+    - with `share`, "share tables" (kwire.groups.share_build.told_share: each share group's pass,
+      held) after "group tables", "share tables: joined" (finish_share) once the lag's inputs are
+      there too (the records' produced instants), and a step per share table (OUT/share).
     Returns (name, path) of the tables the steps write."""
     tell = tell or (lambda _: None)
     state: dict[str, Any] = {"left": len(TABLES)}
@@ -1129,18 +1130,27 @@ def add_steps(
 
     with_share = share
 
-    def build_share_tables() -> dict[str, DataFrame] | None:
-        from kwire.groups.share_build import build_share
+    def tell_share() -> dict[str, DataFrame] | None:
+        from kwire.groups.share_build import told_share
 
+        basis = steps.result("group tables")[1]
+        return told_share(basis.pairs, basis.names, basis.capture_end, cached)
+
+    def finish_share_tables() -> dict[str, DataFrame] | None:
+        from kwire.groups.share_build import finish_share
+
+        told = steps.result("share tables")
+        if told is None:
+            return None
         known, _ = lag()
         basis = steps.result("group tables")[1]
         ends = log_end_offsets(basis.requests, basis.responses, basis.names)
-        return build_share(basis.pairs, basis.names, basis.capture_end, cached, known, ends)
+        return finish_share(told, cached, known, ends)
 
     def write_share(name: str) -> str:
         from kwire.groups.share_build import write_empty, write_share_table
 
-        tables = steps.result("share tables")
+        tables = steps.result("share tables: joined")
         if tables is None:
             return write_empty(spark, name, out)
         return write_share_table(name, tables[name], out)
@@ -1148,7 +1158,10 @@ def add_steps(
     steps.configure(settings(spark))
     steps.add("group tables", base, after=after)
     if with_share:
-        steps.add("share tables", build_share_tables, after=["group tables", *after_lag])
+        # Each group's pass first, beside the group tables (OUT/delivery waits for its
+        # acceptances), then what the records' produced instants and the logs' ends add.
+        steps.add("share tables", tell_share, after=["group tables"])
+        steps.add("share tables: joined", finish_share_tables, after=["share tables", *after_lag])
     steps.add("group tables: lag", lagged, after=["group tables", *after_lag])
     steps.finally_(close)
     written = []
@@ -1157,7 +1170,9 @@ def add_steps(
         steps.add(f"group tables: {name}", partial(write_one, name), after=[built_by])
         written.append((f"groups/{name}", os.path.join(out, "groups", name)))
     for name in SHARE_TABLES if with_share else ():
-        steps.add(f"share tables: {name}", partial(write_share, name), after=["share tables"])
+        steps.add(
+            f"share tables: {name}", partial(write_share, name), after=["share tables: joined"]
+        )
         written.append((f"share/{name}", os.path.join(out, "share", name)))
     return written
 

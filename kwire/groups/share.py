@@ -447,21 +447,22 @@ _DELIVERY_COLUMNS = (
 
 
 def _delivery_rows(g: _Group) -> list[Row]:
+    attempts = g.attempts
     order = sorted(
-        range(len(g.attempts)),
+        range(len(attempts)),
         key=lambda i: (
-            g.attempts[i]["topic"] or "",
-            g.attempts[i]["partition"],
-            g.attempts[i]["offset"],
-            g.attempts[i]["acquired_at"] or g.attempts[i]["ack_sent_at"] or datetime.min,
+            attempts[i]["topic"] or "",
+            attempts[i]["partition"],
+            attempts[i]["offset"],
+            attempts[i]["acquired_at"] or attempts[i]["ack_sent_at"] or datetime.min,
             i,
         ),
     )
     rows = []
     for i in order:
-        a = g.attempts[i]
-        row = {k: a.get(k) for k in _DELIVERY_COLUMNS}
-        row["ack_error_name"] = error_name(a["ack_error"])
+        a = attempts[i]
+        row = dict(zip(_DELIVERY_COLUMNS, map(a.get, _DELIVERY_COLUMNS)))
+        row["ack_error_name"] = error_name(a["ack_error"]) if a["ack_error"] is not None else None
         rows.append(row)
     return rows
 
@@ -515,8 +516,21 @@ def _record_rows(g: _Group, end: datetime | None) -> list[Row]:
                 archived_at = released_at
             else:
                 state = "available"
-        counts = [a["delivery_count"] for a in tries if a["delivery_count"] is not None]
-        acquired = [a["acquired_at"] for a in tries if a["acquired_at"] is not None]
+        if len(tries) == 1:  # most records: one attempt (the same values, without the scans)
+            count, at = last["delivery_count"], last["acquired_at"]
+            counts = [count] if count is not None else []
+            acquired = [at] if at is not None else []
+            members = [last["member_id"]]
+            outcomes = {last["outcome"]: 1}
+            refused = int(last["ack_error"] is not None)
+        else:
+            counts = [a["delivery_count"] for a in tries if a["delivery_count"] is not None]
+            acquired = [a["acquired_at"] for a in tries if a["acquired_at"] is not None]
+            members = list(dict.fromkeys(a["member_id"] for a in tries))
+            outcomes = {}
+            for a in tries:
+                outcomes[a["outcome"]] = outcomes.get(a["outcome"], 0) + 1
+            refused = sum(a["ack_error"] is not None for a in tries)
         accepted_at = last["ack_sent_at"] if state == "acknowledged" else None
         first_at = min(acquired) if acquired else None
         rows.append(
@@ -528,7 +542,7 @@ def _record_rows(g: _Group, end: datetime | None) -> list[Row]:
                 "offset": offset,
                 "attempts": len(acquired),
                 "max_delivery_count": max(counts) if counts else None,
-                "members": list(dict.fromkeys(a["member_id"] for a in tries)),
+                "members": members,
                 "first_acquired_at": first_at,
                 "last_acquired_at": max(acquired) if acquired else None,
                 "final_state": state,
@@ -538,10 +552,10 @@ def _record_rows(g: _Group, end: datetime | None) -> list[Row]:
                 "accepted_at": accepted_at,
                 "accepted_by": last["member_id"] if state == "acknowledged" else None,
                 "acquire_to_accept_ms": _ms(first_at, accepted_at),
-                "releases": sum(a["outcome"] == "released" for a in tries),
-                "lock_expiries": sum(a["outcome"] == "lock_expired" for a in tries),
-                "session_releases": sum(a["outcome"] == "session_closed" for a in tries),
-                "refused_acks": sum(a["ack_error"] is not None for a in tries),
+                "releases": outcomes.get("released", 0),
+                "lock_expiries": outcomes.get("lock_expired", 0),
+                "session_releases": outcomes.get("session_closed", 0),
+                "refused_acks": refused,
             }
         )
     return rows

@@ -252,17 +252,17 @@ def _run(names: dict[str, str], capture_end: datetime | None) -> Any:
     return run
 
 
-def build_share(
+def told_share(
     pairs: DataFrame,
     names: dict[str, str],
     capture_end: datetime | None,
     held: list[DataFrame],
-    known: DataFrame | None = None,
-    log_ends: DataFrame | None = None,
 ) -> dict[str, DataFrame] | None:
-    """The four OUT/share tables (lazy), or None when the capture has no share frames. `known`
-    (kwire.groups.delivery.offsets) gives the records their produced instants; `log_ends`
-    (kwire.groups.build.log_end_offsets) the partitions' log end offsets."""
+    """The four OUT/share tables as each group's pass tells them (computed here, and held), or
+    None when the capture has no share frames; under "accepted", each record's acceptance
+    (group_id, topic, partition, offset, accepted_at: what OUT/delivery needs). Computed at
+    once, so that OUT/delivery, which waits for it, is not kept waiting by whatever runs
+    beside it; finish_share() then adds what the records and the logs' ends say."""
     from kwire.spark.session import hold
 
     ev = share_events(pairs)
@@ -270,13 +270,41 @@ def build_share(
         return None
     told = hold(ev.groupBy("group_id").applyInArrow(_run(names, capture_end), TOLD))
     held.append(told)
+    told.count()
     tables = {name: told.where(F.col("table") == name).select(f"{name}.*") for name in SHARE_TABLES}
+    tables["accepted"] = tables["records"].select(
+        "group_id", "topic", "partition", "offset", "accepted_at"
+    )
+    return tables
+
+
+def finish_share(
+    told: dict[str, DataFrame],
+    held: list[DataFrame],
+    known: DataFrame | None = None,
+    log_ends: DataFrame | None = None,
+) -> dict[str, DataFrame]:
+    """The four OUT/share tables (lazy) from told_share()'s: `known`
+    (kwire.groups.delivery.offsets) gives the records their produced instants; `log_ends`
+    (kwire.groups.build.log_end_offsets) the partitions' log end offsets."""
+    from kwire.spark.session import hold
+
+    tables = dict(told)
     if known is not None:
-        produced = known.groupBy("topic", "partition", "offset").agg(
-            F.min("produced_at").alias("_produced_at"),
-            F.min("record_timestamp").alias("_record_timestamp"),
-        )
+        # The produced instants of the share groups' offsets alone, computed once for both
+        # tables: the share records (a few hundred thousand keys at most, often broadcast)
+        # pick their rows out of every offset the capture knows before any aggregation.
         keys = ["topic", "partition", "offset"]
+        wanted = tables["records"].select(*keys).distinct()
+        produced = hold(
+            known.join(wanted, keys, "leftsemi")
+            .groupBy(*keys)
+            .agg(
+                F.min("produced_at").alias("_produced_at"),
+                F.min("record_timestamp").alias("_record_timestamp"),
+            )
+        )
+        held.append(produced)
         d = tables["deliveries"].drop("produced_at", "record_timestamp")
         d = d.join(produced, keys, "left").withColumn("produced_at", F.col("_produced_at"))
         d = d.withColumn("record_timestamp", F.col("_record_timestamp"))
