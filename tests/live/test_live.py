@@ -1,7 +1,8 @@
 """`kwire live` equals the batch job on the same files, through a crash and a restart.
 
-A real capture (librdkafka's mock cluster: a consumer group, a member killed, a rebalance) is cut
-into ring files; the files are dropped into a spool one by one with the real hook
+Two real captures (librdkafka's mock cluster: a consumer group, a member killed, a rebalance;
+then share consumers with redeliveries, a record archived at the limit and a late acknowledgement
+refused) are cut into ring files, in time order; the files are dropped into a spool one by one with the real hook
 (kwire.live.spool). The first run, `kwire live` in its own process, is SIGKILLed in the middle
 of committing a batch (after some tables took the batch's files, before the others did); a
 second run goes on from the checkpoint while the last file closes, and ends on idle. Every table must then equal the
@@ -30,15 +31,16 @@ from tests.fuzz.pcaps import pcap_file
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "capture"
-CAPTURE = DATA / "mock_gt_eager_kill.pcap"
-PIECES = 3
+# Each capture and the ring files it is cut into: the share capture was made later.
+CAPTURES = [(DATA / "mock_gt_eager_kill.pcap", 3), (DATA / "mock_share_locks.pcap", 2)]
+PIECES = sum(n for _, n in CAPTURES)
 
 pytestmark = pytest.mark.xdist_group("live")
 
 
-def cut(path: Path, pieces: int, into: Path) -> list[Path]:
+def cut(path: Path, pieces: int, into: Path, first: int = 0) -> list[Path]:
     """The capture's packets in `pieces` pcap files of about equal packet counts, named as
-    tcpdump -C names a ring's files."""
+    tcpdump -C names a ring's files (from ring.pcap<first>)."""
     with open(path, "rb") as f:
         packets = list(iter_packets(f, FileStats(str(path))))
     linktype = packets[0].linktype
@@ -49,7 +51,7 @@ def cut(path: Path, pieces: int, into: Path) -> list[Path]:
     for i in range(pieces):
         chunk = packets[i * step : (i + 1) * step]
         data, _ = pcap_file([(p.ts_us, p.data) for p in chunk], linktype)
-        target = into / f"ring.pcap{i}"
+        target = into / f"ring.pcap{first + i}"
         target.write_bytes(data)
         out.append(target)
     return out
@@ -101,9 +103,13 @@ def test_live_equals_batch_through_a_crash(tmp_path: Path, spark: Any) -> None:
     from kwire import job
 
     ports = ",".join(
-        str(p) for p in json.loads(CAPTURE.with_suffix(".json").read_text())["broker_ports"]
+        str(p)
+        for capture, _ in CAPTURES
+        for p in json.loads(capture.with_suffix(".json").read_text())["broker_ports"]
     )
-    ring = cut(CAPTURE, PIECES, tmp_path / "ring")
+    ring: list[Path] = []
+    for capture, pieces in CAPTURES:
+        ring += cut(capture, pieces, tmp_path / "ring", first=len(ring))
     batch_in = tmp_path / "batch_in"
     batch_in.mkdir()
     for f in ring:
@@ -186,6 +192,12 @@ def test_live_equals_batch_through_a_crash(tmp_path: Path, spark: Any) -> None:
     for table in sorted(p.name for p in (batch_out / "groups").iterdir()):
         want = _rows(batch_out / "groups" / table)
         assert _rows(out / "groups" / table) == want, f"groups/{table}"
+    # The share group's records, attempt by attempt, as the batch job has them.
+    for table in ("deliveries", "records", "sessions", "progress"):
+        want = _rows(batch_out / "share" / table)
+        assert sum(want.values()) > 0, table
+        assert _rows(out / "share" / table) == want, f"share/{table}"
+    assert {"share/deliveries", "share/records"} <= set(manifest["tables"])
     # Delivery is rebuilt with the group tables: the same trips as the batch job's.
     assert _rows(out / "delivery") == _rows(batch_out / "delivery")
     assert sum(_rows(out / "delivery").values()) > 0
@@ -195,44 +207,3 @@ def test_live_equals_batch_through_a_crash(tmp_path: Path, spark: Any) -> None:
     from kwire.groups.story import tell
 
     assert tell(out) == tell(batch_out)
-
-
-def test_live_keeps_the_share_tables_as_the_batch_job_does(tmp_path: Path, spark: Any) -> None:
-    """A share group's capture (librdkafka's share consumers on its mock: redeliveries, a
-    record archived at the limit, a late acknowledgement refused) followed file by file: OUT/share
-    equals the batch job's on the same files, and the manifest lists its tables."""
-    from kwire import job
-    from kwire.live.job import Live
-
-    capture = DATA / "mock_share_locks.pcap"
-    ports = json.loads(capture.with_suffix(".json").read_text())["broker_ports"]
-    ring = cut(capture, 2, tmp_path / "ring")  # two files, two triggers: the suite's time
-    batch_in = tmp_path / "batch_in"
-    batch_in.mkdir()
-    for f in ring:
-        (batch_in / f.name).write_bytes(f.read_bytes())
-    spool = tmp_path / "spool"
-    spool.mkdir()
-    out = tmp_path / "live"
-
-    def close_them() -> None:
-        for f in ring:
-            spool_file(str(f), str(spool))
-            time.sleep(1.0)
-
-    feeder = threading.Thread(target=close_them)
-    feeder.start()
-    live = Live(spark, str(spool), str(out), ports, max_files=1)
-    try:
-        live.run(trigger_s=0.5, until_idle=2)
-    finally:
-        feeder.join()
-    batch_out = tmp_path / "batch"
-    text = ",".join(map(str, ports))
-    job.run(job.parse_args([str(batch_in), "-o", str(batch_out), "-p", text, "-q"]), spark)
-    for table in ("deliveries", "records", "sessions", "progress"):
-        want = _rows(batch_out / "share" / table)
-        assert sum(want.values()) > 0, table
-        assert _rows(out / "share" / table) == want, f"share/{table}"
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert {"share/deliveries", "share/records"} <= set(manifest["tables"])
