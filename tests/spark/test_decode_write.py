@@ -75,6 +75,11 @@ def _same(spark: SparkSession, ours: Path, theirs: Path) -> None:
 def test_written_by_the_tasks_as_by_sparks_writer(
     spark: SparkSession, frames: DataFrame, tmp_path: Path, tolerant: bool
 ) -> None:
+    if not tolerant:
+        # Strict decoding differs from tolerant only on damaged frames: it runs over the
+        # synthetic traffic (damaged frames of every kind), the TLS capture and the frames the
+        # capture could not complete; the real captures' frames are compared once, tolerant.
+        frames = frames.where(~F.col("source_file").rlike("|".join(CAPTURES)))
     keys = {r[0] for r in frames.select("api_key").distinct().collect() if r[0] is not None}
     families = present_families(keys)
     statuses = set()

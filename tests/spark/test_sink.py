@@ -5,7 +5,7 @@ column of a table with the vectorized Parquet reader (a `noop` write of `SELECT 
 240 rows of 4 MB of compressible bytes (960 MB once read, a few MB on disk), as frames of
 uncompressed records are. Written by Spark as it comes, its row groups are hundreds of MB once
 uncompressed (its pages checked per row, or the writer itself runs out of memory) and the
-default session dies reading it (the control below shows the test can
+default session dies reading it (the control below, run by make sweep, shows the test can
 fail); written by kwire.spark.sink, it reads whole.
 """
 
@@ -23,6 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from kwire.spark.sink import ROW_GROUP_UNCOMPRESSED, resize_row_groups, write_parquet
+from tests.sampling import SWEEP
 
 # Row i holds str(i) + "abcdefghij" 400,000 times: at most 13 x 400,000 bytes.
 ROWS, ROW_BYTES = 240, 5_200_000
@@ -84,10 +85,13 @@ def test_large_compressible_rows_read_whole(spark: SparkSession, tmp_path: Path)
     assert max(size for _, size in _row_groups(plain)) > 4 * ROW_GROUP_UNCOMPRESSED
     done = read_whole_in_a_default_session(sized)
     assert done.returncode == 0, done.stderr[-3000:]
-    # The control: the same rows as Spark writes them are too much for a default session.
-    control = read_whole_in_a_default_session(plain)
-    assert control.returncode != 0
-    assert "read whole" not in control.stdout
+    if SWEEP:
+        # The control: the same rows as Spark writes them are too much for a default session
+        # (its row groups, asserted above, are what kills it). About 25 s of a JVM filling its
+        # heap, so make sweep runs it (again with each Spark upgrade), make test does not.
+        control = read_whole_in_a_default_session(plain)
+        assert control.returncode != 0
+        assert "read whole" not in control.stdout
 
 
 def test_a_table_written_as_it_comes_is_resized(spark: SparkSession, tmp_path: Path) -> None:
