@@ -498,15 +498,17 @@ def build_lagged(
     matched within the cluster that `endpoints`, delivery.clusters(), names); without it those
     columns are null."""
     requests, responses, names = basis.requests, basis.responses, basis.names
-    log_ends = log_end_seen(requests, responses, names) if known is not None else None
+    # Every log end offset the capture shows, held: the commits' lags, progress and the share
+    # groups' progress read it (an explode of every Fetch answer's partitions, once).
+    seen = hold(log_end_seen(requests, responses, names))
+    held.append(seen)
+    log_ends = seen if known is not None else None
     # Held: progress reads it again.
     done = hold(commit_lag(commits(requests, basis.pairs, names), known, endpoints, log_ends))
     held.append(done)
     ends = basis.ev.groupBy("group_id").agg(F.max(F.coalesce("resp_ts", "ts")).alias("end_ts"))
-    lag = end_lag(
-        progress(done, requests, responses, names, ends), known, endpoints, basis.capture_end
-    )
-    return {"commits": done, "progress": lag}
+    lag = end_lag(progress(done, latest_log_ends(seen), ends), known, endpoints, basis.capture_end)
+    return {"commits": done, "progress": lag, LOG_ENDS: latest_log_ends(seen)}
 
 
 _BASE = (
@@ -784,10 +786,12 @@ def end_lag(
     return lag_columns_dropped(out).drop("_cluster", "coordinator")
 
 
-def log_end_offsets(requests: DataFrame, responses: DataFrame, names: dict[str, str]) -> DataFrame:
-    """The latest log end offset seen per topic and partition (log_end_seen), whichever came
-    last."""
-    every = log_end_seen(requests, responses, names)
+# build_lagged's result also holds the latest log end offsets (latest_log_ends) under this key.
+LOG_ENDS = "_log_ends"
+
+
+def latest_log_ends(every: DataFrame) -> DataFrame:
+    """The latest log end offset seen per topic and partition, of log_end_seen()'s rows."""
     last = Window.partitionBy("topic", "partition").orderBy(F.col("hw_ts").desc())
     return every.withColumn("_n", F.row_number().over(last)).where("_n = 1").drop("_n")
 
@@ -857,13 +861,7 @@ def log_end_seen(requests: DataFrame, responses: DataFrame, names: dict[str, str
 STOP_AFTER_MS = 10_000
 
 
-def progress(
-    commits_df: DataFrame,
-    requests: DataFrame,
-    responses: DataFrame,
-    names: dict[str, str],
-    group_end: DataFrame,
-) -> DataFrame:
+def progress(commits_df: DataFrame, hw: DataFrame, group_end: DataFrame) -> DataFrame:
     """Burrow's verdicts per group and partition over the capture window: ERR (the last commit
     attempt failed), REWIND (a committed offset went back), then, as Burrow does, nothing is
     wrong unless the partition lags at the end (its log end offset, from a Fetch high watermark
@@ -889,7 +887,6 @@ def progress(
         F.max_by(F.col("offset") == F.col("prev"), "ts").alias("repeating"),
         F.max_by("coordinator", "ts").alias("coordinator"),
     )
-    hw = log_end_offsets(requests, responses, names)
     joined = (
         attempts.join(agg, ["group_id", "topic", "partition"], "left")
         .join(hw, ["topic", "partition"], "left")
@@ -1143,9 +1140,7 @@ def add_steps(
         if told is None:
             return None
         known, _ = lag()
-        basis = steps.result("group tables")[1]
-        ends = log_end_offsets(basis.requests, basis.responses, basis.names)
-        return finish_share(told, cached, known, ends)
+        return finish_share(told, cached, known, steps.result("group tables: lag")[LOG_ENDS])
 
     def write_share(name: str) -> str:
         from kwire.groups.share_build import write_empty, write_share_table
@@ -1161,8 +1156,13 @@ def add_steps(
         # Each group's pass first, beside the group tables (OUT/delivery waits for its
         # acceptances), then what the records' produced instants and the logs' ends add.
         steps.add("share tables", tell_share, after=["group tables"])
-        steps.add("share tables: joined", finish_share_tables, after=["share tables", *after_lag])
     steps.add("group tables: lag", lagged, after=["group tables", *after_lag])
+    if with_share:
+        steps.add(
+            "share tables: joined",
+            finish_share_tables,
+            after=["share tables", "group tables: lag", *after_lag],
+        )
     steps.finally_(close)
     written = []
     for name in TABLES:

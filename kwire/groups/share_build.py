@@ -286,7 +286,7 @@ def finish_share(
 ) -> dict[str, DataFrame]:
     """The four OUT/share tables (lazy) from told_share()'s: `known`
     (kwire.groups.delivery.offsets) gives the records their produced instants; `log_ends`
-    (kwire.groups.build.log_end_offsets) the partitions' log end offsets."""
+    (kwire.groups.build.latest_log_ends) the partitions' log end offsets."""
     from kwire.spark.session import hold
 
     tables = dict(told)
