@@ -167,6 +167,30 @@ def _topic_map(entries: Any, key: str, value: str) -> Any:
     )
 
 
+def _epoch_heartbeat(
+    pairs: DataFrame, family: str, kind: str, detail_assignor: Column, **own: Column
+) -> DataFrame:
+    """The events of a KIP-848-style heartbeat family (consumer and share groups): member
+    epochs, and the assignment answered as topic id -> partitions; `own` adds the family's own
+    columns. (The raw error is read only for the classic APIs: null here, but for the shape.)"""
+    assignment = _topic_map(F.col("resp.assignment.topic_partitions"), "topic_id", "partitions")
+    columns: dict[str, Column] = {
+        "member_id": F.coalesce(F.col("resp.member_id"), F.col("req.member_id")),
+        "req_member_id": F.col("req.member_id"),
+        "generation": F.col("resp.member_epoch"),
+        "req_generation": F.col("req.member_epoch"),
+        "error": F.coalesce(F.col("resp.error_code"), F.col("resp_raw_error")),
+        "detail": F.to_json(
+            F.struct(
+                F.when(F.col("resp.assignment").isNotNull(), assignment).alias("assignment_ids"),
+                detail_assignor.alias("assignor"),
+            )
+        ),
+    }
+    columns.update(own)
+    return _event(pairs, family, kind, **columns)
+
+
 def events(requests: DataFrame, pairs: DataFrame) -> DataFrame:
     """The protocol events of every group, narrowed to EVENTS (software is joined last)."""
     parts: list[DataFrame] = []
@@ -267,53 +291,21 @@ def events(requests: DataFrame, pairs: DataFrame) -> DataFrame:
             )
         )
     if _has(requests, "consumer_group_heartbeat"):
-        assignment = _topic_map(F.col("resp.assignment.topic_partitions"), "topic_id", "partitions")
         parts.append(
-            _event(
+            _epoch_heartbeat(
                 pairs,
                 "consumer_group_heartbeat",
                 "cgh",
-                member_id=F.coalesce(F.col("resp.member_id"), F.col("req.member_id")),
-                req_member_id=F.col("req.member_id"),
+                F.col("req.server_assignor"),
                 instance_id=F.col("req.instance_id"),
-                generation=F.col("resp.member_epoch"),
-                req_generation=F.col("req.member_epoch"),
-                error=F.col("resp.error_code"),
                 assignor=F.col("req.server_assignor"),
                 rebalance_timeout_ms=F.col("req.rebalance_timeout_ms"),
-                detail=F.to_json(
-                    F.struct(
-                        F.when(F.col("resp.assignment").isNotNull(), assignment).alias(
-                            "assignment_ids"
-                        ),
-                        F.col("req.server_assignor").alias("assignor"),
-                    )
-                ),
             )
         )
     if _has(requests, "share_group_heartbeat"):
-        # Share groups (KIP-932): member epochs as KIP-848's, topic ids named like them.
-        assignment = _topic_map(F.col("resp.assignment.topic_partitions"), "topic_id", "partitions")
-        parts.append(
-            _event(
-                pairs,
-                "share_group_heartbeat",
-                "sgh",
-                member_id=F.coalesce(F.col("resp.member_id"), F.col("req.member_id")),
-                req_member_id=F.col("req.member_id"),
-                generation=F.col("resp.member_epoch"),
-                req_generation=F.col("req.member_epoch"),
-                error=F.coalesce(F.col("resp.error_code"), F.col("resp_raw_error")),
-                detail=F.to_json(
-                    F.struct(
-                        F.when(F.col("resp.assignment").isNotNull(), assignment).alias(
-                            "assignment_ids"
-                        ),
-                        F.lit("simple").alias("assignor"),
-                    )
-                ),
-            )
-        )
+        # Share groups (KIP-932): member epochs as KIP-848's, topic ids named like them; the
+        # broker's assignor is the simple one.
+        parts.append(_epoch_heartbeat(pairs, "share_group_heartbeat", "sgh", F.lit("simple")))
     if _has(requests, "streams_group_heartbeat"):
         # Streams groups (KIP-1071): the tasks a member was given, as subtopology -> partitions
         # under "active:<id>", "standby:<id>" and "warmup:<id>".
@@ -587,16 +579,7 @@ def _narrow_responses(responses: DataFrame) -> DataFrame:
     if "share_fetch" in responses.columns:
         # The acquired ranges and errors: never the records.
         cols = [c for c in cols if str(c) != str(F.col("share_fetch"))]
-        kept = F.transform(
-            "share_fetch.responses",
-            lambda t: F.struct(
-                t["topic_id"].alias("topic_id"),
-                F.transform(
-                    t["partitions"],
-                    lambda p: F.struct(*[p[f].alias(f) for f in _SHARE_FETCH_PARTITION]),
-                ).alias("partitions"),
-            ),
-        )
+        kept = _keep("share_fetch.responses", ("topic_id",), "partitions", _SHARE_FETCH_PARTITION)
         # Tested on a leaf (every decoded answer has an error code): a test of the whole struct
         # would read its records.
         cols.append(
