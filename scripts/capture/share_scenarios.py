@@ -45,33 +45,43 @@ LAST_BATCH = [12, 13]
 # -- the mock cluster through ctypes ---------------------------------------------------------------
 
 
+# The mock's share-group settings, each set by rd_kafka_mock_sharegroup_set_<knob>(mock, value).
+SHARE_KNOBS = ("auto_offset_reset", "record_lock_duration", "max_delivery_attempts",
+               "heartbeat_interval")  # fmt: skip
+
+
+def mock_library() -> tuple[Any, str]:
+    """The confluent-kafka wheel's bundled librdkafka through ctypes, with the mock cluster's C
+    API typed (a handle, the cluster, its bootstraps, topics, the share-group knobs), and its
+    file name. (The Python API has no handle for the share-group knobs.)
+    scripts/scale/make_ring.py uses it too."""
+    import confluent_kafka
+
+    libs = os.path.dirname(confluent_kafka.__file__) + ".libs"
+    found = glob.glob(os.path.join(libs, "librdkafka-*.so*"))
+    if not found:
+        raise SystemExit(f"no bundled librdkafka in {libs}")
+    lib = ctypes.CDLL(found[0])
+    vp = ctypes.c_void_p
+    lib.rd_kafka_conf_new.restype = vp
+    lib.rd_kafka_new.restype = vp
+    lib.rd_kafka_new.argtypes = [ctypes.c_int, vp, ctypes.c_char_p, ctypes.c_size_t]
+    lib.rd_kafka_mock_cluster_new.restype = vp
+    lib.rd_kafka_mock_cluster_new.argtypes = [vp, ctypes.c_int]
+    lib.rd_kafka_mock_cluster_bootstraps.restype = ctypes.c_char_p
+    lib.rd_kafka_mock_cluster_bootstraps.argtypes = [vp]
+    lib.rd_kafka_mock_topic_create.argtypes = [vp, ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
+    for knob in SHARE_KNOBS:
+        getattr(lib, f"rd_kafka_mock_sharegroup_set_{knob}").argtypes = [vp, ctypes.c_int]
+    return lib, os.path.basename(found[0])
+
+
 class Mock:
     """A one-broker librdkafka mock cluster with the share-group settings of this scenario."""
 
     def __init__(self) -> None:
-        import confluent_kafka
-
-        libs = os.path.dirname(confluent_kafka.__file__) + ".libs"
-        found = glob.glob(os.path.join(libs, "librdkafka-*.so*"))
-        if not found:
-            raise SystemExit(f"no bundled librdkafka in {libs}")
-        lib = ctypes.CDLL(found[0])
+        lib, library = mock_library()
         vp = ctypes.c_void_p
-        lib.rd_kafka_conf_new.restype = vp
-        lib.rd_kafka_new.restype = vp
-        lib.rd_kafka_new.argtypes = [ctypes.c_int, vp, ctypes.c_char_p, ctypes.c_size_t]
-        lib.rd_kafka_mock_cluster_new.restype = vp
-        lib.rd_kafka_mock_cluster_new.argtypes = [vp, ctypes.c_int]
-        lib.rd_kafka_mock_cluster_bootstraps.restype = ctypes.c_char_p
-        lib.rd_kafka_mock_cluster_bootstraps.argtypes = [vp]
-        lib.rd_kafka_mock_topic_create.argtypes = [vp, ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
-        for knob in (
-            "auto_offset_reset",
-            "record_lock_duration",
-            "max_delivery_attempts",
-            "heartbeat_interval",
-        ):
-            getattr(lib, f"rd_kafka_mock_sharegroup_set_{knob}").argtypes = [vp, ctypes.c_int]
         lib.rd_kafka_mock_sharegroup_get_member_ids.argtypes = [
             vp,
             ctypes.c_char_p,
@@ -90,7 +100,7 @@ class Mock:
         lib.rd_kafka_topic_partition_list_add.restype = vp
         lib.rd_kafka_topic_partition_list_add.argtypes = [vp, ctypes.c_char_p, ctypes.c_int32]
         self.lib = lib
-        self.library = os.path.basename(found[0])
+        self.library = library
         errstr = ctypes.create_string_buffer(512)
         # A handle with no bootstrap servers: it hosts the mock and never connects to it.
         self.rk = lib.rd_kafka_new(0, lib.rd_kafka_conf_new(), errstr, len(errstr))

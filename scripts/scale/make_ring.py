@@ -139,28 +139,12 @@ class MockLib:
 
     def __init__(self) -> None:
         import ctypes
-        import glob
 
-        import confluent_kafka
+        if str(CAPTURE_SCRIPTS) not in sys.path:
+            sys.path.insert(0, str(CAPTURE_SCRIPTS))
+        from share_scenarios import mock_library
 
-        libs = os.path.dirname(confluent_kafka.__file__) + ".libs"
-        found = glob.glob(os.path.join(libs, "librdkafka-*.so*"))
-        if not found:
-            raise SystemExit(f"no bundled librdkafka in {libs}")
-        lib = ctypes.CDLL(found[0])
-        vp = ctypes.c_void_p
-        lib.rd_kafka_conf_new.restype = vp
-        lib.rd_kafka_new.restype = vp
-        lib.rd_kafka_new.argtypes = [ctypes.c_int, vp, ctypes.c_char_p, ctypes.c_size_t]
-        lib.rd_kafka_mock_cluster_new.restype = vp
-        lib.rd_kafka_mock_cluster_new.argtypes = [vp, ctypes.c_int]
-        lib.rd_kafka_mock_cluster_bootstraps.restype = ctypes.c_char_p
-        lib.rd_kafka_mock_cluster_bootstraps.argtypes = [vp]
-        lib.rd_kafka_mock_topic_create.argtypes = [vp, ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
-        for knob in SHARE_KNOBS:
-            getattr(lib, f"rd_kafka_mock_sharegroup_set_{knob}").argtypes = [vp, ctypes.c_int]
-        self.lib = lib
-        self.library = os.path.basename(found[0])
+        self.lib, self.library = mock_library()
         self.ctypes = ctypes
 
     def cluster(self, brokers: int) -> tuple[Any, Any, str]:
@@ -176,8 +160,6 @@ class MockLib:
 
 
 # The mock's share-group settings (cluster-wide, set before any share group exists).
-SHARE_KNOBS = ("auto_offset_reset", "record_lock_duration", "max_delivery_attempts",
-               "heartbeat_interval")  # fmt: skip
 SHARE_LOCK_MS = 3000
 SHARE_DELIVERY_LIMIT = 4
 SHARE_HEARTBEAT_MS = 1000
