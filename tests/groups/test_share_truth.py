@@ -315,7 +315,7 @@ def test_the_report_draws_each_share_groups_redeliveries(
     group has its redeliveries chart drawn with its traces, and its share tables; the overview
     counts each group's redeliveries as the truth's received events do."""
     from kwire.groups import report, story
-    from tests.groups.test_story import CHROMIUM, CHROMIUM_ARGS
+    from tests.browser import read_page
 
     out = share_out[CAPTURES[0]]
     page_file = tmp_path / "report.html"
@@ -338,26 +338,14 @@ def test_the_report_draws_each_share_groups_redeliveries(
 
     rows = {r["group"]: r for r in group_rows(groups)}
     assert {g: rows[g]["redeliveries"] for g in want} == dict(want)
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no browser at {CHROMIUM} (apt-get install chromium); the page was written")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-    errors: list[str] = []
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1200, "height": 900})
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(page_file.as_uri())
-            page.wait_for_function(
-                "document.querySelectorAll('[id^=redeliveries-] .main-svg').length >= "
-                f"{len(share)}",
-                timeout=60_000,
-            )
-            traces = page.eval_on_selector_all(
-                "[id^=redeliveries-]", "els => els.map(e => e.querySelectorAll('.trace').length)"
-            )
-        finally:
-            browser.close()
+    ready = f"document.querySelectorAll('[id^=redeliveries-] .main-svg').length >= {len(share)}"
+    traces, errors = read_page(
+        page_file,
+        ready,
+        lambda page: page.eval_on_selector_all(
+            "[id^=redeliveries-]", "els => els.map(e => e.querySelectorAll('.trace').length)"
+        ),
+    )
     assert errors == []
     assert len(traces) == len(share) and all(n >= 2 for n in traces), traces
 

@@ -7,8 +7,6 @@ report is opened in a real headless browser (Debian's chromium driven by Playwri
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,22 +16,11 @@ import pytest
 
 from kwire import cli
 from kwire.groups import story
+from tests.browser import read_page
 
 pytestmark = pytest.mark.xdist_group("groups_job")
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = os.environ.get("KWIRE_CHROMIUM", "/usr/bin/chromium")
-# Flags for a root, offline, headless chromium (no sandbox as root; no calls home).
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def _story(out: Path, group: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
@@ -128,40 +115,37 @@ def test_report_renders_every_group_in_a_headless_browser(groups_out: Path, tmp_
     text = page_file.read_text()
     assert "<script" in text and "cdn.plot.ly" not in text.split("</script>")[-1]
     groups = list(story.load(groups_out))
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no browser at {CHROMIUM} (apt-get install chromium); the page was written")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-    errors: list[str] = []
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1200, "height": 900})
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.goto(page_file.as_uri())
-            charts = text.count('class="plotly-graph-div"')
-            page.wait_for_function(
-                f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {charts}",
-                timeout=60_000,
-            )
-            drawn = page.eval_on_selector_all(
+    charts = text.count('class="plotly-graph-div"')
+
+    def read(page: Any) -> dict[str, Any]:
+        return {
+            "drawn": page.eval_on_selector_all(
                 "#overview .js-plotly-plot",
                 "els => els.map(e => [e.id, e.querySelectorAll('.main-svg .trace').length])",
-            )
-            overview_rows = page.eval_on_selector_all(
+            ),
+            "overview_rows": page.eval_on_selector_all(
                 "#overview table.overview-groups tr td:first-child a",
                 "els => els.map(e => [e.textContent, e.getAttribute('href')])",
-            )
-            targets = page.eval_on_selector_all("section.group", "els => els.map(e => '#' + e.id)")
-            shown = page.eval_on_selector_all(
+            ),
+            "targets": page.eval_on_selector_all(
+                "section.group", "els => els.map(e => '#' + e.id)"
+            ),
+            "shown": page.eval_on_selector_all(
                 "section.group", "els => els.map(e => e.dataset.group)"
-            )
-            lanes = page.eval_on_selector_all(
+            ),
+            "lanes": page.eval_on_selector_all(
                 "#timeline-0 .ytick text", "els => els.map(e => e.textContent)"
-            )
-            story_text = page.inner_text("section.group[data-group='g-classic'] pre.story")
-        finally:
-            browser.close()
+            ),
+            "story_text": page.inner_text("section.group[data-group='g-classic'] pre.story"),
+        }
+
+    seen, errors = read_page(
+        page_file,
+        f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {charts}",
+        read,
+    )
+    drawn, overview_rows, targets = seen["drawn"], seen["overview_rows"], seen["targets"]
+    shown, lanes, story_text = seen["shown"], seen["lanes"], seen["story_text"]
     assert errors == []
     assert shown == groups
     # The overview comes first: every chart drawn with its series, every group a row that links
