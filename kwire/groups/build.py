@@ -499,8 +499,9 @@ def build_lagged(
     done = hold(commit_lag(commits(requests, basis.pairs, names), known, endpoints, log_ends))
     held.append(done)
     ends = basis.ev.groupBy("group_id").agg(F.max(F.coalesce("resp_ts", "ts")).alias("end_ts"))
-    lag = end_lag(progress(done, latest_log_ends(seen), ends), known, endpoints, basis.capture_end)
-    return {"commits": done, "progress": lag, LOG_ENDS: latest_log_ends(seen)}
+    latest = latest_log_ends(seen)
+    lag = end_lag(progress(done, latest, ends), known, endpoints, basis.capture_end)
+    return {"commits": done, "progress": lag, LOG_ENDS: latest}
 
 
 _BASE = (
