@@ -74,23 +74,34 @@ GROUP_CAPTURES = [
 ]
 
 
-@pytest.fixture(scope="session")
-def groups_out(spark: "SparkSession", tmp_path_factory: pytest.TempPathFactory) -> "Path":  # type: ignore[name-defined]  # noqa: F821
-    """One decode job over every group capture, shared by the group, story and report tests.
-
-    The files using it carry `pytest.mark.xdist_group("groups_job")` and the test command
-    distributes with --dist loadgroup, so the job runs once, on one worker.
-    """
+def real_captures() -> "list[Path]":  # type: ignore[name-defined]  # noqa: F821
+    """Every committed capture (tests/data, the TLS ones read without their keys)."""
     from pathlib import Path
 
+    data = Path(__file__).resolve().parent / "data"
+    return sorted(p for p in data.rglob("*") if p.suffix in (".pcap", ".pcapng"))
+
+
+@pytest.fixture(scope="session")
+def capture_job(spark: "SparkSession", tmp_path_factory: pytest.TempPathFactory) -> "tuple[Path, Any]":  # type: ignore[name-defined]  # noqa: F821
+    """One decode job over every committed capture: (OUT, its job.Summary). The job, group,
+    share, streams, story and report tests read it; they carry
+    `pytest.mark.xdist_group("groups_job")` and the test command distributes with
+    --dist loadgroup, so the job runs once, on one worker. Each capture's groups, clients and
+    topics are its own, and each group's lags are measured at the end of its own cluster's
+    capture (kwire.groups.build.Clock), so the captures do not disturb each other's tables."""
     from kwire import job
 
-    data = Path(__file__).resolve().parent / "data" / "capture"
-    target = tmp_path_factory.mktemp("groups") / "out"
-    inputs = [str(data / capture) for capture in GROUP_CAPTURES]
-    args = job.parse_args([*inputs, "-o", str(target), "--no-summary", "--quiet"])
-    job.run(args, spark=spark)
-    return target
+    target = tmp_path_factory.mktemp("captures") / "out"
+    inputs = [str(p) for p in real_captures()]
+    summary = job.run(job.parse_args([*inputs, "-o", str(target), "--quiet"]), spark=spark)
+    return target, summary
+
+
+@pytest.fixture(scope="session")
+def groups_out(capture_job: "tuple[Path, Any]") -> "Path":  # type: ignore[name-defined]  # noqa: F821
+    """The OUT of capture_job, which holds every group capture (GROUP_CAPTURES)."""
+    return capture_job[0]
 
 
 def share_captures() -> list[str]:
@@ -108,19 +119,11 @@ def share_captures() -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def share_out(spark: "SparkSession", tmp_path_factory: pytest.TempPathFactory) -> "dict[str, Path]":  # type: ignore[name-defined]  # noqa: F821
-    """One decode job over every share capture and the streams one (their group ids, client ids
-    and topics differ),
-    shared by the share tests (`pytest.mark.xdist_group("share_job")`): capture name -> OUT
-    (the same OUT for all; the tests keep each capture's groups)."""
+def share_out(capture_job: "tuple[Path, Any]") -> "dict[str, Path]":  # type: ignore[name-defined]  # noqa: F821
+    """Share capture (and the streams one) name -> OUT: capture_job's, the same OUT for all;
+    the tests keep each capture's groups."""
     from pathlib import Path
 
-    from kwire import job
-
     data = Path(__file__).resolve().parent / "data" / "capture"
-    target = tmp_path_factory.mktemp("share") / "out"
-    # The Kafka Streams group's capture rides along (tests/groups/test_streams_truth.py).
     captures = share_captures() + [p.name for p in data.glob("kafka_streams_group.pcap")]
-    inputs = [str(data / capture) for capture in captures]
-    job.run(job.parse_args([*inputs, "-o", str(target), "--no-summary", "--quiet"]), spark=spark)
-    return {capture: target for capture in captures}
+    return {capture: capture_job[0] for capture in captures}

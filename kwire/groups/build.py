@@ -390,7 +390,7 @@ _INT_EVENTS = (
 )
 
 
-def _histories(names: dict[str, str], capture_end: datetime | None) -> Any:
+def _histories(names: dict[str, str], ends: Clock) -> Any:
     def run(pdf: pd.DataFrame) -> pd.DataFrame:
         import json
 
@@ -415,7 +415,7 @@ def _histories(names: dict[str, str], capture_end: datetime | None) -> Any:
                 if ids is not None:
                     d["assignment"] = {names.get(k, k): v for k, v in ids.items()}
                 r["detail"] = json.dumps(d)
-        told = history(rows[0]["group_id"], rows, capture_end)
+        told = history(rows[0]["group_id"], rows, ends.of(rows[0]["group_id"]))
         out = [
             (table, json.dumps({k: _json_value(v) for k, v in row.items()}))
             for table in PER_GROUP
@@ -431,6 +431,66 @@ def _from_history(rows: DataFrame, table: str) -> DataFrame:
     return _from_rows(rows, table, TABLES[table])
 
 
+@dataclass(frozen=True)
+class Clock:
+    """The end of the capture as each group saw it: the last request on any connection to a
+    broker of the group's cluster (the cluster ids Metadata responses give its brokers), so
+    that captures of several clusters or days decoded together do not age each other's groups;
+    the last request of all inputs (`end`) where the group's cluster is not named."""
+
+    end: datetime | None
+    groups: dict[str, datetime]
+
+    def of(self, group_id: str) -> datetime | None:
+        return self.groups.get(group_id, self.end)
+
+
+def _naive_utc(micros: int | None) -> datetime | None:
+    # Naive UTC, as the session (and the executors' pandas) see timestamps.
+    return None if micros is None else datetime(1970, 1, 1) + timedelta(microseconds=micros)
+
+
+def clock(requests: DataFrame, responses: DataFrame, ev: DataFrame) -> Clock:
+    """Each group's end of the capture (Clock), from the held requests and events."""
+    from kwire.groups.delivery import broker_endpoint, clusters, with_cluster
+
+    end_row = requests.agg(F.unix_micros(F.max("ts_last")).alias("end")).first()
+    end = _naive_utc(end_row["end"] if end_row is not None else None)
+    endpoints = clusters(responses)
+    if end is None or endpoints is None:
+        return Clock(end, {})
+    # Per connection first: a ring's requests are millions, its connections thousands.
+    frames = (
+        requests.groupBy("connection_id")
+        .agg(F.max("ts_last").alias("ts_last"))
+        .select(broker_endpoint("connection_id").alias("_ep"), "ts_last")
+    )
+    ends = (
+        with_cluster(frames, F.col("_ep"), endpoints, "_cluster")
+        .where(F.col("_cluster").isNotNull())
+        .groupBy("_cluster")
+        .agg(F.max("ts_last").alias("_end"))
+    )
+    met = (
+        ev.select("group_id", "connection_id")
+        .distinct()
+        .select("group_id", broker_endpoint("connection_id").alias("_ep"))
+    )
+    rows = (
+        with_cluster(met, F.col("_ep"), endpoints, "_cluster")
+        .join(ends, "_cluster")
+        .groupBy("group_id")
+        .agg(F.unix_micros(F.max("_end")).alias("end"))
+        .collect()
+    )
+    groups = {}
+    for r in rows:
+        at = _naive_utc(r["end"])
+        if at is not None:
+            groups[r["group_id"]] = at
+    return Clock(end, groups)
+
+
 @dataclass
 class Basis:
     """What build_base() holds for build_lagged(): the narrowed, held decoded tables."""
@@ -440,7 +500,7 @@ class Basis:
     pairs: DataFrame
     ev: DataFrame
     names: dict[str, str]
-    capture_end: datetime | None
+    clock: Clock
 
 
 def build_base(
@@ -464,19 +524,15 @@ def build_base(
     ev = hold(events(requests, pairs))
     held += [requests, responses, pairs, ev]
     names = topic_names(responses)
-    end_row = requests.agg(F.unix_micros(F.max("ts_last")).alias("end")).first()
-    capture_end = None
-    if end_row is not None and end_row["end"] is not None:
-        # Naive UTC, as the session (and the executors' pandas) see timestamps.
-        capture_end = datetime(1970, 1, 1) + timedelta(microseconds=end_row["end"])
-    told = ev.groupBy("group_id").applyInPandas(_histories(names, capture_end), HISTORY_ROWS)
+    ends = clock(requests, responses, ev)
+    told = ev.groupBy("group_id").applyInPandas(_histories(names, ends), HISTORY_ROWS)
     told = hold(told)
     held.append(told)
     tables: dict[str, DataFrame] = {table: _from_history(told, table) for table in PER_GROUP}
     tables["latency"] = latency(responses)
     tables["clients"] = clients(requests, ev)
     tables["coordinators"] = coordinators(requests, pairs)
-    return tables, Basis(requests, responses, pairs, ev, names, capture_end)
+    return tables, Basis(requests, responses, pairs, ev, names, ends)
 
 
 def build_lagged(
@@ -500,7 +556,7 @@ def build_lagged(
     held.append(done)
     ends = basis.ev.groupBy("group_id").agg(F.max(F.coalesce("resp_ts", "ts")).alias("end_ts"))
     latest = latest_log_ends(seen)
-    lag = end_lag(progress(done, latest, ends), known, endpoints, basis.capture_end)
+    lag = end_lag(progress(done, latest, ends), known, endpoints, basis.clock)
     return {"commits": done, "progress": lag, LOG_ENDS: latest}
 
 
@@ -553,6 +609,18 @@ _SHARE_FETCH_PARTITION = (
 _LIST_OFFSETS_PARTITION = ("partition_index", "error_code", "timestamp", "offset")
 
 
+def _metadata_cluster(responses: DataFrame) -> list[Column]:
+    """The Metadata answer's cluster id and brokers' addresses (kwire.groups.delivery.clusters),
+    where its versions carry them (the id from v2)."""
+    fields = responses.schema["metadata"].dataType.fieldNames()  # type: ignore[attr-defined]
+    if "cluster_id" not in fields or "brokers" not in fields:
+        return []
+    brokers = F.transform(
+        "metadata.brokers", lambda b: F.struct(b["host"].alias("host"), b["port"].alias("port"))
+    )
+    return [F.col("metadata.cluster_id").alias("cluster_id"), brokers.alias("brokers")]
+
+
 def _keep(array: str, fields: tuple[str, ...], inner: str, inner_fields: tuple[str, ...]) -> Any:
     """An array<struct> column with only `fields` of each element and, of its array `inner`,
     only `inner_fields`: the group tables read a few numbers of wide response structs."""
@@ -602,7 +670,9 @@ def _narrow_responses(responses: DataFrame) -> DataFrame:
                 F.transform(
                     "metadata.topics",
                     lambda t: F.struct(t["topic_id"].alias("topic_id"), t["name"].alias("name")),
-                ).alias("topics")
+                ).alias("topics"),
+                # Which cluster each broker is in: each group's end of the capture (Clock).
+                *_metadata_cluster(responses),
             ).alias("metadata")
         )
     if "frame" not in responses.columns:
@@ -750,16 +820,25 @@ def end_lag(
     progress_df: DataFrame,
     known: DataFrame | None,
     endpoints: DataFrame | None,
-    capture_end: datetime | None,
+    ends: Clock,
 ) -> DataFrame:
-    """progress with the time lags at the end of the capture, of the record at the last
-    committed offset (0 when the offset lag is 0: nothing was left to consume)."""
+    """progress with the time lags at the end of the capture (each group's: Clock), of the
+    record at the last committed offset (0 when the offset lag is 0: nothing was left to
+    consume)."""
     from kwire.groups.delivery import lag_columns_dropped, time_lag, with_cluster
 
-    if known is None or capture_end is None:
+    if known is None or ends.end is None:
         return _no_lag(progress_df.drop("coordinator"))
     df = with_cluster(progress_df, F.col("coordinator"), endpoints, "_cluster")
-    at = F.lit(capture_end).cast("timestamp")
+    at = F.lit(ends.end).cast("timestamp")
+    if ends.groups:
+        spark = progress_df.sparkSession
+        own = spark.createDataFrame(
+            list(ends.groups.items()), "_end_group string, _end_at timestamp"
+        )
+        df = df.join(F.broadcast(own), F.col("group_id") == F.col("_end_group"), "left")
+        df = df.drop("_end_group")
+        at = F.coalesce(F.col("_end_at"), at)
     joined, by_wire, by_ts = time_lag(df, known, at, F.col("last_offset"), F.col("_cluster"))
     caught_up = F.col("lag") == 0
     out = joined.select(
@@ -767,7 +846,7 @@ def end_lag(
         F.when(caught_up, F.lit(0.0)).otherwise(by_wire).alias("time_lag_ms"),
         F.when(caught_up, F.lit(0.0)).otherwise(by_ts).alias("timestamp_lag_ms"),
     )
-    return lag_columns_dropped(out).drop("_cluster", "coordinator")
+    return lag_columns_dropped(out).drop("_cluster", "coordinator", "_end_at")
 
 
 # build_lagged's result also holds the latest log end offsets (latest_log_ends) under this key.
@@ -1115,7 +1194,7 @@ def add_steps(
         from kwire.groups.share_build import told_share
 
         basis = steps.result("group tables")[1]
-        return told_share(basis.pairs, basis.names, basis.capture_end, cached)
+        return told_share(basis.pairs, basis.names, basis.clock, cached)
 
     def finish_share_tables() -> dict[str, DataFrame] | None:
         from kwire.groups.share_build import finish_share

@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 from kwire.spark.model import rows_of
 
 
-def _broker(connection_id: str) -> Column:
+def broker_endpoint(connection_id: str) -> Column:
     """A connection's broker end, "host:port", from its id ("client->broker[#n]")."""
     m = r"->\[?(.*?)\]?:(\d+)(#\d+)?$"
     return F.concat_ws(
@@ -51,6 +51,9 @@ def clusters(responses: DataFrame) -> DataFrame | None:
     id). Topic names are per cluster: a host that produces to one cluster and consumes the same
     topic from another (MirrorMaker) must not see one trip there."""
     if "metadata" not in responses.columns:
+        return None
+    fields = responses.schema["metadata"].dataType.fieldNames()  # type: ignore[attr-defined]
+    if "cluster_id" not in fields or "brokers" not in fields:
         return None
     return (
         rows_of(responses, "metadata")
@@ -250,7 +253,7 @@ def produced(records: DataFrame, responses: DataFrame, endpoints: DataFrame | No
         F.when(F.col("_error") != 0, F.col("_error").cast("int")).alias("ack_error"),
         *_PRODUCER,
     )
-    out = with_cluster(out, _broker("producer_connection"), endpoints)
+    out = with_cluster(out, broker_endpoint("producer_connection"), endpoints)
     # An idempotent producer's retries: one record, first attempt's time, the attempt acked.
     idem = (F.col("producer_id") >= 0) & (F.col("sequence") >= 0)
     key = F.when(
@@ -306,7 +309,7 @@ def fetched(
         "frame_ts",
         "connection_id",
     )
-    rs = with_cluster(rs, _broker("connection_id"), known).drop("connection_id")
+    rs = with_cluster(rs, broker_endpoint("connection_id"), known).drop("connection_id")
     if members is not None:
         who = (
             members.where(F.col("client_id").isNotNull())
@@ -503,7 +506,7 @@ def offsets(records: DataFrame, prod: DataFrame, endpoints: DataFrame | None) ->
         _data_records(records, "response", 1).select(
             "connection_id", _topic().alias("topic"), "partition", "offset", "timestamp"
         ),
-        _broker("connection_id"),
+        broker_endpoint("connection_id"),
         endpoints,
     )
     read = read.groupBy(*keys).agg(F.min("timestamp").alias("_log_ts"))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
@@ -25,6 +25,9 @@ from pyspark.sql.types import StringType, StructField, StructType
 from kwire.groups.pairs import paired, write_typed
 from kwire.groups.schema import SHARE_TABLES
 from kwire.spark.faults import fault_point
+
+if TYPE_CHECKING:
+    from kwire.groups.build import Clock
 
 SHARE_EVENTS = (
     "group_id string, kind string, ts timestamp, resp_ts timestamp, answered boolean, "
@@ -233,7 +236,7 @@ def _arrow_rows(told: dict[str, list[dict[str, Any]]]) -> pa.Table:
     return pa.concat_tables(parts)
 
 
-def _run(names: dict[str, str], capture_end: datetime | None) -> Any:
+def _run(names: dict[str, str], ends: Clock) -> Any:
     from kwire.groups.share import share_history
 
     def run(table: pa.Table) -> pa.Table:
@@ -247,7 +250,8 @@ def _run(names: dict[str, str], capture_end: datetime | None) -> Any:
             rows.append(e)
         if not rows:
             return _arrow_rows({})
-        return _arrow_rows(share_history(rows[0]["group_id"], rows, capture_end, names))
+        group_id = rows[0]["group_id"]
+        return _arrow_rows(share_history(group_id, rows, ends.of(group_id), names))
 
     return run
 
@@ -255,7 +259,7 @@ def _run(names: dict[str, str], capture_end: datetime | None) -> Any:
 def told_share(
     pairs: DataFrame,
     names: dict[str, str],
-    capture_end: datetime | None,
+    ends: Clock,
     held: list[DataFrame],
 ) -> dict[str, DataFrame] | None:
     """The four OUT/share tables as each group's pass tells them (computed here, and held), or
@@ -268,7 +272,7 @@ def told_share(
     ev = share_events(pairs)
     if ev is None:
         return None
-    told = hold(ev.groupBy("group_id").applyInArrow(_run(names, capture_end), TOLD))
+    told = hold(ev.groupBy("group_id").applyInArrow(_run(names, ends), TOLD))
     held.append(told)
     told.count()
     tables = {name: told.where(F.col("table") == name).select(f"{name}.*") for name in SHARE_TABLES}

@@ -241,7 +241,9 @@ def test_time_lag_at_the_end_is_bounded_by_what_the_scenario_did(
     produce_start, having committed all of the first 16: its next record came from the flow,
     so it is at most end - produce_start behind. The record timestamp librdkafka sets at
     produce() comes before the request leaves, never more than its linger (5 ms) plus the
-    mock's queueing earlier: the two lags agree within a second."""
+    mock's queueing earlier: the two lags agree within a second. The job read this capture
+    with every other one (tests/conftest.py's capture_job), some made weeks later: the end is
+    the group's own cluster's (kwire.groups.build.Clock), not the last packet of all inputs."""
     capture = "mock_gt_progress.pcap"
     truth, scenario = _group(capture, group_id), TRUTH[capture]
     first, start = _at(scenario, "produce"), _at(scenario, "produce_start")

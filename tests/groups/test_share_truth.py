@@ -28,7 +28,7 @@ DATA = Path(__file__).resolve().parents[2] / "tests" / "data" / "capture"
 CAPTURES = share_captures()
 
 pytestmark = [
-    pytest.mark.xdist_group("share_job"),
+    pytest.mark.xdist_group("groups_job"),
     pytest.mark.skipif(not CAPTURES, reason="no share capture with ground truth is committed"),
 ]
 

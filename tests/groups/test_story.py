@@ -154,10 +154,14 @@ def test_report_renders_every_group_in_a_headless_browser(groups_out: Path, tmp_
         f"overview-{c}" for c in ("rate", "latency", "errors", "records", "bytes", "delivery")
     ]
     assert all(traces > 0 for _, traces in drawn), drawn
-    assert charts == len(drawn) + len(groups)
+    # One timeline per group, and a share group's redeliveries besides
+    # (tests/groups/test_share_truth.py reads those).
+    loaded = story.load(groups_out)
+    share = [gid for gid in groups if loaded[gid].protocol == "share"]
+    assert charts == len(drawn) + len(groups) + len(share)
     assert [name for name, _ in overview_rows] == groups
     assert [href for _, href in overview_rows] == targets
-    first = story.load(groups_out)[groups[0]]
+    first = loaded[groups[0]]
     assert sorted(lanes) == sorted(
         story.Names(first.rows("members"))(m["member_id"]) for m in first.rows("members")
     )

@@ -23,7 +23,7 @@ DATA = Path(__file__).resolve().parents[2] / "tests" / "data" / "capture"
 CAPTURE = "kafka_streams_group.pcap"
 
 pytestmark = [
-    pytest.mark.xdist_group("share_job"),
+    pytest.mark.xdist_group("groups_job"),
     pytest.mark.skipif(not (DATA / CAPTURE).exists(), reason=f"{CAPTURE} is not committed"),
 ]
 

@@ -15,14 +15,13 @@ from pyspark.sql import functions as F
 import generated as g
 from benchmarks import synth
 from kwire.capture import E_CLOSED
+from tests.conftest import real_captures
 from tests.quirks import MOCK_CONTROL_BATCH_CRC, MOCK_QUIRKS, kafka_reads, tolerant_warning
 from kwire import job
 from kwire.spark.session import release
 
 ROOT = Path(__file__).resolve().parents[2]
-CAPTURES = sorted(
-    p for p in (ROOT / "tests" / "data").rglob("*") if p.suffix in (".pcap", ".pcapng")
-)
+CAPTURES = real_captures()
 
 
 def run_job(spark: SparkSession, inputs: list[str], out: Path, *extra: str) -> job.Summary:
@@ -104,9 +103,12 @@ def test_a_capture_the_workers_cannot_open_is_said_to_be_missing_on_them(tmp_pat
 
 
 @pytest.mark.skipif(not CAPTURES, reason="no captures under tests/data")
-def test_job_on_real_captures(spark: SparkSession, tmp_path: Path) -> None:
-    summary = run_job(spark, [str(p) for p in CAPTURES], tmp_path / "out")
-    frames = pq.read_table(tmp_path / "out" / "frames.parquet")
+@pytest.mark.xdist_group("groups_job")
+def test_job_on_real_captures(spark: SparkSession, capture_job: tuple[Path, job.Summary]) -> None:
+    """The job over every committed capture (tests/conftest.py's capture_job, which the group,
+    share and story tests read too)."""
+    out, summary = capture_job
+    frames = pq.read_table(out / "frames.parquet")
     requests = sum(1 for d in frames.column("direction").to_pylist() if d == "request")
     assert summary.requests == requests
     assert summary.response_count == frames.num_rows - requests
@@ -136,7 +138,7 @@ def test_job_on_real_captures(spark: SparkSession, tmp_path: Path) -> None:
     # OUT/records: the records of every Produce request and Fetch response, with the design's
     # columns; topics named by id only are resolved from Metadata responses by the join
     # (tests/spark/test_explode.py holds the values against what the scenarios produced).
-    records = spark.read.parquet(str(tmp_path / "out" / "records"))
+    records = spark.read.parquet(str(out / "records"))
     design = """connection_id direction api_key api_version correlation_id client_id frame_ts topic
         topic_id partition batch_index batch_offset magic compression timestamp_type
         is_transactional is_control producer_id producer_epoch base_sequence
@@ -158,9 +160,9 @@ def test_job_on_real_captures(spark: SparkSession, tmp_path: Path) -> None:
         .count()
         == 0
     )
-    _delivery_agrees_with_the_scenarios(spark, tmp_path / "out")
-    _derived_steps_skip_the_payloads(spark, tmp_path / "out")
-    _summary_from_the_group_frames_is_the_same(spark, tmp_path / "out", summary)
+    _delivery_agrees_with_the_scenarios(spark, out)
+    _derived_steps_skip_the_payloads(spark, out)
+    _summary_from_the_group_frames_is_the_same(spark, out, summary)
 
 
 def _summary_from_the_group_frames_is_the_same(
