@@ -27,6 +27,10 @@ from tests.sampling import SWEEP
 
 # Row i holds str(i) + "abcdefghij" 400,000 times: at most 13 x 400,000 bytes.
 ROWS, ROW_BYTES = 240, 5_200_000
+# The resizing tests need a table whose row groups are several times the bound (80 rows: 370 MB
+# in one row group as Spark writes them, 5.8 times ROW_GROUP_UNCOMPRESSED); make sweep resizes
+# all ROWS.
+RESIZED_ROWS = ROWS if SWEEP else 80
 
 READ_WHOLE = """
 import sys
@@ -50,10 +54,10 @@ def read_whole_in_a_default_session(*paths: str) -> subprocess.CompletedProcess[
     )
 
 
-def _big_rows(spark: SparkSession) -> DataFrame:
+def _big_rows(spark: SparkSession, rows: int = ROWS) -> DataFrame:
     text = F.concat(F.col("id").cast("string"), F.lit("abcdefghij"))
     frame = F.repeat(text, 400_000).cast("binary")
-    return spark.range(ROWS).select(
+    return spark.range(rows).select(
         "id", F.length(frame).alias("frame_length"), frame.alias("frame")
     )
 
@@ -78,17 +82,18 @@ def _row_groups(path: str) -> list[tuple[int, int]]:
 def test_large_compressible_rows_read_whole(spark: SparkSession, tmp_path: Path) -> None:
     sized, plain = str(tmp_path / "sized"), str(tmp_path / "plain")
     write_parquet(_big_rows(spark).coalesce(1), sized, row_bytes=ROW_BYTES)
-    _as_spark_writes_them(_big_rows(spark), plain)
     groups = _row_groups(sized)
     assert sum(n for n, _ in groups) == ROWS
     assert max(size for _, size in groups) <= ROW_GROUP_UNCOMPRESSED + ROW_BYTES
-    assert max(size for _, size in _row_groups(plain)) > 4 * ROW_GROUP_UNCOMPRESSED
     done = read_whole_in_a_default_session(sized)
     assert done.returncode == 0, done.stderr[-3000:]
     if SWEEP:
         # The control: the same rows as Spark writes them are too much for a default session
-        # (its row groups, asserted above, are what kills it). About 25 s of a JVM filling its
-        # heap, so make sweep runs it (again with each Spark upgrade), make test does not.
+        # (their row groups, asserted here, are what kills it). A minute of writing them and of
+        # a JVM filling its heap, so make sweep runs it (again with each Spark upgrade), make
+        # test does not.
+        _as_spark_writes_them(_big_rows(spark), plain)
+        assert max(size for _, size in _row_groups(plain)) > 4 * ROW_GROUP_UNCOMPRESSED
         control = read_whole_in_a_default_session(plain)
         assert control.returncode != 0
         assert "read whole" not in control.stdout
@@ -96,12 +101,13 @@ def test_large_compressible_rows_read_whole(spark: SparkSession, tmp_path: Path)
 
 def test_a_table_written_as_it_comes_is_resized(spark: SparkSession, tmp_path: Path) -> None:
     path = str(tmp_path / "frames.parquet")
-    _as_spark_writes_them(_big_rows(spark), path)
+    _as_spark_writes_them(_big_rows(spark, RESIZED_ROWS), path)
+    assert max(size for _, size in _row_groups(path)) > 4 * ROW_GROUP_UNCOMPRESSED
     assert resize_row_groups(spark, path, "frame_length") is True
     groups = _row_groups(path)
-    assert sum(n for n, _ in groups) == ROWS
+    assert sum(n for n, _ in groups) == RESIZED_ROWS
     assert max(size for _, size in groups) <= 2 * ROW_GROUP_UNCOMPRESSED
-    assert spark.read.parquet(path).count() == ROWS
+    assert spark.read.parquet(path).count() == RESIZED_ROWS
     # A table whose row groups are already small is left alone.
     assert resize_row_groups(spark, path, "frame_length") is False
 
@@ -114,7 +120,7 @@ def test_records_of_large_values_are_resized_by_their_own_size(
     from kwire.spark.explode import row_size
 
     path = str(tmp_path / "records")
-    big = _big_rows(spark).select(
+    big = _big_rows(spark, RESIZED_ROWS).select(
         F.lit(None).cast("binary").alias("key"),
         F.col("frame").alias("value"),
         F.array(F.struct(F.lit("h").alias("key"), F.lit(b"v").alias("value"))).alias("headers"),
@@ -122,7 +128,7 @@ def test_records_of_large_values_are_resized_by_their_own_size(
     write_parquet(big.coalesce(1), path)
     assert resize_row_groups(spark, path, row_size()) is True
     groups = _row_groups(path)
-    assert sum(n for n, _ in groups) == ROWS
+    assert sum(n for n, _ in groups) == RESIZED_ROWS
     assert max(size for _, size in groups) <= 2 * ROW_GROUP_UNCOMPRESSED
     done = read_whole_in_a_default_session(path)
     assert done.returncode == 0, done.stderr[-3000:]
