@@ -17,7 +17,6 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -25,12 +24,15 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from kwire.groups.errors import ERROR_AT, NAMES
+from kwire.groups.clock import Clock, clock
+from kwire.groups.described import described
+from kwire.groups.errors import ERROR_AT
+from kwire.groups.pairs import _error_name
 from kwire.groups.history import history
 from kwire.spark.faults import fault_point
 from kwire.spark.session import hold, hold_per_core, release
 from kwire.spark.steps import Steps
-from kwire.groups.pairs import _from_rows, _json_value, _missing, paired, write_typed
+from kwire.groups.pairs import _from_rows, _json_value, _missing, _named, paired, write_typed
 from kwire.groups.schema import SHARE_TABLES, TABLES
 from pyspark.sql.types import LongType, StructField, StructType, TimestampType
 
@@ -431,66 +433,6 @@ def _from_history(rows: DataFrame, table: str) -> DataFrame:
     return _from_rows(rows, table, TABLES[table])
 
 
-@dataclass(frozen=True)
-class Clock:
-    """The end of the capture as each group saw it: the last request on any connection to a
-    broker of the group's cluster (the cluster ids Metadata responses give its brokers), so
-    that captures of several clusters or days decoded together do not age each other's groups;
-    the last request of all inputs (`end`) where the group's cluster is not named."""
-
-    end: datetime | None
-    groups: dict[str, datetime]
-
-    def of(self, group_id: str) -> datetime | None:
-        return self.groups.get(group_id, self.end)
-
-
-def _naive_utc(micros: int | None) -> datetime | None:
-    # Naive UTC, as the session (and the executors' pandas) see timestamps.
-    return None if micros is None else datetime(1970, 1, 1) + timedelta(microseconds=micros)
-
-
-def clock(requests: DataFrame, responses: DataFrame, ev: DataFrame) -> Clock:
-    """Each group's end of the capture (Clock), from the held requests and events."""
-    from kwire.groups.delivery import broker_endpoint, clusters, with_cluster
-
-    end_row = requests.agg(F.unix_micros(F.max("ts_last")).alias("end")).first()
-    end = _naive_utc(end_row["end"] if end_row is not None else None)
-    endpoints = clusters(responses)
-    if end is None or endpoints is None:
-        return Clock(end, {})
-    # Per connection first: a ring's requests are millions, its connections thousands.
-    frames = (
-        requests.groupBy("connection_id")
-        .agg(F.max("ts_last").alias("ts_last"))
-        .select(broker_endpoint("connection_id").alias("_ep"), "ts_last")
-    )
-    ends = (
-        with_cluster(frames, F.col("_ep"), endpoints, "_cluster")
-        .where(F.col("_cluster").isNotNull())
-        .groupBy("_cluster")
-        .agg(F.max("ts_last").alias("_end"))
-    )
-    met = (
-        ev.select("group_id", "connection_id")
-        .distinct()
-        .select("group_id", broker_endpoint("connection_id").alias("_ep"))
-    )
-    rows = (
-        with_cluster(met, F.col("_ep"), endpoints, "_cluster")
-        .join(ends, "_cluster")
-        .groupBy("group_id")
-        .agg(F.unix_micros(F.max("_end")).alias("end"))
-        .collect()
-    )
-    groups = {}
-    for r in rows:
-        at = _naive_utc(r["end"])
-        if at is not None:
-            groups[r["group_id"]] = at
-    return Clock(end, groups)
-
-
 @dataclass
 class Basis:
     """What build_base() holds for build_lagged(): the narrowed, held decoded tables."""
@@ -519,6 +461,7 @@ def build_base(
     # rows, and each of the dozen queries below paid 14 tasks to read them.
     requests = requests.select(*[c for c in requests.columns if c in _REQUEST_COLUMNS])
     requests = hold_per_core(requests)
+    read_responses = responses
     responses = hold_per_core(_narrow_responses(responses))
     pairs = hold(pair_all(requests, responses))
     ev = hold(events(requests, pairs))
@@ -532,6 +475,9 @@ def build_base(
     tables["latency"] = latency(responses)
     tables["clients"] = clients(requests, ev)
     tables["coordinators"] = coordinators(requests, pairs)
+    # From the decoded answers as read (partitioned by api key: their files alone), not the
+    # held frames, which the coordinator's answers would widen for every other table.
+    tables["described"] = described(read_responses, names)
     return tables, Basis(requests, responses, pairs, ev, names, ends)
 
 
@@ -703,22 +649,6 @@ def _raw_error() -> Any:
         is_it = (F.col("status") == "malformed") & (F.col("api_key") == key)
         out = F.when(is_it & (F.length("frame") >= pos + 1), code).otherwise(out)
     return out
-
-
-def _error_name(col: Any) -> Any:
-    mapping = F.create_map(*[x for code, name in NAMES.items() for x in (F.lit(code), F.lit(name))])
-    return F.when(col.isNull() | (col == 0), None).otherwise(
-        F.coalesce(mapping[col.cast("int")], F.concat(F.lit("ERROR_"), col.cast("string")))
-    )
-
-
-def _named(name: Column, topic_id: Column, names: dict[str, str]) -> Column:
-    """A topic as the group tables show it: its name where the frame gives one, else the name
-    the capture's Metadata responses give its id, else the id (Kafka's text form)."""
-    if not names:
-        return F.coalesce(name, topic_id)
-    mapping = F.create_map(*[x for k, v in names.items() for x in (F.lit(k), F.lit(v))])
-    return F.coalesce(name, mapping[topic_id], topic_id)
 
 
 def commits(requests: DataFrame, pairs: DataFrame, names: dict[str, str]) -> DataFrame:

@@ -7,9 +7,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType, TimestampType
+
+from kwire.groups.errors import NAMES
 
 _PAIR_BASE = (
     "connection_id",
@@ -83,3 +85,19 @@ def write_typed(df: DataFrame, schema: StructType, path: str) -> None:
     from kwire.spark.sink import write_parquet
 
     write_parquet(df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema]), path)
+
+
+def _named(name: Column, topic_id: Column, names: dict[str, str]) -> Column:
+    """A topic as the group tables show it: its name where the frame gives one, else the name
+    the capture's Metadata responses give its id, else the id (Kafka's text form)."""
+    if not names:
+        return F.coalesce(name, topic_id)
+    mapping = F.create_map(*[x for k, v in names.items() for x in (F.lit(k), F.lit(v))])
+    return F.coalesce(name, mapping[topic_id], topic_id)
+
+
+def _error_name(col: Any) -> Any:
+    mapping = F.create_map(*[x for code, name in NAMES.items() for x in (F.lit(code), F.lit(name))])
+    return F.when(col.isNull() | (col == 0), None).otherwise(
+        F.coalesce(mapping[col.cast("int")], F.concat(F.lit("ERROR_"), col.cast("string")))
+    )

@@ -180,6 +180,31 @@ TABLES: dict[str, StructType] = {
         ("not_coordinator_errors", L),
         ("load_in_progress_ms", D),
     ),
+    # What describe calls answered (kwire.groups.described): one row per answer, group and
+    # member (one row with a null member_id for a group without members).
+    "described": _t(
+        ("group_id", S),
+        ("group_type", S),
+        ("described_at", TS),
+        ("asked_by", S),
+        ("coordinator", S),
+        ("error", S),
+        ("state", S),
+        ("group_epoch", I),
+        ("assignment_epoch", I),
+        ("topology_epoch", I),
+        ("assignor", S),
+        ("member_id", S),
+        ("member_epoch", I),
+        ("member_client_id", S),
+        ("client_host", S),
+        ("instance_id", S),
+        ("process_id", S),
+        ("assigned", ArrayType(S)),
+        ("standby", ArrayType(S)),
+        ("warmup", ArrayType(S)),
+        ("target", ArrayType(S)),
+    ),
 }
 
 # OUT/share/: share groups (KIP-932), one table per shape (kwire.groups.share builds the rows).

@@ -27,7 +27,7 @@ from kwire.groups.schema import SHARE_TABLES
 from kwire.spark.faults import fault_point
 
 if TYPE_CHECKING:
-    from kwire.groups.build import Clock
+    from kwire.groups.clock import Clock
 
 SHARE_EVENTS = (
     "group_id string, kind string, ts timestamp, resp_ts timestamp, answered boolean, "

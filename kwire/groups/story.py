@@ -102,6 +102,14 @@ def load(out: str | Path, group: str | None = None) -> dict[str, Group]:
         "progress": ("topic", "partition"),
         "coordinators": ("from_ts",),
     }
+    # What describe calls answered (older outputs have no such table), for the groups the
+    # tables above know: a group seen only in describe answers has its rows there alone.
+    described = base / "described"
+    if described.exists():
+        for row in _read(described, group):
+            if row["group_id"] in groups:
+                groups[row["group_id"]].tables.setdefault("described", []).append(row)
+    order["described"] = ("described_at", "member_id")
     # Share groups' records (OUT/share, from outputs that have it: older ones do not).
     from kwire.groups.share_story import SHARE_TABLES
 
@@ -494,6 +502,7 @@ def tell_group(group: Group) -> list[str]:
     if members:
         lines.append("  members:")
         lines.extend(f"    {_member_line(m, names)}" for m in members)
+    lines.extend("  " + line for line in _described_lines(group, names))
     if group.protocol == "share":
         from kwire.groups.share_story import summary_lines
 
@@ -502,6 +511,58 @@ def tell_group(group: Group) -> list[str]:
         return lines
     lines.extend("  " + line for line in _commit_lines(group, names))
     lines.extend("  " + line for line in _progress_lines(group))
+    return lines
+
+
+def _described_lines(group: Group, names: Names) -> list[str]:
+    """What describe calls answered: how many, by whom, and each answer that differs from the
+    one before (state, epochs, members and what each held)."""
+    rows = group.rows("described")
+    if not rows:
+        return []
+    answers: dict[Any, list[Row]] = defaultdict(list)
+    for r in rows:
+        answers[(r["described_at"], r["asked_by"], r["coordinator"])].append(r)
+    askers = sorted({r["asked_by"] or "?" for r in rows})
+    lines = [
+        f"described {_plural(len(answers), 'time')} (by {', '.join(askers)}); "
+        "each answer that differed from the one before:"
+    ]
+    before = None
+    for (at, _, _), answer in sorted(answers.items(), key=lambda kv: _sortable(kv[0][0])):
+        first = answer[0]
+        if first["error"]:
+            text = f"refused: {first['error']}"
+        else:
+            text = first["state"] or "?"
+            for key, word in (
+                ("group_epoch", "group epoch"),
+                ("assignment_epoch", "assignment epoch"),
+                ("topology_epoch", "topology epoch"),
+            ):
+                if first[key] is not None and first[key] >= 0:
+                    text += f", {word} {first[key]}"
+            held = []
+            for m in answer:
+                if m["member_id"] is None:
+                    continue
+                part = names(m["member_id"])
+                if m["member_epoch"] is not None:
+                    part += f" (epoch {m['member_epoch']})"
+                tasks = [
+                    f"{word} {' '.join(sorted(m[key]))}"
+                    for key, word in (
+                        ("assigned", "active" if first["group_type"] == "streams" else "holds"),
+                        ("standby", "standby"),
+                        ("warmup", "warmup"),
+                    )
+                    if m[key]
+                ]
+                held.append(part + (" " + ", ".join(tasks) if tasks else ""))
+            text += ": " + ("; ".join(held) if held else "no members")
+        if text != before:
+            lines.append(f"  {clock(at)} {text}")
+        before = text
     return lines
 
 

@@ -107,6 +107,15 @@ def test_the_story_tells_the_streams_group(out: Path) -> None:
     assert text.startswith(f"group {truth['application_id']} (streams group")
     s3 = truth["instances"]["s3"]["consumer_client_id"]
     assert f"{s3} (127.0.0.1) evicted" in text, text
+    # What the admin's describe calls were answered, the last with the group empty.
+    describes = truth["describe_requests"]
+    assert f"described {describes} times (by {truth['control_clients']['admin']})" in text, text
+    final = truth["final_describe"]
+    assert (
+        f"{final['state']}, group epoch {final['group_epoch']}, assignment epoch "
+        f"{final['target_assignment_epoch']}, topology epoch {final['topology_epoch']}: "
+        "no members"
+    ) in text, text
 
 
 def test_topology_status_codes_are_named(out: Path) -> None:
@@ -118,3 +127,77 @@ def test_topology_status_codes_are_named(out: Path) -> None:
     }
     assert "status MISSING_INTERNAL_TOPICS" in seen, seen
     assert not [e for e in seen if e.startswith("status STATUS_")], seen
+
+
+def _answer(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The rows of one describe answer (groups/described) in the admin client's shape."""
+    first = rows[0]
+    members = sorted(
+        (
+            {
+                "member_id": r["member_id"],
+                "member_epoch": r["member_epoch"],
+                "client_id": r["member_client_id"],
+                "client_host": r["client_host"],
+                "process_id": r["process_id"],
+                "assignment": {
+                    "active": sorted(r["assigned"]),
+                    "standby": sorted(r["standby"]),
+                    "warmup": sorted(r["warmup"]),
+                },
+                "target_active": sorted(r["target"]),
+            }
+            for r in rows
+            if r["member_id"] is not None
+        ),
+        key=lambda m: m["member_id"],
+    )
+    return {
+        "group_id": first["group_id"],
+        "state": first["state"],
+        "group_epoch": first["group_epoch"],
+        "target_assignment_epoch": first["assignment_epoch"],
+        "topology_epoch": first["topology_epoch"],
+        "assignor": first["assignor"],
+        "members": members,
+    }
+
+
+def _admin(describe: dict[str, Any]) -> dict[str, Any]:
+    """What the admin client's describeStreamsGroups returned, in the same shape."""
+    members = sorted(
+        (
+            {
+                "member_id": m["member_id"],
+                "member_epoch": m["member_epoch"],
+                "client_id": m["client_id"],
+                "client_host": m["client_host"],
+                "process_id": m["process_id"],
+                "assignment": {k: sorted(v) for k, v in m["assignment"].items()},
+                "target_active": sorted(m["target_assignment"]["active"]),
+            }
+            for m in describe["members"]
+        ),
+        key=lambda m: m["member_id"],
+    )
+    keys = ("group_id", "state", "group_epoch", "target_assignment_epoch", "topology_epoch")
+    return {**{k: describe[k] for k in keys}, "assignor": describe["assignor"], "members": members}
+
+
+def test_every_describe_answer_the_admin_got_is_in_groups_described(out: Path) -> None:
+    """The admin client described the group after every move and at the end; each answer it
+    got (state, epochs, assignor, every member with its epoch, client, process and tasks) is
+    one answer in groups/described, read from the StreamsGroupDescribe responses."""
+    truth = _truth()
+    rows = [r for r in _rows(out, "described", truth["application_id"])]
+    assert rows and {r["group_type"] for r in rows} == {"streams"}
+    by_answer: dict[Any, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_answer.setdefault(r["described_at"], []).append(r)
+    # One answer per StreamsGroupDescribe request the capture holds.
+    assert len(by_answer) == truth["describe_requests"]
+    answers = [_answer(a) for _, a in sorted(by_answer.items())]
+    for describe in [*truth["describes"], truth["final_describe"]]:
+        assert _admin(describe) in answers, describe["group_epoch"]
+    assert answers[-1] == _admin(truth["final_describe"])
+    assert {r["asked_by"] for r in rows} == {truth["control_clients"]["admin"]}
