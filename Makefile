@@ -47,10 +47,11 @@ test: $(STAMP) $(NATIVE_STAMP) bytecode
 	KWIRE_EXPECT_COMPILED=$$([ -n "$$KWIRE_PURE_PYTHON" ] && echo 0 || echo 1) $(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=12 tests
 
 # The exhaustive matrices make test samples: every message and version of every API through the
-# property round trips (40 examples each), both peers (25 each), the Arrow columns, the upstream
-# schemas compiled as they are, the systematic fuzz seeds and mutations, the regenerate check
-# formatting every module, the sink tests' control (Spark's own row groups kill a default
-# session) and their full-size resizing, and the decoded tables of every API in both directions.
+# property round trips (40 examples each; make test gives the group family 20) and both peers (25
+# each; make test 12), the Arrow columns, the upstream schemas compiled as they are, the
+# systematic fuzz seeds and mutations, the regenerate check formatting every module, the sink
+# tests' control (Spark's own row groups kill a default session) and their full-size resizing,
+# and the decoded tables of every API in both directions.
 sweep: $(STAMP)
 	KWIRE_SWEEP=1 $(BIN)/python -m pytest -q -n 2 tests/generated tests/fuzz tests/spark/test_model.py \
 		tests/generator/test_upstream.py tests/generator/test_generated_is_current.py \
