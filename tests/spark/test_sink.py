@@ -6,7 +6,8 @@ column of a table with the vectorized Parquet reader (a `noop` write of `SELECT 
 uncompressed records are. Written by Spark as it comes, its row groups are hundreds of MB once
 uncompressed (its pages checked per row, or the writer itself runs out of memory) and the
 default session dies reading it (the control below, run by make sweep, shows the test can
-fail); written by kwire.spark.sink, it reads whole.
+fail); written by kwire.spark.sink, it reads whole. make test writes and reads 80 of the rows
+(370 MB), in row groups bounded as the full table's are; make sweep all 240.
 """
 
 from __future__ import annotations
@@ -27,9 +28,8 @@ from tests.sampling import SWEEP
 
 # Row i holds str(i) + "abcdefghij" 400,000 times: at most 13 x 400,000 bytes.
 ROWS, ROW_BYTES = 240, 5_200_000
-# The resizing tests need a table whose row groups are several times the bound (80 rows: 370 MB
-# in one row group as Spark writes them, 5.8 times ROW_GROUP_UNCOMPRESSED); make sweep resizes
-# all ROWS.
+# The sizing and resizing tests need a table several times the bound (80 rows: 370 MB, in one
+# row group as Spark writes them, 5.8 times ROW_GROUP_UNCOMPRESSED); make sweep takes all ROWS.
 RESIZED_ROWS = ROWS if SWEEP else 80
 
 READ_WHOLE = """
@@ -81,9 +81,12 @@ def _row_groups(path: str) -> list[tuple[int, int]]:
 
 def test_large_compressible_rows_read_whole(spark: SparkSession, tmp_path: Path) -> None:
     sized, plain = str(tmp_path / "sized"), str(tmp_path / "plain")
-    write_parquet(_big_rows(spark).coalesce(1), sized, row_bytes=ROW_BYTES)
+    # make test writes and reads RESIZED_ROWS (370 MB), bounded as the full table is; make sweep
+    # the full 960 MB beside its control.
+    write_parquet(_big_rows(spark, RESIZED_ROWS).coalesce(1), sized, row_bytes=ROW_BYTES)
     groups = _row_groups(sized)
-    assert sum(n for n, _ in groups) == ROWS
+    assert sum(n for n, _ in groups) == RESIZED_ROWS
+    assert len(groups) >= 4
     assert max(size for _, size in groups) <= ROW_GROUP_UNCOMPRESSED + ROW_BYTES
     done = read_whole_in_a_default_session(sized)
     assert done.returncode == 0, done.stderr[-3000:]
