@@ -25,6 +25,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from kwire.groups.clock import Clock, clock
+from kwire.groups.delivery import names_clusters
 from kwire.groups.described import described
 from kwire.groups.errors import ERROR_AT
 from kwire.groups.pairs import _error_name
@@ -558,8 +559,7 @@ _LIST_OFFSETS_PARTITION = ("partition_index", "error_code", "timestamp", "offset
 def _metadata_cluster(responses: DataFrame) -> list[Column]:
     """The Metadata answer's cluster id and brokers' addresses (kwire.groups.delivery.clusters),
     where its versions carry them (the id from v2)."""
-    fields = responses.schema["metadata"].dataType.fieldNames()  # type: ignore[attr-defined]
-    if "cluster_id" not in fields or "brokers" not in fields:
+    if not names_clusters(responses):
         return []
     brokers = F.transform(
         "metadata.brokers", lambda b: F.struct(b["host"].alias("host"), b["port"].alias("port"))

@@ -10,6 +10,8 @@ from datetime import datetime, timedelta
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from kwire.groups.delivery import broker_endpoint, clusters, with_cluster
+
 
 @dataclass(frozen=True)
 class Clock:
@@ -31,14 +33,10 @@ def _naive_utc(micros: int | None) -> datetime | None:
 
 
 def clock(requests: DataFrame, responses: DataFrame, ev: DataFrame) -> Clock:
-    """Each group's end of the capture (Clock), from the held requests and events."""
-    from kwire.groups.delivery import broker_endpoint, clusters, with_cluster
-
-    end_row = requests.agg(F.unix_micros(F.max("ts_last")).alias("end")).first()
-    end = _naive_utc(end_row["end"] if end_row is not None else None)
+    """Each group's end of the capture (Clock), from the held requests and events: one pass
+    over the requests gives the last of all and the last per cluster, one over the group
+    events says which clusters each group met."""
     endpoints = clusters(responses)
-    if end is None or endpoints is None:
-        return Clock(end, {})
     # Per connection first: a ring's requests are millions, its connections thousands.
     frames = (
         requests.groupBy("connection_id")
@@ -47,25 +45,31 @@ def clock(requests: DataFrame, responses: DataFrame, ev: DataFrame) -> Clock:
     )
     ends = (
         with_cluster(frames, F.col("_ep"), endpoints, "_cluster")
-        .where(F.col("_cluster").isNotNull())
-        .groupBy("_cluster")
-        .agg(F.max("ts_last").alias("_end"))
+        .rollup("_cluster")
+        .agg(F.unix_micros(F.max("ts_last")).alias("end"), F.grouping("_cluster").alias("all"))
+        .collect()
     )
+    end = next((_naive_utc(r["end"]) for r in ends if r["all"]), None)
+    of_cluster = {
+        r["_cluster"]: _naive_utc(r["end"])
+        for r in ends
+        if not r["all"] and r["_cluster"] is not None and r["end"] is not None
+    }
+    if end is None or not of_cluster:
+        return Clock(end, {})
     met = (
         ev.select("group_id", "connection_id")
         .distinct()
         .select("group_id", broker_endpoint("connection_id").alias("_ep"))
     )
-    rows = (
+    groups: dict[str, datetime] = {}
+    for r in (
         with_cluster(met, F.col("_ep"), endpoints, "_cluster")
-        .join(ends, "_cluster")
-        .groupBy("group_id")
-        .agg(F.unix_micros(F.max("_end")).alias("end"))
+        .select("group_id", "_cluster")
+        .distinct()
         .collect()
-    )
-    groups = {}
-    for r in rows:
-        at = _naive_utc(r["end"])
-        if at is not None:
+    ):
+        at = of_cluster.get(r["_cluster"])
+        if at is not None and (r["group_id"] not in groups or at > groups[r["group_id"]]):
             groups[r["group_id"]] = at
     return Clock(end, groups)

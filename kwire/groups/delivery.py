@@ -46,14 +46,20 @@ def broker_endpoint(connection_id: str) -> Column:
     )
 
 
+def names_clusters(responses: DataFrame) -> bool:
+    """Whether the decoded Metadata answers carry the cluster id and the brokers (every
+    version but the first two do; a capture of those alone has no cluster to name)."""
+    if "metadata" not in responses.columns:
+        return False
+    fields = responses.schema["metadata"].dataType.fieldNames()  # type: ignore[attr-defined]
+    return "cluster_id" in fields and "brokers" in fields
+
+
 def clusters(responses: DataFrame) -> DataFrame | None:
     """Broker "host:port" -> cluster id, from the Metadata responses (v2+ carry the cluster
     id). Topic names are per cluster: a host that produces to one cluster and consumes the same
     topic from another (MirrorMaker) must not see one trip there."""
-    if "metadata" not in responses.columns:
-        return None
-    fields = responses.schema["metadata"].dataType.fieldNames()  # type: ignore[attr-defined]
-    if "cluster_id" not in fields or "brokers" not in fields:
+    if not names_clusters(responses):
         return None
     return (
         rows_of(responses, "metadata")
