@@ -51,8 +51,9 @@ def test_regenerating_reproduces_the_committed_package() -> None:
 
 
 # A sample with common structs, tagged fields, nested arrays and the headers: compiled in another
-# process with another hash seed, it must give the same text. (The whole set is compared with the
-# committed package above, which an earlier process made: that too is a check across processes.)
+# process with another hash seed, it must give the committed text (which `make generate` made in
+# a third process, and which test_regenerating_reproduces_the_committed_package compares with
+# this process's output).
 SAMPLE = [
     "RequestHeader", "ResponseHeader", "FetchResponse", "OffsetCommitRequest",
     "DescribeClusterResponse", "ConsumerGroupHeartbeatResponse", "ApiVersionsResponse",
@@ -76,7 +77,11 @@ def test_generation_is_deterministic() -> None:
         env={**os.environ, "PYTHONHASHSEED": "12345"},
     )
     assert other.returncode == 0, other.stderr
-    assert json.loads(other.stdout) == compile_schemas([Path(p) for p in paths])
+    made = json.loads(other.stdout)
+    made.pop("__init__.py")  # the sample's own registry, not the package's
+    assert len(made) == len(SAMPLE) + 1  # and the runtime
+    for name, text in made.items():
+        assert text == (ROOT / "generated" / name).read_text(encoding="utf-8"), name
 
 
 def test_generated_package_is_mypy_clean() -> None:

@@ -26,6 +26,8 @@ from tests.strategies import Strategies, load_message
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared" / "reference-schemas"
+# One worker compiles the upstream package (about 15-20 s) and round-trips it, not each.
+pytestmark = pytest.mark.xdist_group("upstream")
 
 
 def _kafka_python_schemas() -> Path:
