@@ -43,7 +43,9 @@ from kwire.spark import manifest
 from kwire.spark.explode import records_table, write_records
 from kwire.spark.explode import row_size as records_row_size
 from kwire.spark.model import FAMILIES
-from kwire.spark.progress import Progress, describe, describe_outputs
+from kwire.spark.progress import Progress, describe_outputs
+from kwire.spark.driver import master as master_of
+from kwire.spark.driver import describe_jobs, parallelism, runs_locally
 from kwire.spark.session import hold, hold_per_core, is_local, release
 from kwire.spark.sink import (
     has_parquet_files,
@@ -171,7 +173,7 @@ def run_capture_on_spark(
         if "://" not in frames:
             shutil.rmtree(frames, ignore_errors=True)
         raise JobError(str(e)) from None
-    if not is_local(spark.sparkContext.master or "local"):
+    if not runs_locally(spark):
         not_on_workers(summary.files)
     _report_capture(summary)
     say(f"captured -> {frames} ({time.monotonic() - started:.1f} s)")
@@ -544,8 +546,10 @@ def _run(
     start: float,
     keylog: KeyLog | None = None,
 ) -> Summary | None:
+    from kwire.spark.driver import is_connect
     from kwire.spark.jvmnames import keep_jvm_names
     from kwire.spark.session import (
+        ConnectError,
         ExecutorSetupError,
         build_session,
         executor_setup,
@@ -569,7 +573,13 @@ def _run(
         capturing = _Background(run_capture, captures, out, args.broker_ports, keylog)
     USER_CONF.clear()
     USER_CONF.update(key for key, _ in args.conf)
-    if spark is None:
+    if spark is None and args.remote:
+        say(f"connecting to Spark Connect at {args.remote}")
+        try:
+            spark = build_session(remote=args.remote, conf=args.conf, short=short)
+        except ConnectError as e:
+            raise JobError(str(e)) from None
+    elif spark is None:
         if short:
             jit = " (a short job: C1 JIT, queries interpreted)"
         elif is_local(args.master):
@@ -583,10 +593,10 @@ def _run(
             args.master, "kwire-decode", args.conf, short=short, tell=say, batch=True
         )
     # A session given by the caller too (build_session's do this already).
-    keep_jvm_names(spark)
+    if not is_connect(spark):
+        keep_jvm_names(spark)
     if capturing is not None:
         tables.append(capturing.result())
-    sc = spark.sparkContext
     # The frames table written on Spark keeps the capture's timestamp type (us, UTC).
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     # The executors' probe (their first Python worker, importing the codecs) runs while the
@@ -601,9 +611,11 @@ def _run(
             readers, where = probing.result()
         except ExecutorSetupError as e:
             raise JobError(str(e)) from None
+        over = f" (Spark Connect at {args.remote})" if is_connect(spark) else ""
         say(
-            f"Spark {spark.version} on {sc.master}, default parallelism "
-            f"{sc.defaultParallelism}, readers on the executors: {readers} (kwire from {where})"
+            f"Spark {spark.version} on {master_of(spark) or 'a master it does not name'}{over}, "
+            f"default parallelism {parallelism(spark)}, readers on the executors: {readers} "
+            f"(kwire from {where})"
         )
 
     progress = None if args.quiet else Progress(spark)
@@ -693,7 +705,7 @@ class _Background:
 
 def _step(spark: SparkSession, progress: Progress | None, step: str, detail: str = "") -> None:
     """A new step: on the progress line, and as the name of its jobs in Spark's UI."""
-    describe(spark, step)
+    describe_jobs(spark, step)
     if progress is not None:
         progress.start(step, detail)
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 
 def ports(text: str) -> list[int]:
@@ -61,6 +62,15 @@ def add_spark(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_MASTER,
         help=f"Spark master URL (default {DEFAULT_MASTER}: every core of this machine, a failed "
         "task tried up to 4 times as on a cluster; Spark's plain local[N] tries once)",
+    )
+    parser.add_argument(
+        "--remote",
+        default=os.environ.get("SPARK_REMOTE") or None,
+        metavar="URL",
+        help="a Spark Connect server (sc://host:port, as pyspark takes it; default: "
+        "SPARK_REMOTE when set): the job runs there instead of in a Spark of its own, and "
+        "--master is the server's. OUT and the inputs must be paths the server's executors "
+        "can reach (docs/cluster.md)",
     )
     parser.add_argument(
         "--conf",

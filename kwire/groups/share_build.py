@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StringType, StructField, StructType
 
+from kwire.spark.driver import parallelism
 from kwire.groups.pairs import paired, write_typed
 from kwire.groups.schema import SHARE_TABLES
 from kwire.spark.faults import fault_point
@@ -183,7 +184,7 @@ def share_events(pairs: DataFrame) -> DataFrame | None:
         out = out.unionByName(p)
     # A partition count of its own: adaptive execution would merge a plain repartition's
     # partitions into one, and every group's pass would then run in one task after another.
-    tasks = max(2, out.sparkSession.sparkContext.defaultParallelism)
+    tasks = max(2, parallelism(out.sparkSession))
     return out.where(F.col("group_id").isNotNull()).repartition(tasks, "group_id")
 
 

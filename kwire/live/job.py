@@ -40,6 +40,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
+from kwire.spark.driver import parallelism
 from kwire.capture.distributed import FRAMES_SCHEMA, SPLIT_BYTES, load_keylog, merge_stats
 from kwire.capture.tls import KeyLogError
 from kwire.capture.summary import Summary
@@ -370,7 +371,7 @@ class Live:
         )
 
     def tasks(self) -> int:
-        return max(2, 2 * self.spark.sparkContext.defaultParallelism)
+        return max(2, 2 * parallelism(self.spark))
 
     def rebuild_groups(self, tag: str) -> float:
         """The group tables, and delivery when records are kept, from the whole committed

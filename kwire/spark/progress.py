@@ -1,6 +1,7 @@
 """Progress of a long Spark job on stderr: which step it is in and how far its stages got.
 
-A background thread reads Spark's status tracker every `poll` seconds and prints one line when
+A background thread reads Spark's status tracker (over Spark Connect, what the server pushed to
+a progress handler) every `poll` seconds and prints one line when
 something changed and `every` seconds have passed since the last line (or the step changed), so
 a run of an hour prints a few hundred lines, not a flood. Spark's own console bar stays off.
 """
@@ -19,10 +20,55 @@ def _mb(n: float) -> str:
     return f"{n / 1e6:,.0f} MB" if n >= 1e7 else f"{n / 1e6:.1f} MB"
 
 
-def describe(spark: Any, what: str) -> None:
-    """Names the Spark jobs this thread starts from now on ("kwire: <what>"), as Spark's UI,
-    its event log and history server show them."""
-    spark.sparkContext.setJobDescription(f"kwire: {what}")
+class _Pushed:
+    """The stages of the running operations as Spark Connect pushes them to a progress handler
+    (SparkSession.registerProgressHandler), read as the status tracker is read: a Connect
+    session has no tracker to poll."""
+
+    def __init__(self, spark: Any) -> None:
+        self._lock = threading.Lock()
+        self._ops: dict[str, dict[int, Any]] = {}
+        self._spark = spark
+        spark.registerProgressHandler(self)
+
+    def __call__(self, stages: Any, inflight_tasks: int, operation_id: Any, done: bool) -> None:
+        with self._lock:
+            key = str(operation_id)
+            if done:
+                self._ops.pop(key, None)
+            else:
+                self._ops[key] = {s.stage_id: s for s in stages or ()}
+
+    def stages(self) -> list[tuple[int, int, int, int]]:
+        """(stage id, completed tasks, tasks, running tasks) of each stage not done."""
+        with self._lock:
+            found = [s for ops in self._ops.values() for s in ops.values() if not s.done]
+        # Connect tells tasks in flight per operation, not per stage: none are shown running.
+        return [(s.stage_id, s.num_completed_tasks, s.num_tasks, 0) for s in found]
+
+    def close(self) -> None:
+        try:
+            self._spark.removeProgressHandler(self)
+        except Exception:  # noqa: BLE001 - the session is gone: so is the handler
+            pass
+
+
+class _Tracked:
+    """The active stages as a classic session's status tracker has them."""
+
+    def __init__(self, spark: Any) -> None:
+        self._tracker = spark.sparkContext.statusTracker()
+
+    def stages(self) -> list[tuple[int, int, int, int]]:
+        found = []
+        for stage_id in sorted(self._tracker.getActiveStageIds()):
+            info = self._tracker.getStageInfo(stage_id)
+            if info is not None:
+                found.append((stage_id, info.numCompletedTasks, info.numTasks, info.numActiveTasks))
+        return found
+
+    def close(self) -> None:
+        pass
 
 
 class Progress:
@@ -34,7 +80,9 @@ class Progress:
         poll: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.tracker = spark.sparkContext.statusTracker()
+        from kwire.spark.driver import is_connect
+
+        self.tracker = _Pushed(spark) if is_connect(spark) else _Tracked(spark)
         self.out = out if out is not None else sys.stderr
         self.every = every
         self.poll = poll
@@ -54,6 +102,7 @@ class Progress:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
+        self.tracker.close()
 
     def start(self, step: str, detail: str = "") -> None:
         """A new step of the job (e.g. "capture", "decode requests")."""
@@ -65,15 +114,11 @@ class Progress:
         return self._state()[0]
 
     def _state(self) -> tuple[str, tuple[str, str]]:
-        parts = []
-        for stage_id in sorted(self.tracker.getActiveStageIds()):
-            info = self.tracker.getStageInfo(stage_id)
-            if info is None:
-                continue
-            parts.append(
-                f"stage {stage_id}: {info.numCompletedTasks}/{info.numTasks} tasks"
-                + (f" ({info.numActiveTasks} running)" if info.numActiveTasks else "")
-            )
+        parts = [
+            f"stage {stage_id}: {completed}/{tasks} tasks"
+            + (f" ({running} running)" if running else "")
+            for stage_id, completed, tasks, running in sorted(self.tracker.stages())
+        ]
         elapsed = self.clock() - self.step_started
         text = f"kwire: {self.step}"
         if self.detail:

@@ -18,9 +18,10 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from py4j.protocol import Py4JError, Py4JNetworkError
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
+
+from kwire.spark import driver
 
 LOG4J = Path(__file__).resolve().with_name("log4j2.properties")
 DRIVER_MEMORY = "1g"
@@ -30,8 +31,7 @@ DRIVER_JAVA = "spark.driver.extraJavaOptions"
 EXECUTOR_JAVA = "spark.executor.extraJavaOptions"
 
 
-def is_local(master: str) -> bool:
-    return master.startswith("local")
+is_local = driver.is_local
 
 
 # How a local checkpoint (hold()) keeps its blocks: serialized, compressed (spark.rdd.compress,
@@ -59,7 +59,7 @@ def hold(df: DataFrame, local: bool | None = None) -> DataFrame:
     cached instead (Spark's compressed columnar cache), and recomputed from its lineage if lost.
     `local`: which of the two, when not the session's master's kind (the tests)."""
     if local is None:
-        local = is_local(df.sparkSession.sparkContext.master or "")
+        local = driver.runs_locally(df.sparkSession)
     if local:
         held = df.localCheckpoint(eager=False, storageLevel=HELD_LEVEL)
         # The first query that reads `held` computes it with `df`'s plan, whose metrics the
@@ -95,17 +95,11 @@ def hold_per_core(df: DataFrame) -> DataFrame:
     frames of the decoded tables (133 files on the coalesced ring: derived steps 68.0, 69.2 ->
     63.6, 64.4 s) and delivery's data records (13 files: delivery 8.7-10.0 -> 6.6-7.7
     task-seconds) paid that many small tasks on every scan."""
-    cores = max(2, df.sparkSession.sparkContext.defaultParallelism)
+    cores = max(2, driver.parallelism(df.sparkSession))
     return hold(df.coalesce(cores))
 
 
-def release(df: DataFrame) -> None:
-    """Frees what hold() kept: the cache, or the local checkpoint's blocks (which Spark would
-    otherwise keep until the driver's garbage collector finds the RDD unreferenced)."""
-    df.unpersist()
-    plan = df._jdf.queryExecution().logical()
-    if plan.nodeName() == "LogicalRDD":
-        plan.rdd().unpersist(False)
+release = driver.release
 
 
 # A batch job on a local master (`kwire decode`, the demo) starts its JVM with the C1 compiler
@@ -144,6 +138,7 @@ def build_session(
     short: bool = False,
     tell: Callable[[str], None] | None = None,
     batch: bool = False,
+    remote: str | None = None,
 ) -> SparkSession:
     """Starts (or joins) a session on `master` with WARN logs (see the module's docstring for how
     executors get kwire). `batch`: the session runs one job and ends (`kwire decode`), so the
@@ -152,7 +147,10 @@ def build_session(
     seconds of JVM work (a small input), whose queries also run interpreted (SHORT_JOB_SQL).
     Sessions that live on (notebooks, `kwire live`, the tests') keep the JVM's default tiers
     unless `short`. `tell` hears when this run keeps the JVM's classes for later ones
-    (kwire/spark/classes.py)."""
+    (kwire/spark/classes.py). `remote`: a Spark Connect server's URL (connect_session), and
+    `master` is the server's business."""
+    if remote:
+        return connect_session(remote, conf, short)
     # Executors run the Python that runs the driver (it has pyarrow and the same pyspark) unless
     # PYSPARK_PYTHON names another: on a real cluster, set it to the workers' interpreter.
     # pyspark takes the executors' Python from this variable, not from spark.pyspark.python.
@@ -181,9 +179,60 @@ def build_session(
     return spark
 
 
+# What a Connect client sets on its session: the SQL settings of session_settings() (the
+# rest, the JVM's options, memory and Python daemon, are the server's, fixed when it started).
+CONNECT_SQL = (
+    "spark.sql.session.timeZone",
+    "spark.sql.parquet.outputTimestampType",
+    "spark.sql.debug.maxToStringFields",
+)
+
+
+class ConnectError(Exception):
+    """A Spark Connect session could not be had as asked (the message says why, in one line)."""
+
+
+def connect_session(
+    url: str, conf: Iterable[tuple[str, str]] = (), short: bool = False
+) -> SparkSession:
+    """A session of the Spark Connect server at `url` (sc://host:port/;params, as pyspark
+    takes it), with kwire's SQL settings and the `conf` given (settings a session may change:
+    Spark refuses the server's static and core ones, which belong on the server's command line).
+    `short`: queries interpreted (SHORT_JOB_SQL), for small inputs on a server of a local
+    master."""
+    settings = session_settings("", defaults={})
+    try:
+        spark = SparkSession.builder.remote(url).getOrCreate()
+    except Exception as e:  # pyspark's import errors (no grpcio) and bad URLs
+        raise ConnectError(
+            f"cannot open a Spark Connect session at {url}: {first_line(e)}"
+        ) from None
+    wanted = {key: settings[key] for key in CONNECT_SQL}
+    if short and driver.runs_locally(spark):
+        wanted.update(SHORT_JOB_SQL)
+    wanted.update(dict(conf))
+    for key, value in wanted.items():
+        try:
+            spark.conf.set(key, value)
+        except Exception as e:
+            raise ConnectError(
+                f"the Spark Connect server refused --conf {key}={value}: {first_line(e)} "
+                "(the server's static settings are given when it starts)"
+            ) from None
+    return spark
+
+
+def first_line(e: BaseException) -> str:
+    """An error's text up to its first line break (pyspark's errors add JVM stacks below)."""
+    text = str(e).strip() or type(e).__name__
+    return text.splitlines()[0]
+
+
 def _lost_connection(error: BaseException | None) -> bool:
     """Whether `error` is how a JVM that died shows in this process: a closed or reset socket,
     or py4j's network error."""
+    from py4j.protocol import Py4JNetworkError
+
     return isinstance(error, (EOFError, ConnectionError, Py4JNetworkError))
 
 
@@ -355,11 +404,10 @@ def executor_setup(spark: SparkSession) -> tuple[str, str]:
     """(which readers the executors decode with, where their kwire package is): "compiled" or
     "python", or the codecs', the records loop's and the column builder's where they differ.
     One tiny task asks; an executor that cannot import kwire raises ExecutorSetupError."""
-    sc = spark.sparkContext
-    level = _log_level(spark)
+    level = driver.log_level(spark)
     # A probe that fails logs each lost attempt with the executor's Python traceback at WARN:
     # the one line below says what went wrong instead.
-    sc.setLogLevel("ERROR")
+    driver.set_log_level(spark, "ERROR" if level is not None else None)
     try:
         # A SQL query through an Arrow batch function, as the decoders are: the Python worker
         # it starts (with the codecs imported) is the kind the first decoding task is given
@@ -380,18 +428,8 @@ def executor_setup(spark: SparkSession) -> tuple[str, str]:
                 ) from None
         raise
     finally:
-        sc.setLogLevel(level)
+        driver.set_log_level(spark, level)
     return str(found[0]["readers"]), str(found[0]["kwire"])
-
-
-def _log_level(spark: SparkSession) -> str:
-    """The driver's log level now (log4j's root logger), WARN when it cannot be read."""
-    try:
-        jvm = spark.sparkContext._jvm
-        assert jvm is not None
-        return str(jvm.org.apache.logging.log4j.LogManager.getRootLogger().getLevel().toString())
-    except Exception:
-        return "WARN"
 
 
 def executor_backend(spark: SparkSession) -> str:
@@ -424,6 +462,7 @@ def jvm_exit(e: BaseException, wait_s: float = JVM_GONE_WAIT_S) -> str | None:
     import signal
     import subprocess
 
+    from py4j.protocol import Py4JError
     from pyspark import SparkContext
 
     proc = getattr(SparkContext._gateway, "proc", None)

@@ -27,6 +27,7 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from kwire.spark.driver import parallelism
 from kwire.capture import Summary
 from kwire.capture.distributed import (
     FRAMES_SCHEMA,
@@ -112,7 +113,7 @@ class CaptureRun:
 
 def tracking_tasks(spark: SparkSession) -> int:
     """How many tasks track the connections: four per core of the session."""
-    return max(2, 4 * spark.sparkContext.defaultParallelism)
+    return max(2, 4 * parallelism(spark))
 
 
 def capture_frames(

@@ -13,7 +13,8 @@ tasks first, so running side by side adds no tasks at once beyond the executors'
     results = steps.run()   # every step's return value, by name
 
 Each step names its Spark jobs (Spark's UI, event log and history server show "kwire: <step>"),
-and all of a run's jobs share one job group: when a step fails, the others' jobs are cancelled,
+and all of a run's jobs share one job group (over Spark Connect, one operation tag): when a
+step fails, the others' jobs are cancelled,
 the steps not begun are not begun, and run() raises the failed step's own error (never the
 cancellations it caused). Steps must not change session settings the others' queries read:
 settings a step needs are given to configure(), and hold while the steps run.
@@ -31,7 +32,8 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.util import inheritable_thread_target
 
-from kwire.spark.progress import Progress, describe
+from kwire.spark.driver import describe_jobs, is_connect
+from kwire.spark.progress import Progress
 from kwire.spark.session import with_conf
 
 # How long a failed run waits for its cancelled tasks to end before raising.
@@ -171,10 +173,16 @@ class Steps:
         return body
 
     def _begin(self, name: str) -> None:
-        sc = self.spark.sparkContext
-        # Interrupted on cancel: a cancelled task stops its Python worker instead of running on.
-        sc.setJobGroup(self._group, f"kwire: {name}", interruptOnCancel=True)
-        describe(self.spark, name)
+        if is_connect(self.spark):
+            # The step thread's operations carry the run's tag (tags are per thread), which
+            # interruptTag cancels.
+            self.spark.addTag(self._group)
+        else:
+            sc = self.spark.sparkContext
+            # Interrupted on cancel: a cancelled task stops its Python worker instead of
+            # running on.
+            sc.setJobGroup(self._group, f"kwire: {name}", interruptOnCancel=True)
+            describe_jobs(self.spark, name)
         with self.lock:
             self._running.append(name)
             self._show()
@@ -199,6 +207,12 @@ class Steps:
     def _cancel(self, only_running: bool = False) -> None:
         """Cancels the run's jobs (`only_running`: if any of them runs; Spark warns of a
         cancellation that finds none)."""
+        if is_connect(self.spark):
+            try:
+                self.spark.interruptTag(self._group)
+            except Exception:  # noqa: BLE001 - the server is going away: nothing left to stop
+                pass
+            return
         sc = self.spark.sparkContext
         try:
             if only_running:
@@ -214,6 +228,10 @@ class Steps:
         """Waits (up to `timeout`) until no task runs on the executors. A cancelled job ends at
         once, its running tasks when they next look: until then they may still write under the
         job's output, and Spark logs each of them as it ends, after the error run() raises."""
+        if is_connect(self.spark):
+            # The server ends an interrupted operation once its jobs are cancelled, and the
+            # steps' threads have seen theirs end: nothing of the client's runs on.
+            return
         deadline = time.monotonic() + timeout
         try:
             jsc = self.spark.sparkContext._jsc

@@ -1,0 +1,88 @@
+"""kwire over Spark Connect: `kwire decode --remote sc://...` writes what the classic job writes,
+and the UDF pack and the pcap source work on a Connect session.
+
+One Spark Connect server for the module (tests/connect_server.py: the installed pyspark's own
+jars, a free loopback port, its warehouse and logs in a temporary directory). A process cannot
+hold a classic session and a Connect one (pyspark refuses, and a Connect session switches the
+process's pyspark functions to Connect's), so the Connect side runs in processes of its own,
+as a user's would; the classic side is the tests' own session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pytest
+from pyspark.sql import SparkSession
+
+from kwire import job
+from tests.connect_server import ConnectServer
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "capture"
+# A classic group with its rebalances and records, and share consumers with redeliveries: every
+# table of OUT has rows.
+CAPTURES = [DATA / "mock_group_classic.pcap", DATA / "mock_share_locks.pcap"]
+# One worker starts the server and runs every test that uses it.
+pytestmark = pytest.mark.xdist_group("connect")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
+    started = ConnectServer(tmp_path_factory.mktemp("connect"))
+    try:
+        started.wait()
+        yield started
+    finally:
+        started.stop()
+
+
+def _client(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> str:
+    """A process of its own running `args` with this interpreter: what it printed (stdout,
+    then stderr), or the test fails with it."""
+    done = subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
+    return done.stdout + done.stderr
+
+
+def _tables(out: Path) -> dict[str, list[str]]:
+    """Every table the manifest lists, as sorted row texts (row order is Spark's business)."""
+    listed = json.loads((out / "manifest.json").read_text())["tables"]
+    found = {}
+    for name, rel in sorted(listed.items()):
+        data = ds.dataset(str(out / rel), format="parquet", partitioning="hive")
+        found[name] = sorted(repr(sorted(r.items())) for r in data.to_table().to_pylist())
+    return found
+
+
+def test_decode_over_connect_writes_what_the_classic_job_writes(
+    server: ConnectServer, spark: SparkSession, tmp_path: Path
+) -> None:
+    inputs = [str(c) for c in CAPTURES]
+    classic = tmp_path / "classic"
+    job.run(job.parse_args([*inputs, "-o", str(classic), "--no-summary", "-q"]), spark)
+    remote = tmp_path / "remote"
+    said = _client(
+        "-m", "kwire", "decode", *inputs, "-o", str(remote), "--remote", server.url,
+    )  # fmt: skip
+    # The start line says where the job ran, with the readers the server's executors have.
+    assert f"(Spark Connect at {server.url}), default parallelism 2" in said, said
+    want, got = _tables(classic), _tables(remote)
+    assert sorted(got) == sorted(want)
+    empty = [name for name, rows in want.items() if not rows]
+    assert len(empty) <= 2, empty  # the captures fill (nearly) every table
+    for name in want:
+        assert got[name] == want[name], name
