@@ -21,7 +21,8 @@ Options:
   what kwire's capture step regroups by TCP flow (runs of a flow's segments, see
   kwire.capture.distributed.SEGMENT_SCHEMA), each range then followed by a statistics row.
 - `base`: the directory relative local paths are read from (default: the working directory of
-  the driver's planning process; the executors' own working directories do not count).
+  the driver's planning process, or over Spark Connect the client's where it registered the
+  source; the executors' own working directories do not count).
 - `positions` (with `rows=segments`): a JSON list of file indexes (positions in `files`) whose
   runs carry where their payloads lie in the file instead of the bytes (local files only).
 
@@ -45,6 +46,7 @@ from kwire.capture.distributed import (
     SEGMENT_SCHEMA,
     SPLIT_BYTES,
     Range,
+    anchored,
     list_files,
     parse_size,
     plan_ranges,
@@ -111,6 +113,11 @@ def parse_paths(options: dict[str, str]) -> list[str]:
 class PcapDataSource(DataSource):
     """Captures (pcap, pcapng) as packets or TCP segment runs; see the module's docstring."""
 
+    # Where relative local paths are read from when no `base` is given: the client's working
+    # directory when registered on a Spark Connect session (register_source), whose planning
+    # runs in the server's Python; unset, the planning process's own.
+    client_cwd: str | None = None
+
     @classmethod
     def name(cls) -> str:
         return NAME
@@ -131,7 +138,10 @@ class PcapDataSource(DataSource):
 
     def _options(self) -> dict[str, str]:
         """The options with lower-case keys, as Spark hands them over (a case-insensitive dict)."""
-        return {str(k).lower(): v for k, v in self.options.items()}
+        found = {str(k).lower(): v for k, v in self.options.items()}
+        if self.client_cwd and not found.get("base"):
+            found["base"] = self.client_cwd
+        return found
 
 
 class PcapReader(DataSourceReader):
@@ -153,7 +163,8 @@ class PcapReader(DataSourceReader):
         self.schema = schema
 
     def partitions(self) -> list[InputPartition]:
-        files = self.files if self.files is not None else list_files(self.paths)
+        paths = [anchored(p, self.base) for p in self.paths] if self.base else self.paths
+        files = self.files if self.files is not None else list_files(paths)
         if not files:
             raise FileNotFoundError(f"pcap source: no files in {', '.join(self.paths)}")
         return [RangesPartition(task) for task in plan_ranges(files, self.split, base=self.base)]
@@ -218,6 +229,15 @@ def _packets_batch(cols: list[list[Any]]) -> pa.RecordBatch:
 
 
 def register_source(spark: Any) -> str:
-    """Registers the pcap source with a session; returns its format name."""
-    spark.dataSource.register(PcapDataSource)
+    """Registers the pcap source with a session; returns its format name. On a Spark Connect
+    session, relative local paths are then read from this process's working directory, where
+    the user is, not the server's (the source's class goes to the server by value, with it)."""
+    import os
+
+    from kwire.spark.driver import is_connect
+
+    source: type[PcapDataSource] = PcapDataSource
+    if is_connect(spark):
+        source = type("PcapDataSourceOfClient", (PcapDataSource,), {"client_cwd": os.getcwd()})
+    spark.dataSource.register(source)
     return NAME

@@ -43,9 +43,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
         started.stop()
 
 
-def _client(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> str:
-    """A process of its own running `args` with this interpreter: what it printed (stdout,
-    then stderr), or the test fails with it."""
+def _client(
+    *args: str, cwd: Path = ROOT, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """A process of its own running `args` with this interpreter, which must succeed (else the
+    test fails with what it printed)."""
     done = subprocess.run(
         [sys.executable, *args],
         capture_output=True,
@@ -55,7 +57,7 @@ def _client(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> 
         timeout=600,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
-    return done.stdout + done.stderr
+    return done
 
 
 def _tables(out: Path) -> dict[str, list[str]]:
@@ -77,7 +79,7 @@ def test_decode_over_connect_writes_what_the_classic_job_writes(
     remote = tmp_path / "remote"
     said = _client(
         "-m", "kwire", "decode", *inputs, "-o", str(remote), "--remote", server.url,
-    )  # fmt: skip
+    ).stderr  # fmt: skip
     # The start line says where the job ran, with the readers the server's executors have.
     assert f"(Spark Connect at {server.url}), default parallelism 2" in said, said
     want, got = _tables(classic), _tables(remote)
@@ -86,3 +88,49 @@ def test_decode_over_connect_writes_what_the_classic_job_writes(
     assert len(empty) <= 2, empty  # the captures fill (nearly) every table
     for name in want:
         assert got[name] == want[name], name
+
+
+# What a notebook user runs on the UDF pack and the pcap source.
+QUERIES = [
+    "SELECT count(*) AS packets, count(note) AS notes, sum(length) AS bytes,"
+    " count(DISTINCT dport) AS ports FROM packets",
+    "SELECT kafka_api_name(api_key) AS api, count(*) AS n FROM frames"
+    " WHERE direction = 'request' GROUP BY 1 ORDER BY 1",
+    "SELECT d.status, d.api_key, d.join_group.group_id AS g, count(*) AS n FROM"
+    " (SELECT kafka_decode_request(frame) AS d FROM frames WHERE direction = 'request')"
+    " GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
+    "SELECT d.status, d.heartbeat.error_code AS e, count(*) AS n FROM"
+    " (SELECT kafka_decode_response(frame, api_key, api_version) AS d FROM frames"
+    " WHERE direction = 'response') GROUP BY 1, 2 ORDER BY 1, 2",
+]
+
+
+def test_the_udf_pack_and_the_pcap_source_over_connect(
+    server: ConnectServer, spark: SparkSession, tmp_path: Path
+) -> None:
+    import kwire.spark
+
+    capture_file = CAPTURES[0]
+    frames = job.run_capture([str(capture_file)], str(tmp_path), None)
+    # The client names the capture relative to its own working directory: the server's is
+    # elsewhere (its own temporary directory), and the path must be read where the user is.
+    relative = os.path.relpath(capture_file, ROOT)
+    views = {"packets": ["pcap", relative], "frames": ["parquet", frames]}
+    said = _client(
+        str(ROOT / "tests" / "spark" / "connect_client.py"),
+        server.url,
+        json.dumps(views),
+        json.dumps(QUERIES),
+    ).stdout
+    got = json.loads(said)
+    assert got["functions"] == ["kafka_decode_request", "kafka_decode_response", "kafka_api_name"]
+    # The same on the tests' classic session.
+    kwire.spark.register(spark)
+    spark.read.format("pcap").load(str(capture_file)).createOrReplaceTempView("packets")
+    spark.read.parquet(frames).createOrReplaceTempView("frames")
+    for query in QUERIES:
+        want = [r.asDict(recursive=True) for r in spark.sql(query).collect()]
+        assert json.loads(json.dumps(want, default=str)) == got["rows"][query], query
+    packets = got["rows"][QUERIES[0]][0]
+    assert packets["packets"] == 475 and packets["notes"] == 0, packets
+    assert any(r["g"] == "g-classic" for r in got["rows"][QUERIES[2]])
