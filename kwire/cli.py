@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kwire import __version__
-from kwire.options import add_broker_ports, add_keylog, add_overwrite, add_quiet
+from kwire.options import add_broker_ports, add_keylog, add_overwrite, add_quiet, add_spark
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 COMMANDS = ("decode", "live", "spool", "groups", "report", "capture", "generate")
@@ -45,9 +45,17 @@ def say(command: str, message: str) -> None:
 
 def _story_arguments(parser: argparse.ArgumentParser, output: str) -> None:
     """What `kwire groups` and `kwire report` both take: OUT, --group, -o FILE, --overwrite."""
-    parser.add_argument("out", metavar="OUT", help="the decode job's output directory")
+    parser.add_argument("out", metavar="OUT", nargs="?", help="the decode job's output directory")
     parser.add_argument("--group", metavar="G", help="only the group with this id")
     parser.add_argument("-o", "--output", metavar="FILE", help=output)
+    parser.add_argument(
+        "--database",
+        metavar="NAME",
+        help="instead of OUT: the tables `kwire decode --database NAME` made in the catalog of "
+        "the session --remote (or --master and --conf) opens; their files must be readable "
+        "from here",
+    )
+    add_spark(parser)
     add_overwrite(parser, "FILE")
 
 
@@ -205,8 +213,37 @@ def _refuse_existing(path: Path, args: argparse.Namespace) -> None:
         raise UsageError(f"{path} exists; give --overwrite to replace it")
 
 
+def _story_out(args: argparse.Namespace) -> None:
+    """args.out for `kwire groups` and `kwire report`: OUT as given, or where the catalog's
+    tables of --database are (kwire.spark.catalog.out_of)."""
+    if args.database is None:
+        if args.out is None:
+            raise UsageError("give OUT (the decode job's output) or --database NAME")
+        return
+    if args.out is not None:
+        raise UsageError("give OUT or --database NAME, not both")
+    from kwire.capture.distributed import local_path
+    from kwire.spark.catalog import CatalogError, out_of
+    from kwire.spark.session import ConnectError, build_session
+
+    try:
+        spark = build_session(args.master, "kwire-story", args.conf, remote=args.remote)
+        out = out_of(spark, args.database)
+    except (CatalogError, ConnectError) as e:
+        raise UsageError(str(e)) from None
+    local = local_path(out)
+    if local is None or not os.path.isdir(local):
+        raise UsageError(
+            f"the tables of {args.database} are at {out}, which this machine cannot read as a "
+            "directory: run kwire groups where OUT is, or copy it here"
+        )
+    args.out = local
+
+
 def _groups(args: argparse.Namespace) -> int:
     from kwire.groups.story import tell
+
+    _story_out(args)
 
     text = tell(args.out, args.group)
     if args.output:
@@ -221,6 +258,8 @@ def _groups(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from kwire.groups.report import write_report
+
+    _story_out(args)
 
     target = Path(args.output) if args.output else Path(args.out) / "report.html"
     if args.output:

@@ -54,7 +54,14 @@ from kwire.spark.sink import (
 )
 from kwire.spark.steps import Steps
 from kwire.spark.summary import Summary, summarize
-from kwire.options import add_broker_ports, add_keylog, add_overwrite, add_quiet, add_spark
+from kwire.options import (
+    add_broker_ports,
+    add_database,
+    add_keylog,
+    add_overwrite,
+    add_quiet,
+    add_spark,
+)
 
 PCAP_MAGIC = {
     b"\xa1\xb2\xc3\xd4",
@@ -401,6 +408,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_broker_ports(parser)
     add_keylog(parser)
     add_spark(parser)
+    add_database(parser)
     add_overwrite(parser, "the tables in OUT")
     add_quiet(parser)
 
@@ -499,6 +507,13 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> Summary 
         keylog = load_keylog(getattr(args, "keylog", None) or [])
     except KeyLogError as e:
         raise JobError(str(e)) from None
+    if getattr(args, "database", None):
+        from kwire.spark.catalog import CatalogError, quoted
+
+        try:
+            quoted(args.database)
+        except CatalogError as e:
+            raise JobError(str(e)) from None
     # Written last (manifest.write below): until then OUT says it is incomplete.
     manifest.remove(out)
     try:
@@ -509,6 +524,16 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> Summary 
         if _no_space(e):
             raise JobError(f"no space left on the device of {out}") from None
         raise
+
+
+def publish_tables(spark: SparkSession, database: str, out: str) -> list[str]:
+    """OUT's tables (as its manifest lists them) in the session's catalog (kwire.spark.catalog)."""
+    from kwire.spark import catalog
+
+    try:
+        return catalog.publish(spark, database, out, manifest.read(out)["tables"])
+    except catalog.CatalogError as e:
+        raise JobError(str(e)) from None
 
 
 def _no_space(e: BaseException) -> bool:
@@ -633,6 +658,9 @@ def _run(
         families=families,
         seconds=round(elapsed, 1),
     )
+    if getattr(args, "database", None):
+        made = publish_tables(spark, args.database, out)
+        say(f"catalog: {len(made)} tables in {args.database} ({', '.join(made[:4])}, ...)")
     if summary is None:
         return None
     print(

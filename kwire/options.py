@@ -82,6 +82,17 @@ def add_spark(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_database(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--database",
+        metavar="NAME",
+        help="also make every table of OUT a table of the session's catalog, NAME.requests, "
+        "NAME.responses, NAME.records, NAME.groups_members, ... (external tables at OUT's "
+        "places, partitions recovered; kwire's own tables of those names are replaced; "
+        "docs/outputs.md)",
+    )
+
+
 def add_quiet(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-q", "--quiet", action="store_true", help="no progress lines while it runs"

@@ -73,21 +73,53 @@ def _tables(out: Path) -> dict[str, list[str]]:
 def test_decode_over_connect_writes_what_the_classic_job_writes(
     server: ConnectServer, spark: SparkSession, tmp_path: Path
 ) -> None:
+    """`kwire decode --remote` equals the classic job table by table; with --database both
+    sessions' catalogs answer SQL on the tables, a re-run with --overwrite replaces them, and
+    `kwire groups --remote URL --database NAME` tells the story from the catalog."""
     inputs = [str(c) for c in CAPTURES]
     classic = tmp_path / "classic"
-    job.run(job.parse_args([*inputs, "-o", str(classic), "--no-summary", "-q"]), spark)
+    args = [*inputs, "-o", str(classic), "--no-summary", "-q", "--database", "kw_classic"]
+    job.run(job.parse_args(args), spark)
     remote = tmp_path / "remote"
     said = _client(
         "-m", "kwire", "decode", *inputs, "-o", str(remote), "--remote", server.url,
+        "--database", "kw",
     ).stderr  # fmt: skip
     # The start line says where the job ran, with the readers the server's executors have.
     assert f"(Spark Connect at {server.url}), default parallelism 2" in said, said
+    assert "catalog: 20 tables in kw" in said, said
     want, got = _tables(classic), _tables(remote)
     assert sorted(got) == sorted(want)
     empty = [name for name, rows in want.items() if not rows]
     assert len(empty) <= 2, empty  # the captures fill (nearly) every table
     for name in want:
         assert got[name] == want[name], name
+
+    # The classic session's catalog, then again after a re-run with --overwrite.
+    counts = {name: len(rows) for name, rows in want.items()}
+    for rerun in (True, False):
+        for name, n in counts.items():
+            table = "kw_classic." + name.replace("/", "_")
+            assert spark.sql(f"SELECT count(*) FROM {table}").first()[0] == n, table
+        if rerun:
+            job.run(job.parse_args([*args, "--overwrite"]), spark)
+    # The Connect server's, from another client of the server.
+    queries = [f"SELECT count(*) AS n FROM kw.{name.replace('/', '_')}" for name in counts]
+    asked = json.loads(
+        _client(
+            str(ROOT / "tests" / "spark" / "connect_client.py"),
+            server.url,
+            "{}",
+            json.dumps(queries),
+        ).stdout
+    )
+    assert [asked["rows"][q][0]["n"] for q in queries] == list(counts.values())
+    # The story, from the catalog's tables, as from OUT.
+    from kwire.groups.story import tell
+
+    story = _client("-m", "kwire", "groups", "--remote", server.url, "--database", "kw").stdout
+    assert story == tell(classic)
+    assert "group g-classic" in story and "share" in story
 
 
 # What a notebook user runs on the UDF pack and the pcap source.
