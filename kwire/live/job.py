@@ -40,7 +40,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
-from kwire.spark.driver import parallelism
+from kwire.spark.driver import is_connect, parallelism
 from kwire.capture.distributed import FRAMES_SCHEMA, SPLIT_BYTES, load_keylog, merge_stats
 from kwire.capture.tls import KeyLogError
 from kwire.capture.summary import Summary
@@ -196,6 +196,12 @@ class Live:
 
         t0 = time.monotonic()
         steps: dict[str, float] = {}
+        if is_connect(batch.sparkSession) and not final:
+            # Over Spark Connect foreachBatch runs this in a Python process of the server's, on
+            # a copy of this object: the batch's session is the query's own there. (The end of
+            # the capture, end(), runs here in the client.)
+            self.spark = batch.sparkSession
+            self.quiet = True  # the client tells each batch from its log (run())
         spark = self.spark
         paths = self.paths
         tag = tag_of(batch_id, final)
@@ -493,8 +499,11 @@ class Live:
         try:
             last_change = time.monotonic()
             seen = self._files_seen()
+            told = {b["tag"] for b in batch_logs(paths)}
             while query.isActive:
                 query.awaitTermination(1)
+                if is_connect(self.spark):
+                    told = self._tell_new(told)
                 now_seen = self._files_seen()
                 if now_seen != seen:
                     seen, last_change = now_seen, time.monotonic()
@@ -512,7 +521,18 @@ class Live:
                 raise LiveError(f"the streaming query failed: {query.exception()}")
         finally:
             query.stop()
+        if is_connect(self.spark):
+            self._tell_new(told)
         self.end()
+
+    def _tell_new(self, told: set[str]) -> set[str]:
+        """Tells the batches whose logs appeared since (over Spark Connect the batches run in
+        the server's Python, whose output is the server's)."""
+        for log in batch_logs(self.paths):
+            if log["tag"] not in told:
+                self.tell(log, Registry(self.paths.registry))
+                told.add(log["tag"])
+        return told
 
     def _files_seen(self) -> int:
         return len(closed_files(self.ring, self.layout, include_newest=True))
@@ -600,7 +620,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, spark: SparkSession | None = None) -> None:
     from kwire.capture import DEFAULT_BROKER_PORTS
-    from kwire.spark.session import build_session
+    from kwire.spark.session import ConnectError, build_session
 
     if not os.path.isdir(args.ring):
         raise LiveError(f"{args.ring} is not a directory")
@@ -613,7 +633,13 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> None:
         load_keylog(args.keylog)  # a bad key log stops the run before Spark starts
     except KeyLogError as e:
         raise LiveError(str(e)) from None
-    if spark is None:
+    if spark is None and args.remote:
+        say(f"connecting to Spark Connect at {args.remote}")
+        try:
+            spark = build_session(remote=args.remote, conf=args.conf)
+        except ConnectError as e:
+            raise LiveError(str(e)) from None
+    elif spark is None:
         say(f"starting Spark on {args.master}")
         spark = build_session(args.master, "kwire-live", args.conf, tell=say)
     live = Live(

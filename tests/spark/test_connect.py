@@ -43,6 +43,16 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
         started.stop()
 
 
+@pytest.fixture(scope="module")
+def classic(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The classic job on CAPTURES, on the tests' session, its tables also in its catalog as
+    kw_classic.*: what the Connect runs must equal."""
+    out = tmp_path_factory.mktemp("classic") / "out"
+    args = [*map(str, CAPTURES), "-o", str(out), "--no-summary", "-q", "--database", "kw_classic"]
+    job.run(job.parse_args(args), spark)
+    return out
+
+
 def _client(
     *args: str, cwd: Path = ROOT, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
@@ -71,15 +81,13 @@ def _tables(out: Path) -> dict[str, list[str]]:
 
 
 def test_decode_over_connect_writes_what_the_classic_job_writes(
-    server: ConnectServer, spark: SparkSession, tmp_path: Path
+    server: ConnectServer, spark: SparkSession, classic: Path, tmp_path: Path
 ) -> None:
     """`kwire decode --remote` equals the classic job table by table; with --database both
-    sessions' catalogs answer SQL on the tables, a re-run with --overwrite replaces them, and
-    `kwire groups --remote URL --database NAME` tells the story from the catalog."""
+    sessions' catalogs answer SQL on the tables, publishing again (what a re-run with
+    --overwrite does) replaces them, and `kwire groups --remote URL --database NAME` tells the
+    story from the catalog."""
     inputs = [str(c) for c in CAPTURES]
-    classic = tmp_path / "classic"
-    args = [*inputs, "-o", str(classic), "--no-summary", "-q", "--database", "kw_classic"]
-    job.run(job.parse_args(args), spark)
     remote = tmp_path / "remote"
     said = _client(
         "-m", "kwire", "decode", *inputs, "-o", str(remote), "--remote", server.url,
@@ -97,12 +105,12 @@ def test_decode_over_connect_writes_what_the_classic_job_writes(
 
     # The classic session's catalog, then again after a re-run with --overwrite.
     counts = {name: len(rows) for name, rows in want.items()}
-    for rerun in (True, False):
+    for again in (True, False):
         for name, n in counts.items():
             table = "kw_classic." + name.replace("/", "_")
             assert spark.sql(f"SELECT count(*) FROM {table}").first()[0] == n, table
-        if rerun:
-            job.run(job.parse_args([*args, "--overwrite"]), spark)
+        if again:
+            assert len(job.publish_tables(spark, "kw_classic", str(classic))) == len(counts)
     # The Connect server's, from another client of the server.
     queries = [f"SELECT count(*) AS n FROM kw.{name.replace('/', '_')}" for name in counts]
     asked = json.loads(
@@ -166,3 +174,50 @@ def test_the_udf_pack_and_the_pcap_source_over_connect(
     packets = got["rows"][QUERIES[0]][0]
     assert packets["packets"] == 475 and packets["notes"] == 0, packets
     assert any(r["g"] == "g-classic" for r in got["rows"][QUERIES[2]])
+
+
+def test_live_over_connect_equals_decode(
+    server: ConnectServer, classic: Path, tmp_path: Path
+) -> None:
+    """`kwire live --remote` on a spool: its batches run in the server's Python, and OUT ends
+    equal to `kwire decode` on the same files (the source file column aside: live names the
+    spooled files)."""
+    from kwire.live.spool import spool_file
+    from tests.live.test_live import cut
+
+    ring: list[Path] = []
+    for capture in CAPTURES:
+        ring += cut(capture, 2, tmp_path / "ring", first=len(ring))
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    for f in ring:
+        spool_file(str(f), str(spool))
+    ports = ",".join(
+        str(p)
+        for capture in CAPTURES
+        for p in json.loads(capture.with_suffix(".json").read_text())["broker_ports"]
+    )
+    live = tmp_path / "live"
+    said = _client(
+        "-m", "kwire", "live", str(spool), "-o", str(live), "-p", ports, "--remote", server.url,
+        "--max-files", "2", "--trigger", "0.5", "--until-idle", "3",
+    ).stdout  # fmt: skip
+    # The client tells the batches the server ran.
+    assert "batch 0: files 1-2 (2)" in said and "batch 1: files 3-4 (2)" in said, said
+    assert "end of capture" in said, said
+    # The same packets as the classic job's captures, cut into files: the same rows.
+    batch = classic
+    listed = json.loads((batch / "manifest.json").read_text())["tables"]
+    assert set(json.loads((live / "manifest.json").read_text())["tables"]) == set(listed)
+    for name, rel in sorted(listed.items()):
+        if name == "frames":
+            continue
+        data = ds.dataset(str(batch / rel), format="parquet", partitioning="hive")
+        columns = [c for c in data.schema.names if c != "source_file"]
+
+        def rows(out: Path) -> list[str]:
+            table = ds.dataset(str(out / rel), format="parquet", partitioning="hive")
+            found = table.to_table(columns=columns).to_pylist()
+            return sorted(repr(sorted(r.items())) for r in found)
+
+        assert rows(live) == rows(batch), name
