@@ -627,7 +627,7 @@ def _run(
     # The executors' probe (their first Python worker, importing the codecs) runs while the
     # driver inspects the frames and plans the decoding; its answer is awaited before the first
     # step that needs the executors.
-    probing = _Background(executor_setup, spark)
+    probing = _Background(executor_setup, spark, say)
 
     def executors_ready() -> None:
         if probing.done:

@@ -620,7 +620,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, spark: SparkSession | None = None) -> None:
     from kwire.capture import DEFAULT_BROKER_PORTS
-    from kwire.spark.session import ConnectError, build_session
+    from kwire.spark.session import (
+        ConnectError,
+        ExecutorSetupError,
+        build_session,
+        executor_setup,
+    )
 
     if not os.path.isdir(args.ring):
         raise LiveError(f"{args.ring} is not a directory")
@@ -637,7 +642,9 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> None:
         say(f"connecting to Spark Connect at {args.remote}")
         try:
             spark = build_session(remote=args.remote, conf=args.conf)
-        except ConnectError as e:
+            # The server's executors get kwire from here when their Python lacks it.
+            executor_setup(spark, say)
+        except (ConnectError, ExecutorSetupError) as e:
             raise LiveError(str(e)) from None
     elif spark is None:
         say(f"starting Spark on {args.master}")

@@ -372,6 +372,10 @@ def executors_c1(settings: dict[str, str]) -> bool:
 class ExecutorSetupError(Exception):
     """The executors cannot import kwire (named in the message, with the way to fix it)."""
 
+    def __init__(self, message: str, module: str = "kwire") -> None:
+        super().__init__(message)
+        self.module = module
+
 
 def _backend_here() -> tuple[str, str]:
     import generated
@@ -400,10 +404,78 @@ def _backend_batches(batches: Iterator[Any]) -> Iterator[Any]:
         yield pa.RecordBatch.from_pydict({"readers": [readers], "kwire": [where]})
 
 
-def executor_setup(spark: SparkSession) -> tuple[str, str]:
+# What a Spark Connect server's executors lack that kwire can send them itself (its own
+# pure-Python packages); the other modules are dependencies the server's Python must have.
+SHIPPABLE = ("kwire", "generated")
+
+
+def kwire_zip(into: str) -> str:
+    """This process's kwire and generated packages, pure Python (no compiled modules, which
+    Python cannot import from a zip: the executors then decode with the Python readers), as
+    a zip under the directory `into`, named by its content; returns its path."""
+    import hashlib
+    import io
+    import zipfile
+
+    import generated
+    import kwire
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
+        for package in (kwire, generated):
+            root = Path(str(package.__file__)).resolve().parent
+            for path in sorted(root.rglob("*")):
+                rel = path.relative_to(root.parent)
+                if (
+                    path.is_dir()
+                    or "__pycache__" in rel.parts
+                    or path.suffix in (".so", ".pyd", ".pyx", ".pxd", ".c", ".pyc")
+                ):
+                    continue
+                info = zipfile.ZipInfo(rel.as_posix(), date_time=(1980, 1, 1, 0, 0, 0))
+                z.writestr(info, path.read_bytes(), zipfile.ZIP_DEFLATED)
+    data = buffer.getvalue()
+    target = os.path.join(into, f"kwire-{hashlib.sha256(data).hexdigest()[:16]}.zip")
+    with open(target, "wb") as f:
+        f.write(data)
+    return target
+
+
+def ship_kwire(spark: SparkSession) -> str:
+    """Sends this process's pure-Python kwire to a Spark Connect session's executors (a
+    Python artifact, spark.addArtifacts(pyfile=True)); returns the artifact's file name."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="kwire-ship-") as tmp:
+        path = kwire_zip(tmp)
+        spark.addArtifacts(path, pyfile=True)
+        return os.path.basename(path)
+
+
+def executor_setup(
+    spark: SparkSession, tell: Callable[[str], None] | None = None
+) -> tuple[str, str]:
     """(which readers the executors decode with, where their kwire package is): "compiled" or
     "python", or the codecs', the records loop's and the column builder's where they differ.
-    One tiny task asks; an executor that cannot import kwire raises ExecutorSetupError."""
+    One tiny task asks; an executor that cannot import kwire raises ExecutorSetupError. On a
+    Spark Connect session whose server's Python lacks kwire, kwire is sent to it first
+    (ship_kwire) and `tell` hears so."""
+    try:
+        return _probe(spark)
+    except ExecutorSetupError as e:
+        if not driver.is_connect(spark) or e.module not in SHIPPABLE:
+            raise
+    sent = ship_kwire(spark)
+    if tell is not None:
+        tell(
+            f"the Spark Connect server's Python has no kwire: sent this one's pure-Python "
+            f"package ({sent}); install the kwire wheel where the server's Python workers run "
+            "for the compiled readers (docs/cluster.md)"
+        )
+    return _probe(spark)
+
+
+def _probe(spark: SparkSession) -> tuple[str, str]:
     level = driver.log_level(spark)
     # A probe that fails logs each lost attempt with the executor's Python traceback at WARN:
     # the one line below says what went wrong instead.
@@ -424,7 +496,8 @@ def executor_setup(spark: SparkSession) -> tuple[str, str]:
                     f"the executors' Python cannot import {module}: install the kwire wheel on "
                     "the workers (PYSPARK_PYTHON naming that interpreter) or send a packed "
                     "environment with --conf spark.archives=ENV.tar.gz#env and "
-                    "PYSPARK_PYTHON=./env/bin/python (docs/cluster.md)"
+                    "PYSPARK_PYTHON=./env/bin/python (docs/cluster.md)",
+                    module,
                 ) from None
         raise
     finally:

@@ -221,3 +221,39 @@ def test_live_over_connect_equals_decode(
             return sorted(repr(sorted(r.items())) for r in found)
 
         assert rows(live) == rows(batch), name
+
+
+def test_a_server_without_kwire_gets_the_pure_python_package(classic: Path, tmp_path: Path) -> None:
+    """A Connect server whose Python has kwire's dependencies but not kwire: the job sends its
+    own pure-Python package as an artifact, says so in one line, and writes what the classic
+    job writes."""
+    import sysconfig
+
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    # The project's site-packages on its path, without the .pth files there: pyarrow, pandas
+    # and the other dependencies import, kwire (an editable install's finder) does not.
+    (next(bare.glob("lib/python*/site-packages")) / "deps.pth").write_text(
+        sysconfig.get_paths()["purelib"] + "\n"
+    )
+    python = str(bare / "bin" / "python")
+    probe = subprocess.run(
+        [python, "-c", "import pyarrow, pandas, kwire"], capture_output=True, cwd=tmp_path
+    )
+    assert b"No module named 'kwire'" in probe.stderr, probe.stderr
+    server = ConnectServer(tmp_path / "server", env={"PYSPARK_PYTHON": python})
+    try:
+        server.wait()
+        out = tmp_path / "out"
+        said = _client(
+            "-m", "kwire", "decode", *map(str, CAPTURES), "-o", str(out), "--remote", server.url,
+            "-q", "--no-summary",
+        ).stderr  # fmt: skip
+    finally:
+        server.stop()
+    assert "the Spark Connect server's Python has no kwire: sent this one's pure-Python" in said
+    assert "readers on the executors: python (kwire from " in said and ".zip/kwire)" in said, said
+    want, got = _tables(classic), _tables(out)
+    assert sorted(got) == sorted(want)
+    for name in want:
+        assert got[name] == want[name], name
