@@ -45,7 +45,7 @@ from kwire.spark.explode import row_size as records_row_size
 from kwire.spark.model import FAMILIES
 from kwire.spark.progress import Progress, describe_outputs
 from kwire.spark.driver import master as master_of
-from kwire.spark.driver import describe_jobs, parallelism, runs_locally
+from kwire.spark.driver import describe_jobs, is_loopback, parallelism, runs_locally
 from kwire.spark.session import hold, hold_per_core, is_local, release
 from kwire.spark.sink import (
     has_parquet_files,
@@ -600,6 +600,12 @@ def _run(
     USER_CONF.update(key for key, _ in args.conf)
     if spark is None and args.remote:
         say(f"connecting to Spark Connect at {args.remote}")
+        if not is_loopback(args.remote) and local_path(out) is not None:
+            say(
+                f"OUT ({out}) is a local path and the server is another machine: its executors "
+                "write there too, so it must be a filesystem both see (else give a URL, "
+                "docs/cluster.md)"
+            )
         try:
             spark = build_session(remote=args.remote, conf=args.conf, short=short)
         except ConnectError as e:

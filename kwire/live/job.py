@@ -178,6 +178,8 @@ class Live:
     quiet: bool = False
     groups_every: float = 60.0
     keylogs: list[str] = field(default_factory=list)
+    # The session catalog's database the tables are kept in (kwire.spark.catalog), if any.
+    database: str | None = None
     started_at: float = field(default_factory=time.time)
 
     def __post_init__(self) -> None:
@@ -442,6 +444,10 @@ class Live:
             families=self.families,
             strict=not self.tolerant,
         )
+        if self.database:
+            from kwire.spark import catalog
+
+            catalog.publish(self.spark, self.database, self.out, tables, replace=False)
 
     def tell(self, log: dict[str, Any], registry: Registry) -> None:
         if self.quiet:
@@ -563,7 +569,7 @@ class Live:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     from kwire.job import _size
-    from kwire.options import add_broker_ports, add_keylog, add_quiet, add_spark
+    from kwire.options import add_broker_ports, add_database, add_keylog, add_quiet, add_spark
 
     parser.add_argument("ring", help="the spool directory (kwire-spool) or the ring directory")
     parser.add_argument("-o", "--output", required=True, metavar="OUT", help="output directory")
@@ -615,6 +621,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_broker_ports(parser)
     add_keylog(parser)
     add_spark(parser)
+    add_database(parser)
     add_quiet(parser)
 
 
@@ -638,6 +645,13 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> None:
         load_keylog(args.keylog)  # a bad key log stops the run before Spark starts
     except KeyLogError as e:
         raise LiveError(str(e)) from None
+    if args.database:
+        from kwire.spark.catalog import CatalogError, quoted
+
+        try:
+            quoted(args.database)
+        except CatalogError as e:
+            raise LiveError(str(e)) from None
     if spark is None and args.remote:
         say(f"connecting to Spark Connect at {args.remote}")
         try:
@@ -665,5 +679,6 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> None:
         quiet=args.quiet,
         groups_every=args.groups_every,
         keylogs=list(args.keylog),
+        database=args.database,
     )
     live.run(args.trigger, args.until_idle)

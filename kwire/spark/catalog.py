@@ -54,36 +54,55 @@ def _sql_text(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def publish(spark: SparkSession, database: str, out: str, tables: dict[str, str]) -> list[str]:
-    """Makes (or replaces) DATABASE.<table> for each OUT table in `tables` (name -> path
-    relative to OUT, as the manifest lists them); returns the tables' full names."""
+# The OUT tables partitioned by a column (Hive-style directories): their new partitions are
+# recovered on every publish.
+PARTITIONED = ("requests", "responses")
+
+
+def publish(
+    spark: SparkSession,
+    database: str,
+    out: str,
+    tables: dict[str, str],
+    replace: bool = True,
+) -> list[str]:
+    """Makes DATABASE.<table> for each OUT table in `tables` (name -> path relative to OUT, as
+    the manifest lists them), replacing kwire's own of that name (`replace`; without it, as
+    kwire live does after each batch of the same OUT, those stay and only get their new
+    partitions); returns the tables' full names."""
     db = quoted(database)
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {db}")
     made = []
     for name, relative in sorted(tables.items()):
-        full = f"{db}.`{table_name(name)}`"
-        _replaceable(spark, database, table_name(name))
-        spark.sql(f"DROP TABLE IF EXISTS {full}")
-        spark.sql(
-            f"CREATE TABLE {full} USING parquet LOCATION {_sql_text(_location(out, relative))} "
-            f"TBLPROPERTIES ({_sql_text(MARK)} = {_sql_text(name)})"
-        )
-        if any(c.isPartition for c in spark.catalog.listColumns(f"{database}.{table_name(name)}")):
+        table = table_name(name)
+        full = f"{db}.`{table}`"
+        exists = _kwire_table(spark, database, table)
+        if exists and replace:
+            spark.sql(f"DROP TABLE {full}")
+        if replace or not exists:
+            location = _sql_text(_location(out, relative))
+            spark.sql(
+                f"CREATE TABLE {full} USING parquet LOCATION {location} "
+                f"TBLPROPERTIES ({_sql_text(MARK)} = {_sql_text(name)})"
+            )
+        if name in PARTITIONED:
             spark.sql(f"ALTER TABLE {full} RECOVER PARTITIONS")
-        made.append(f"{database}.{table_name(name)}")
+        made.append(f"{database}.{table}")
     return made
 
 
-def _replaceable(spark: SparkSession, database: str, table: str) -> None:
-    """Refuses to replace a table that kwire did not make."""
+def _kwire_table(spark: SparkSession, database: str, table: str) -> bool:
+    """Whether DATABASE.TABLE exists (made by kwire); CatalogError when it exists and kwire did
+    not make it."""
     if not spark.catalog.tableExists(f"{database}.{table}"):
-        return
+        return False
     rows = spark.sql(f"SHOW TBLPROPERTIES {quoted(database)}.`{table}`").collect()
     if not any(r[0] == MARK for r in rows):
         raise CatalogError(
             f"{database}.{table} exists and is not one kwire made: it is left as it is; give "
             "another --database"
         )
+    return True
 
 
 def out_of(spark: SparkSession, database: str) -> str:

@@ -106,3 +106,23 @@ def release(df: DataFrame) -> None:
     plan = df._jdf.queryExecution().logical()
     if plan.nodeName() == "LogicalRDD":
         plan.rdd().unpersist(False)
+
+
+def remote_host(url: str) -> str:
+    """The host of a Spark Connect URL (sc://host:port/;params)."""
+    from urllib.parse import urlparse
+
+    return urlparse(url.split(";", 1)[0]).hostname or ""
+
+
+def is_loopback(url: str) -> bool:
+    """Whether a Spark Connect URL names this machine (then the server sees its files)."""
+    import ipaddress
+
+    host = remote_host(url)
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -200,7 +200,7 @@ def test_live_over_connect_equals_decode(
     live = tmp_path / "live"
     said = _client(
         "-m", "kwire", "live", str(spool), "-o", str(live), "-p", ports, "--remote", server.url,
-        "--max-files", "2", "--trigger", "0.5", "--until-idle", "3",
+        "--max-files", "2", "--trigger", "0.5", "--until-idle", "3", "--database", "kw_live",
     ).stdout  # fmt: skip
     # The client tells the batches the server ran.
     assert "batch 0: files 1-2 (2)" in said and "batch 1: files 3-4 (2)" in said, said
@@ -221,6 +221,21 @@ def test_live_over_connect_equals_decode(
             return sorted(repr(sorted(r.items())) for r in found)
 
         assert rows(live) == rows(batch), name
+    # Live mode kept the server's catalog tables current: every row is there by the end.
+    counts = {
+        name: ds.dataset(str(batch / rel), format="parquet", partitioning="hive").count_rows()
+        for name, rel in listed.items()
+    }
+    queries = [f"SELECT count(*) AS n FROM kw_live.{name.replace('/', '_')}" for name in counts]
+    asked = json.loads(
+        _client(
+            str(ROOT / "tests" / "spark" / "connect_client.py"),
+            server.url,
+            "{}",
+            json.dumps(queries),
+        ).stdout
+    )
+    assert [asked["rows"][q][0]["n"] for q in queries] == list(counts.values())
 
 
 def test_a_server_without_kwire_gets_the_pure_python_package(classic: Path, tmp_path: Path) -> None:
@@ -257,3 +272,12 @@ def test_a_server_without_kwire_gets_the_pure_python_package(classic: Path, tmp_
     assert sorted(got) == sorted(want)
     for name in want:
         assert got[name] == want[name], name
+
+
+def test_only_a_loopback_server_is_taken_to_see_this_machines_files() -> None:
+    from kwire.spark.driver import is_loopback
+
+    assert is_loopback("sc://127.0.0.1:15002") and is_loopback("sc://localhost")
+    assert is_loopback("sc://[::1]:15002/;user_id=a")
+    assert not is_loopback("sc://db.example.com:443/;token=x")
+    assert not is_loopback("sc://10.0.0.1")
