@@ -91,6 +91,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.records
 	$(BIN)/python -m benchmarks.spark
 	$(BIN)/python -m benchmarks.delivery
+	$(BIN)/python -m benchmarks.connect
 
 # The capture step at scale (ratios, never assertions): tshark, `kwire capture`, the capture on
 # Spark (local[1], local[2], a standalone cluster of 2 x 1 core), the decode job against the sink

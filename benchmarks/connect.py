@@ -35,6 +35,12 @@ if str(ROOT) not in sys.path:
 from benchmarks.scale import SMALL_CAPTURE, job_stages, parquet_rows, run_timed  # noqa: E402
 from tests.connect_server import ConnectServer  # noqa: E402
 
+# The server settings kwire's own sessions start with that a server's operator can give too
+# (kwire.spark.session.session_settings): held blocks compressed, Parquet's vectored reads off.
+KWIRE_SERVER_CONF = {
+    "spark.rdd.compress": "true",
+    "spark.hadoop.parquet.hadoop.vectored.io.enabled": "false",
+}
 SMALL_TARGET = 1.10
 RING_TARGET = 1.20
 
@@ -62,6 +68,11 @@ def main(argv: list[str] | None = None) -> int:
         "--ports", help="broker ports (default: the capture's truth or ring.json, else 9092)"
     )
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument(
+        "--kwire-server-conf",
+        action="store_true",
+        help=f"start the server with kwire's session settings too: {KWIRE_SERVER_CONF}",
+    )
     parser.add_argument("--timeout", type=float, default=3600)
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks/results/connect.json")
     args = parser.parse_args(argv)
@@ -81,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         "stages_connect": [],
         "host": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "target": target,
+        "server_conf": KWIRE_SERVER_CONF if args.kwire_server_conf else {},
     }
     with tempfile.TemporaryDirectory(prefix="kwire-bench-connect-") as tmp_name:
         tmp = Path(tmp_name)
@@ -93,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
                 cmd = [*base, "-o", str(out)]
                 server = None
                 if which == "connect":
-                    server = ConnectServer(tmp / f"server{repeat}")
+                    conf = KWIRE_SERVER_CONF if args.kwire_server_conf else None
+                    server = ConnectServer(tmp / f"server{repeat}", conf=conf)
                     server.wait()
                     cmd += ["--remote", server.url]
                 say(f"{which}: run {repeat + 1}/{args.repeats}")

@@ -21,7 +21,13 @@ from kwire.spark.session import C1_JVM
 
 
 class ConnectServer:
-    def __init__(self, home: Path, env: dict[str, str] | None = None, cores: int = 2) -> None:
+    def __init__(
+        self,
+        home: Path,
+        env: dict[str, str] | None = None,
+        cores: int = 2,
+        conf: dict[str, str] | None = None,
+    ) -> None:
         self.home = home
         home.mkdir(parents=True, exist_ok=True)
         with socket.socket() as s:
@@ -57,6 +63,7 @@ class ConnectServer:
                 "--conf", "spark.sql.shuffle.partitions=2",
                 "--conf", f"spark.sql.warehouse.dir={home / 'warehouse'}",
                 "--conf", f"spark.driver.extraJavaOptions={C1_JVM} -Dderby.system.home={home}",
+                *[x for key, value in (conf or {}).items() for x in ("--conf", f"{key}={value}")],
             ],
             cwd=home,
             env=environ,
