@@ -418,12 +418,12 @@ def kwire_zip(into: str) -> str:
     import zipfile
 
     import generated
-    import kwire
 
     buffer = io.BytesIO()
+    # kwire's package: two levels up from this module (kwire/spark/session.py).
+    packages = (Path(__file__).resolve().parents[1], Path(str(generated.__file__)).resolve().parent)
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
-        for package in (kwire, generated):
-            root = Path(str(package.__file__)).resolve().parent
+        for root in packages:
             for path in sorted(root.rglob("*")):
                 rel = path.relative_to(root.parent)
                 if (

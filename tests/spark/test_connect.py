@@ -128,6 +128,10 @@ def test_decode_over_connect_writes_what_the_classic_job_writes(
     story = _client("-m", "kwire", "groups", "--remote", server.url, "--database", "kw").stdout
     assert story == tell(classic)
     assert "group g-classic" in story and "share" in story
+    page = tmp_path / "report.html"
+    args = ["--remote", server.url, "--database", "kw", "-o", str(page)]
+    assert f"report -> {page}" in _client("-m", "kwire", "report", *args).stdout
+    assert "g-classic" in page.read_text()
 
 
 # What a notebook user runs on the UDF pack and the pcap source.
@@ -281,3 +285,15 @@ def test_only_a_loopback_server_is_taken_to_see_this_machines_files() -> None:
     assert is_loopback("sc://[::1]:15002/;user_id=a")
     assert not is_loopback("sc://db.example.com:443/;token=x")
     assert not is_loopback("sc://10.0.0.1")
+
+
+@pytest.mark.parametrize("when", ["running", "late"])
+def test_a_failed_step_interrupts_the_others_over_connect(server: ConnectServer, when: str) -> None:
+    """Steps tag their operations; a failed step's error is what run() raises, and the other
+    step's two-minute query (running, or submitted after the failure) is interrupted."""
+    said = json.loads(
+        _client(str(ROOT / "tests" / "spark" / "connect_steps.py"), server.url, when).stdout
+    )
+    assert said["error"] == "ValueError: the decoded requests are not there", said
+    assert said["seconds"] < 100, f"the slow step's query was not interrupted: {said}"
+    assert said["after"] == 5
