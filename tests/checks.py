@@ -19,3 +19,18 @@ def check_head(obj: Any, encoded: bytes, version: int) -> None:
         source = obj if info.attr in read else default
         assert getattr(head, info.attr) == getattr(source, info.attr), info.attr
     assert head.unknown_tags == {}
+
+
+def out_tables(out: Any) -> dict[str, list[str]]:
+    """Every table OUT's manifest lists, as sorted row texts (row order is Spark's business)."""
+    import json
+    from pathlib import Path
+
+    import pyarrow.dataset as ds
+
+    listed = json.loads((Path(out) / "manifest.json").read_text())["tables"]
+    found = {}
+    for name, rel in sorted(listed.items()):
+        data = ds.dataset(str(Path(out) / rel), format="parquet", partitioning="hive")
+        found[name] = sorted(repr(sorted(r.items())) for r in data.to_table().to_pylist())
+    return found

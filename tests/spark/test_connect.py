@@ -22,6 +22,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from kwire import job
+from tests.checks import out_tables as _tables
 from tests.connect_server import ConnectServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,14 +71,13 @@ def _client(
     return done
 
 
-def _tables(out: Path) -> dict[str, list[str]]:
-    """Every table the manifest lists, as sorted row texts (row order is Spark's business)."""
-    listed = json.loads((out / "manifest.json").read_text())["tables"]
-    found = {}
-    for name, rel in sorted(listed.items()):
-        data = ds.dataset(str(out / rel), format="parquet", partitioning="hive")
-        found[name] = sorted(repr(sorted(r.items())) for r in data.to_table().to_pylist())
-    return found
+def _catalog_counts(server: ConnectServer, database: str, names: list[str]) -> dict[str, int]:
+    """Rows of each OUT table (by its manifest name) in DATABASE, asked by another client of
+    the server."""
+    queries = [f"SELECT count(*) AS n FROM {database}.{n.replace('/', '_')}" for n in names]
+    client = str(ROOT / "tests" / "spark" / "connect_client.py")
+    asked = json.loads(_client(client, server.url, "{}", json.dumps(queries)).stdout)
+    return {n: asked["rows"][q][0]["n"] for n, q in zip(names, queries)}
 
 
 def test_decode_over_connect_writes_what_the_classic_job_writes(
@@ -112,16 +112,7 @@ def test_decode_over_connect_writes_what_the_classic_job_writes(
         if again:
             assert len(job.publish_tables(spark, "kw_classic", str(classic))) == len(counts)
     # The Connect server's, from another client of the server.
-    queries = [f"SELECT count(*) AS n FROM kw.{name.replace('/', '_')}" for name in counts]
-    asked = json.loads(
-        _client(
-            str(ROOT / "tests" / "spark" / "connect_client.py"),
-            server.url,
-            "{}",
-            json.dumps(queries),
-        ).stdout
-    )
-    assert [asked["rows"][q][0]["n"] for q in queries] == list(counts.values())
+    assert _catalog_counts(server, "kw", list(counts)) == counts
     # The story, from the catalog's tables, as from OUT.
     from kwire.groups.story import tell
 
@@ -230,16 +221,7 @@ def test_live_over_connect_equals_decode(
         name: ds.dataset(str(batch / rel), format="parquet", partitioning="hive").count_rows()
         for name, rel in listed.items()
     }
-    queries = [f"SELECT count(*) AS n FROM kw_live.{name.replace('/', '_')}" for name in counts]
-    asked = json.loads(
-        _client(
-            str(ROOT / "tests" / "spark" / "connect_client.py"),
-            server.url,
-            "{}",
-            json.dumps(queries),
-        ).stdout
-    )
-    assert [asked["rows"][q][0]["n"] for q in queries] == list(counts.values())
+    assert _catalog_counts(server, "kw_live", list(counts)) == counts
 
 
 def test_a_server_without_kwire_gets_the_pure_python_package(classic: Path, tmp_path: Path) -> None:

@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pyarrow.dataset as ds
 import pytest
 from pyspark.sql import SparkSession
 
@@ -32,6 +31,7 @@ from kwire import job
 from kwire.groups import story
 from kwire.groups.story import StoryError
 from kwire.spark.faults import PLACES
+from tests.checks import out_tables as _tables
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "capture"
@@ -54,16 +54,6 @@ def _kwire(*args: str, env: dict[str, str] | None = None, **kw: Any) -> subproce
         cwd=ROOT,
         **kw,
     )
-
-
-def _tables(out: Path) -> dict[str, list[str]]:
-    """Every table the manifest lists, as sorted row texts (row order is Spark's business)."""
-    listed = json.loads((out / "manifest.json").read_text())["tables"]
-    found = {}
-    for name, rel in sorted(listed.items()):
-        data = ds.dataset(str(out / rel), format="parquet", partitioning="hive")
-        found[name] = sorted(repr(sorted(r.items())) for r in data.to_table().to_pylist())
-    return found
 
 
 @pytest.fixture(scope="module")
