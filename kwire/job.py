@@ -791,9 +791,7 @@ def add_derived(
         # An empty OUT/records has no files (Spark writes none), and cannot be read back.
         if local_path(records_path) is None or has_parquet_files(records_path):
             inputs.update(_produced(spark, spark.read.parquet(records_path), inputs["responses"]))
-            held.extend(
-                df for key in ("endpoints", "records", "prod", "known") if (df := inputs[key])
-            )
+            held.extend(df for key in ("endpoints", "records", "prod") if (df := inputs[key]))
 
     # The decoded responses, read without what no derived table reads; then, with records, the
     # produced ones and their offsets.
@@ -854,7 +852,7 @@ def add_derived(
 def _produced(spark: SparkSession, records: DataFrame, responses: DataFrame) -> dict[str, Any]:
     """The data records, the produced ones with their offsets, and the broker endpoints'
     clusters (kwire.groups.delivery), held for the steps that read them."""
-    from kwire.groups.delivery import clusters, data_records, offsets, produced
+    from kwire.groups.delivery import Known, clusters, data_records, produced
 
     # Broker endpoint -> cluster id, for the produced records, the fetched ones and the
     # commits' coordinators alike.
@@ -863,7 +861,8 @@ def _produced(spark: SparkSession, records: DataFrame, responses: DataFrame) -> 
         endpoints = hold(endpoints)
     records = hold_per_core(data_records(records))
     prod = hold(produced(records, responses, endpoints))
-    known = hold(offsets(records, prod, endpoints))
+    # What the time lags ask of the records' offsets, asked by each for its own (Known).
+    known = Known(records, prod, endpoints)
     return {"endpoints": endpoints, "records": records, "prod": prod, "known": known}
 
 

@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 
 from kwire.spark.driver import parallelism
 from kwire.groups.clock import Clock, clock
-from kwire.groups.delivery import names_clusters
+from kwire.groups.delivery import Known, names_clusters
 from kwire.groups.described import described
 from kwire.groups.errors import ERROR_AT
 from kwire.groups.pairs import _error_name
@@ -486,11 +486,11 @@ def build_base(
 def build_lagged(
     basis: Basis,
     held: list[DataFrame],
-    known: DataFrame | None = None,
+    known: Known | None = None,
     endpoints: DataFrame | None = None,
 ) -> dict[str, DataFrame]:
     """commits and progress (lazy; held frames appended to `held`, see build_base). `known`
-    (kwire.groups.delivery.offsets(), from OUT/records) gives them their time lag (topics
+    (kwire.groups.delivery.Known, from OUT/records) gives them their time lag (topics
     matched within the cluster that `endpoints`, delivery.clusters(), names); without it those
     columns are null."""
     requests, responses, names = basis.requests, basis.responses, basis.names
@@ -499,12 +499,20 @@ def build_lagged(
     seen = hold(log_end_seen(requests, responses, names))
     held.append(seen)
     log_ends = seen if known is not None else None
-    # Held: progress reads it again.
-    done = hold(commit_lag(commits(requests, basis.pairs, names), known, endpoints, log_ends))
+    asked = None
+    # Held: progress reads it again, and what is known of the records at its offsets.
+    committed = hold(commits(requests, basis.pairs, names))
+    held.append(committed)
+    if known is not None:
+        # The records at the committed offsets (progress's last ones among them), held: the
+        # commits' lags and progress's read them.
+        asked = hold(known.at(committed))
+        held.append(asked)
+    done = hold(commit_lag(committed, asked, endpoints, log_ends))
     held.append(done)
     ends = basis.ev.groupBy("group_id").agg(F.max(F.coalesce("resp_ts", "ts")).alias("end_ts"))
     latest = latest_log_ends(seen)
-    lag = end_lag(progress(done, latest, ends), known, endpoints, basis.clock)
+    lag = end_lag(progress(done, latest, ends), asked, endpoints, basis.clock)
     return {"commits": done, "progress": lag, LOG_ENDS: latest}
 
 
@@ -1071,7 +1079,7 @@ def add_steps(
     steps: Steps,
     spark: SparkSession,
     decoded: Callable[[], tuple[DataFrame, DataFrame]],
-    lag: Callable[[], tuple[DataFrame | None, DataFrame | None]],
+    lag: Callable[[], tuple[Known | None, DataFrame | None]],
     out: str,
     after: Sequence[str] = (),
     after_lag: Sequence[str] = (),

@@ -29,6 +29,7 @@ from kwire.spark.faults import fault_point
 
 if TYPE_CHECKING:
     from kwire.groups.clock import Clock
+    from kwire.groups.delivery import Known
 
 SHARE_EVENTS = (
     "group_id string, kind string, ts timestamp, resp_ts timestamp, answered boolean, "
@@ -286,11 +287,11 @@ def told_share(
 def finish_share(
     told: dict[str, DataFrame],
     held: list[DataFrame],
-    known: DataFrame | None = None,
+    known: Known | None = None,
     log_ends: DataFrame | None = None,
 ) -> dict[str, DataFrame]:
     """The four OUT/share tables (lazy) from told_share()'s: `known`
-    (kwire.groups.delivery.offsets) gives the records their produced instants; `log_ends`
+    (kwire.groups.delivery.Known) gives the records their produced instants; `log_ends`
     (kwire.groups.build.latest_log_ends) the partitions' log end offsets."""
     from kwire.spark.session import hold
 
@@ -302,7 +303,7 @@ def finish_share(
         keys = ["topic", "partition", "offset"]
         wanted = tables["records"].select(*keys).distinct()
         produced = hold(
-            known.join(wanted, keys, "leftsemi")
+            known.at(wanted, small=False)
             .groupBy(*keys)
             .agg(
                 F.min("produced_at").alias("_produced_at"),
