@@ -730,7 +730,12 @@ class Orchestra:
     """Starts the clients and plays the group events."""
 
     def __init__(
-        self, ctx: Any, bootstrap: str, seed: int, t0: float, weights: tuple[int, ...] = (4, 2, 3, 2)
+        self,
+        ctx: Any,
+        bootstrap: str,
+        seed: int,
+        t0: float,
+        weights: tuple[int, ...] = (4, 2, 3, 2),
     ) -> None:
         self.ctx = ctx
         self.weights = weights  # of restarts, kills, joins and leaves
