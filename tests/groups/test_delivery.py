@@ -184,3 +184,58 @@ def test_first_commits_agree_with_a_scan_of_every_commit(spark: SparkSession) ->
 def _utc(at: datetime | None) -> datetime | None:
     # Collected as the session's UTC wall clock, without a zone.
     return None if at is None else at.replace(tzinfo=timezone.utc)
+
+
+def test_known_gives_the_offsets_asked_within_each_brokers_cluster(spark: SparkSession) -> None:
+    """Two clusters (Metadata names broker 10.0.0.9 in one, 10.0.0.8 in the other) each get
+    topic t's partition 0 written at offset 100: producer 7 appends two records there in cluster
+    one (offsets 100 and 101, acked at 50 ms), producer 8 one record in cluster two (acked at
+    60 ms); a consumer of cluster one fetches offset 101, whose log timestamp is 7 ms. Asked for
+    t-0 at 101 alone (a commit's offset), Known gives that one record, from cluster one; asked
+    for everything, the three, each in the cluster of its broker."""
+    from kwire.groups.delivery import Known
+
+    one, two = "10.0.0.5:40000->10.0.0.9:9092", "10.0.0.5:40001->10.0.0.8:9092"
+    fetcher = "10.0.0.6:41000->10.0.0.9:9092"
+
+    def row(conn: str, direction: str, api: int, corr: int, ms: int, pid: int, off: int, seq: int,
+            ts: int) -> tuple:  # fmt: skip
+        head = (conn, direction, api, corr, "c", _at(ms), "t", None, 0, 0, "ok", False)
+        return head + (pid, 0, off, seq, _at(ts), None, None)
+
+    records = spark.createDataFrame(
+        [
+            row(one, "request", 0, 1, 0, 7, 0, 0, 1),
+            row(one, "request", 0, 1, 0, 7, 1, 1, 1),
+            row(two, "request", 0, 1, 10, 8, 0, 0, 2),
+            row(fetcher, "response", 1, 4, 300, 7, 101, 1, 7),
+        ],
+        RECORDS,
+    )
+    responses = spark.createDataFrame(
+        [
+            (one, 1, _at(50), 0, ([("t", None, [(0, 0, 100)])],)),
+            (two, 1, _at(60), 0, ([("t", None, [(0, 0, 100)])],)),
+        ],
+        RESPONSES,
+    )
+    endpoints = spark.createDataFrame(
+        [("10.0.0.9:9092", "c-one"), ("10.0.0.8:9092", "c-two")], "_ep string, cluster string"
+    )
+    known = Known(records, produced(records, responses, endpoints), endpoints)
+    wanted = spark.createDataFrame([("g", "t", 0, 101)], "group_id string, topic string, "
+                                   "partition int, offset long")  # fmt: skip
+
+    def rows(df: object) -> list[tuple]:
+        keys = ("cluster", "topic", "partition", "offset", "produced_at", "acked_at")
+        return sorted(
+            tuple(r[k] for k in keys) + (r["record_timestamp"],) for r in df.collect()  # type: ignore[attr-defined]
+        )
+
+    at = {ms: _at(ms).replace(tzinfo=None) for ms in (0, 1, 2, 7, 10, 50, 60)}
+    assert rows(known.at(wanted)) == [("c-one", "t", 0, 101, at[0], at[50], at[7])]
+    assert rows(known.at(wanted, small=False)) == [
+        ("c-one", "t", 0, 100, at[0], at[50], at[1]),
+        ("c-one", "t", 0, 101, at[0], at[50], at[7]),
+        ("c-two", "t", 0, 100, at[10], at[60], at[2]),
+    ]
