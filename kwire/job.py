@@ -1,12 +1,13 @@
-"""The decode job: `kwire decode FRAMES_OR_PCAPS... -o OUT [--master URL]`.
+"""The decode job: `kwire decode FRAMES_OR_PCAPS... -o OUT [--master URL]`, its options and
+its session.
 
 Captures (pcap/pcapng files, directories of them, or remote URLs) go through the capture step
 first, on the executors (kwire/spark/spark_capture.py; `--capture-on driver` runs the single-process
 `kwire.capture` reader instead), into OUT/frames.parquet; frames tables (Parquet files or
-directories) are read as they are. Requests and responses are decoded on Spark
-and written to OUT/requests and OUT/responses, partitioned by api_key; the records inside Produce
-requests and Fetch / ShareFetch responses are exploded to OUT/records, one row per record; a short
-summary follows.
+directories) are read as they are. Then the pipeline's stages (kwire.pipeline, which `kwire live`
+runs too) write OUT/requests and OUT/responses, partitioned by api_key, OUT/records (one row per
+record inside Produce requests and Fetch / ShareFetch responses), groups/, share/, delivery and
+delivery_summary; a short summary follows.
 """
 
 from __future__ import annotations
@@ -14,9 +15,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import re
-import shutil
-import sys
 import threading
 import time
 from functools import partial
@@ -24,34 +22,34 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, DataType, StructField, StructType
 
 from kwire import __version__
 from kwire.capture.distributed import (
     SPLIT_BYTES,
-    FileChanged,
-    SplitError,
     list_files,
     load_keylog,
     local_path,
     parse_size,
 )
 from kwire.capture.tls import KeyLog, KeyLogError
-from kwire.spark.api import decode_requests, decode_responses, write_decoded
+from kwire import pipeline
+from kwire.pipeline import (
+    READER_ROWS,
+    JobError,
+    failure_text,
+    present_families,
+    progress_step,
+    run_capture,
+    run_capture_on_spark,
+    say,
+    size_batches,
+)
 from kwire.spark import manifest
-from kwire.spark.explode import records_table, write_records
-from kwire.spark.explode import row_size as records_row_size
 from kwire.spark.model import FAMILIES
 from kwire.spark.progress import Progress, describe_outputs
 from kwire.spark.driver import master as master_of
-from kwire.spark.driver import describe_jobs, is_loopback, parallelism, runs_locally
-from kwire.spark.session import hold, hold_per_core, is_local, release
-from kwire.spark.sink import (
-    has_parquet_files,
-    resize_row_groups,
-    write_parquet,
-)
+from kwire.spark.driver import is_loopback, parallelism
+from kwire.spark.session import is_local
 from kwire.spark.steps import Steps
 from kwire.spark.summary import Summary, summarize
 from kwire.options import (
@@ -70,17 +68,6 @@ PCAP_MAGIC = {
     b"\x4d\x3c\xb2\xa1",
     b"\x0a\x0d\x0d\x0a",
 }
-
-
-class JobError(Exception):
-    """A problem with the job's inputs or options, reported in one line."""
-
-
-def say(message: str) -> None:
-    # One write, line and newline together: the driver's capture says its lines from a thread
-    # of its own while the session starts.
-    sys.stderr.write(f"kwire: {message}\n")
-    sys.stderr.flush()
 
 
 CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap")
@@ -115,227 +102,6 @@ def _kind(path: str) -> str:
     if head in PCAP_MAGIC:
         return "capture"
     raise JobError(f"{path}: neither a frames table (Parquet) nor a pcap/pcapng capture")
-
-
-def run_capture(
-    captures: list[str], out: str, broker_ports: list[int] | None, keylog: KeyLog | None = None
-) -> str:
-    """Runs the capture step on the driver, in one process; returns the frames table's path."""
-    from kwire import capture
-
-    frames = os.path.join(out, "frames.parquet")
-    os.makedirs(out, exist_ok=True)
-    ports = broker_ports or list(capture.DEFAULT_BROKER_PORTS)
-    say(f"capture: {len(captures)} file(s) -> {frames} (broker ports {ports})")
-    summary = capture.write_parquet(captures, frames, ports, errors="report", keylog=keylog)
-    _report_capture(summary)
-    return frames
-
-
-def run_capture_on_spark(
-    spark: SparkSession,
-    captures: list[str],
-    out: str,
-    broker_ports: list[int] | None,
-    progress: Progress | None = None,
-    split_size: int = SPLIT_BYTES,
-    keylog: KeyLog | None = None,
-) -> str:
-    """Runs the capture step on the executors; returns the frames table's path."""
-    from kwire.capture import DEFAULT_BROKER_PORTS
-
-    from kwire.spark.spark_capture import capture_frames
-
-    frames = os.path.join(out, "frames.parquet")
-    ports = broker_ports or list(DEFAULT_BROKER_PORTS)
-    try:
-        run = capture_frames(spark, captures, ports, split_size=split_size, keylog=keylog)
-    except FileNotFoundError as e:
-        raise JobError(str(e)) from None
-    total = sum(size for _, _, size in run.files)
-    detail = f"{len(run.files)} file(s), {total / 1e6:,.1f} MB, broker ports {ports}"
-    say(f"capture on Spark: {detail} -> {frames}")
-    _step(spark, progress, "capture", detail)
-    started = time.monotonic()
-    try:
-        if local_path(frames) is not None:
-            run.write(frames)  # each tracking task writes its frames' file
-        else:
-            write_parquet(run.frames, frames)
-    except Exception as e:
-        changed = executor_error(e, FileChanged)
-        if changed is None:
-            raise
-        # A file changed under the step (a ring rotated over): no table that looks complete.
-        if "://" not in frames:
-            shutil.rmtree(frames, ignore_errors=True)
-        raise JobError(changed) from None
-    # Row groups are cut by compressed size; a capture of large compressible frames (records
-    # sent uncompressed) is written again with a bound on rows, so a default session reads it.
-    resize_row_groups(spark, frames, "frame_length")
-    try:
-        summary = run.summary()
-    except SplitError as e:
-        # The frames cannot be trusted: leave no table that looks like a result.
-        if "://" not in frames:
-            shutil.rmtree(frames, ignore_errors=True)
-        raise JobError(str(e)) from None
-    if not runs_locally(spark):
-        not_on_workers(summary.files)
-    _report_capture(summary)
-    say(f"captured -> {frames} ({time.monotonic() - started:.1f} s)")
-    return frames
-
-
-def not_on_workers(files: list[dict[str, Any]]) -> None:
-    """Says why, on a cluster, the executors could not open a local capture the driver sees:
-    a local path must name the same file on every worker."""
-    for f in files:
-        path = local_path(str(f.get("path", "")))
-        if str(f.get("error", "")).startswith("cannot open") and path and os.path.isfile(path):
-            f["error"] += (
-                " (on the executors; the driver has it: local paths must be readable on every"
-                " worker, so put the captures on a shared filesystem or in object storage,"
-                " s3://, hdfs://, gs://)"
-            )
-
-
-def _report_capture(summary: Any) -> None:
-    failed = [f for f in summary.files if f.get("error")]
-    for f in failed:
-        say(f"capture: {f['path']}: {f['error']}")
-    frames = summary.frames["request"] + summary.frames["response"]
-    say(
-        f"capture: {summary.packets:,} packets, {frames:,} frames "
-        f"({summary.frames['request']:,} requests, {summary.frames['response']:,} responses)"
-    )
-    if not frames and summary.packets:
-        # Not an error (the tables are written, empty), but most likely not what was meant.
-        skipped = ", ".join(f"{n:,} {why}" for why, n in summary.skipped_packets.most_common(3))
-        ignored = ", ".join(f"{n:,} {why}" for why, n in summary.connections_ignored.most_common(3))
-        say(
-            f"capture: no Kafka frames in {summary.tcp_segments:,} TCP segments"
-            + (f"; connections ignored: {ignored}" if ignored else "")
-            + (f"; packets passed over: {skipped}" if skipped else "")
-        )
-    if summary.tls:
-        parts = ", ".join(f"{n:,} {what}" for what, n in sorted(summary.tls.items()))
-        say(f"capture: TLS connections: {parts}")
-    if failed and len(failed) == len([f for f in summary.files if "skipped" not in f]):
-        raise JobError("no capture could be read")
-
-
-def decode_frames(
-    frames: DataFrame, families: Sequence[str] | None = None, tolerant: bool = True
-) -> tuple[DataFrame, DataFrame]:
-    """The frames table -> (decoded requests, decoded responses)."""
-    if "direction" not in frames.columns or "frame" not in frames.columns:
-        raise JobError("a frames table needs `frame` and `direction` columns")
-    requests = decode_requests(
-        frames.where(F.col("direction") == "request"), families=families, tolerant=tolerant
-    )
-    responses = decode_responses(
-        frames.where(F.col("direction") == "response"), families=families, tolerant=tolerant
-    )
-    return requests, responses
-
-
-def present_families(keys: set[int]) -> list[str]:
-    """The families whose api keys occur in the frames table, so the decoded tables carry a
-    struct column per API present rather than all 93: writing 93 mostly-null structs per row
-    costs about three times the Parquet sink of a few (README, Performance)."""
-    return [name for name, key in FAMILIES.items() if key in keys]
-
-
-# Bytes of frames a task holds in one batch: Parquet's vectorized reader and the Arrow batches
-# to the Python workers are sized in rows, so the job picks the rows from the frames' sizes.
-BATCH_BYTES = 32 * 1024 * 1024
-READER_ROWS = 4096  # Spark's defaults, kept when frames are small
-ARROW_ROWS = 10000
-
-
-def _sizes_here(paths: list[str], columns: list[str]) -> dict[str, Any] | None:
-    """size_batches' figures read with pyarrow on the driver, when every frames table is local:
-    two small columns, and no Spark job (about 2 s of a small capture's run, most of it the
-    first job's warm-up). None when a path is remote or pyarrow cannot read it."""
-    import numpy as np
-    import pyarrow.dataset as ds
-
-    from kwire.capture.distributed import local_path
-
-    local = [local_path(p) for p in paths]
-    if any(p is None for p in local):
-        return None
-    wanted = [c for c in ("frame_length", "api_key") if c in columns]
-    try:
-        # One dataset per table: a list of paths must name files, and the frames table the
-        # capture on Spark writes is a directory (which sent every such job to Spark).
-        parts = [ds.dataset(str(p), format="parquet", partitioning="hive") for p in local]
-        table = ds.dataset(parts).to_table(columns=wanted)
-    except Exception:  # Spark reads what pyarrow cannot: let it
-        return None
-    row: dict[str, Any] = {}
-    if "frame_length" in wanted:
-        lengths = table.column("frame_length").drop_null().to_numpy()
-        row["p"] = float(np.percentile(lengths, 99.9)) if len(lengths) else None
-        row["m"] = int(lengths.max()) if len(lengths) else None
-    if "api_key" in wanted:
-        row["keys"] = [k for k in table.column("api_key").unique().to_pylist() if k is not None]
-    return row
-
-
-def size_batches(
-    spark: SparkSession, frames: DataFrame, paths: list[str] | None = None
-) -> tuple[int, int, int, set[int] | None]:
-    """Sets the reader and Arrow batch rows so a batch of frames is about BATCH_BYTES: rows =
-    BATCH_BYTES / the 99.9th percentile frame length. A batch of 4096 frames of 300 kB (a
-    Produce/Fetch-heavy ring) would be 1.2 GB in one column vector: that, not the data's size,
-    is what ran the JVM out of heap. The same pass over the small frame_length and api_key
-    columns (one Spark job, or pyarrow when `paths`, the frames tables, are local) also gives the
-    api keys present. Returns (reader rows, Arrow rows,
-    the largest frame's length, the api keys or None without an api_key column); leaves
-    settings the user gave with --conf alone."""
-    aggs = []
-    if "frame_length" in frames.columns:
-        aggs += [
-            F.percentile_approx("frame_length", 0.999).alias("p"),
-            F.max("frame_length").alias("m"),
-        ]
-    if "api_key" in frames.columns:
-        aggs.append(F.collect_set("api_key").alias("keys"))
-    if not aggs:
-        return READER_ROWS, ARROW_ROWS, 0, None
-    row: Any = _sizes_here(paths, frames.columns) if paths else None
-    if row is None:
-        row = frames.agg(*aggs).first()
-    keys = set(row["keys"]) if row is not None and "api_key" in frames.columns else None
-    if "frame_length" not in frames.columns:
-        return READER_ROWS, ARROW_ROWS, 0, keys
-    typical = max(int(row["p"] or 0), 1) if row is not None else 1
-    largest = int(row["m"] or 0) if row is not None else 0
-    rows = max(1, BATCH_BYTES // typical)
-    chosen = []
-    for key, default in (
-        ("spark.sql.parquet.columnarReaderBatchSize", READER_ROWS),
-        ("spark.sql.execution.arrow.maxRecordsPerBatch", ARROW_ROWS),
-    ):
-        if key in USER_CONF:
-            chosen.append(int(spark.conf.get(key) or default))
-            continue
-        value = min(default, rows)
-        spark.conf.set(key, str(value))
-        chosen.append(value)
-    return chosen[0], chosen[1], largest, keys
-
-
-USER_CONF: set[str] = set()
-
-
-def write(df: DataFrame, path: str, mode: str, row_bytes: int | None = None) -> None:
-    """A decoded table, partitioned by api key, in row groups a default session reads (a row
-    holds its frame and the decoded message, which may carry the records again: twice the
-    frame)."""
-    write_parquet(df, path, mode=mode, partition_by="api_key", row_bytes=row_bytes)
 
 
 # -- command line -------------------------------------------------------------------------------
@@ -481,14 +247,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def executor_error(e: BaseException, kind: type[BaseException]) -> str | None:
-    """The message of a `kind` error raised in an executor's Python worker, found in the text of
-    the Spark failure that carries it (its traceback's last line), else None."""
-    text = failure_text(e)
-    found = re.search(rf"^(?:[\w.]+\.)?{kind.__name__}: (.+)$", text, re.MULTILINE)
-    return found.group(1).strip() if found else None
-
-
 def run(args: argparse.Namespace, spark: SparkSession | None = None) -> Summary | None:
     """Runs the job; uses `spark` if given (tests), else starts a session on args.master."""
     start = time.monotonic()
@@ -549,21 +307,6 @@ def _no_space(e: BaseException) -> bool:
     return "No space left on device" in failure_text(e)
 
 
-def failure_text(e: BaseException) -> str:
-    """A failure's whole text: its Python traceback, and for Spark's the Java exception's text,
-    which carries the executors' Python tracebacks."""
-    import traceback
-
-    text = "".join(traceback.format_exception(e))
-    java = getattr(e, "java_exception", None)
-    if java is not None:
-        try:
-            text += "\n" + str(java.toString())
-        except Exception:
-            pass
-    return text
-
-
 def _run(
     args: argparse.Namespace,
     spark: SparkSession | None,
@@ -596,8 +339,8 @@ def _run(
     capturing = None
     if captures and args.capture_on == "driver":
         capturing = _Background(run_capture, captures, out, args.broker_ports, keylog)
-    USER_CONF.clear()
-    USER_CONF.update(key for key, _ in args.conf)
+    pipeline.USER_CONF.clear()
+    pipeline.USER_CONF.update(key for key, _ in args.conf)
     if spark is None and args.remote:
         say(f"connecting to Spark Connect at {args.remote}")
         if not is_loopback(args.remote) and local_path(out) is not None:
@@ -678,39 +421,6 @@ def _run(
     return summary
 
 
-# What no derived table reads, and what would be most of a scan's bytes: the fetched records
-# inside each Fetch response (OUT/records holds them one a row). Spark's nested column pruning
-# stops at higher-order functions (the group tables keep a few numbers of each fetched partition
-# with `transform`), so they are left out of the schema the table is read with.
-_NOT_DERIVED = ("fetch.responses.partitions.records", "share_fetch.responses.partitions.records")
-
-
-def _without(schema: StructType, path: list[str]) -> StructType:
-    """`schema` without the nested field at `path` (through structs and arrays)."""
-
-    def inner(t: DataType, rest: list[str]) -> DataType:
-        if isinstance(t, ArrayType):
-            return ArrayType(inner(t.elementType, rest), t.containsNull)
-        return _without(t, rest) if isinstance(t, StructType) else t
-
-    fields = []
-    for f in schema.fields:
-        if f.name != path[0]:
-            fields.append(f)
-        elif len(path) > 1:
-            fields.append(StructField(f.name, inner(f.dataType, path[1:]), f.nullable, f.metadata))
-    return StructType(fields)
-
-
-def _read_without(spark: SparkSession, path: str, drop: Sequence[str]) -> DataFrame:
-    """The Parquet table at `path`, read without the nested fields `drop` (dotted paths): the
-    reader then never touches their bytes."""
-    schema = spark.read.parquet(path).schema
-    for dotted in drop:
-        schema = _without(schema, dotted.split("."))
-    return spark.read.schema(schema).parquet(path)
-
-
 class _Background:
     """`fn(*args)` run in a thread of its own; result() waits for it and returns its value or
     raises its exception."""
@@ -735,167 +445,6 @@ class _Background:
         if self._error is not None:
             raise self._error
         return self._value
-
-
-def _step(spark: SparkSession, progress: Progress | None, step: str, detail: str = "") -> None:
-    """A new step: on the progress line, and as the name of its jobs in Spark's UI."""
-    describe_jobs(spark, step)
-    if progress is not None:
-        progress.start(step, detail)
-
-
-def add_derived(
-    steps: Steps,
-    spark: SparkSession,
-    src: str,
-    dst: str,
-    *,
-    groups: bool = True,
-    share: bool = True,
-    delivery: bool = True,
-    with_records: bool = True,
-    tell: Callable[[str], None] | None = None,
-    decoded: Sequence[str] = (),
-    exploded: Sequence[str] = (),
-) -> list[tuple[str, str]]:
-    """Adds to `steps` the tables derived from the decoded ones under `src` (once the steps in
-    `decoded` have written requests and responses, and those in `exploded` records: none when
-    they are there already), written under `dst`: groups/ (its commits and progress with
-    time lag when `src` has records: `with_records`), then delivery and delivery_summary (when
-    it has records and `delivery`). The produced records' offsets are computed once for both
-    and dropped from Spark's cache when the steps end. Returns the list of (name, path) the
-    steps write, delivery's two added once written (there are none without records). Run the
-    steps (Steps.run) to write them. OUT/share comes with groups/ unless `share` is false."""
-
-    from kwire.groups.build import add_steps
-
-    tell = tell or (lambda _: None)
-    records_path = os.path.join(src, "records")
-    delivery = delivery and with_records
-    if not groups and not delivery:
-        return []
-    held: list[DataFrame] = []
-
-    def release_held() -> None:
-        for df in held:
-            release(df)
-
-    steps.finally_(release_held)
-    inputs: dict[str, Any] = {}
-
-    def read_inputs() -> None:
-        inputs["responses"] = _read_without(spark, os.path.join(src, "responses"), _NOT_DERIVED)
-        inputs["records"] = inputs["prod"] = inputs["known"] = inputs["endpoints"] = None
-
-    def read_records() -> None:
-        # An empty OUT/records has no files (Spark writes none), and cannot be read back.
-        if local_path(records_path) is None or has_parquet_files(records_path):
-            inputs.update(_produced(spark, spark.read.parquet(records_path), inputs["responses"]))
-            held.extend(df for key in ("endpoints", "records", "prod") if (df := inputs[key]))
-
-    # The decoded responses, read without what no derived table reads; then, with records, the
-    # produced ones and their offsets.
-    steps.add("derived inputs", read_inputs, after=decoded)
-    first = "derived inputs"
-    if with_records:
-        first = "produced records and their offsets"
-        steps.add(first, read_records, after=["derived inputs", *exploded])
-    # The group tables in their order, then delivery's two once written (not without records).
-    written: list[tuple[str, str]] = []
-    if groups:
-        records_step = ["produced records and their offsets"] if with_records else []
-        written += add_steps(
-            steps,
-            spark,
-            lambda: (spark.read.parquet(os.path.join(src, "requests")), inputs["responses"]),
-            lambda: (inputs["known"], inputs["endpoints"]),
-            dst,
-            after=["derived inputs"],
-            after_lag=records_step,
-            tell=tell,
-            share=share,
-        )
-    if delivery:
-        started: dict[str, float] = {}
-
-        def write_delivery_table() -> None:
-            if inputs["records"] is None:
-                return
-            started["t"] = time.monotonic()
-            records, prod, endpoints = inputs["records"], inputs["prod"], inputs["endpoints"]
-            # A share group's records settle when accepted: held by the share step, so
-            # delivery need not wait for OUT/share/records to be written.
-            share_tables = steps.result("share tables") if groups and share else None
-            accepted = share_tables["accepted"] if share_tables else None
-            written.append(
-                (
-                    "delivery",
-                    write_delivery(spark, records, prod, endpoints, dst, groups, accepted),
-                )
-            )
-
-        def write_summary() -> None:
-            if inputs["records"] is None:
-                return
-            written.append(("delivery_summary", write_delivery_summary(spark, dst)))
-            took = time.monotonic() - started["t"]
-            tell(f"delivery -> {os.path.join(dst, 'delivery')} ({took:.1f} s)")
-
-        needs = ["group tables: commits", "group tables: members"] if groups else [first]
-        if groups and share:
-            needs.append("share tables")
-        steps.add("delivery", write_delivery_table, after=needs)
-        steps.add("delivery summary", write_summary, after=["delivery"])
-    return written
-
-
-def _produced(spark: SparkSession, records: DataFrame, responses: DataFrame) -> dict[str, Any]:
-    """The data records, the produced ones with their offsets, and the broker endpoints'
-    clusters (kwire.groups.delivery), held for the steps that read them."""
-    from kwire.groups.delivery import Known, clusters, data_records, produced
-
-    # Broker endpoint -> cluster id, for the produced records, the fetched ones and the
-    # commits' coordinators alike.
-    endpoints = clusters(responses)
-    if endpoints is not None:
-        endpoints = hold(endpoints)
-    records = hold_per_core(data_records(records))
-    prod = hold(produced(records, responses, endpoints))
-    # What the time lags ask of the records' offsets, asked by each for its own (Known).
-    known = Known(records, prod, endpoints)
-    return {"endpoints": endpoints, "records": records, "prod": prod, "known": known}
-
-
-def write_delivery(
-    spark: SparkSession,
-    records: DataFrame,
-    prod: DataFrame,
-    endpoints: DataFrame | None,
-    out: str,
-    groups: bool,
-    accepted: DataFrame | None = None,
-) -> str:
-    """OUT/delivery from add_derived()'s data records, produced records and cluster ids, with
-    the group tables' commits and members written under `out` and the share records' acceptance
-    (kwire.groups.share_build.told_share's "accepted"); returns its path."""
-    from kwire.groups.delivery import delivery
-
-    commits = members = None
-    if groups:
-        commits = spark.read.parquet(os.path.join(out, "groups", "commits"))
-        members = spark.read.parquet(os.path.join(out, "groups", "members"))
-    target = os.path.join(out, "delivery")
-    write_parquet(delivery(records, prod, endpoints, commits, members, accepted), target)
-    return target
-
-
-def write_delivery_summary(spark: SparkSession, out: str) -> str:
-    """OUT/delivery_summary from OUT/delivery; returns its path."""
-    from kwire.groups.delivery import summary
-
-    brief = os.path.join(out, "delivery_summary")
-    write_parquet(summary(spark.read.parquet(os.path.join(out, "delivery"))), brief)
-    return brief
 
 
 def _summary(
@@ -933,7 +482,7 @@ def _decode(
     if captures:
         outputs.append(("frames", os.path.join(out, "frames.parquet")))
     frames = spark.read.parquet(*tables)
-    _step(spark, progress, "inspect frames")
+    progress_step(spark, progress, "inspect frames")
     reader_rows, arrow_rows, largest, keys = size_batches(spark, frames, tables)
     if reader_rows < READER_ROWS:
         say(f"large frames: batches of {reader_rows} rows to the reader, {arrow_rows} to Python")
@@ -944,40 +493,14 @@ def _decode(
             say(f"{len(families)} of the {len(FAMILIES)} APIs occur: {occur}")
     from kwire.groups.build import settings as group_settings
 
-    requests, responses = decode_frames(frames, families, tolerant=not args.strict)
-    # From here on, steps whose inputs are written run side by side (kwire.spark.steps).
+    # The stages (kwire.pipeline): steps whose inputs are written run side by side.
     steps = Steps(spark, progress)
-    decoded = []
-    for name, df in (("requests", requests), ("responses", responses)):
-        target = os.path.join(out, name)
-        if local_path(target) is not None:
-            # Decoded and written by the same tasks (kwire.spark.api.write_decoded).
-            write = partial(write_decoded, frames, target, name[:-1], families, not args.strict)
-            steps.add(f"decode {name}", partial(_timed, write, name, target))
-        else:
-            steps.add(f"decode {name}", partial(_write_decoded, df, target, name, largest))
-        outputs.append((name, target))
-        decoded.append(f"decode {name}")
+    outputs += pipeline.decode(
+        steps, frames, out, families, not args.strict, largest=largest, tell=say
+    )
     if not args.no_records:
-        target = os.path.join(out, "records")
-
-        def explode() -> None:
-            t = time.monotonic()
-            responses = spark.read.parquet(os.path.join(out, "responses"))
-            # Row groups cut by compressed size alone, then bounded by the largest record if
-            # they came out too large once uncompressed: bounding them by the largest frame, as
-            # the decoded tables are, made row groups of ~100 records (4,360 on the 1.2 GB ring).
-            if local_path(target) is not None:
-                write_records(frames, target, responses)  # the exploding tasks write it
-            else:
-                write_parquet(records_table(frames, responses), target)
-            resize_row_groups(spark, target, records_row_size())
-            say(f"exploded records -> {target} ({time.monotonic() - t:.1f} s)")
-
-        # After the responses: Metadata responses name the topics fetched by id.
-        steps.add("explode records", explode, after=["decode responses"])
-        outputs.append(("records", target))
-    derived = add_derived(
+        outputs.append(pipeline.records(steps, frames, out, tell=say))
+    derived = pipeline.derived(
         steps,
         spark,
         out,
@@ -987,8 +510,8 @@ def _decode(
         delivery=not args.no_delivery,
         with_records=not args.no_records,
         tell=say,
-        decoded=decoded,
-        exploded=[] if args.no_records else ["explode records"],
+        decoded=pipeline.DECODED,
+        exploded=[] if args.no_records else pipeline.EXPLODED,
     )
     if not args.no_summary and steps.has("group tables"):
         # The counts from the group tables' held frames of both tables, once they are made.
@@ -996,9 +519,9 @@ def _decode(
             basis = steps.result("group tables")[1]
             return _summary(spark, out, (basis.requests, basis.responses))
 
-        steps.add("summary", summary, after=[*decoded, "group tables"])
+        steps.add("summary", summary, after=[*pipeline.DECODED, "group tables"])
     elif not args.no_summary:
-        steps.add("summary", partial(_summary, spark, out), after=decoded)
+        steps.add("summary", partial(_summary, spark, out), after=pipeline.DECODED)
     # The group tables' settings (few shuffle partitions) for every step, with or without group
     # tables: the tables after decoding are all small next to the frames, and decoding itself
     # does not shuffle.
@@ -1007,13 +530,3 @@ def _decode(
     results = steps.run()
     outputs.extend(derived)
     return outputs, results.get("summary")
-
-
-def _timed(write: Callable[[], Any], name: str, target: str) -> None:
-    t = time.monotonic()
-    write()
-    say(f"decoded {name} -> {target} ({time.monotonic() - t:.1f} s)")
-
-
-def _write_decoded(df: DataFrame, target: str, name: str, largest: int) -> None:
-    _timed(partial(write, df, target, "overwrite", row_bytes=2 * largest or None), name, target)

@@ -191,13 +191,21 @@ class Live:
 
     def process(self, batch: DataFrame, batch_id: int, final: bool = False) -> None:
         """foreachBatch: the batch's files (or, `final`, the end of the capture) into OUT."""
-        from kwire.job import size_batches
-        from kwire.spark.api import write_decoded
-        from kwire.spark.explode import write_records
-        from kwire.spark.sink import has_parquet_files, write_parquet
+        from kwire import pipeline
+        from kwire.pipeline import size_batches
+        from kwire.spark.sink import write_parquet
+        from kwire.spark.steps import Steps
 
         t0 = time.monotonic()
+        # Seconds of each step of the batch, one after the other (the decode stage's steps
+        # side by side).
         steps: dict[str, float] = {}
+        mark = [t0]
+
+        def lap(name: str) -> None:
+            now = time.monotonic()
+            steps[name], mark[0] = now - mark[0], now
+
         if is_connect(batch.sparkSession) and not final:
             # Over Spark Connect foreachBatch runs this in a Python process of the server's, on
             # a copy of this object: the batch's session is the query's own there. (The end of
@@ -272,12 +280,12 @@ class Live:
             )
             frames_path = os.path.join(staging, "frames.parquet")
             frames_cols = [c for c in FRAMES_SCHEMA.names if c != "stats"]
-            steps["state"] = time.monotonic() - t0
+            lap("state")
             write_parquet(
                 out.where(F.col("state").isNull() & F.col("stats").isNull()).select(*frames_cols),
                 frames_path,
             )
-            steps["frames"] = time.monotonic() - t0
+            lap("frames")
         finally:
             out.unpersist()
         try:
@@ -291,18 +299,14 @@ class Live:
         n_frames = summary.frames["request"] + summary.frames["response"]
         if n_frames:
             size_batches(spark, frames)
-            steps["sizes"] = time.monotonic() - t0
-            # Decoded, exploded and written by the same tasks, as `kwire decode` writes local
-            # tables (kwire.spark.api.write_decoded, kwire.spark.explode.write_records).
-            for name in ("requests", "responses"):
-                staged = os.path.join(staging, name)
-                write_decoded(frames, staged, name[:-1], self.families, self.tolerant)
-                steps[name] = time.monotonic() - t0
+            lap("sizes")
+            # The pipeline's decode and records stages over the batch's frames, into staging.
+            stages = Steps(spark)
+            pipeline.decode(stages, frames, staging, self.families, self.tolerant)
             if self.records:
-                staged = os.path.join(staging, "responses")
-                # A batch can hold requests and no response (the end of a capture): no files.
-                decoded = spark.read.parquet(staged) if has_parquet_files(staged) else None
-                write_records(frames, os.path.join(staging, "records"), decoded)
+                pipeline.records(stages, frames, staging)
+            stages.run()
+            steps.update(stages.seconds)
         t_decode = time.monotonic() - t0 - t_capture
         # Commit: the tables' new files, then the state version, then the group tables, then
         # the batch's log (its presence says the batch is done).
@@ -384,14 +388,14 @@ class Live:
     def rebuild_groups(self, tag: str) -> float:
         """The group tables, and delivery when records are kept, from the whole committed
         history: written to a staging directory, then each swapped in whole."""
-        from kwire.job import add_derived
+        from kwire.pipeline import derived
         from kwire.spark.steps import Steps
 
         t = time.monotonic()
         staging = self.paths.staging(f"{tag}-groups")
         shutil.rmtree(staging, ignore_errors=True)
         steps = Steps(self.spark)
-        written = add_derived(
+        written = derived(
             steps,
             self.spark,
             self.out,

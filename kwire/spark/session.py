@@ -343,7 +343,7 @@ def session_settings(
         settings["spark.driver.bindAddress"] = "127.0.0.1"
     if is_local(master):
         # Local mode runs every task inside the driver's JVM. Spark's 1g heap is enough once
-        # batches are sized in bytes (kwire.job.size_batches): the 1.2 GB benchmark ring peaks at
+        # batches are sized in bytes (kwire.pipeline.size_batches): the 1.2 GB benchmark ring peaks at
         # about 3.4 GB for the whole process tree (JVM heap and off-heap Arrow and Parquet
         # buffers, Python workers, this process); 1.5g would add about 0.5 GB of RSS for nothing.
         settings["spark.driver.memory"] = DRIVER_MEMORY

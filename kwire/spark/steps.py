@@ -77,6 +77,8 @@ class Steps:
         self._running: list[str] = []
         self._error: BaseException | None = None
         self._group = f"kwire-{uuid.uuid4().hex[:12]}"
+        # Each finished step's seconds, from its start (its inputs written) to its end.
+        self.seconds: dict[str, float] = {}
 
     def add(self, name: str, run: Callable[[], Any], after: Iterable[str] = ()) -> None:
         """A step: `run` is called once every step named in `after` has finished."""
@@ -160,10 +162,12 @@ class Steps:
                     if self._error is not None:
                         return
                     self._begin(step.name)
+                    started = time.monotonic()
                     try:
                         step.result = step.run()
                     finally:
                         self._end(step.name)
+                    self.seconds[step.name] = time.monotonic() - started
                 step.ok = True
             except BaseException as e:  # noqa: BLE001 - handed to run(), which raises it
                 self._fail(e)

@@ -27,7 +27,7 @@ from pyspark.sql import SparkSession
 
 from kwire import capture
 from kwire.capture import distributed as dist
-from kwire import job
+from kwire import job, pipeline
 from kwire.spark.spark_capture import capture_frames
 from tests.spark.test_sink import read_whole_in_a_default_session
 
@@ -253,7 +253,7 @@ def test_the_job_names_a_capture_written_anew_while_it_ran(
     monkeypatch.setattr(dist.FileStamp, "of", classmethod(listed_before_rewrite))
     out = tmp_path / "out"
     with pytest.raises(job.JobError) as raised:
-        job.run_capture_on_spark(spark, [str(path)], str(out), [9092])
+        pipeline.run_capture_on_spark(spark, [str(path)], str(out), [9092])
     message = str(raised.value)
     assert message.startswith(f"{path}: the file changed while the capture step read it")
     assert "first bytes rewritten" in message and "\n" not in message

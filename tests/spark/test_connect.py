@@ -21,7 +21,7 @@ import pyarrow.dataset as ds
 import pytest
 from pyspark.sql import SparkSession
 
-from kwire import job
+from kwire import job, pipeline
 from tests.checks import out_tables as _tables
 from tests.connect_server import ConnectServer
 
@@ -146,7 +146,7 @@ def test_the_udf_pack_and_the_pcap_source_over_connect(
     import kwire.spark
 
     capture_file = CAPTURES[0]
-    frames = job.run_capture([str(capture_file)], str(tmp_path), None)
+    frames = pipeline.run_capture([str(capture_file)], str(tmp_path), None)
     # The client names the capture relative to its own working directory: the server's is
     # elsewhere (its own temporary directory), and the path must be read where the user is.
     relative = os.path.relpath(capture_file, ROOT)

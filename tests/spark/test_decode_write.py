@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from benchmarks import synth
 from kwire import capture
-from kwire.job import present_families
+from kwire.pipeline import present_families
 from kwire.spark.api import decode_requests, decode_responses, write_decoded
 from kwire.spark.explode import records_table, write_records
 from kwire.spark.sink import write_parquet

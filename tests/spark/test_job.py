@@ -17,7 +17,7 @@ from benchmarks import synth
 from kwire.capture import E_CLOSED
 from tests.conftest import real_captures
 from tests.quirks import MOCK_CONTROL_BATCH_CRC, MOCK_QUIRKS, kafka_reads, tolerant_warning
-from kwire import job
+from kwire import job, pipeline
 from kwire.spark.session import release
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,7 +93,7 @@ def test_a_capture_the_workers_cannot_open_is_said_to_be_missing_on_them(tmp_pat
         {"path": str(here), "error": "not a pcap or pcapng file"},
         {"path": "s3://bucket/a.pcap", "error": "cannot open: Access Denied"},
     ]
-    job.not_on_workers(files)
+    pipeline.not_on_workers(files)
     assert "readable on every worker" in files[0]["error"]
     assert [f["error"] for f in files[1:]] == [
         "cannot open: No such file or directory",
@@ -177,7 +177,7 @@ def _summary_from_the_group_frames_is_the_same(
     responses = spark.read.parquet(str(out / "responses"))
     held: list[Any] = []
     _, basis = build_base(
-        requests, job._read_without(spark, str(out / "responses"), job._NOT_DERIVED), held
+        requests, pipeline._read_without(spark, str(out / "responses"), pipeline._NOT_DERIVED), held
     )
     try:
         alone = summarize(requests, responses)
@@ -196,7 +196,7 @@ def _derived_steps_skip_the_payloads(spark: SparkSession, out: Path) -> None:
     does not reach through the `transform` the group tables narrow responses with."""
     from kwire.groups.build import _narrow_responses
 
-    responses = job._read_without(spark, str(out / "responses"), job._NOT_DERIVED)
+    responses = pipeline._read_without(spark, str(out / "responses"), pipeline._NOT_DERIVED)
     partition = responses.schema["fetch"].dataType["responses"].dataType.elementType
     fields = partition["partitions"].dataType.elementType.fieldNames()
     assert "records" not in fields and "high_watermark" in fields
@@ -333,7 +333,7 @@ def test_frame_sizes_are_read_on_the_driver_from_directories_and_files(
     pq.write_table(table.slice(2500), single)
 
     for paths in ([str(folder)], [str(folder), str(single)]):
-        here = job._sizes_here(paths, ["frame_length", "api_key"])
+        here = pipeline._sizes_here(paths, ["frame_length", "api_key"])
         assert here is not None, paths
         rows = lengths[: 2500 if len(paths) == 1 else None]
         assert here["m"] == max(rows)
