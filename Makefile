@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup native bytecode generate test sweep lint clean demo capture fuzz bench bench-scale bench-tls wheel wheel-check
+.PHONY: setup native bytecode generate test sweep lint docs clean demo capture fuzz bench bench-scale bench-tls wheel wheel-check
 
 $(STAMP): pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
@@ -60,6 +60,20 @@ sweep: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/black --check generator generated kwire tests benchmarks scripts setup.py
 	$(BIN)/mypy generated generator kwire
+
+# The documentation site, from docs/ and mkdocs.yml, into site/: `mkdocs build --strict` fails on a
+# broken link, a missing page or a broken anchor. The docs extra's packages are installed into the
+# venv first (only they: kwire itself is already installed). Its generated pages are written by
+# scripts/docs/gen_reference.py and checked by tests/test_docs.py.
+DOCS_STAMP := $(VENV)/.docs-installed
+
+$(DOCS_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['docs']))" > $(VENV)/docs-requirements.txt
+	$(BIN)/pip install --quiet -r $(VENV)/docs-requirements.txt
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 demo: $(STAMP) $(NATIVE_STAMP) bytecode
 	$(BIN)/python -m kwire.demo
@@ -126,6 +140,6 @@ wheel-check: wheel
 	$(BIN)/python scripts/wheel_check.py dist
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .hypothesis out
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .hypothesis out site
 	rm -rf dist
 	rm -f generated/_native/*.c generated/_native/*.so kwire/*/_*.c kwire/*/_*.so $(NATIVE_STAMP)
