@@ -1,4 +1,4 @@
-"""The README's performance tables, printed as Markdown from the benchmarks' JSON results.
+"""The performance tables (docs/scale.md), printed as Markdown from the benchmarks' JSON results.
 
     python -m benchmarks.report      # after `make bench`; reads benchmarks/results/*.json
 

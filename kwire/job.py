@@ -182,7 +182,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def _capture_place(captures: list[str], split_size: int) -> str:
     """'driver' when every capture is local and together they fit in one range, else 'spark'.
     One range is one task on Spark: the single process reads it about twice as fast per core
-    (no shuffle of the payloads) and needs no Spark job (README, Performance)."""
+    (no shuffle of the payloads) and needs no Spark job (docs/scale.md)."""
     return "driver" if _input_bytes([], captures) <= split_size else "spark"
 
 

@@ -230,7 +230,7 @@ def decode_frames(
 def present_families(keys: set[int]) -> list[str]:
     """The families whose api keys occur in the frames table, so the decoded tables carry a
     struct column per API present rather than all 93: writing 93 mostly-null structs per row
-    costs about three times the Parquet sink of a few (README, Performance)."""
+    costs about three times the Parquet sink of a few (docs/scale.md)."""
     return [name for name, key in FAMILIES.items() if key in keys]
 
 

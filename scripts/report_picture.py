@@ -1,11 +1,11 @@
-"""The README's pictures of `kwire report`: renders the report of a decode job's OUT and
+"""The docs pictures of `kwire report`: renders the report of a decode job's OUT and
 screenshots one part of it in headless chromium (Playwright drives Debian's `chromium`).
 
-    python scripts/report_picture.py OUT --part overview -o docs/report-overview.png
+    python scripts/report_picture.py OUT --part overview -o docs/images/report-overview.png
 
-`--part` is `overview` or a group id (that group's section). docs/report-overview.png is
+`--part` is `overview` or a group id (that group's section). docs/images/report-overview.png is
 `kwire decode tests/data/capture/mock_gt_progress.pcap -o OUT` then this script on OUT;
-docs/report-share.png is `kwire decode tests/data/capture/kafka_share_stall_kill.pcap -o OUT`
+docs/images/report-share.png is `kwire decode tests/data/capture/kafka_share_stall_kill.pcap -o OUT`
 then this script with `--part share-stall-g`.
 """
 

@@ -3,7 +3,7 @@
 A Spark driver spends seconds of its start, and of each new kind of query, loading and verifying
 the classes of Spark's jars: on 2 cores, starting local Spark and writing a 10-row table took 12.0 s
 with the JDK's defaults and 6.9 s with those classes mapped from an archive; kwire's job on a
-313 kB capture went from 38.6 to 33.0 s (docs/scale.md). The JVM can write the classes a run
+313 kB capture went from 38.6 to 33.0 s (benchmarks/results/history.md). The JVM can write the classes a run
 loaded to such an archive when it exits (`-XX:ArchiveClassesAtExit`, JDK 13 and later) and map
 them on later starts (`-XX:SharedArchiveFile`); a JVM that finds the archive unusable (another
 classpath, another JDK) starts without it.

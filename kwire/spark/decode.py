@@ -57,7 +57,7 @@ STATUS_FIELD = StructField("status", StringType())
 WARNINGS_FIELD = StructField("warnings", ArrayType(StringType()))
 HEADER_COLUMNS = ("api_key", "api_version", "correlation_id", "client_id")
 
-# Row statuses (the design's vocabulary; README, status). The UDF decides the first four from what it read; the
+# Row statuses (the design's vocabulary; docs/outputs.md, status). The UDF decides the first four from what it read; the
 # last three come from the capture step's reason for a row without a frame (kwire.spark.api._finish).
 OK, UNSUPPORTED, MALFORMED, UNPAIRED = "ok", "unsupported", "malformed", "unpaired"
 INCOMPLETE, REDACTED, ENCRYPTED = "incomplete", "redacted", "encrypted"

@@ -8,7 +8,7 @@ keeps none of these answers, so a job that builds a hundred queries asks thousan
 313 kB capture (tests/data/capture/mock_gt_progress.pcap) a job asked about 5,000 times for a
 class, each 0.3-1.6 ms of a round trip and of the JVM's search, on the driver's cores that the
 tasks need too: with the answers kept, the job on a warm session took 15.9-17.4 s against
-17.1-18.2 s (2 rounds of 4 runs, interleaved; docs/scale.md).
+17.1-18.2 s (2 rounds of 4 runs, interleaved; benchmarks/results/history.md).
 
 What is kept cannot change while the JVM runs: which class a name is (a class loaded is never
 unloaded while the loader lives) and that a static member is a method or a nested class. Static

@@ -44,7 +44,7 @@ is_local = driver.is_local
 # 262144 bytes of memory, got 0", AGGREGATE_OUT_OF_MEMORY) and the run lived on retries; at the
 # default 1g the heap's high mark after collections was 895-1022 MB (ten runs). Serialized and
 # compressed, the same run at 800m had no failed task, and at 1g the mark was 848-926 MB
-# (docs/scale.md).
+# (benchmarks/results/history.md).
 HELD_LEVEL = StorageLevel.MEMORY_AND_DISK  # pyspark's: serialized (Scala's MEMORY_AND_DISK_SER)
 
 
@@ -108,7 +108,7 @@ release = driver.release
 # which C2's compiler threads spend the cores on and finish after the job stops running it. On 2
 # cores the whole job on a 1.2 GB ring took 49.1, 53.0 s with C1 alone against 63.6, 67.3 s
 # (coalesced) and 48.8, 48.1 against 60.6, 56.8 s (MTU), and the 5 GB file 154 against 166 s
-# (docs/scale.md). (When the JVM still wrote every table and converted every row, C2 had been the
+# (benchmarks/results/history.md). (When the JVM still wrote every table and converted every row, C2 had been the
 # faster: 243 against 269 s.)
 # On a cluster the driver plans and schedules but runs no task: C1 alone too. The executors get
 # it when they are small (spark.executor.cores given, at most SMALL_EXECUTOR_CORES; YARN's

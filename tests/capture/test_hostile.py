@@ -127,7 +127,7 @@ def test_a_syn_flood_keeps_the_state_bounded(
 ) -> None:
     """Fake SYNs past the bound of connections without a byte: the oldest are dropped (and
     counted), the real traffic after them reads in full. A million SYNs (70 MB) run by hand with
-    the default bound: README, Reliability."""
+    the default bound: docs/reliability.md."""
     monkeypatch.setattr(engine, "MAX_QUIET", 500)
     rows, summary = _read(corpus["syn_flood"])
     assert _frames(rows) == BASE
