@@ -8,8 +8,17 @@ ring's rotation; 0 drops them all at once: a reader catching up), while `kwire l
 spool in its own process until idle. Reported per trigger, from the live run's batch logs: files,
 frames, seconds (capture with the state carried across files, decode, group tables), the flows
 held in the state after it, and per file the latency from its close (its move into the spool)
-to its rows being committed (the batch log's write). Then, on the same files, `kwire decode` as
-the batch reference: total time, and whether the tables hold the same rows (counts).
+to its rows being committed (the batch log's write), and the largest memory of the live run's
+process tree while the batch ran; then the last third of the batches against the first (seconds
+per file, the group stage, the state's bytes, the memory), and the p95 close-to-visible in
+rotations. Then, on the same files, `kwire decode` as the batch reference: total time, and
+whether the tables hold the same rows (counts).
+
+The history grows with the run: 40 files (--files 40) make the last batches read 40 times the
+history the first read. `--quiet-every 8 --quiet-minutes 30` spreads the same traffic over hours
+of capture time (quiet half hours after every 8 files: 40 files span over two hours), over which
+`kwire live` ends the connections idle longer than its --idle-minutes (15); the batch reference
+then differs by design (one batch job never ends a connection for idling), so give --no-batch.
 """
 
 from __future__ import annotations
@@ -34,8 +43,18 @@ if str(ROOT) not in sys.path:
 from benchmarks.scale import TreeSampler, parquet_rows, say  # noqa: E402
 
 
-def recut(ring: Path, into: Path, file_mb: float, limit: int | None) -> list[Path]:
-    """The ring's packets, in capture order, in pcap files of about `file_mb` MB."""
+def recut(
+    ring: Path,
+    into: Path,
+    file_mb: float,
+    limit: int | None,
+    quiet_every: int = 0,
+    quiet_minutes: float = 0.0,
+) -> list[Path]:
+    """The ring's packets, in capture order, in pcap files of about `file_mb` MB. With
+    `quiet_every` N, the capture goes quiet for `quiet_minutes` after every N files: the packets
+    of the files after are that much later (a ring spanning hours of capture time, over which
+    `kwire live` ends the connections idle longer than --idle-minutes)."""
     import struct
 
     from kwire.capture.pcapfile import FileStats, iter_packets
@@ -47,6 +66,7 @@ def recut(ring: Path, into: Path, file_mb: float, limit: int | None) -> list[Pat
     current: Any = None
     size = 0
     linktype = None
+    shift_us = 0
     for path in expand_paths([str(ring)]):
         if not path.endswith((".pcap", ".pcapng")) and ".pcap" not in os.path.basename(path):
             continue
@@ -59,13 +79,16 @@ def recut(ring: Path, into: Path, file_mb: float, limit: int | None) -> list[Pat
                         current.close()
                         if limit is not None and len(out) >= limit:
                             return out
+                    if quiet_every and out and len(out) % quiet_every == 0:
+                        shift_us += int(quiet_minutes * 60e6)
                     target = into / f"ring.pcap{len(out)}"
                     out.append(target)
                     current = open(target, "wb")
                     current.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, linktype))
                     size = 24
+                ts = p.ts_us + shift_us
                 head = struct.pack(
-                    "<IIII", p.ts_us // 1_000_000, p.ts_us % 1_000_000, len(p.data), p.orig_len
+                    "<IIII", ts // 1_000_000, ts % 1_000_000, len(p.data), p.orig_len
                 )
                 current.write(head + p.data)
                 size += 16 + len(p.data)
@@ -85,6 +108,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-batch", action="store_true", help="skip the batch reference")
     parser.add_argument("--idle", type=float, default=20.0, help="--until-idle of the live run")
     parser.add_argument(
+        "--quiet-every",
+        type=int,
+        default=0,
+        help="after every N files the capture goes quiet for --quiet-minutes (capture time)",
+    )
+    parser.add_argument("--quiet-minutes", type=float, default=30.0)
+    parser.add_argument(
         "--live-arg",
         action="append",
         default=[],
@@ -103,7 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work
     shutil.rmtree(work, ignore_errors=True)
     t = time.monotonic()
-    files = recut(args.ring, work / "files", args.file_mb, args.files)
+    files = recut(
+        args.ring, work / "files", args.file_mb, args.files, args.quiet_every, args.quiet_minutes
+    )
     total = sum(f.stat().st_size for f in files)
     say(f"{len(files)} files, {total / 1e9:.2f} GB, cut in {time.monotonic() - t:.1f} s")
     keep = work / "batch_in"
@@ -150,42 +182,46 @@ def main(argv: list[str] | None = None) -> int:
                 latencies.append(b["committed_at"] - closed[name])
     triggers = [b for b in batches if b["files"]]
     secs = [b["seconds"]["total"] for b in triggers]
+    rows = per_trigger(batches, closed, sampler.timeline, started)
+    p95 = _p95(latencies)
     report: dict[str, Any] = {
         "files": len(files),
         "bytes": total,
         "every_s": args.every,
+        "capture_span_hours": round(_span_us(files) / 3.6e9, 2),
         "live_wall_s": round(live_s, 1),
         "peak_rss_bytes": peak,
-        "triggers": [
-            {
-                "tag": b["tag"],
-                "files": len(b["files"]),
-                "frames": b["frames"],
-                "state_flows": b.get("state_flows"),
-                "state_bytes": b.get("state_bytes"),
-                "seconds": b["seconds"],
-            }
-            for b in batches
-        ],
+        "triggers": rows,
         "trigger_s": {"median": statistics.median(secs), "max": max(secs)} if secs else None,
         "close_to_visible_s": (
-            {
-                "median": statistics.median(latencies),
-                "p95": sorted(latencies)[int(0.95 * (len(latencies) - 1))],
-                "max": max(latencies),
-            }
+            {"median": statistics.median(latencies), "p95": p95, "max": max(latencies)}
             if latencies
             else None
         ),
+        "close_to_visible_p95_rotations": (
+            round(p95 / args.every, 2) if latencies and args.every else None
+        ),
+        "thirds": thirds(rows),
         "state_flows": [b.get("state_flows") for b in triggers],
         "state_bytes": [b.get("state_bytes") for b in triggers],
     }
+    th = report["thirds"]
     say(
         f"live: {len(triggers)} triggers, median {report['trigger_s']['median']:.1f} s, "
         f"close to visible median {report['close_to_visible_s']['median']:.1f} s, "
-        f"max {report['close_to_visible_s']['max']:.1f} s; state flows "
+        f"p95 {p95:.1f} s, max {report['close_to_visible_s']['max']:.1f} s; state flows "
         f"{min(report['state_flows'])}-{max(report['state_flows'])}; peak {peak / 1e9:.2f} GB"
     )
+    say(
+        f"last third against first: seconds per file {th['s_per_file']}, group stage "
+        f"{th['groups_s']}, state bytes {th['state_bytes']}, memory {th['rss_bytes']}"
+    )
+    for r in rows:
+        say(
+            f"  {r['tag']}: {r['files']} file(s), {r['s_per_file'] or 0:.1f} s/file, groups "
+            f"{r['groups_s'] or 0:.1f} s, close to visible {r['close_to_visible_s'] or 0:.1f} s, "
+            f"state {r['state_bytes'] or 0:,} B, {r['rss_bytes'] / 1e9:.2f} GB"
+        )
     if not args.no_batch:
         bout = work / "batch_out"
         t = time.monotonic()
@@ -219,6 +255,76 @@ def main(argv: list[str] | None = None) -> int:
     args.json.write_text(json.dumps(report, indent=2) + "\n")
     say(f"-> {args.json}")
     return 0
+
+
+def _p95(values: list[float]) -> float:
+    return sorted(values)[int(0.95 * (len(values) - 1))] if values else 0.0
+
+
+def _span_us(files: list[Path]) -> int:
+    """Capture time from the first packet of the first file to the last of the last."""
+    from kwire.capture.pcapfile import FileStats, iter_packets
+
+    with open(files[0], "rb") as f:
+        first = next(iter_packets(f, FileStats(str(files[0])))).ts_us
+    with open(files[-1], "rb") as f:
+        last = max(p.ts_us for p in iter_packets(f, FileStats(str(files[-1]))))
+    return last - first
+
+
+def per_trigger(
+    batches: list[dict[str, Any]],
+    closed: dict[str, float],
+    timeline: list[tuple[float, int]],
+    started: float,
+) -> list[dict[str, Any]]:
+    """Per batch: files, frames, seconds (and per file), the group stage, each file's close to
+    its rows' commit (the largest), the state after it, and the largest memory of the live
+    run's process tree while it ran (from the previous batch's commit to its own)."""
+    rows = []
+    since = started
+    for b in batches:
+        lat = [
+            b["committed_at"] - closed[name]
+            for f in b["files"]
+            if (name := os.path.basename(f["path"] or "")) in closed
+        ]
+        rss = [r for t, r in timeline if since <= t <= b["committed_at"]]
+        n = len(b["files"])
+        rows.append(
+            {
+                "tag": b["tag"],
+                "files": n,
+                "frames": b["frames"],
+                "seconds": b["seconds"],
+                "s_per_file": round(b["seconds"]["total"] / n, 2) if n else None,
+                "groups_s": b["seconds"].get("groups"),
+                "close_to_visible_s": round(max(lat), 1) if lat else None,
+                "state_flows": b.get("state_flows"),
+                "state_bytes": b.get("state_bytes"),
+                "rss_bytes": max(rss, default=0),
+            }
+        )
+        since = b["committed_at"]
+    return rows
+
+
+def thirds(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The medians of the last third of the batches with files against the first third's, as
+    "last / first = ratio", for the seconds per file, the group stage (batches that built
+    it), the state's bytes and the memory."""
+    with_files = [r for r in rows if r["files"]]
+    k = max(1, len(with_files) // 3)
+    out = {}
+    for key in ("s_per_file", "groups_s", "state_bytes", "rss_bytes"):
+        first = [r[key] for r in with_files[:k] if r[key] is not None]
+        last = [r[key] for r in with_files[-k:] if r[key] is not None]
+        if first and last and statistics.median(first):
+            a, b = statistics.median(first), statistics.median(last)
+            out[key] = f"{b:,.1f} / {a:,.1f} = {b / a:.2f}x"
+        else:
+            out[key] = None
+    return out
 
 
 if __name__ == "__main__":

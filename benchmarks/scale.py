@@ -174,6 +174,8 @@ class TreeSampler:
         self.samples = 0
         self.largest: dict[str, int] = {}  # process name -> the largest VmRSS one had
         self.fork_samples_skipped = 0
+        # (wall time, summed RSS) of every sample, for a run reported in parts (benchmarks.live).
+        self.timeline: list[tuple[float, int]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -200,6 +202,7 @@ class TreeSampler:
             if rss > self.largest.get(name, -1):
                 self.largest[name] = rss
         self.peak = max(self.peak, total)
+        self.timeline.append((time.time(), total))
         for k, v in kinds.items():
             self.peak_by_kind[k] = max(self.peak_by_kind[k], v)
         self.max_processes = max(self.max_processes, len(pids))
