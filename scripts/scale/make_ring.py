@@ -1115,7 +1115,8 @@ def summarize(m: dict[str, Any], out: Path) -> None:
     cap = m["capture"]
     print(f"\nring in {out} after {m['seconds']:.0f} s (stopped by {m['stopped_by']}):")
     for f in cap["files"]:
-        print(f"  {f['file']:<12} {f['bytes']:>14,} bytes  {f['packets'] or '?':>12,} packets")
+        packets = f"{f['packets']:,}" if f["packets"] is not None else "?"
+        print(f"  {f['file']:<12} {f['bytes']:>14,} bytes  {packets:>12} packets")
     print(f"  total        {cap['bytes']:>14,} bytes")
     print(f"  tcpdump: {cap['tcpdump']}")
     print(f"  link {m['link']['mode']}: MTU {m['link']['mtu']}, offloads {m['link']['offloads']}")
