@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         "files": len(files),
         "bytes": total,
         "every_s": args.every,
-        "capture_span_hours": round(_span_us(files) / 3.6e9, 2),
+        "capture_span_hours": round(_span_us([keep / f.name for f in files]) / 3.6e9, 2),
         "live_wall_s": round(live_s, 1),
         "peak_rss_bytes": peak,
         "triggers": rows,
