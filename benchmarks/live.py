@@ -202,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
             round(p95 / args.every, 2) if latencies and args.every else None
         ),
         "thirds": thirds(rows),
+        "group_steps": step_growth(triggers),
         "state_flows": [b.get("state_flows") for b in triggers],
         "state_bytes": [b.get("state_bytes") for b in triggers],
     }
@@ -216,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
         f"last third against first: seconds per file {th['s_per_file']}, group stage "
         f"{th['groups_s']}, state bytes {th['state_bytes']}, memory {th['rss_bytes']}"
     )
+    say("the group rebuild's steps, median seconds, first third -> last third of the rebuilds:")
+    for name, (a, b) in list(report["group_steps"].items())[:12]:
+        say(f"  {name}: {a:.1f} -> {b:.1f} s")
     for r in rows:
         say(
             f"  {r['tag']}: {r['files']} file(s), {r['s_per_file'] or 0:.1f} s/file, groups "
@@ -325,6 +329,23 @@ def thirds(rows: list[dict[str, Any]]) -> dict[str, Any]:
         else:
             out[key] = None
     return out
+
+
+def step_growth(batches: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
+    """Each step of the group rebuild (the batch logs' seconds.group_steps): the median of its
+    seconds over the first third of the rebuilds and over the last third, the steps that grew
+    most first: where the rebuild's time goes as the history grows."""
+    built = [b["seconds"]["group_steps"] for b in batches if b["seconds"].get("group_steps")]
+    if not built:
+        return {}
+    k = max(1, len(built) // 3)
+    out = {}
+    for name in sorted({n for b in built for n in b}):
+        first = [b[name] for b in built[:k] if name in b]
+        last = [b[name] for b in built[-k:] if name in b]
+        if first and last:
+            out[name] = (statistics.median(first), statistics.median(last))
+    return dict(sorted(out.items(), key=lambda kv: kv[1][0] - kv[1][1]))
 
 
 if __name__ == "__main__":

@@ -189,15 +189,18 @@ def test_live_equals_batch_through_a_crash(tmp_path: Path, spark: Any) -> None:
         for r in ds.dataset(str(batch_out / "frames.parquet")).to_table(["source_file"]).to_pylist()
     )
     assert names == want_names
-    for table in sorted(p.name for p in (batch_out / "groups").iterdir()):
-        want = _rows(batch_out / "groups" / table)
-        assert _rows(out / "groups" / table) == want, f"groups/{table}"
-    # The share group's records, attempt by attempt, as the batch job has them.
-    for table in ("deliveries", "records", "sessions", "progress"):
-        want = _rows(batch_out / "share" / table)
-        assert sum(want.values()) > 0, table
-        assert _rows(out / "share" / table) == want, f"share/{table}"
-    assert {"share/deliveries", "share/records"} <= set(manifest["tables"])
+    # Every derived table: the group tables, the share group's records attempt by attempt, and
+    # each record's trip (OUT/delivery, its summary), as the batch job has them.
+    listed = json.loads((batch_out / "manifest.json").read_text())["tables"]
+    assert set(manifest["tables"]) == set(listed)
+    derived = sorted(n for n in listed if n.startswith(("groups/", "share/", "delivery")))
+    assert {"share/deliveries", "share/records", "delivery", "delivery_summary"} <= set(derived)
+    for name in derived:
+        want = _rows(batch_out / listed[name])
+        assert _rows(out / manifest["tables"][name]) == want, name
+    for name in ("share/deliveries", "share/records", "share/sessions", "share/progress"):
+        assert sum(_rows(batch_out / listed[name]).values()) > 0, name
+    assert sum(_rows(batch_out / "delivery").values()) > 0
     # Delivery is rebuilt with the group tables: the same trips as the batch job's.
     assert _rows(out / "delivery") == _rows(batch_out / "delivery")
     assert sum(_rows(out / "delivery").values()) > 0
