@@ -425,6 +425,24 @@ def _read_without(spark: SparkSession, path: str, drop: Sequence[str]) -> DataFr
     return spark.read.schema(schema).parquet(path)
 
 
+def derived_inputs(spark: SparkSession, src: str, records: bool = True) -> dict[str, DataFrame]:
+    """What derived() reads of the decoded tables under `src` (requests, responses and, with
+    `records`, records), rows and columns (kwire.groups.build.narrow_inputs, and
+    kwire.groups.delivery.data_records of the records), by name: written under a directory,
+    derived(inputs_at=that directory) gives what derived() gives from `src`."""
+    from kwire.groups.build import narrow_inputs
+    from kwire.groups.delivery import data_records
+
+    requests = spark.read.parquet(os.path.join(src, "requests"))
+    responses = _read_without(spark, os.path.join(src, "responses"), _NOT_DERIVED)
+    req, resp = narrow_inputs(requests, responses)
+    out = {"requests": req, "responses": resp}
+    records_path = os.path.join(src, "records")
+    if records and (local_path(records_path) is None or has_parquet_files(records_path)):
+        out["records"] = data_records(spark.read.parquet(records_path))
+    return out
+
+
 def derived(
     steps: Steps,
     spark: SparkSession,
@@ -438,6 +456,7 @@ def derived(
     tell: Tell | None = None,
     decoded: Sequence[str] = (),
     exploded: Sequence[str] = (),
+    inputs_at: str | None = None,
 ) -> list[tuple[str, str]]:
     """Adds to `steps` the tables derived from the decoded ones under `src` (once the steps in
     `decoded` have written requests and responses, and those in `exploded` records: none when
@@ -446,10 +465,13 @@ def derived(
     it has records and `delivery`). The produced records' offsets are computed once for both
     and dropped from Spark's cache when the steps end. Returns the list of (name, path) the
     steps write, delivery's two added once written (there are none without records). Run the
-    steps (Steps.run) to write them. OUT/share comes with groups/ unless `share` is false."""
+    steps (Steps.run) to write them. OUT/share comes with groups/ unless `share` is false.
+    `inputs_at`: where derived_inputs()'s requests, responses and records were written, read
+    instead of `src`'s decoded tables (kwire live)."""
 
     tell = tell or _quiet
-    records_path = os.path.join(src, "records")
+    read_from = inputs_at or src
+    records_path = os.path.join(read_from, "records")
     delivery = delivery and with_records
     if not groups and not delivery:
         return []
@@ -463,7 +485,8 @@ def derived(
     inputs: dict[str, Any] = {}
 
     def read_inputs() -> None:
-        inputs["responses"] = _read_without(spark, os.path.join(src, "responses"), _NOT_DERIVED)
+        responses = os.path.join(read_from, "responses")
+        inputs["responses"] = _read_without(spark, responses, _NOT_DERIVED)
         inputs["records"] = inputs["prod"] = inputs["known"] = inputs["endpoints"] = None
 
     def read_records() -> None:
@@ -483,7 +506,7 @@ def derived(
     written: list[tuple[str, str]] = []
     if groups:
         after_lag = [first] if with_records else []
-        written += group_tables(steps, spark, src, dst, inputs, after_lag, share, tell)
+        written += group_tables(steps, spark, read_from, dst, inputs, after_lag, share, tell)
     if delivery:
         delivery_tables(steps, spark, dst, inputs, first, groups, share, tell, written)
     return written

@@ -643,6 +643,25 @@ def _narrow_responses(responses: DataFrame) -> DataFrame:
     )
 
 
+def narrow_inputs(requests: DataFrame, responses: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """The columns of the decoded `requests` and `responses` that the group, share and delivery
+    tables read (responses as kwire.pipeline reads them, without the fetched records), row for
+    row: derived from these, every table is what the whole decoded tables give. The frame is
+    kept only for the answers whose error code may be read from it (_raw_error). kwire live
+    writes them with each batch, so its rebuild reads a narrow file per batch, not a wide one
+    per api key and batch."""
+    from kwire.groups.described import DESCRIBES
+
+    req = requests.select(*[c for c in requests.columns if c in _REQUEST_COLUMNS])
+    wanted = set(_BASE + _GROUP_APIS) | {"metadata", "fetch", "list_offsets", "produce"}
+    wanted |= {api for api, _ in DESCRIBES}
+    cols = [F.col(c) for c in responses.columns if c in wanted]
+    if "frame" in responses.columns:
+        grouped = F.coalesce(F.col("api_key").isin(*ERROR_AT), F.lit(False))
+        cols.append(F.when(grouped, F.col("frame")).alias("frame"))
+    return req, responses.select(*cols)
+
+
 def _raw_error() -> Any:
     """The error code of a classic group API response the decoder refused (status malformed),
     read from the frame: it sits after the correlation id, the header's tag buffer (flexible

@@ -33,6 +33,7 @@ import shutil
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -50,6 +51,8 @@ from kwire.spark.faults import fault_point
 
 LIVE = "_live"
 TABLES = ("frames.parquet", "requests", "responses", "records")
+# What each batch keeps of them for the group rebuild (kwire.pipeline.derived_inputs).
+DERIVED_INPUTS = ("requests", "responses", "records")
 
 
 class LiveError(Exception):
@@ -87,6 +90,12 @@ class Paths:
     @property
     def final(self) -> str:
         return os.path.join(self.live, "final")
+
+    @property
+    def inputs(self) -> str:
+        """What the group rebuild reads of the decoded tables (kwire.pipeline.derived_inputs),
+        a narrow file per batch and table."""
+        return os.path.join(self.live, "inputs")
 
     def staging(self, tag: str) -> str:
         return os.path.join(self.live, "staging", tag)
@@ -307,6 +316,18 @@ class Live:
                 pipeline.records(stages, frames, staging)
             stages.run()
             steps.update(stages.seconds)
+            # What the group rebuild reads of them: a narrow file per table, where the decoded
+            # tables have a wide one per api key (the rebuild read every batch's again).
+            if self.groups:
+                narrow = pipeline.derived_inputs(spark, staging, self.records)
+                kept = Steps(spark)
+                for name, df in narrow.items():
+                    target = os.path.join(staging, "_inputs", name)
+                    kept.add(
+                        f"group inputs: {name}", partial(write_parquet, df.coalesce(1), target)
+                    )
+                kept.run()
+                lap("group inputs")
         t_decode = time.monotonic() - t0 - t_capture
         # Commit: the tables' new files, then the state version, then the group tables, then
         # the batch's log (its presence says the batch is done).
@@ -314,6 +335,8 @@ class Live:
             if i == 2:
                 fault_point("live-commit")  # the fault tests: a driver killed mid-commit
             move_in(os.path.join(staging, table), os.path.join(self.out, table), tag)
+        for name in DERIVED_INPUTS:
+            move_in(os.path.join(staging, "_inputs", name), os.path.join(paths.inputs, name), tag)
         target = os.path.join(paths.state, f"v{tag}")
         shutil.rmtree(target, ignore_errors=True)
         os.replace(state_tmp, target)
@@ -335,6 +358,7 @@ class Live:
             "max_us": got.get("max_us") if got.get("max_us") is not None else horizon,
             "packets": summary.packets,
             "frames": n_frames,
+            "inputs": bool(n_frames and self.groups),
             "state_flows": self.spark.read.parquet(target).count() if not final else 0,
             "state_bytes": sum(
                 os.path.getsize(os.path.join(target, n))
@@ -399,6 +423,10 @@ class Live:
         staging = self.paths.staging(f"{tag}-groups")
         shutil.rmtree(staging, ignore_errors=True)
         steps = Steps(self.spark)
+        # The narrow inputs the batches kept, when every batch with frames kept them (this one
+        # did; a batch of an older kwire live, or of a run with --no-groups, did not: the
+        # decoded tables are read then).
+        whole = all(b.get("inputs") for b in batch_logs(self.paths) if b["frames"])
         written = derived(
             steps,
             self.spark,
@@ -407,6 +435,7 @@ class Live:
             share=self.share,
             delivery=self.records,
             with_records=self.records,
+            inputs_at=self.paths.inputs if whole else None,
         )
         steps.run()
         for name in sorted({name.split("/")[0] for name, _ in written}):
