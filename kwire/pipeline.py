@@ -425,6 +425,12 @@ def _read_without(spark: SparkSession, path: str, drop: Sequence[str]) -> DataFr
     return spark.read.schema(schema).parquet(path)
 
 
+def _readable(table: str) -> bool:
+    """Whether the table at `table` can be read back: an empty OUT/records has no files (Spark
+    writes none). A remote path is taken to be there."""
+    return local_path(table) is None or has_parquet_files(table)
+
+
 def derived_inputs(spark: SparkSession, src: str, records: bool = True) -> dict[str, DataFrame]:
     """What derived() reads of the decoded tables under `src` (requests, responses and, with
     `records`, records), rows and columns (kwire.groups.build.narrow_inputs, and
@@ -438,7 +444,7 @@ def derived_inputs(spark: SparkSession, src: str, records: bool = True) -> dict[
     req, resp = narrow_inputs(requests, responses)
     out = {"requests": req, "responses": resp}
     records_path = os.path.join(src, "records")
-    if records and (local_path(records_path) is None or has_parquet_files(records_path)):
+    if records and _readable(records_path):
         out["records"] = data_records(spark.read.parquet(records_path))
     return out
 
@@ -490,8 +496,7 @@ def derived(
         inputs["records"] = inputs["prod"] = inputs["known"] = inputs["endpoints"] = None
 
     def read_records() -> None:
-        # An empty OUT/records has no files (Spark writes none), and cannot be read back.
-        if local_path(records_path) is None or has_parquet_files(records_path):
+        if _readable(records_path):
             inputs.update(_produced(spark, spark.read.parquet(records_path), inputs["responses"]))
             held.extend(df for key in ("endpoints", "records", "prod") if (df := inputs[key]))
 

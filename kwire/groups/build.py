@@ -461,8 +461,7 @@ def build_base(
     # opens a file per api key and task.
     # Per core: read from a file per api key and task, they kept 14 partitions of a few hundred
     # rows, and each of the dozen queries below paid 14 tasks to read them.
-    requests = requests.select(*[c for c in requests.columns if c in _REQUEST_COLUMNS])
-    requests = hold_per_core(requests)
+    requests = hold_per_core(_narrow_requests(requests))
     read_responses = responses
     responses = hold_per_core(_narrow_responses(responses))
     pairs = hold(pair_all(requests, responses))
@@ -590,6 +589,11 @@ def _keep(array: str, fields: tuple[str, ...], inner: str, inner_fields: tuple[s
     )
 
 
+def _narrow_requests(requests: DataFrame) -> DataFrame:
+    """The decoded requests' columns that the group tables read."""
+    return requests.select(*[c for c in requests.columns if c in _REQUEST_COLUMNS])
+
+
 def _narrow_responses(responses: DataFrame) -> DataFrame:
     cols = [F.col(c) for c in responses.columns if c in _BASE + _GROUP_APIS + ("metadata",)]
     if "fetch" in responses.columns:
@@ -652,7 +656,7 @@ def narrow_inputs(requests: DataFrame, responses: DataFrame) -> tuple[DataFrame,
     per api key and batch."""
     from kwire.groups.described import DESCRIBES
 
-    req = requests.select(*[c for c in requests.columns if c in _REQUEST_COLUMNS])
+    req = _narrow_requests(requests)
     wanted = set(_BASE + _GROUP_APIS) | {"metadata", "fetch", "list_offsets", "produce"}
     wanted |= {api for api, _ in DESCRIBES}
     cols = [F.col(c) for c in responses.columns if c in wanted]
