@@ -174,16 +174,28 @@ def main(argv: list[str] | None = None) -> int:
         b = json.loads(p.read_text())
         b["committed_at"] = p.stat().st_mtime
         batches.append(b)
+    # The group rebuilds, each after a batch's commit and beside the next batches: named by
+    # the last batch each read ("upto").
+    rebuilds = [
+        json.loads(p.read_text()) for p in sorted((out / "_live" / "rebuilds").glob("*.json"))
+    ]
     latencies = []
+    # A file's close to the group tables that include it: the end of the first rebuild that
+    # read its batch.
+    groups_latencies = []
     for b in batches:
+        built = next((r for r in rebuilds if r["upto"] >= b["tag"]), None)
         for f in b["files"]:
             name = os.path.basename(f["path"] or "")
             if name in closed:
                 latencies.append(b["committed_at"] - closed[name])
+                if built is not None:
+                    groups_latencies.append(built["committed_at"] - closed[name])
     triggers = [b for b in batches if b["files"]]
     secs = [b["seconds"]["total"] for b in triggers]
-    rows = per_trigger(batches, closed, sampler.timeline, started)
+    rows = per_trigger(batches, closed, sampler.timeline, started, rebuilds)
     p95 = _p95(latencies)
+    g95 = _p95(groups_latencies)
     report: dict[str, Any] = {
         "files": len(files),
         "bytes": total,
@@ -201,8 +213,21 @@ def main(argv: list[str] | None = None) -> int:
         "close_to_visible_p95_rotations": (
             round(p95 / args.every, 2) if latencies and args.every else None
         ),
+        "close_to_group_tables_s": (
+            {
+                "median": statistics.median(groups_latencies),
+                "p95": g95,
+                "max": max(groups_latencies),
+            }
+            if groups_latencies
+            else None
+        ),
+        "close_to_group_tables_p95_rotations": (
+            round(g95 / args.every, 2) if groups_latencies and args.every else None
+        ),
+        "rebuilds": len(rebuilds),
         "thirds": thirds(rows),
-        "group_steps": step_growth(triggers),
+        "group_steps": step_growth(rebuilds),
         "state_flows": [b.get("state_flows") for b in triggers],
         "state_bytes": [b.get("state_bytes") for b in triggers],
     }
@@ -213,6 +238,12 @@ def main(argv: list[str] | None = None) -> int:
         f"p95 {p95:.1f} s, max {report['close_to_visible_s']['max']:.1f} s; state flows "
         f"{min(report['state_flows'])}-{max(report['state_flows'])}; peak {peak / 1e9:.2f} GB"
     )
+    if groups_latencies:
+        say(
+            f"{len(rebuilds)} group rebuilds; close to the group tables that include the file: "
+            f"median {statistics.median(groups_latencies):.1f} s, p95 {g95:.1f} s, "
+            f"max {max(groups_latencies):.1f} s"
+        )
     say(
         f"last third against first: seconds per file {th['s_per_file']} (median per batch), "
         f"{th.get('seconds_over_files')} (the third's seconds over its files), group stage "
@@ -282,12 +313,15 @@ def per_trigger(
     closed: dict[str, float],
     timeline: list[tuple[float, int]],
     started: float,
+    rebuilds: list[dict[str, Any]] = (),  # type: ignore[assignment]
 ) -> list[dict[str, Any]]:
-    """Per batch: files, frames, seconds (and per file), the group stage, each file's close to
-    its rows' commit (the largest), the state after it, and the largest memory of the live
-    run's process tree while it ran (from the previous batch's commit to its own)."""
+    """Per batch: files, frames, seconds (and per file), the group stage (the rebuild that
+    began after its commit, if one did), each file's close to its rows' commit (the largest),
+    the state after it, and the largest memory of the live run's process tree while it ran
+    (from the previous batch's commit to its own)."""
     rows = []
     since = started
+    after = {r["upto"]: r["seconds"] for r in rebuilds}
     for b in batches:
         lat = [
             b["committed_at"] - closed[name]
@@ -303,7 +337,7 @@ def per_trigger(
                 "frames": b["frames"],
                 "seconds": b["seconds"],
                 "s_per_file": round(b["seconds"]["total"] / n, 2) if n else None,
-                "groups_s": b["seconds"].get("groups"),
+                "groups_s": after.get(b["tag"], b["seconds"].get("groups")),
                 "close_to_visible_s": round(max(lat), 1) if lat else None,
                 "state_flows": b.get("state_flows"),
                 "state_bytes": b.get("state_bytes"),
@@ -340,11 +374,11 @@ def thirds(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def step_growth(batches: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
-    """Each step of the group rebuild (the batch logs' seconds.group_steps): the median of its
+def step_growth(rebuilds: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
+    """Each step of the group rebuild (the rebuild logs' group_steps): the median of its
     seconds over the first third of the rebuilds and over the last third, the steps that grew
     most first: where the rebuild's time goes as the history grows."""
-    built = [b["seconds"]["group_steps"] for b in batches if b["seconds"].get("group_steps")]
+    built = [r["group_steps"] for r in rebuilds if r.get("group_steps")]
     if not built:
         return {}
     k = max(1, len(built) // 3)

@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import shutil
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -97,6 +98,17 @@ class Paths:
         a narrow file per batch and table."""
         return os.path.join(self.live, "inputs")
 
+    @property
+    def rebuilds(self) -> str:
+        """One log per group rebuild, named by the last batch it read (its "upto")."""
+        return os.path.join(self.live, "rebuilds")
+
+    @property
+    def snapshots(self) -> str:
+        """The inputs a background rebuild reads: hard links to the committed batches' files,
+        so that batches committed while it runs do not change what it reads half-way."""
+        return os.path.join(self.live, "snapshots")
+
     def staging(self, tag: str) -> str:
         return os.path.join(self.live, "staging", tag)
 
@@ -129,6 +141,59 @@ def batch_logs(paths: Paths) -> list[dict[str, Any]]:
             with open(os.path.join(paths.batches, name), encoding="utf-8") as f:
                 out.append(json.load(f))
     return out
+
+
+def rebuild_logs(paths: Paths) -> list[dict[str, Any]]:
+    """The group rebuilds' logs, oldest first."""
+    try:
+        names = sorted(n for n in os.listdir(paths.rebuilds) if n.endswith(".json"))
+    except FileNotFoundError:
+        return []
+    out = []
+    for name in names:
+        with open(os.path.join(paths.rebuilds, name), encoding="utf-8") as f:
+            out.append(json.load(f))
+    return out
+
+
+def link_tree(src: str, dst: str, keep: Any) -> int:
+    """Hard links (copies where links are refused) of the files under `src` whose names
+    `keep(name)` accepts, in the same directories under `dst`. Returns how many."""
+    n = 0
+    for root, _dirs, files in os.walk(src):
+        rel = os.path.relpath(root, src)
+        for name in files:
+            if not keep(name):
+                continue
+            target_dir = os.path.normpath(os.path.join(dst, rel))
+            os.makedirs(target_dir, exist_ok=True)
+            try:
+                os.link(os.path.join(root, name), os.path.join(target_dir, name))
+            except OSError:
+                shutil.copy2(os.path.join(root, name), os.path.join(target_dir, name))
+            n += 1
+    return n
+
+
+class _Background:
+    """The group rebuild running beside the batches (one at a time), the lock that keeps a
+    batch's commit, a rebuild's snapshot and the tables' swap apart, and a failed rebuild's
+    error (raised by the next batch)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+
+    def join(self) -> None:
+        thread = self.thread
+        if thread is not None:
+            thread.join()
+
+    def raise_error(self) -> None:
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise LiveError(f"the group tables' rebuild failed: {error}") from error
 
 
 def _write_json(path: str, body: Any) -> None:
@@ -195,6 +260,20 @@ class Live:
         self.paths = Paths(self.out)
         if self.layout == "auto":
             self.layout = detect_layout(self.ring)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Over Spark Connect foreachBatch runs a copy of this object in the server's Python:
+        # the background rebuild's thread and lock stay here.
+        state = dict(self.__dict__)
+        state.pop("_bg", None)
+        return state
+
+    @property
+    def background(self) -> _Background:
+        bg = self.__dict__.get("_bg")
+        if bg is None:
+            bg = self.__dict__["_bg"] = _Background()
+        return bg
 
     # -- one batch ------------------------------------------------------------------------
 
@@ -329,74 +408,184 @@ class Live:
                 kept.run()
                 lap("group inputs")
         t_decode = time.monotonic() - t0 - t_capture
-        # Commit: the tables' new files, then the state version, then the group tables, then
-        # the batch's log (its presence says the batch is done).
-        for i, table in enumerate(TABLES):
-            if i == 2:
-                fault_point("live-commit")  # the fault tests: a driver killed mid-commit
-            move_in(os.path.join(staging, table), os.path.join(self.out, table), tag)
-        for name in DERIVED_INPUTS:
-            move_in(os.path.join(staging, "_inputs", name), os.path.join(paths.inputs, name), tag)
-        target = os.path.join(paths.state, f"v{tag}")
-        shutil.rmtree(target, ignore_errors=True)
-        os.replace(state_tmp, target)
-        shutil.rmtree(staging, ignore_errors=True)
+        bg = self.background
+        bg.raise_error()  # a rebuild that failed beside the previous batches stops the run
         groups_s = None
         group_steps: dict[str, float] = {}
-        done = max((r[1] for r in ranges), default=0)
-        if self.groups and self._groups_due(n_frames, final, done):
-            groups_s, group_steps = self.rebuild_groups(tag)
-        seqs = sorted({r[1] for r in ranges})
-        log = {
-            "committed_at": time.time(),
-            "tag": tag,
-            "batch": batch_id,
-            "final": final,
-            "files": [{"seq": s, "path": seq_paths.get(s)} for s in seqs],
-            "lost": [f["path"] for f in summary.files if "lost" in str(f.get("error", ""))],
-            "errors": [f"{f['path']}: {f['error']}" for f in summary.files if f.get("error")],
-            "max_us": got.get("max_us") if got.get("max_us") is not None else horizon,
-            "packets": summary.packets,
-            "frames": n_frames,
-            "inputs": bool(n_frames and self.groups),
-            "state_flows": self.spark.read.parquet(target).count() if not final else 0,
-            "state_bytes": sum(
-                os.path.getsize(os.path.join(target, n))
-                for n in os.listdir(target)
-                if n.endswith(".parquet")
-            ),
-            "summary": summary.state(),
-            "seconds": {
-                "capture": round(t_capture, 2),
-                "decode": round(t_decode, 2),
-                "groups": groups_s,
-                "total": round(time.monotonic() - t0, 2),
-                "steps": {k: round(v, 2) for k, v in steps.items()},
-                # The group rebuild's steps, each its own seconds (side by side: they overlap).
-                "group_steps": {k: round(v, 2) for k, v in group_steps.items()},
-            },
-        }
-        _write_json(os.path.join(paths.batches, f"{tag}.json"), log)
-        for old in _versions(paths)[:-2]:
-            shutil.rmtree(os.path.join(paths.state, old), ignore_errors=True)
-        self.write_manifest(tag)
+        if final:
+            bg.join()  # the end of the capture builds the group tables once more, itself
+            bg.raise_error()
+        # Commit: the tables' new files, then the state version, then (the end of the
+        # capture) the group tables, then the batch's log (its presence says the batch is
+        # done). A rebuild running beside takes its inputs' snapshot and swaps its tables in
+        # between two commits, never inside one.
+        with bg.lock:
+            for i, table in enumerate(TABLES):
+                if i == 2:
+                    fault_point("live-commit")  # the fault tests: a driver killed mid-commit
+                move_in(os.path.join(staging, table), os.path.join(self.out, table), tag)
+            for name in DERIVED_INPUTS:
+                move_in(
+                    os.path.join(staging, "_inputs", name), os.path.join(paths.inputs, name), tag
+                )
+            target = os.path.join(paths.state, f"v{tag}")
+            shutil.rmtree(target, ignore_errors=True)
+            os.replace(state_tmp, target)
+            shutil.rmtree(staging, ignore_errors=True)
+            if final and self.groups and self._groups_due(final=True, pending=n_frames):
+                # Before the log: an OUT whose last batch says "final" has its tables whole.
+                whole = all(b.get("inputs") for b in batch_logs(paths) if b["frames"])
+                groups_s, group_steps = self.rebuild_groups(
+                    tag, paths.inputs if whole else None, background=False
+                )
+            seqs = sorted({r[1] for r in ranges})
+            log = {
+                "committed_at": time.time(),
+                "tag": tag,
+                "batch": batch_id,
+                "final": final,
+                "files": [{"seq": s, "path": seq_paths.get(s)} for s in seqs],
+                "lost": [f["path"] for f in summary.files if "lost" in str(f.get("error", ""))],
+                "errors": [f"{f['path']}: {f['error']}" for f in summary.files if f.get("error")],
+                "max_us": got.get("max_us") if got.get("max_us") is not None else horizon,
+                "packets": summary.packets,
+                "frames": n_frames,
+                "inputs": bool(n_frames and self.groups),
+                "state_flows": self.spark.read.parquet(target).count() if not final else 0,
+                "state_bytes": sum(
+                    os.path.getsize(os.path.join(target, n))
+                    for n in os.listdir(target)
+                    if n.endswith(".parquet")
+                ),
+                "summary": summary.state(),
+                "seconds": {
+                    "capture": round(t_capture, 2),
+                    "decode": round(t_decode, 2),
+                    "groups": groups_s,
+                    "total": round(time.monotonic() - t0, 2),
+                    "steps": {k: round(v, 2) for k, v in steps.items()},
+                    # The group rebuild's steps when this batch ran it (the end of the
+                    # capture; the others' are in their rebuild logs), each its own seconds
+                    # (side by side: they overlap).
+                    "group_steps": {k: round(v, 2) for k, v in group_steps.items()},
+                },
+            }
+            _write_json(os.path.join(paths.batches, f"{tag}.json"), log)
+            for old in _versions(paths)[:-2]:
+                shutil.rmtree(os.path.join(paths.state, old), ignore_errors=True)
+            self.write_manifest(tag)
         self.tell(log, registry)
+        if self.groups and not final:
+            self.start_rebuild()
 
-    def _groups_due(self, n_frames: int, final: bool, done: int) -> bool:
-        """Whether to build the group tables again after this batch: when frames came since
-        the last build (this batch's or those of batches that skipped it), and no closed file
-        is waiting: a ring that fell behind catches up first, then its stories are built once."""
+    def _groups_due(self, final: bool = False, pending: int = 0) -> bool:
+        """Whether to build the group tables again: when frames came since the last build
+        (`pending`: the frames of a batch not yet logged), and no closed file is waiting: a
+        ring that fell behind catches up first, building them now and then
+        (`groups_every`), then its stories are built once more."""
         logs = batch_logs(self.paths)
-        built = [i for i, b in enumerate(logs) if b["seconds"].get("groups") is not None]
-        since = logs[built[-1] + 1 :] if built else logs
-        if not n_frames and not any(b["frames"] for b in since):
+        rebuilt = rebuild_logs(self.paths)
+        upto = rebuilt[-1]["upto"] if rebuilt else ""
+        # An OUT begun by an older kwire live: its batch logs say which batches built them.
+        older = [b["tag"] for b in logs if b["seconds"].get("groups") is not None]
+        upto = max([upto, *older[-1:]])
+        since = [b for b in logs if b["tag"] > upto]
+        if not pending and not any(b["frames"] for b in since):
             return False
-        if final or not self._waiting(done):
+        if final:
+            return True
+        done = max((f["seq"] for b in logs for f in b["files"]), default=0)
+        if not self._waiting(done):
             return True
         # Behind: still build now and then, so a ring that rotates faster than a batch with its
         # group tables takes still gets current stories.
-        last = logs[built[-1]]["committed_at"] if built else self.started_at
+        last = rebuilt[-1]["committed_at"] if rebuilt else self.started_at
         return time.time() - last >= self.groups_every
+
+    def start_rebuild(self) -> None:
+        """After a batch's commit: the group tables built again from the committed history
+        when due (_groups_due), beside the next batches (a thread of this driver), so a file's
+        decoded rows need not wait for the rebuilds of the files before it. One rebuild runs
+        at a time; when it ends it goes on while frames came since it began. Over Spark
+        Connect (the batch runs in the server's Python) and on an OUT whose older batches kept
+        no inputs, the batch builds them itself."""
+        bg = self.background
+        with bg.lock:  # the running rebuild decides under it whether to go on
+            if bg.thread is not None or not self._groups_due():
+                return
+            whole = all(b.get("inputs") for b in batch_logs(self.paths) if b["frames"])
+            if whole and not is_connect(self.spark):
+                bg.thread = threading.Thread(
+                    target=self._rebuild_loop, name="kwire-live-groups", daemon=True
+                )
+                bg.thread.start()
+                return
+        self._rebuild_once(snapshot=False)
+
+    def _rebuild_loop(self) -> None:
+        """The background rebuild: again while frames came since it began; a failure is kept
+        for the next batch to raise."""
+        bg = self.background
+        try:
+            while True:
+                self._rebuild_once(snapshot=True)
+                with bg.lock:
+                    if not self._groups_due():
+                        bg.thread = None
+                        return
+        except BaseException as e:  # noqa: BLE001 - raised by the next batch (LiveError)
+            with bg.lock:
+                bg.error = e
+                bg.thread = None
+
+    def _rebuild_once(self, snapshot: bool) -> None:
+        """One rebuild from every batch committed now; `snapshot`: from hard links to their
+        inputs (batches commit beside it), else from the inputs (or the decoded tables, on an
+        OUT whose older batches kept none) as they are."""
+        paths = self.paths
+        with self.background.lock:
+            logs = batch_logs(paths)
+            if not logs:
+                return
+            upto = logs[-1]["tag"]
+            whole = all(b.get("inputs") for b in logs if b["frames"])
+            inputs_at = paths.inputs if whole else None
+            if whole and snapshot:
+                tags = {b["tag"] for b in logs}
+                shutil.rmtree(paths.snapshots, ignore_errors=True)
+                inputs_at = os.path.join(paths.snapshots, upto)
+                for name in DERIVED_INPUTS:
+                    link_tree(
+                        os.path.join(paths.inputs, name),
+                        os.path.join(inputs_at, name),
+                        lambda n: n.endswith(".parquet") and n[1:].split("-", 1)[0] in tags,
+                    )
+        seconds, _ = self.rebuild_groups(upto, inputs_at, background=snapshot)
+        if inputs_at and inputs_at != paths.inputs:
+            shutil.rmtree(inputs_at, ignore_errors=True)
+        if not self.quiet:
+            batch = int(upto.rstrip("e"))
+            say(f"group tables through batch {batch}: {seconds:.1f} s")
+
+    def _log_rebuild(
+        self,
+        upto: str,
+        started: float,
+        seconds: float,
+        steps: dict[str, float],
+        background: bool,
+    ) -> None:
+        _write_json(
+            os.path.join(self.paths.rebuilds, f"{upto}.json"),
+            {
+                "upto": upto,
+                "started_at": started,
+                "committed_at": time.time(),
+                "seconds": seconds,
+                "background": background,
+                "group_steps": {k: round(v, 2) for k, v in steps.items()},
+            },
+        )
 
     def _waiting(self, done: int) -> bool:
         """Whether closed files wait beyond file number `done`."""
@@ -412,21 +601,21 @@ class Live:
     def tasks(self) -> int:
         return max(2, 2 * parallelism(self.spark))
 
-    def rebuild_groups(self, tag: str) -> tuple[float, dict[str, float]]:
-        """The group tables, and delivery when records are kept, from the whole committed
-        history: written to a staging directory, then each swapped in whole. Returns the
-        seconds it took and each of its steps' own seconds."""
+    def rebuild_groups(
+        self, tag: str, inputs_at: str | None, background: bool
+    ) -> tuple[float, dict[str, float]]:
+        """The group tables, and delivery when records are kept, from the committed history
+        through batch `tag` (`inputs_at`: where the batches' narrow inputs are, else the
+        decoded tables): written to a staging directory, then each swapped in whole, and the
+        rebuild's log written (OUT/_live/rebuilds). Returns the seconds it took and each of
+        its steps' own seconds."""
         from kwire.pipeline import derived
         from kwire.spark.steps import Steps
 
-        t = time.monotonic()
+        t, started = time.monotonic(), time.time()
         staging = self.paths.staging(f"{tag}-groups")
         shutil.rmtree(staging, ignore_errors=True)
         steps = Steps(self.spark)
-        # The narrow inputs the batches kept, when every batch with frames kept them (this one
-        # did; a batch of an older kwire live, or of a run with --no-groups, did not: the
-        # decoded tables are read then).
-        whole = all(b.get("inputs") for b in batch_logs(self.paths) if b["frames"])
         written = derived(
             steps,
             self.spark,
@@ -435,19 +624,25 @@ class Live:
             share=self.share,
             delivery=self.records,
             with_records=self.records,
-            inputs_at=self.paths.inputs if whole else None,
+            inputs_at=inputs_at,
         )
         steps.run()
-        for name in sorted({name.split("/")[0] for name, _ in written}):
-            target = os.path.join(self.out, name)
-            old = os.path.join(self.paths.live, f"{name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            if os.path.exists(target):
-                os.replace(target, old)
-            os.replace(os.path.join(staging, name), target)
-            shutil.rmtree(old, ignore_errors=True)
+        with self.background.lock:
+            for name in sorted({name.split("/")[0] for name, _ in written}):
+                target = os.path.join(self.out, name)
+                old = os.path.join(self.paths.live, f"{name}.old")
+                shutil.rmtree(old, ignore_errors=True)
+                if os.path.exists(target):
+                    os.replace(target, old)
+                os.replace(os.path.join(staging, name), target)
+                shutil.rmtree(old, ignore_errors=True)
+            seconds = round(time.monotonic() - t, 2)
+            self._log_rebuild(tag, started, seconds, steps.seconds, background)
+            logs = batch_logs(self.paths)
+            if logs and logs[-1]["tag"] >= tag:
+                self.write_manifest(logs[-1]["tag"])  # lists the tables new this rebuild
         shutil.rmtree(staging, ignore_errors=True)
-        return round(time.monotonic() - t, 2), dict(steps.seconds)
+        return seconds, dict(steps.seconds)
 
     def write_manifest(self, tag: str) -> None:
         from kwire import __version__
@@ -468,6 +663,7 @@ class Live:
             if os.path.isdir(os.path.join(self.out, name)):
                 tables[name] = name
         logs = batch_logs(self.paths)
+        rebuilt = rebuild_logs(self.paths)
         manifest.write(
             self.out,
             tables,
@@ -477,6 +673,9 @@ class Live:
                 "batch": tag,
                 "files": sum(len(b["files"]) for b in logs),
                 "ended": tag.endswith("e"),
+                # The group, share and delivery tables are built beside the batches: the last
+                # batch they include (the decoded tables are through "batch").
+                "groups_through": rebuilt[-1]["upto"] if rebuilt else None,
             },
             families=self.families,
             strict=not self.tolerant,

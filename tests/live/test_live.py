@@ -164,6 +164,20 @@ def test_live_equals_batch_through_a_crash(tmp_path: Path, spark: Any) -> None:
         assert b["max_us"] == max(latest[s] for s in seen), (b, seen)
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["live"]["ended"] is True
+    # The group tables were built beside the batches (a thread of the driver, from a snapshot
+    # of the batches committed when it began), the last time after the last batch with frames:
+    # the end of the capture has none, so the tables compared below are that rebuild's.
+    rebuilds = [
+        json.loads(p.read_text()) for p in sorted((out / "_live" / "rebuilds").glob("*.json"))
+    ]
+    assert logs[-1]["frames"] == 0, logs[-1]
+    last_with_frames = max(b["tag"] for b in logs if b["frames"])
+    assert rebuilds and rebuilds[-1]["upto"] == last_with_frames, rebuilds
+    assert rebuilds[-1]["background"], rebuilds
+    assert manifest["live"]["groups_through"] == last_with_frames, manifest["live"]
+    assert not (out / "_live" / "snapshots").exists() or not any(
+        (out / "_live" / "snapshots").iterdir()
+    )
     # Each batch with frames kept what the group rebuild reads (a narrow file per table): the
     # tables compared below were rebuilt from those, not from the decoded tables.
     with_frames = [b["tag"] for b in logs if b["frames"]]
