@@ -55,10 +55,16 @@ def _java() -> str | None:
     return shutil.which("java")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _free_ports(n: int) -> list[int]:
+    """n free loopback ports, all different (each socket held until all are bound)."""
+    held = [socket.socket() for _ in range(n)]
+    try:
+        for s in held:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in held]
+    finally:
+        for s in held:
+            s.close()
 
 
 def _executors(base: Path) -> list[Path]:
@@ -78,8 +84,7 @@ class Cluster:
     def __init__(self, base: Path, python: Path, workers: int = 2):
         self.base = base
         self.python = python
-        self.port = _free_port()
-        self.ui_port = _free_port()
+        self.port, self.ui_port, *self.worker_ui_ports = _free_ports(2 + workers)
         self.url = f"spark://127.0.0.1:{self.port}"
         self.procs: list[subprocess.Popen[bytes]] = []
         self.logs: list[Path] = []
@@ -127,7 +132,7 @@ class Cluster:
                     "--host", "127.0.0.1",
                     "--cores", "1",
                     "--memory", "1g",
-                    "--webui-port", str(_free_port()),
+                    "--webui-port", str(self.worker_ui_ports[i]),
                     "--work-dir", str(work),
                     self.url,
                 ],
@@ -145,6 +150,10 @@ class Cluster:
                 if state.get("aliveworkers", 0) >= self.workers:
                     return
             except OSError:
+                pass
+            except ValueError:
+                # The master's UI answered /json/ with its HTML page once, a second after it
+                # bound, while both workers had registered (2026-12-03): not ready yet.
                 pass
             time.sleep(0.5)
         raise RuntimeError(f"workers did not register within {timeout:.0f} s:\n{self.tail()}")

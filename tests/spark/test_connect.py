@@ -45,6 +45,32 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
 
 
 @pytest.fixture(scope="module")
+def bare_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
+    """A Connect server whose Python has kwire's dependencies but not kwire (a venv whose
+    site-packages path is the project's, without the .pth files there: pyarrow, pandas and the
+    other dependencies import, kwire, an editable install's finder, does not)."""
+    import sysconfig
+
+    home = tmp_path_factory.mktemp("bare")
+    bare = home / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    (next(bare.glob("lib/python*/site-packages")) / "deps.pth").write_text(
+        sysconfig.get_paths()["purelib"] + "\n"
+    )
+    python = str(bare / "bin" / "python")
+    probe = subprocess.run(
+        [python, "-c", "import pyarrow, pandas, kwire"], capture_output=True, cwd=home
+    )
+    assert b"No module named 'kwire'" in probe.stderr, probe.stderr
+    started = ConnectServer(home / "server", env={"PYSPARK_PYTHON": python})
+    try:
+        started.wait()
+        yield started
+    finally:
+        started.stop()
+
+
+@pytest.fixture(scope="module")
 def classic(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The classic job on CAPTURES, on the tests' session, its tables also in its catalog as
     kw_classic.*: what the Connect runs must equal."""
@@ -81,20 +107,27 @@ def _catalog_counts(server: ConnectServer, database: str, names: list[str]) -> d
 
 
 def test_decode_over_connect_writes_what_the_classic_job_writes(
-    server: ConnectServer, spark: SparkSession, classic: Path, tmp_path: Path
+    bare_server: ConnectServer, spark: SparkSession, classic: Path, tmp_path: Path
 ) -> None:
-    """`kwire decode --remote` equals the classic job table by table; with --database both
-    sessions' catalogs answer SQL on the tables, publishing again (what a re-run with
-    --overwrite does) replaces them, and `kwire groups --remote URL --database NAME` tells the
-    story from the catalog."""
+    """`kwire decode --remote` equals the classic job table by table, on a server whose Python
+    lacks kwire: the job sends its own pure-Python package as an artifact and says so in one
+    line. With --database both sessions' catalogs answer SQL on the tables, publishing again
+    (what a re-run with --overwrite does) replaces them, and `kwire groups --remote URL
+    --database NAME` tells the story from the catalog. (The compiled readers on a Connect
+    server's executors: the live test and the UDF pack's below. One decode job over Connect
+    for both cases: each costs half a minute.)"""
+    server = bare_server
     inputs = [str(c) for c in CAPTURES]
     remote = tmp_path / "remote"
     said = _client(
         "-m", "kwire", "decode", *inputs, "-o", str(remote), "--remote", server.url,
         "--database", "kw",
     ).stderr  # fmt: skip
-    # The start line says where the job ran, with the readers the server's executors have.
+    # The start line says where the job ran, with the readers the server's executors have:
+    # kwire's pure-Python package, sent by the client.
+    assert "the Spark Connect server's Python has no kwire: sent this one's pure-Python" in said
     assert f"(Spark Connect at {server.url}), default parallelism 2" in said, said
+    assert "readers on the executors: python (kwire from " in said and ".zip/kwire)" in said, said
     assert "catalog: 20 tables in kw" in said, said
     want, got = _tables(classic), _tables(remote)
     assert sorted(got) == sorted(want)
@@ -222,42 +255,6 @@ def test_live_over_connect_equals_decode(
         for name, rel in listed.items()
     }
     assert _catalog_counts(server, "kw_live", list(counts)) == counts
-
-
-def test_a_server_without_kwire_gets_the_pure_python_package(classic: Path, tmp_path: Path) -> None:
-    """A Connect server whose Python has kwire's dependencies but not kwire: the job sends its
-    own pure-Python package as an artifact, says so in one line, and writes what the classic
-    job writes."""
-    import sysconfig
-
-    bare = tmp_path / "bare"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
-    # The project's site-packages on its path, without the .pth files there: pyarrow, pandas
-    # and the other dependencies import, kwire (an editable install's finder) does not.
-    (next(bare.glob("lib/python*/site-packages")) / "deps.pth").write_text(
-        sysconfig.get_paths()["purelib"] + "\n"
-    )
-    python = str(bare / "bin" / "python")
-    probe = subprocess.run(
-        [python, "-c", "import pyarrow, pandas, kwire"], capture_output=True, cwd=tmp_path
-    )
-    assert b"No module named 'kwire'" in probe.stderr, probe.stderr
-    server = ConnectServer(tmp_path / "server", env={"PYSPARK_PYTHON": python})
-    try:
-        server.wait()
-        out = tmp_path / "out"
-        said = _client(
-            "-m", "kwire", "decode", *map(str, CAPTURES), "-o", str(out), "--remote", server.url,
-            "-q", "--no-summary",
-        ).stderr  # fmt: skip
-    finally:
-        server.stop()
-    assert "the Spark Connect server's Python has no kwire: sent this one's pure-Python" in said
-    assert "readers on the executors: python (kwire from " in said and ".zip/kwire)" in said, said
-    want, got = _tables(classic), _tables(out)
-    assert sorted(got) == sorted(want)
-    for name in want:
-        assert got[name] == want[name], name
 
 
 def test_only_a_loopback_server_is_taken_to_see_this_machines_files() -> None:
