@@ -235,3 +235,27 @@ def test_ack_for_a_record_acquired_before_the_capture():
     row = out["deliveries"][0]
     assert (row["acquired_at"], row["delivery_count"], row["outcome"]) == (None, None, "accepted")
     assert out["sessions"][0]["first_epoch"] == 7 and out["sessions"][0]["opened_at"] is None
+
+
+def test_a_large_groups_rows_go_back_to_spark_in_bounded_batches():
+    # Spark reads each Arrow batch of a group's pass whole into the JVM's direct memory: one
+    # batch of a group's 770k deliveries asked for 507 MB and failed a job on the churny ring.
+    from kwire.groups.share_build import BATCH_ROWS, _arrow_rows
+
+    n = 3 * BATCH_ROWS + 5
+    told = share_history(
+        "g",
+        [
+            fetch(0, "m-1", 0, acquired=[(0, n - 1, 1)]),
+            fetch(100, "m-1", 1, acks=[(0, n - 1, [1])]),
+        ],
+        at(200),
+        {},
+    )
+    table = _arrow_rows(told)
+    sizes = [b.num_rows for b in table.to_batches()]
+    assert max(sizes) <= BATCH_ROWS
+    kinds = table.column("table").to_pylist()
+    assert kinds.count("deliveries") == n and kinds.count("records") == n
+    offsets = [d["offset"] for d in table.column("deliveries").to_pylist() if d is not None]
+    assert sorted(offsets) == list(range(n))
