@@ -240,6 +240,7 @@ class _Group:
         if e["kind"] != "fetch" or top:
             return
         lock_ms = e.get("lock_ms")
+        base = self.attempt_base(e, at, lock_ms)
         for topic_id, partition, perr, _ack_err, ranges in parts.values():
             if perr and s is not None:
                 s.errors.add(error_name(perr) or str(perr))
@@ -249,14 +250,16 @@ class _Group:
                         f"acquired range {first}-{last} of {topic_id}:{partition} skipped"
                     )
                     continue
+                if s is None:
+                    s = self.session(e)
+                    s.first_seen = s.last_seen = e["ts"]
+                    s.first_epoch = s.last_epoch = e.get("epoch")
+                held = s.held
                 for offset in range(first, last + 1):
-                    i = self.new_attempt(e, at, topic_id, partition, offset, count, lock_ms)
-                    if s is None:
-                        s = self.session(e)
-                        s.first_seen = s.last_seen = e["ts"]
-                        s.first_epoch = s.last_epoch = e.get("epoch")
-                    s.held.add(i)
-                    s.acquired += 1
+                    held.add(
+                        self.new_attempt(e, at, topic_id, partition, offset, count, lock_ms, base)
+                    )
+                s.acquired += last - first + 1
                 self.acquisitions[(topic_id, partition)].append((at, e["ts"], last))
 
     def new_attempt(
@@ -268,7 +271,10 @@ class _Group:
         offset: int,
         count: int | None,
         lock_ms: int | None,
+        base: Row | None = None,
     ) -> int:
+        """An attempt at `offset`; `base` (attempt_base(e, at, lock_ms)) when the caller makes
+        many from one answer: a copy of it per offset, the event's columns computed once."""
         key = (topic_id, partition, offset)
         member = e["member_id"]
         prev = self.latest.get(key)
@@ -278,46 +284,55 @@ class _Group:
             if p["next_acquired_at"] is None:
                 p["next_member_id"] = member
                 p["next_acquired_at"] = at
-        self.attempts.append(
-            {
-                "group_id": self.group_id,
-                "member_id": member,
-                "consumer_client_id": e.get("client_id"),
-                "consumer_connection": e.get("connection_id"),
-                "broker": e.get("broker"),
-                "topic_id": topic_id,
-                "topic": self.names.get(topic_id, topic_id),
-                "partition": partition,
-                "offset": offset,
-                "delivery_count": count,
-                "session_epoch": e.get("epoch"),
-                "fetch_requested_at": e["ts"] if at is not None else None,
-                "acquired_at": at,
-                "lock_ms": lock_ms,
-                "lock_expires_by": (
-                    at + timedelta(milliseconds=lock_ms) if at is not None and lock_ms else None
-                ),
-                "ack_type": None,
-                "ack_via": None,
-                "ack_sent_at": None,
-                "ack_confirmed_at": None,
-                "ack_error": None,
-                "renewals": 0,
-                "renew_errors": 0,
-                "last_renewed_at": None,
-                "next_member_id": None,
-                "next_acquired_at": None,
-                "_terminal": None,
-                "_last_ack": None,
-                "_closed_at": None,
-                "_closed_inferred": False,
-                "_closed_why": None,
-            }
-        )
+        a = dict(base if base is not None else self.attempt_base(e, at, lock_ms))
+        a["topic_id"] = topic_id
+        a["topic"] = self.names.get(topic_id, topic_id)
+        a["partition"] = partition
+        a["offset"] = offset
+        a["delivery_count"] = count
+        self.attempts.append(a)
         if at is not None or prev is None:
             self.latest[key] = i
         self.mine[(member, topic_id, partition, offset)] = i
         return i
+
+    def attempt_base(self, e: Event, at: datetime | None, lock_ms: int | None) -> Row:
+        """An attempt's columns that come from its answer `e` alone (new_attempt adds the
+        record's)."""
+        return {
+            "group_id": self.group_id,
+            "member_id": e["member_id"],
+            "consumer_client_id": e.get("client_id"),
+            "consumer_connection": e.get("connection_id"),
+            "broker": e.get("broker"),
+            "topic_id": None,
+            "topic": None,
+            "partition": None,
+            "offset": None,
+            "delivery_count": None,
+            "session_epoch": e.get("epoch"),
+            "fetch_requested_at": e["ts"] if at is not None else None,
+            "acquired_at": at,
+            "lock_ms": lock_ms,
+            "lock_expires_by": (
+                at + timedelta(milliseconds=lock_ms) if at is not None and lock_ms else None
+            ),
+            "ack_type": None,
+            "ack_via": None,
+            "ack_sent_at": None,
+            "ack_confirmed_at": None,
+            "ack_error": None,
+            "renewals": 0,
+            "renew_errors": 0,
+            "last_renewed_at": None,
+            "next_member_id": None,
+            "next_acquired_at": None,
+            "_terminal": None,
+            "_last_ack": None,
+            "_closed_at": None,
+            "_closed_inferred": False,
+            "_closed_why": None,
+        }
 
     def offsets(self, e: Event) -> None:
         """A DescribeShareGroupOffsets answer: the broker's own start offsets and lags."""
@@ -493,7 +508,8 @@ def _record_rows(g: _Group, end: datetime | None) -> list[Row]:
     later = {key: _Later(acq) for key, acq in g.acquisitions.items()}
     rows = []
     for (topic_id, partition, offset), tries in sorted(by_offset.items(), key=lambda kv: kv[0]):
-        tries.sort(key=lambda a: a["acquired_at"] or a["ack_sent_at"] or datetime.min)
+        if len(tries) > 1:
+            tries.sort(key=lambda a: a["acquired_at"] or a["ack_sent_at"] or datetime.min)
         last = tries[-1]
         outcome = last["outcome"]
         reason = None

@@ -11,8 +11,11 @@ the produced instants of the records come from the produced records' offsets
 
 from __future__ import annotations
 
+import gc
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -223,8 +226,9 @@ BATCH_ROWS = 16_384
 
 
 def _arrow_rows(told: dict[str, list[dict[str, Any]]]) -> pa.Table:
-    """The share tables' rows as one Arrow table of TOLD's shape, built column by column, in
-    chunks of at most BATCH_ROWS rows (each chunk is a batch to Spark)."""
+    """The share tables' rows as one Arrow table of TOLD's shape, each table's dicts converted
+    by Arrow at once (a third of the time of a list per column, on 760k deliveries), in chunks
+    of at most BATCH_ROWS rows (each chunk is a batch to Spark)."""
     schema = to_arrow_schema(TOLD, timezone="UTC")
     parts = []
     for name in SHARE_TABLES:
@@ -232,8 +236,7 @@ def _arrow_rows(told: dict[str, list[dict[str, Any]]]) -> pa.Table:
         if not rows:
             continue
         struct = schema.field(name).type
-        columns = [pa.array([r.get(f.name) for r in rows], type=f.type) for f in struct]
-        data = pa.StructArray.from_arrays(columns, fields=list(struct))
+        data = pa.array(rows, type=struct)
         arrays = [pa.array([name] * len(rows), type=pa.string())]
         arrays += [
             data if other == name else pa.nulls(len(rows), type=schema.field(other).type)
@@ -246,10 +249,28 @@ def _arrow_rows(told: dict[str, list[dict[str, Any]]]) -> pa.Table:
     return pa.Table.from_batches(whole.to_batches(max_chunksize=BATCH_ROWS), schema=schema)
 
 
-def _run(names: dict[str, str], ends: Clock) -> Any:
-    from kwire.groups.share import share_history
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Python's cycle collector paused: a group's pass makes a dict per delivery attempt, and
+    the collector, run again and again as they pile up, walked every one of them each time
+    (sg-work's 760k attempts: 22 -> 13 s). The pass makes no cycles worth collecting."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
+
+def _run(names: dict[str, str], ends: Clock) -> Any:
     def run(table: pa.Table) -> pa.Table:
+        with _no_cycle_collection():
+            return _pass(table)
+
+    def _pass(table: pa.Table) -> pa.Table:
+        from kwire.groups.share import share_history
+
         fault_point("groups")
         rows: list[dict[str, Any]] = []
         for e in table.to_pylist():
