@@ -11,11 +11,8 @@ the produced instants of the records come from the produced records' offsets
 
 from __future__ import annotations
 
-import gc
 import json
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +25,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from kwire.spark.driver import parallelism
 from kwire.groups.pairs import paired, write_typed
 from kwire.groups.schema import SHARE_TABLES
+from kwire.spark.collector import few_collections
 from kwire.spark.faults import fault_point
 
 if TYPE_CHECKING:
@@ -249,23 +247,10 @@ def _arrow_rows(told: dict[str, list[dict[str, Any]]]) -> pa.Table:
     return pa.Table.from_batches(whole.to_batches(max_chunksize=BATCH_ROWS), schema=schema)
 
 
-@contextmanager
-def _no_cycle_collection() -> Iterator[None]:
-    """Python's cycle collector paused: a group's pass makes a dict per delivery attempt, and
-    the collector, run again and again as they pile up, walked every one of them each time
-    (sg-work's 760k attempts: 22 -> 13 s). The pass makes no cycles worth collecting."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 def _run(names: dict[str, str], ends: Clock) -> Any:
     def run(table: pa.Table) -> pa.Table:
-        with _no_cycle_collection():
+        # Hundreds of thousands of attempts, a dict each (kwire.spark.collector).
+        with few_collections():
             return _pass(table)
 
     def _pass(table: pa.Table) -> pa.Table:

@@ -32,6 +32,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from kwire.capture.distributed import local_path
+from kwire.spark.collector import few_collections
 from kwire.spark.session import with_conf
 
 ROW_GROUP_BYTES = 16 * 1024 * 1024
@@ -298,7 +299,10 @@ def write_by_tasks(
 
         try:
             try:
-                rows = list(task(batches, open_file))
+                # Decoding and exploding make a Python object per frame and record: the
+                # collector at a pace for that (kwire.spark.collector).
+                with few_collections():
+                    rows = list(task(batches, open_file))
             finally:
                 for part in opened:
                     part.close()
