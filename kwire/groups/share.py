@@ -462,6 +462,10 @@ _DELIVERY_COLUMNS = (
 
 
 def _delivery_rows(g: _Group) -> list[Row]:
+    """The attempts in the table's order, each its own row: a dict with the columns of
+    OUT/share/deliveries (_DELIVERY_COLUMNS and its error's name) among the pass's own keys,
+    which the Arrow conversion passes over. Not a copy per attempt: a group of 760k deliveries
+    held both, about 1 GB more."""
     attempts = g.attempts
     order = sorted(
         range(len(attempts)),
@@ -476,9 +480,8 @@ def _delivery_rows(g: _Group) -> list[Row]:
     rows = []
     for i in order:
         a = attempts[i]
-        row = dict(zip(_DELIVERY_COLUMNS, map(a.get, _DELIVERY_COLUMNS)))
-        row["ack_error_name"] = error_name(a["ack_error"]) if a["ack_error"] is not None else None
-        rows.append(row)
+        a["ack_error_name"] = error_name(a["ack_error"]) if a["ack_error"] is not None else None
+        rows.append(a)
     return rows
 
 
