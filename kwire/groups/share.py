@@ -430,41 +430,10 @@ def share_history(
     }
 
 
-_DELIVERY_COLUMNS = (
-    "group_id",
-    "member_id",
-    "consumer_client_id",
-    "consumer_connection",
-    "broker",
-    "topic",
-    "topic_id",
-    "partition",
-    "offset",
-    "delivery_count",
-    "session_epoch",
-    "fetch_requested_at",
-    "acquired_at",
-    "lock_ms",
-    "lock_expires_by",
-    "ack_type",
-    "ack_via",
-    "ack_sent_at",
-    "ack_confirmed_at",
-    "ack_error",
-    "renewals",
-    "outcome",
-    "outcome_at",
-    "inferred",
-    "evidence",
-    "next_member_id",
-    "next_acquired_at",
-)
-
-
 def _delivery_rows(g: _Group) -> list[Row]:
     """The attempts in the table's order, each its own row: a dict with the columns of
-    OUT/share/deliveries (_DELIVERY_COLUMNS and its error's name) among the pass's own keys,
-    which the Arrow conversion passes over. Not a copy per attempt: a group of 760k deliveries
+    OUT/share/deliveries (kwire/groups/schema.py) among the pass's own keys, which the Arrow
+    conversion passes over. Not a copy per attempt: a group of 760k deliveries
     held both, about 1 GB more."""
     attempts = g.attempts
     order = sorted(

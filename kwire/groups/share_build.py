@@ -249,11 +249,6 @@ def _arrow_rows(told: dict[str, list[dict[str, Any]]]) -> pa.Table:
 
 def _run(names: dict[str, str], ends: Clock) -> Any:
     def run(table: pa.Table) -> pa.Table:
-        # Hundreds of thousands of attempts, a dict each (kwire.spark.collector).
-        with few_collections():
-            return _pass(table)
-
-    def _pass(table: pa.Table) -> pa.Table:
         from kwire.groups.share import share_history
 
         fault_point("groups")
@@ -267,7 +262,9 @@ def _run(names: dict[str, str], ends: Clock) -> Any:
         if not rows:
             return _arrow_rows({})
         group_id = rows[0]["group_id"]
-        return _arrow_rows(share_history(group_id, rows, ends.of(group_id), names))
+        # Hundreds of thousands of attempts, a dict each (kwire.spark.collector).
+        with few_collections():
+            return _arrow_rows(share_history(group_id, rows, ends.of(group_id), names))
 
     return run
 
