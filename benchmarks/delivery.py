@@ -10,13 +10,16 @@ OUT/delivery's `committed_at` is, for each record a group fetched, the group's f
 successful commit past the record's offset at or after its first fetch. The plain way to say
 that in Spark SQL joins each record with every later commit of its partition and keeps the
 earliest: the pairs grow with the records times the commits, the square of the capture's
-length. kwire.groups.delivery.first_commits finds the same commit with running windows.
+length. kwire.groups.delivery.first_commits finds the same commit by binary searches in the
+tasks over the commits shipped to them (a capture's usual few), or with running windows over
+every record asking (a capture of more than its LOOKUP_COMMITS): both are timed.
 
 What it does: for each size, records evenly over 20 partitions of one group and a commit every
 2 seconds per partition (an hour of a consumer committing every 1.8 s is 2,000 commits a
 partition), made by Spark itself and cached; checks both ways give the same count and latest
 commit, then times each `--repeats` times, interleaved, on one session at the job's default master. Reports the
-median seconds and the ratio pairwise / first_commits (>1: first_commits is faster). Writes JSON
+median seconds and the ratios windows / first_commits and pairwise / first_commits (>1:
+first_commits is faster). Writes JSON
 (`--json`, default benchmarks/results/delivery.json).
 """
 
@@ -92,7 +95,20 @@ def pairwise(asks: DataFrame, commits: DataFrame) -> DataFrame:
     return past.groupBy(*asks.columns).agg(F.min("_ts").alias("committed_at"))
 
 
-WAYS = {"first_commits": first_commits, "pairwise": pairwise}
+def windows(asks: DataFrame, commits: DataFrame) -> DataFrame:
+    """first_commits() as it answers a capture of more than LOOKUP_COMMITS commits: running
+    windows over every record asking, instead of the commits shipped to the tasks."""
+    from kwire.groups import delivery
+
+    kept = delivery.LOOKUP_COMMITS
+    delivery.LOOKUP_COMMITS = -1
+    try:
+        return first_commits(asks, commits)
+    finally:
+        delivery.LOOKUP_COMMITS = kept
+
+
+WAYS = {"first_commits": first_commits, "windows": windows, "pairwise": pairwise}
 
 
 def measure(spark: SparkSession, records: int, commits: int, repeats: int) -> dict[str, Any]:
@@ -106,7 +122,7 @@ def measure(spark: SparkSession, records: int, commits: int, repeats: int) -> di
             row = way(asks, done).agg(F.count("committed_at"), F.max("committed_at")).first()
             seconds[name].append(time.monotonic() - t)
             answers[name] = tuple(row) if row is not None else None
-    if answers["first_commits"] != answers["pairwise"]:
+    if not answers["first_commits"] == answers["windows"] == answers["pairwise"]:
         raise SystemExit(f"the two ways disagree: {answers}")
     asks.unpersist(), done.unpersist()
     median = {name: statistics.median(s) for name, s in seconds.items()}
@@ -117,6 +133,7 @@ def measure(spark: SparkSession, records: int, commits: int, repeats: int) -> di
         "seconds": seconds,
         "median_seconds": median,
         "pairwise_over_first_commits": median["pairwise"] / median["first_commits"],
+        "windows_over_first_commits": median["windows"] / median["first_commits"],
         "records_committed": answers["first_commits"][0] if answers["first_commits"] else None,
     }
 
@@ -136,12 +153,16 @@ def main(argv: list[str] | None = None) -> int:
     # One warm-up, so the first way timed does not pay for the JVM's first queries.
     measure(spark, 20_000, 10, 1)
     results = []
-    print(f"{'records':>9} {'commits/part':>12} {'first_commits':>14} {'pairwise':>9} {'ratio':>6}")
+    print(
+        f"{'records':>9} {'commits/part':>12} {'first_commits':>14} {'windows':>9} {'ratio':>6}"
+        f" {'pairwise':>9} {'ratio':>6}"
+    )
     for records, commits in SIZES[:1] if args.quick else SIZES:
         r = measure(spark, records, commits, args.repeats)
         m = r["median_seconds"]
         print(
-            f"{records:>9,} {commits:>12,} {m['first_commits']:>12.1f} s {m['pairwise']:>7.1f} s"
+            f"{records:>9,} {commits:>12,} {m['first_commits']:>12.1f} s {m['windows']:>7.1f} s"
+            f" {r['windows_over_first_commits']:>5.1f}x {m['pairwise']:>7.1f} s"
             f" {r['pairwise_over_first_commits']:>5.1f}x",
             flush=True,
         )

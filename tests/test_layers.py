@@ -10,7 +10,13 @@ what the code says, not what one run happened to load.
 from __future__ import annotations
 
 import ast
+from functools import lru_cache
 from pathlib import Path
+
+import pytest
+
+# On one worker, so that the graph is parsed once for the module.
+pytestmark = pytest.mark.xdist_group("layers")
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("kwire", "generator", "generated")
@@ -91,6 +97,9 @@ def compiled() -> set[str]:
     return {module_name(p) for p in (ROOT / "kwire").rglob("*.pyx")}
 
 
+# Both checks read the same graph: parsed once (generated/'s modules are most of the 10 s a
+# parse of every source takes on 2 cores).
+@lru_cache(maxsize=1)
 def graph() -> dict[str, set[str]]:
     found = sources()
     known = set(found) | compiled()

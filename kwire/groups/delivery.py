@@ -34,6 +34,7 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType, TimestampType
 
 from kwire.spark.model import rows_of
 
@@ -427,6 +428,13 @@ def delivery(
 _EARLIEST = -(1 << 63)
 
 
+# Successful commits up to which first_commits() ships them with its function and each task
+# looks its records' commits up (numpy binary searches over each run), instead of the windows
+# that sort every record asking (on the churny scale ring, 1.8 M records asking 638 commits).
+# A capture of more commits than this gets the windows, which spill instead of holding them.
+LOOKUP_COMMITS = 100_000
+
+
 def first_commits(asks: DataFrame, commits: DataFrame) -> DataFrame:
     """`asks`, distinct rows of records that groups fetched (at least group_id, topic,
     partition, offset and fetched_at: the group's first fetch of the record, null when unknown),
@@ -453,6 +461,10 @@ def first_commits(asks: DataFrame, commits: DataFrame) -> DataFrame:
         & F.col("topic").isNotNull()
         & F.col("partition").isNotNull()
     ).select(*part, F.col("offset").alias("_o"), F.unix_micros("ts").alias("_t"))
+    few = done.limit(LOOKUP_COMMITS + 1).toArrow()
+    if few.num_rows <= LOOKUP_COMMITS:
+        schema = StructType([*asks.schema.fields, StructField("committed_at", TimestampType())])
+        return asks.mapInArrow(_look_up_commits(_commit_runs(few)), schema)
     order = Window.partitionBy(*part).orderBy("_t", "_o")
     down = F.coalesce((F.col("_o") < F.lag("_o").over(order)).cast("int"), F.lit(0))
     done = done.withColumn("_down", down).withColumn(
@@ -511,6 +523,83 @@ def first_commits(asks: DataFrame, commits: DataFrame) -> DataFrame:
         .agg(F.timestamp_micros(F.min("_c")).alias("committed_at"))
         .unionByName(unreached)
     )
+
+
+Runs = dict[tuple[Any, Any, Any], list[tuple[Any, Any]]]
+
+
+def _commit_runs(done: Any) -> Runs:
+    """first_commits()'s successful commits (an Arrow table of group_id, topic, partition, _o,
+    _t) as runs: (group_id, topic, partition) -> [(times, offsets)] per run, each two numpy
+    arrays in the run's order (time, then offset), neither going down within a run."""
+    rows = done.sort_by([(c, "ascending") for c in ("group_id", "topic", "partition", "_t", "_o")])
+    runs: Runs = {}
+    # Each run's commits as (time, offset), its partition's key and offset so far.
+    run: list[tuple[int, int]] = []
+    key: tuple[Any, Any, Any] | None = None
+    top = 0
+    names = ("group_id", "topic", "partition", "_o", "_t")
+    for g, t, p, o, ts in zip(*(rows.column(c).to_pylist() for c in names)):
+        if (g, t, p) != key or o < top:
+            if key is not None:
+                runs.setdefault(key, []).append(_arrays(run))
+            run, key = [], (g, t, p)
+        run.append((ts, o))
+        top = o
+    if key is not None:
+        runs.setdefault(key, []).append(_arrays(run))
+    return runs
+
+
+def _arrays(run: list[tuple[int, int]]) -> tuple[Any, Any]:
+    import numpy as np
+
+    times, offsets = zip(*run)
+    return np.array(times, dtype=np.int64), np.array(offsets, dtype=np.int64)
+
+
+def _look_up_commits(runs: Runs) -> Any:
+    """mapInArrow's function for first_commits(): each record's committed_at from `runs`
+    (_commit_runs()). Within a run the commits past a record's offset are a tail, and so are the
+    commits at or after its fetch; the first commit in both is the later tail's first. A record
+    takes the earliest such commit over its partition's runs, null when no run reaches it."""
+
+    def look_up(batches: Any) -> Any:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        never = np.iinfo(np.int64).max
+        for batch in batches:
+            n = batch.num_rows
+            fetched = batch.column("fetched_at")
+            at = pc.fill_null(fetched.cast(pa.int64()), _EARLIEST).to_numpy()
+            offset = batch.column("offset")
+            offsets = pc.fill_null(offset.cast(pa.int64()), 0).to_numpy()
+            keys = zip(*(batch.column(c).to_pylist() for c in ("group_id", "topic", "partition")))
+            asking: dict[tuple[Any, Any, Any], list[int]] = {}
+            for i, (key, valid) in enumerate(zip(keys, pc.is_valid(offset).to_pylist())):
+                if valid and key in runs:
+                    asking.setdefault(key, []).append(i)
+            first = np.full(n, never, dtype=np.int64)
+            for key, rows in asking.items():
+                where = np.array(rows, dtype=np.int64)
+                o, t = offsets[where], at[where]
+                best = np.full(len(where), never, dtype=np.int64)
+                for times, offs in runs[key]:
+                    past = np.searchsorted(offs, o, side="right")  # first commit past the record
+                    after = np.searchsorted(times, t, side="left")  # first at or after its fetch
+                    both = np.maximum(past, after)
+                    reached = both < len(times)
+                    found = times[np.minimum(both, len(times) - 1)]
+                    best = np.minimum(best, np.where(reached, found, never))
+                first[where] = best
+            committed = pa.array(first, mask=first == never).cast(fetched.type)
+            yield pa.RecordBatch.from_arrays(
+                [*batch.columns, committed], names=[*batch.schema.names, "committed_at"]
+            )
+
+    return look_up
 
 
 def offsets(

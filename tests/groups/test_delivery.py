@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import pytest
 from pyspark.sql import SparkSession
 
 from kwire.groups.delivery import delivery, produced
@@ -119,15 +120,23 @@ def _first_commit_by_scan(commits: list[tuple], ask: tuple) -> datetime | None:
     return min(times) if times else None
 
 
-def test_first_commits_agree_with_a_scan_of_every_commit(spark: SparkSession) -> None:
+@pytest.mark.parametrize("how", ["looked up in the tasks", "windows"])
+def test_first_commits_agree_with_a_scan_of_every_commit(
+    spark: SparkSession, how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """first_commits() on 400 partitions of generated commits: offsets that mostly climb, with
     resets and seeks back, repeats, commits at the same instant, failed commits and commits
     without an offset; records asked about before, at and after each commit's time and offset,
     some with no fetch time. Every answer is the plain scan's, null where it finds none; every
-    record asked has its row, and its other columns stay as they were."""
+    record asked has its row, and its other columns stay as they were. Both ways: the commits
+    shipped to the tasks (a capture's usual few), and the windows (more than LOOKUP_COMMITS)."""
     import random
 
+    from kwire.groups import delivery
     from kwire.groups.delivery import first_commits
+
+    if how == "windows":
+        monkeypatch.setattr(delivery, "LOOKUP_COMMITS", 10)
 
     rng = random.Random(20261128)
     commits: list[tuple] = []
