@@ -447,11 +447,16 @@ def first_commits(asks: DataFrame, commits: DataFrame) -> DataFrame:
     time order, fall into runs in which the committed offset never goes down (a new run where
     it does: a reset or a seek back; usually there is one run). Within a run, the commits at or
     after `fetched_at` are a tail of the run, and so are those past `offset`: the first commit
-    in both is the later of the two tails' first commits. Each is found by one running window
-    over the run's commits and the records asking: the last commit seen in descending time
-    (commits before records at the same instant: at or after) and in descending offset (records
-    before commits at the same offset: past, not at). A record asks only the runs that reach
-    past it in both time and offset; its commit is the earliest of their answers."""
+    in both is the later of the two tails' first commits, and a record's commit is the earliest
+    over its partition's runs.
+
+    Up to LOOKUP_COMMITS successful commits (nearly every capture), the runs are made on the
+    driver and shipped with the tasks' function, which finds each tail's first commit by a
+    binary search (_look_up_commits): no shuffle, no sort of the records. Past it, each tail's
+    first commit is found by one running window over the run's commits and the records asking:
+    the last commit seen in descending time (commits before records at the same instant: at or
+    after) and in descending offset (records before commits at the same offset: past, not at),
+    a record asking only the runs that reach past it in both time and offset."""
     columns = asks.columns
     part = ["group_id", "topic", "partition"]
     done = commits.where(
