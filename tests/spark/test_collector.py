@@ -37,3 +37,22 @@ def test_cycles_made_inside_are_still_freed():
         alive = sum(isinstance(o, Node) for o in gc.get_objects())
     # Three thresholds' worth of cycles made: the collector ran inside and freed most of them.
     assert alive < 2 * THRESHOLDS[0]
+
+
+def test_records_are_exploded_at_the_pace_and_the_collector_restored_after():
+    """OUT/records' explosion (records_table's tasks, and those writing their own files) reads
+    its frames at the slower pace, and leaves the collector as it found it once they are done."""
+    from kwire.spark import explode
+
+    seen = []
+
+    def batches():
+        seen.append(gc.get_threshold())  # as the explosion asks for its first frames
+        return
+        yield
+
+    before = gc.get_threshold()
+    assert before != THRESHOLDS
+    assert list(explode._explode(batches())) == []
+    assert seen == [THRESHOLDS]
+    assert gc.get_threshold() == before
