@@ -98,14 +98,7 @@ def pairwise(asks: DataFrame, commits: DataFrame) -> DataFrame:
 def windows(asks: DataFrame, commits: DataFrame) -> DataFrame:
     """first_commits() as it answers a capture of more than LOOKUP_COMMITS commits: running
     windows over every record asking, instead of the commits shipped to the tasks."""
-    from kwire.groups import delivery
-
-    kept = delivery.LOOKUP_COMMITS
-    delivery.LOOKUP_COMMITS = -1
-    try:
-        return first_commits(asks, commits)
-    finally:
-        delivery.LOOKUP_COMMITS = kept
+    return first_commits(asks, commits, lookup_commits=-1)
 
 
 WAYS = {"first_commits": first_commits, "windows": windows, "pairwise": pairwise}

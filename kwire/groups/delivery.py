@@ -435,7 +435,9 @@ _EARLIEST = -(1 << 63)
 LOOKUP_COMMITS = 100_000
 
 
-def first_commits(asks: DataFrame, commits: DataFrame) -> DataFrame:
+def first_commits(
+    asks: DataFrame, commits: DataFrame, lookup_commits: int = LOOKUP_COMMITS
+) -> DataFrame:
     """`asks`, distinct rows of records that groups fetched (at least group_id, topic,
     partition, offset and fetched_at: the group's first fetch of the record, null when unknown),
     each with `committed_at`: the time of the group's first successful commit
@@ -450,7 +452,7 @@ def first_commits(asks: DataFrame, commits: DataFrame) -> DataFrame:
     in both is the later of the two tails' first commits, and a record's commit is the earliest
     over its partition's runs.
 
-    Up to LOOKUP_COMMITS successful commits (nearly every capture), the runs are made on the
+    Up to `lookup_commits` successful commits (nearly every capture), the runs are made on the
     driver and shipped with the tasks' function, which finds each tail's first commit by a
     binary search (_look_up_commits): no shuffle, no sort of the records. Past it, each tail's
     first commit is found by one running window over the run's commits and the records asking:
@@ -466,8 +468,8 @@ def first_commits(asks: DataFrame, commits: DataFrame) -> DataFrame:
         & F.col("topic").isNotNull()
         & F.col("partition").isNotNull()
     ).select(*part, F.col("offset").alias("_o"), F.unix_micros("ts").alias("_t"))
-    few = done.limit(LOOKUP_COMMITS + 1).toArrow()
-    if few.num_rows <= LOOKUP_COMMITS:
+    few = done.limit(lookup_commits + 1).toArrow() if lookup_commits >= 0 else None
+    if few is not None and few.num_rows <= lookup_commits:
         schema = StructType([*asks.schema.fields, StructField("committed_at", TimestampType())])
         return asks.mapInArrow(_look_up_commits(_commit_runs(few)), schema)
     order = Window.partitionBy(*part).orderBy("_t", "_o")

@@ -121,9 +121,7 @@ def _first_commit_by_scan(commits: list[tuple], ask: tuple) -> datetime | None:
 
 
 @pytest.mark.parametrize("how", ["looked up in the tasks", "windows"])
-def test_first_commits_agree_with_a_scan_of_every_commit(
-    spark: SparkSession, how: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_first_commits_agree_with_a_scan_of_every_commit(spark: SparkSession, how: str) -> None:
     """first_commits() on 400 partitions of generated commits: offsets that mostly climb, with
     resets and seeks back, repeats, commits at the same instant, failed commits and commits
     without an offset; records asked about before, at and after each commit's time and offset,
@@ -132,11 +130,9 @@ def test_first_commits_agree_with_a_scan_of_every_commit(
     shipped to the tasks (a capture's usual few), and the windows (more than LOOKUP_COMMITS)."""
     import random
 
-    from kwire.groups import delivery
-    from kwire.groups.delivery import first_commits
+    from kwire.groups.delivery import LOOKUP_COMMITS, first_commits
 
-    if how == "windows":
-        monkeypatch.setattr(delivery, "LOOKUP_COMMITS", 10)
+    lookup = LOOKUP_COMMITS if how == "looked up in the tasks" else 10
 
     rng = random.Random(20261128)
     commits: list[tuple] = []
@@ -174,7 +170,7 @@ def test_first_commits_agree_with_a_scan_of_every_commit(
             )
     asks = list(dict.fromkeys(asks))
     rows = first_commits(
-        spark.createDataFrame(asks, ASKS), spark.createDataFrame(commits, COMMITS)
+        spark.createDataFrame(asks, ASKS), spark.createDataFrame(commits, COMMITS), lookup
     ).collect()
     got = sorted(
         (
