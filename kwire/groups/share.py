@@ -31,7 +31,10 @@ from __future__ import annotations
 import json
 from bisect import bisect_left
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import groupby
+from operator import attrgetter
 from typing import Any
 
 from kwire.groups.errors import error_name
@@ -94,11 +97,127 @@ class _Session:
         self.held: set[int] = set()  # attempt indices acquired in this session, not yet ended
 
 
+class _Row:
+    """A table's row as attributes, in slots (a group of 760k attempts held as dicts took about
+    1 GB more), read by column name like a dict too (`row["offset"]`)."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def __getitem__(self, column: str) -> Any:
+        return getattr(self, column)
+
+
+@dataclass(slots=True, eq=False, init=False)
+class _Attempt(_Row):
+    """One attempt: a row of OUT/share/deliveries (the columns the pass knows; the records'
+    produced instants are joined later) and the pass's own state after it."""
+
+    group_id: str
+    member_id: str
+    consumer_client_id: str | None
+    consumer_connection: str | None
+    broker: str | None
+    topic: str
+    topic_id: str
+    partition: int
+    offset: int
+    delivery_count: int | None
+    session_epoch: int | None
+    fetch_requested_at: datetime | None
+    acquired_at: datetime | None
+    lock_ms: int | None
+    lock_expires_by: datetime | None
+    ack_type: str | None
+    ack_via: str | None
+    ack_sent_at: datetime | None
+    ack_confirmed_at: datetime | None
+    ack_error: int | None
+    ack_error_name: str | None
+    renewals: int
+    outcome: str
+    outcome_at: datetime | None
+    inferred: bool
+    evidence: str | None
+    next_member_id: str | None
+    next_acquired_at: datetime | None
+    # The pass's own: when it was last renewed, the acknowledgement that ended it, and when its
+    # session ended while it was held (why, and whether that is inferred).
+    last_renewed_at: datetime | None
+    terminal: int | None
+    closed_at: datetime | None
+    closed_inferred: bool
+    closed_why: str | None
+
+    def __init__(
+        self,
+        group_id: str,
+        base: tuple[Any, ...],
+        topic_id: str,
+        topic: str,
+        partition: int,
+        offset: int,
+        count: int | None,
+    ) -> None:
+        (
+            self.member_id,
+            self.consumer_client_id,
+            self.consumer_connection,
+            self.broker,
+            self.session_epoch,
+            self.fetch_requested_at,
+            self.acquired_at,
+            self.lock_ms,
+            self.lock_expires_by,
+        ) = base
+        self.group_id = group_id
+        self.topic_id = topic_id
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.delivery_count = count
+        self.ack_type = self.ack_via = self.ack_sent_at = self.ack_confirmed_at = None
+        self.ack_error = None
+        self.ack_error_name = self.outcome_at = self.evidence = None
+        self.outcome = ""  # finish() decides
+        self.renewals = 0
+        self.inferred = self.closed_inferred = False
+        self.next_member_id = self.next_acquired_at = self.last_renewed_at = None
+        self.terminal = None
+        self.closed_at = self.closed_why = None
+
+
+@dataclass(slots=True, eq=False, kw_only=True)
+class _Record(_Row):
+    """A row of OUT/share/records (the columns the pass knows)."""
+
+    group_id: str
+    topic: str
+    topic_id: str
+    partition: int
+    offset: int
+    attempts: int
+    max_delivery_count: int | None
+    members: list[str]
+    first_acquired_at: datetime | None
+    last_acquired_at: datetime | None
+    final_state: str
+    archived_reason: str | None
+    archived_at: datetime | None
+    inferred: bool
+    accepted_at: datetime | None
+    accepted_by: str | None
+    acquire_to_accept_ms: float | None
+    releases: int
+    lock_expiries: int
+    session_releases: int
+    refused_acks: int
+
+
 class _Group:
     def __init__(self, group_id: str, names: dict[str, str]) -> None:
         self.group_id = group_id
         self.names = names
-        self.attempts: list[Row] = []
+        self.attempts: list[_Attempt] = []
         self.latest: dict[tuple[str, int, int], int] = {}  # offset -> its latest attempt
         self.mine: dict[tuple[str, str, int, int], int] = {}  # member + offset -> attempt
         self.sessions: dict[tuple[str, str], _Session] = {}
@@ -123,10 +242,10 @@ class _Group:
     def end_session(self, s: _Session, at: datetime, ending: str, evidence: str, inferred: bool):
         for i in sorted(s.held):
             a = self.attempts[i]
-            if a["_terminal"] is None and a["_closed_at"] is None:
-                a["_closed_at"] = at
-                a["_closed_inferred"] = inferred
-                a["_closed_why"] = evidence
+            if a.terminal is None and a.closed_at is None:
+                a.closed_at = at
+                a.closed_inferred = inferred
+                a.closed_why = evidence
         s.held.clear()
         s.ended_at, s.ending, s.evidence = at, ending, evidence
         self.done.append(s)
@@ -193,18 +312,16 @@ class _Group:
             # Acquired before the capture began: the acknowledgement still gets its row.
             i = self.new_attempt(e, None, topic_id, partition, offset, None, None)
         a = self.attempts[i]
-        if a["_terminal"] is not None:
+        if a.terminal is not None:
             return None  # already ended by an earlier acknowledgement of this attempt
         if kind == 4:
-            a["renewals"] += 1
-            a["last_renewed_at"] = ts
-            a["_last_ack"] = (kind, ts, e)
+            a.renewals += 1
+            a.last_renewed_at = ts
             return i
-        a["_terminal"] = kind
-        a["ack_type"] = ACK_TYPES.get(kind, f"type_{kind}")
-        a["ack_via"] = "share_fetch" if e["kind"] == "fetch" else "share_acknowledge"
-        a["ack_sent_at"] = ts
-        a["_last_ack"] = (kind, ts, e)
+        a.terminal = kind
+        a.ack_type = ACK_TYPES.get(kind, f"type_{kind}")
+        a.ack_via = "share_fetch" if e["kind"] == "fetch" else "share_acknowledge"
+        a.ack_sent_at = ts
         return i
 
     # -- answers ---------------------------------------------------------------------------------
@@ -227,10 +344,8 @@ class _Group:
                 continue  # the answer does not mention the partition: unconfirmed
             else:
                 code = p[3] if e["kind"] == "fetch" else p[2]
-            a["ack_confirmed_at"] = at
-            a["ack_error"] = code or None
-            if kind == 4 and code:
-                a["renew_errors"] += 1
+            a.ack_confirmed_at = at
+            a.ack_error = code or None
             self.ack_errors[(topic_id, partition)] = (at, code or None)
         if top in SESSION_LOST and s is not None:
             self.end_session(
@@ -271,68 +386,49 @@ class _Group:
         offset: int,
         count: int | None,
         lock_ms: int | None,
-        base: Row | None = None,
+        base: tuple[Any, ...] | None = None,
     ) -> int:
         """An attempt at `offset`; `base` (attempt_base(e, at, lock_ms)) when the caller makes
-        many from one answer: a copy of it per offset, the event's columns computed once."""
+        many from one answer: the event's columns computed once."""
         key = (topic_id, partition, offset)
         member = e["member_id"]
         prev = self.latest.get(key)
         i = len(self.attempts)
         if at is not None and prev is not None:
             p = self.attempts[prev]
-            if p["next_acquired_at"] is None:
-                p["next_member_id"] = member
-                p["next_acquired_at"] = at
-        a = dict(base if base is not None else self.attempt_base(e, at, lock_ms))
-        a["topic_id"] = topic_id
-        a["topic"] = self.names.get(topic_id, topic_id)
-        a["partition"] = partition
-        a["offset"] = offset
-        a["delivery_count"] = count
-        self.attempts.append(a)
+            if p.next_acquired_at is None:
+                p.next_member_id = member
+                p.next_acquired_at = at
+        self.attempts.append(
+            _Attempt(
+                self.group_id,
+                base if base is not None else self.attempt_base(e, at, lock_ms),
+                topic_id,
+                self.names.get(topic_id, topic_id),
+                partition,
+                offset,
+                count,
+            )
+        )
         if at is not None or prev is None:
             self.latest[key] = i
         self.mine[(member, topic_id, partition, offset)] = i
         return i
 
-    def attempt_base(self, e: Event, at: datetime | None, lock_ms: int | None) -> Row:
-        """An attempt's columns that come from its answer `e` alone (new_attempt adds the
-        record's)."""
-        return {
-            "group_id": self.group_id,
-            "member_id": e["member_id"],
-            "consumer_client_id": e.get("client_id"),
-            "consumer_connection": e.get("connection_id"),
-            "broker": e.get("broker"),
-            "topic_id": None,
-            "topic": None,
-            "partition": None,
-            "offset": None,
-            "delivery_count": None,
-            "session_epoch": e.get("epoch"),
-            "fetch_requested_at": e["ts"] if at is not None else None,
-            "acquired_at": at,
-            "lock_ms": lock_ms,
-            "lock_expires_by": (
-                at + timedelta(milliseconds=lock_ms) if at is not None and lock_ms else None
-            ),
-            "ack_type": None,
-            "ack_via": None,
-            "ack_sent_at": None,
-            "ack_confirmed_at": None,
-            "ack_error": None,
-            "renewals": 0,
-            "renew_errors": 0,
-            "last_renewed_at": None,
-            "next_member_id": None,
-            "next_acquired_at": None,
-            "_terminal": None,
-            "_last_ack": None,
-            "_closed_at": None,
-            "_closed_inferred": False,
-            "_closed_why": None,
-        }
+    def attempt_base(self, e: Event, at: datetime | None, lock_ms: int | None) -> tuple[Any, ...]:
+        """An attempt's columns that come from its answer `e` alone, in _Attempt's order
+        (new_attempt adds the record's)."""
+        return (
+            e["member_id"],
+            e.get("client_id"),
+            e.get("connection_id"),
+            e.get("broker"),
+            e.get("epoch"),
+            e["ts"] if at is not None else None,
+            at,
+            lock_ms,
+            at + timedelta(milliseconds=lock_ms) if at is not None and lock_ms else None,
+        )
 
     def offsets(self, e: Event) -> None:
         """A DescribeShareGroupOffsets answer: the broker's own start offsets and lags."""
@@ -347,36 +443,35 @@ class _Group:
 
     def finish(self, capture_end: datetime | None) -> None:
         for a in self.attempts:
-            outcome, at, inferred, why = _outcome(a, capture_end)
-            a["outcome"], a["outcome_at"], a["inferred"], a["evidence"] = outcome, at, inferred, why
+            a.outcome, a.outcome_at, a.inferred, a.evidence = _outcome(a, capture_end)
 
 
-def _outcome(a: Row, end: datetime | None) -> tuple[str, datetime | None, bool, str | None]:
-    kind = a["_terminal"]
-    deadline = a["lock_expires_by"]
-    if a["last_renewed_at"] is not None and a["lock_ms"]:
-        deadline = a["last_renewed_at"] + timedelta(milliseconds=a["lock_ms"])
-    nxt = a["next_acquired_at"]
+def _outcome(a: _Attempt, end: datetime | None) -> tuple[str, datetime | None, bool, str | None]:
+    kind = a.terminal
+    deadline = a.lock_expires_by
+    if a.last_renewed_at is not None and a.lock_ms:
+        deadline = a.last_renewed_at + timedelta(milliseconds=a.lock_ms)
+    nxt = a.next_acquired_at
     late = None
-    if kind is not None and nxt is not None and a["ack_sent_at"] is not None:
-        if nxt < a["ack_sent_at"]:
+    if kind is not None and nxt is not None and a.ack_sent_at is not None:
+        if nxt < a.ack_sent_at:
             # The offset had gone to another attempt before this acknowledgement was sent: the
             # broker ignored it (error 0 when the record was already terminal) or refused it.
-            late = f"its {a['ack_type']} came late, at {_clock(a['ack_sent_at'])}"
-            if a["ack_error"] is not None:
-                late += f", refused with {error_name(a['ack_error'])}"
+            late = f"its {a.ack_type} came late, at {_clock(a.ack_sent_at)}"
+            if a.ack_error is not None:
+                late += f", refused with {error_name(a.ack_error)}"
             kind = None
-    if kind is not None and a["ack_error"] is None:
-        return _TERMINAL.get(kind, "accepted"), a["ack_sent_at"], False, None
+    if kind is not None and a.ack_error is None:
+        return _TERMINAL.get(kind, "accepted"), a.ack_sent_at, False, None
     if kind is not None:
-        refused = f"{a['ack_type']} refused with {error_name(a['ack_error'])}"
+        refused = f"{a.ack_type} refused with {error_name(a.ack_error)}"
         if nxt is not None and (deadline is None or nxt >= deadline):
             return "lock_expired", deadline, True, f"{refused}; acquired again at {_clock(nxt)}"
-        return "ack_refused", a["ack_confirmed_at"], False, refused
+        return "ack_refused", a.ack_confirmed_at, False, refused
     suffix = f"; {late}" if late else ""
-    if a["_closed_at"] is not None and (nxt is None or a["_closed_at"] <= nxt):
-        why = f"{a['_closed_why']}{suffix}"
-        return "session_closed", a["_closed_at"], bool(a["_closed_inferred"]), why
+    if a.closed_at is not None and (nxt is None or a.closed_at <= nxt):
+        why = f"{a.closed_why}{suffix}"
+        return "session_closed", a.closed_at, bool(a.closed_inferred), why
     if nxt is not None:
         if deadline is not None and nxt < deadline:
             why = f"acquired again at {_clock(nxt)}, before its lock ran out, with no release"
@@ -385,8 +480,8 @@ def _outcome(a: Row, end: datetime | None) -> tuple[str, datetime | None, bool, 
         return "lock_expired", deadline or nxt, True, why
     if deadline is not None and end is not None and deadline <= end:
         return "lock_expired", deadline, True, "its lock ran out before the capture ended"
-    if a["renewals"]:
-        return "renewed", a["last_renewed_at"], False, None
+    if a.renewals:
+        return "renewed", a.last_renewed_at, False, None
     return "open", None, False, None
 
 
@@ -399,8 +494,10 @@ def share_history(
     events: list[Event],
     capture_end: datetime | None,
     names: dict[str, str] | None = None,
-) -> dict[str, list[Row]]:
-    """The share tables' rows of one group from its events (any order: sorted here)."""
+) -> dict[str, list[Any]]:
+    """The share tables' rows of one group from its events (any order: sorted here): the
+    deliveries and records as _Row objects (by far the most rows), the sessions and progress
+    as dicts; either is read by column name (`row["offset"]`)."""
     g = _Group(group_id, names or {})
     steps: list[tuple[datetime, int, int, str]] = []
     for n, e in enumerate(events):
@@ -420,6 +517,9 @@ def share_history(
         else:
             g.offsets(e)
     g.finish(capture_end)
+    # Only the replay above looks offsets up (a key per attempt, about 225 MB for 760k).
+    g.latest.clear()
+    g.mine.clear()
     deliveries = _delivery_rows(g)
     records = _record_rows(g, capture_end)
     return {
@@ -430,28 +530,21 @@ def share_history(
     }
 
 
-def _delivery_rows(g: _Group) -> list[Row]:
-    """The attempts in the table's order, each its own row: a dict with the columns of
-    OUT/share/deliveries (kwire/groups/schema.py) among the pass's own keys, which the Arrow
-    conversion passes over. Not a copy per attempt: a group of 760k deliveries
-    held both, about 1 GB more."""
-    attempts = g.attempts
-    order = sorted(
-        range(len(attempts)),
-        key=lambda i: (
-            attempts[i]["topic"] or "",
-            attempts[i]["partition"],
-            attempts[i]["offset"],
-            attempts[i]["acquired_at"] or attempts[i]["ack_sent_at"] or datetime.min,
-            i,
+def _delivery_rows(g: _Group) -> list[_Attempt]:
+    """The attempts in the table's order (each is its row)."""
+    for a in g.attempts:
+        if a.ack_error is not None:
+            a.ack_error_name = error_name(a.ack_error)
+    # Stable: attempts of one offset at the same instant stay in the order they were made.
+    return sorted(
+        g.attempts,
+        key=lambda a: (
+            a.topic or "",
+            a.partition,
+            a.offset,
+            a.acquired_at or a.ack_sent_at or datetime.min,
         ),
     )
-    rows = []
-    for i in order:
-        a = attempts[i]
-        a["ack_error_name"] = error_name(a["ack_error"]) if a["ack_error"] is not None else None
-        rows.append(a)
-    return rows
 
 
 class _Later:
@@ -473,31 +566,41 @@ class _Later:
         return i < len(self.times) and self.highest[i] > offset
 
 
-def _record_rows(g: _Group, end: datetime | None) -> list[Row]:
-    by_offset: dict[tuple[str, int, int], list[Row]] = defaultdict(list)
-    for a in g.attempts:
-        by_offset[(a["topic_id"], a["partition"], a["offset"])].append(a)
+_RECORD_KEY = attrgetter("topic_id", "partition", "offset")
+
+
+def _record_rows(g: _Group, end: datetime | None) -> list[_Record]:
+    # Each offset's attempts in time order (stable: made first, first at the same instant),
+    # the offsets in order: one sort, not a list per offset.
+    in_order = sorted(
+        g.attempts,
+        key=lambda a: (
+            a.topic_id,
+            a.partition,
+            a.offset,
+            a.acquired_at or a.ack_sent_at or datetime.min,
+        ),
+    )
     later = {key: _Later(acq) for key, acq in g.acquisitions.items()}
     rows = []
-    for (topic_id, partition, offset), tries in sorted(by_offset.items(), key=lambda kv: kv[0]):
-        if len(tries) > 1:
-            tries.sort(key=lambda a: a["acquired_at"] or a["ack_sent_at"] or datetime.min)
+    for (topic_id, partition, offset), run in groupby(in_order, _RECORD_KEY):
+        tries = list(run)
         last = tries[-1]
-        outcome = last["outcome"]
+        outcome = last.outcome
         reason = None
-        inferred = bool(last["inferred"])
+        inferred = bool(last.inferred)
         archived_at = None
         if outcome == "accepted":
             state = "acknowledged"
         elif outcome in ("rejected", "gap"):
-            state, reason, archived_at = "archived", outcome, last["outcome_at"]
+            state, reason, archived_at = "archived", outcome, last.outcome_at
         elif outcome in ("open", "renewed"):
             state = "in_flight"
         else:
             # Back to available; archived instead when its count was the limit, which shows
             # as the group acquiring later records of the partition after the release without
             # this one among them (the broker hands out the lowest available offsets first).
-            released_at = last["outcome_at"]
+            released_at = last.outcome_at
             went_on = later.get((topic_id, partition))
             if went_on is not None and went_on.past(released_at, offset):
                 state, reason, inferred, archived_at = "archived", "delivery_limit", True, None
@@ -505,46 +608,46 @@ def _record_rows(g: _Group, end: datetime | None) -> list[Row]:
             else:
                 state = "available"
         if len(tries) == 1:  # most records: one attempt (the same values, without the scans)
-            count, at = last["delivery_count"], last["acquired_at"]
+            count, at = last.delivery_count, last.acquired_at
             counts = [count] if count is not None else []
             acquired = [at] if at is not None else []
-            members = [last["member_id"]]
-            outcomes = {last["outcome"]: 1}
-            refused = int(last["ack_error"] is not None)
+            members = [last.member_id]
+            outcomes = {last.outcome: 1}
+            refused = int(last.ack_error is not None)
         else:
-            counts = [a["delivery_count"] for a in tries if a["delivery_count"] is not None]
-            acquired = [a["acquired_at"] for a in tries if a["acquired_at"] is not None]
-            members = list(dict.fromkeys(a["member_id"] for a in tries))
+            counts = [a.delivery_count for a in tries if a.delivery_count is not None]
+            acquired = [a.acquired_at for a in tries if a.acquired_at is not None]
+            members = list(dict.fromkeys(a.member_id for a in tries))
             outcomes = {}
             for a in tries:
-                outcomes[a["outcome"]] = outcomes.get(a["outcome"], 0) + 1
-            refused = sum(a["ack_error"] is not None for a in tries)
-        accepted_at = last["ack_sent_at"] if state == "acknowledged" else None
+                outcomes[a.outcome] = outcomes.get(a.outcome, 0) + 1
+            refused = sum(a.ack_error is not None for a in tries)
+        accepted_at = last.ack_sent_at if state == "acknowledged" else None
         first_at = min(acquired) if acquired else None
         rows.append(
-            {
-                "group_id": g.group_id,
-                "topic": g.names.get(topic_id, topic_id),
-                "topic_id": topic_id,
-                "partition": partition,
-                "offset": offset,
-                "attempts": len(acquired),
-                "max_delivery_count": max(counts) if counts else None,
-                "members": members,
-                "first_acquired_at": first_at,
-                "last_acquired_at": max(acquired) if acquired else None,
-                "final_state": state,
-                "archived_reason": reason,
-                "archived_at": archived_at,
-                "inferred": inferred,
-                "accepted_at": accepted_at,
-                "accepted_by": last["member_id"] if state == "acknowledged" else None,
-                "acquire_to_accept_ms": _ms(first_at, accepted_at),
-                "releases": outcomes.get("released", 0),
-                "lock_expiries": outcomes.get("lock_expired", 0),
-                "session_releases": outcomes.get("session_closed", 0),
-                "refused_acks": refused,
-            }
+            _Record(
+                group_id=g.group_id,
+                topic=g.names.get(topic_id, topic_id),
+                topic_id=topic_id,
+                partition=partition,
+                offset=offset,
+                attempts=len(acquired),
+                max_delivery_count=max(counts) if counts else None,
+                members=members,
+                first_acquired_at=first_at,
+                last_acquired_at=max(acquired) if acquired else None,
+                final_state=state,
+                archived_reason=reason,
+                archived_at=archived_at,
+                inferred=inferred,
+                accepted_at=accepted_at,
+                accepted_by=last.member_id if state == "acknowledged" else None,
+                acquire_to_accept_ms=_ms(first_at, accepted_at),
+                releases=outcomes.get("released", 0),
+                lock_expiries=outcomes.get("lock_expired", 0),
+                session_releases=outcomes.get("session_closed", 0),
+                refused_acks=refused,
+            )
         )
     return rows
 
@@ -580,14 +683,14 @@ def _session_rows(g: _Group) -> list[Row]:
 
 
 def _progress_rows(
-    g: _Group, records: list[Row], deliveries: list[Row], end: datetime | None
+    g: _Group, records: list[_Record], deliveries: list[_Attempt], end: datetime | None
 ) -> list[Row]:
     parts: dict[tuple[str, int], dict[str, Any]] = {}
     for r in records:
-        p = parts.setdefault((r["topic_id"], r["partition"]), {"records": [], "deliveries": []})
+        p = parts.setdefault((r.topic_id, r.partition), {"records": [], "deliveries": []})
         p["records"].append(r)
     for d in deliveries:
-        key = (d["topic_id"], d["partition"])
+        key = (d.topic_id, d.partition)
         parts.setdefault(key, {"records": [], "deliveries": []})["deliveries"].append(d)
     for key in g.described:
         parts.setdefault(key, {"records": [], "deliveries": []})
@@ -595,7 +698,7 @@ def _progress_rows(
         (
             t
             for d in deliveries
-            for t in (d["acquired_at"], d["ack_confirmed_at"], d["ack_sent_at"])
+            for t in (d.acquired_at, d.ack_confirmed_at, d.ack_sent_at)
             if t is not None
         ),
         default=end,
@@ -605,29 +708,26 @@ def _progress_rows(
         recs, dels = p["records"], p["deliveries"]
         states: dict[str, int] = defaultdict(int)
         for r in recs:
-            states[r["final_state"]] += 1
-        acquired = [d for d in dels if d["acquired_at"] is not None]
-        redeliveries = sum((d["delivery_count"] or 1) > 1 for d in acquired)
-        open_offsets = sorted(
-            r["offset"] for r in recs if r["final_state"] in ("in_flight", "available")
-        )
-        seen = sorted(r["offset"] for r in recs)
+            states[r.final_state] += 1
+        acquired = [d for d in dels if d.acquired_at is not None]
+        redeliveries = sum((d.delivery_count or 1) > 1 for d in acquired)
+        open_offsets = sorted(r.offset for r in recs if r.final_state in ("in_flight", "available"))
+        seen = sorted(r.offset for r in recs)
         start = open_offsets[0] if open_offsets else (seen[-1] + 1 if seen else None)
         desc = g.described.get((topic_id, partition))
         last_touch = max(
-            (t for d in dels for t in (d["acquired_at"], d["ack_sent_at"]) if t is not None),
+            (t for d in dels for t in (d.acquired_at, d.ack_sent_at) if t is not None),
             default=None,
         )
         ack_at, ack_err = g.ack_errors.get((topic_id, partition), (None, None))
         poison = sum(
-            r["final_state"] == "archived"
-            and r["archived_reason"] in ("delivery_limit", "rejected")
+            r.final_state == "archived" and r.archived_reason in ("delivery_limit", "rejected")
             for r in recs
         )
         stuck = [
             r
             for r in recs
-            if r["final_state"] in ("in_flight", "available") and (r["attempts"] or 0) >= 2
+            if r.final_state in ("in_flight", "available") and (r.attempts or 0) >= 2
         ]
         waiting = len(open_offsets)
         quiet = _ms(last_touch, group_end)
@@ -635,7 +735,7 @@ def _progress_rows(
             status = "ERR"
         elif waiting and quiet is not None and quiet > STOP_AFTER_MS:
             status = "STOP"
-        elif stuck and start is not None and any(r["offset"] == start for r in stuck):
+        elif stuck and start is not None and any(r.offset == start for r in stuck):
             status = "STALL"
         else:
             status = "OK"
@@ -656,14 +756,14 @@ def _progress_rows(
                 "poison_records": poison,
                 "start_offset": start,
                 "settled_past_start": sum(
-                    r["final_state"] in ("acknowledged", "archived")
+                    r.final_state in ("acknowledged", "archived")
                     for r in recs
-                    if start is not None and r["offset"] >= start
+                    if start is not None and r.offset >= start
                 ),
                 "described_start_offset": desc["start"] if desc else None,
                 "described_lag": desc["lag"] if desc and (desc["lag"] or 0) >= 0 else None,
                 "described_at": desc["at"] if desc else None,
-                "last_acquired_at": max((d["acquired_at"] for d in acquired), default=None),
+                "last_acquired_at": max((d.acquired_at for d in acquired), default=None),
                 "last_ack_error": error_name(ack_err),
                 "last_ack_error_at": ack_at if ack_err else None,
                 "status": status,

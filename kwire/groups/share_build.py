@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 import os
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, Iterator
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
@@ -223,48 +224,71 @@ def _naive(ts: Any) -> datetime | None:
 BATCH_ROWS = 16_384
 
 
-def _arrow_rows(told: dict[str, list[dict[str, Any]]]) -> pa.Table:
-    """The share tables' rows as one Arrow table of TOLD's shape, each table's dicts converted
-    by Arrow at once (a third of the time of a list per column, on 760k deliveries), in chunks
-    of at most BATCH_ROWS rows (each chunk is a batch to Spark)."""
+def _struct(rows: list[Any], struct: pa.StructType) -> pa.Array:
+    """`rows` (dicts, or kwire.groups.share's rows with slots, all of one kind) as one Arrow
+    struct array of `struct`; a column the rows do not have is null. The rows with slots go a
+    column at a time (attrgetter over the list: no Python loop per value)."""
+    if isinstance(rows[0], dict):
+        return pa.array(rows, type=struct)
+    have = set(type(rows[0]).__slots__)
+    n = len(rows)
+    columns = [
+        (
+            pa.array(list(map(attrgetter(f.name), rows)), type=f.type)
+            if f.name in have
+            else pa.nulls(n, type=f.type)
+        )
+        for f in struct
+    ]
+    return pa.StructArray.from_arrays(columns, fields=list(struct))
+
+
+def _arrow_batches(told: dict[str, list[Any]]) -> Iterator[pa.RecordBatch]:
+    """The share tables' rows as Arrow batches of TOLD's shape, of at most BATCH_ROWS rows each,
+    made one at a time (_struct) as Spark reads them. Takes the rows out of `told` as it goes,
+    so that the Python rows of a batch are freed once it is made: a group's pass holds its rows
+    once, in Python, and only one batch's in Arrow."""
     schema = to_arrow_schema(TOLD, timezone="UTC")
-    parts = []
     for name in SHARE_TABLES:
-        rows = told.get(name) or []
-        if not rows:
-            continue
+        rows = told.pop(name, None) or []
         struct = schema.field(name).type
-        data = pa.array(rows, type=struct)
-        arrays = [pa.array([name] * len(rows), type=pa.string())]
-        arrays += [
-            data if other == name else pa.nulls(len(rows), type=schema.field(other).type)
-            for other in SHARE_TABLES
-        ]
-        parts.append(pa.Table.from_arrays(arrays, schema=schema))
-    if not parts:
-        return schema.empty_table()
-    whole = pa.concat_tables(parts)
-    return pa.Table.from_batches(whole.to_batches(max_chunksize=BATCH_ROWS), schema=schema)
+        for start in range(0, len(rows), BATCH_ROWS):
+            chunk = rows[start : start + BATCH_ROWS]
+            n = len(chunk)
+            rows[start : start + n] = [None] * n
+            data = _struct(chunk, struct)
+            del chunk
+            arrays = [pa.array([name] * n, type=pa.string())]
+            arrays += [
+                data if other == name else pa.nulls(n, type=schema.field(other).type)
+                for other in SHARE_TABLES
+            ]
+            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def _run(names: dict[str, str], ends: Clock) -> Any:
-    def run(table: pa.Table) -> pa.Table:
+    # The iterator form (its type hints say so: Spark 4.1+): each batch goes to Spark as soon as
+    # it is made.
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from kwire.groups.share import share_history
 
         fault_point("groups")
         rows: list[dict[str, Any]] = []
-        for e in table.to_pylist():
-            e["ts"], e["resp_ts"] = _naive(e["ts"]), _naive(e["resp_ts"])
-            d = json.loads(e["detail"]) if e.get("detail") else {}
-            e["detail"] = {k: _as_lists(v) if k != "renew" else v for k, v in d.items()}
-            e["answered"] = bool(e.get("answered"))
-            rows.append(e)
+        for batch in batches:
+            for e in batch.to_pylist():
+                e["ts"], e["resp_ts"] = _naive(e["ts"]), _naive(e["resp_ts"])
+                d = json.loads(e["detail"]) if e.get("detail") else {}
+                e["detail"] = {k: _as_lists(v) if k != "renew" else v for k, v in d.items()}
+                e["answered"] = bool(e.get("answered"))
+                rows.append(e)
         if not rows:
-            return _arrow_rows({})
+            return
         group_id = rows[0]["group_id"]
-        # Hundreds of thousands of attempts, a dict each (kwire.spark.collector).
+        # Hundreds of thousands of attempts, an object each (kwire.spark.collector).
         with few_collections():
-            return _arrow_rows(share_history(group_id, rows, ends.of(group_id), names))
+            told = share_history(group_id, rows, ends.of(group_id), names)
+            del rows
+            yield from _arrow_batches(told)
 
     return run
 

@@ -240,7 +240,8 @@ def test_ack_for_a_record_acquired_before_the_capture():
 def test_a_large_groups_rows_go_back_to_spark_in_bounded_batches():
     # Spark reads each Arrow batch of a group's pass whole into the JVM's direct memory: one
     # batch of a group's 770k deliveries asked for 507 MB and failed a job on the churny ring.
-    from kwire.groups.share_build import BATCH_ROWS, _arrow_rows
+    # The batches are made one at a time, from rows the pass then lets go of.
+    from kwire.groups.share_build import BATCH_ROWS, _arrow_batches
 
     n = 3 * BATCH_ROWS + 5
     told = share_history(
@@ -252,10 +253,20 @@ def test_a_large_groups_rows_go_back_to_spark_in_bounded_batches():
         at(200),
         {},
     )
-    table = _arrow_rows(told)
-    sizes = [b.num_rows for b in table.to_batches()]
-    assert max(sizes) <= BATCH_ROWS
-    kinds = table.column("table").to_pylist()
+    deliveries = told["deliveries"]
+    batches = _arrow_batches(told)
+    first = next(batches)
+    assert first.num_rows == BATCH_ROWS
+    # The first batch's rows are let go of once it is made; the others' are still there.
+    assert deliveries[:BATCH_ROWS] == [None] * BATCH_ROWS and deliveries[BATCH_ROWS] is not None
+    rest = list(batches)
+    assert max(b.num_rows for b in rest) <= BATCH_ROWS
+    kinds = [k for b in (first, *rest) for k in b.column("table").to_pylist()]
     assert kinds.count("deliveries") == n and kinds.count("records") == n
-    offsets = [d["offset"] for d in table.column("deliveries").to_pylist() if d is not None]
-    assert sorted(offsets) == list(range(n))
+    got = [d for b in (first, *rest) for d in b.column("deliveries").to_pylist() if d is not None]
+    assert sorted(d["offset"] for d in got) == list(range(n))
+    # Every attempt accepted by m-1, its columns as the pass made them (the records' produced
+    # instants, joined later, null).
+    assert {(d["member_id"], d["outcome"], d["ack_type"], d["produced_at"]) for d in got} == {
+        ("m-1", "accepted", "accept", None)
+    }
