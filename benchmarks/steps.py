@@ -6,7 +6,8 @@ slowest first, and written as JSON.
 
 Everything after `--` is `kwire decode`'s arguments. One at a time, a step's seconds are its own
 (on a busy host still only as steady as the host); `--side-by-side` keeps the job's own
-concurrency, for the total it really takes.
+concurrency, for the total it really takes, and prints when each step began and ended (seconds
+from the job's start) in the order they ended: the last ones are the job's critical path.
 """
 
 from __future__ import annotations
@@ -58,16 +59,27 @@ def main(argv: list[str] | None = None) -> int:
 
     t = time.monotonic()
     rc = kwire(["decode", *job])
+    began = {name: round(at - t, 2) for name, at in started.items()}
     total = round(time.monotonic() - t, 2)
     print(
         f"{total:8.2f}  the whole job ({'side by side' if args.side_by_side else 'one step at a time'})"
     )
     for name, s in sorted(seconds.items(), key=lambda kv: -kv[1]):
         print(f"{s:8.2f}  {name}")
+    if args.side_by_side:
+        print("   began    ended  step (in the order they ended)")
+        for name in sorted(seconds, key=lambda n: began[n] + seconds[n]):
+            print(f"{began[name]:8.2f} {began[name] + seconds[name]:8.2f}  {name}")
     if args.json:
         args.json.write_text(
             json.dumps(
-                {"job": job, "side_by_side": args.side_by_side, "total": total, "steps": seconds},
+                {
+                    "job": job,
+                    "side_by_side": args.side_by_side,
+                    "total": total,
+                    "steps": seconds,
+                    "began": began,
+                },
                 indent=2,
             )
             + "\n"
