@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import groupby
 from operator import attrgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from kwire.groups.errors import error_name
 from kwire.groups.history import _detail as _json_detail
@@ -107,6 +107,21 @@ class _Row:
         return getattr(self, column)
 
 
+class _FromAnswer(NamedTuple):
+    """An attempt's columns that come from the ShareFetch answer that acquired it (the same for
+    every offset of the answer, made once: _Group.attempt_base)."""
+
+    member_id: str
+    consumer_client_id: str | None
+    consumer_connection: str | None
+    broker: str | None
+    session_epoch: int | None
+    fetch_requested_at: datetime | None
+    acquired_at: datetime | None
+    lock_ms: int | None
+    lock_expires_by: datetime | None
+
+
 @dataclass(slots=True, eq=False, init=False)
 class _Attempt(_Row):
     """One attempt: a row of OUT/share/deliveries (the columns the pass knows; the records'
@@ -151,13 +166,14 @@ class _Attempt(_Row):
     def __init__(
         self,
         group_id: str,
-        base: tuple[Any, ...],
+        base: _FromAnswer,
         topic_id: str,
         topic: str,
         partition: int,
         offset: int,
         count: int | None,
     ) -> None:
+        # _FromAnswer's fields, by the same names in the same order.
         (
             self.member_id,
             self.consumer_client_id,
@@ -386,7 +402,7 @@ class _Group:
         offset: int,
         count: int | None,
         lock_ms: int | None,
-        base: tuple[Any, ...] | None = None,
+        base: _FromAnswer | None = None,
     ) -> int:
         """An attempt at `offset`; `base` (attempt_base(e, at, lock_ms)) when the caller makes
         many from one answer: the event's columns computed once."""
@@ -415,19 +431,21 @@ class _Group:
         self.mine[(member, topic_id, partition, offset)] = i
         return i
 
-    def attempt_base(self, e: Event, at: datetime | None, lock_ms: int | None) -> tuple[Any, ...]:
-        """An attempt's columns that come from its answer `e` alone, in _Attempt's order
-        (new_attempt adds the record's)."""
-        return (
-            e["member_id"],
-            e.get("client_id"),
-            e.get("connection_id"),
-            e.get("broker"),
-            e.get("epoch"),
-            e["ts"] if at is not None else None,
-            at,
-            lock_ms,
-            at + timedelta(milliseconds=lock_ms) if at is not None and lock_ms else None,
+    def attempt_base(self, e: Event, at: datetime | None, lock_ms: int | None) -> _FromAnswer:
+        """An attempt's columns that come from its answer `e` alone (new_attempt adds the
+        record's)."""
+        return _FromAnswer(
+            member_id=e["member_id"],
+            consumer_client_id=e.get("client_id"),
+            consumer_connection=e.get("connection_id"),
+            broker=e.get("broker"),
+            session_epoch=e.get("epoch"),
+            fetch_requested_at=e["ts"] if at is not None else None,
+            acquired_at=at,
+            lock_ms=lock_ms,
+            lock_expires_by=(
+                at + timedelta(milliseconds=lock_ms) if at is not None and lock_ms else None
+            ),
         )
 
     def offsets(self, e: Event) -> None:
