@@ -1,7 +1,8 @@
 """A local Spark Connect server for the tests, started from the installed pyspark's own jars.
 
 `spark-submit --class org.apache.spark.sql.connect.service.SparkConnectServer` (spark-submit
-execs the JVM, so the process started is the server's), bound to a free loopback port, with its
+execs the JVM, so the process started is the server's; it gets SIGTERM if the tests' process
+dies without stopping it: tests/lifetime.py), bound to a free loopback port, with its
 logs, warehouse, metastore and working directory in `home`. Its Python workers run this
 interpreter, which imports kwire as the project's venv has it.
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 import pyspark
 
 from kwire.spark.session import C1_JVM
+from tests.lifetime import dies_with_parent
 
 
 class ConnectServer:
@@ -47,7 +49,7 @@ class ConnectServer:
         submit = spark_home / "bin" / "spark-submit"
         self.log = open(home / "server.log", "w")
         self.proc = subprocess.Popen(
-            [
+            dies_with_parent([
                 str(submit),
                 "--class",
                 "org.apache.spark.sql.connect.service.SparkConnectServer",
@@ -64,7 +66,7 @@ class ConnectServer:
                 "--conf", f"spark.sql.warehouse.dir={home / 'warehouse'}",
                 "--conf", f"spark.driver.extraJavaOptions={C1_JVM} -Dderby.system.home={home}",
                 *[x for key, value in (conf or {}).items() for x in ("--conf", f"{key}={value}")],
-            ],
+            ]),
             cwd=home,
             env=environ,
             stdout=self.log,

@@ -41,6 +41,7 @@ from benchmarks import synth
 from generated import _runtime
 from kwire import job
 from tests import wheelhouse
+from tests.lifetime import dies_with_parent
 
 ROOT = Path(__file__).resolve().parents[2]
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
@@ -103,7 +104,7 @@ class Cluster:
         with open(log, "wb") as out:
             self.procs.append(
                 subprocess.Popen(
-                    [str(SPARK_HOME / "bin" / "spark-class"), *args],
+                    dies_with_parent([str(SPARK_HOME / "bin" / "spark-class"), *args]),
                     stdout=out,
                     stderr=subprocess.STDOUT,
                     env=self.env,
