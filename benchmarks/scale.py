@@ -433,19 +433,23 @@ def run_job(ring: Path, ports: list[int], tmp: Path, args: argparse.Namespace) -
         "floor": [],
     }
     result["failures"] = []
+    result["stderr_files"] = []
     frames_rows: set[int] = set()
     for repeat in range(args.job_repeats):
         shutil.rmtree(out, ignore_errors=True)
         say(f"  decode job (local[*], defaults): run {repeat + 1}/{args.job_repeats}")
         took, proc, memory = run_timed(cmd, args.timeout, cwd=ROOT)
         result["memory"].append(memory)
+        # Every run's whole stderr is kept beside the JSON: the tail of a dead JVM is only
+        # Python's side of it (Py4JNetworkError), the cause is in the JVM's log lines before
+        # it; and a run's stage seconds (job_stages) can be checked against the lines they
+        # came from.
+        log = args.json.parent / f"{args.json.stem}-run{repeat + 1}.stderr"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(proc.stderr or "")
+        result["stderr_files"].append(str(log))
         if proc.returncode != 0:
             # Counted, not raised: "finishes on every run" is measured over all of them.
-            # The whole stderr is kept beside the JSON: the tail of a dead JVM is only Python's
-            # side of it (Py4JNetworkError), the cause is in the JVM's log lines before it.
-            log = args.json.parent / f"{args.json.stem}-run{repeat + 1}.stderr"
-            log.parent.mkdir(parents=True, exist_ok=True)
-            log.write_text(proc.stderr or "")
             said = [
                 line
                 for line in (proc.stderr or "").splitlines()
