@@ -671,9 +671,9 @@ class Known:
         with them. `small` (commits: a row per partition a group commits, each time it commits,
         so thousands an hour against the records' millions; still growing with the capture's
         length): only there, both sides picking their rows by a broadcast of the distinct
-        offsets before any shuffle. Not small (a share group's every record): every offset, since picking a
-        million keys out of as many records by a shuffled semi-join cost more than it saved
-        (6.1 against 4.6 s on the churny ring)."""
+        offsets before any shuffle. Not small (a share group's every record): every offset,
+        since picking a million keys out of as many records by a shuffled semi-join cost more
+        than it saved (6.1 against 4.6 s on the churny ring)."""
         if not small:
             return offsets(self.records, self.prod, self.endpoints)
         asked = (
