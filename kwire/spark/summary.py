@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from kwire.spark.api import api_names
@@ -199,9 +199,9 @@ def _groups(requests: DataFrame) -> list[dict[str, Any]]:
         stats = stats.join(subscribed, "group_id", "left")
     else:
         stats = stats.withColumn("topics", F.lit(None).cast("array<string>"))
-    return [
-        {**r.asDict(), "topics": r["topics"] or []} for r in stats.orderBy("group_id").collect()
-    ]
+    # Sorted here: a sorted collect is a query more (the sort's sample of its keys).
+    rows = sorted(stats.collect(), key=lambda r: r["group_id"])
+    return [{**r.asDict(), "topics": r["topics"] or []} for r in rows]
 
 
 def _narrow(df: DataFrame, direction: str) -> DataFrame:
@@ -242,64 +242,90 @@ def summarize(
     return s
 
 
+def _nulls_first(row: tuple[Any, ...]) -> tuple[tuple[bool, Any], ...]:
+    """A sort key ordering as Spark's ascending orderBy does: nulls first."""
+    return tuple((v is not None, v) for v in row)
+
+
 def _counted(both: DataFrame, top: int) -> Summary:
     s = Summary()
     warned = F.col("warnings").isNotNull()
-    for r in (
-        both.where(F.col("status").isNotNull())
-        .groupBy("d", "status", warned.alias("warned"))
-        .count()
-        .collect()
-    ):
-        key = (r["d"], r["status"])
-        s.statuses[key] = s.statuses.get(key, 0) + r["count"]
-        if r["warned"]:
-            s.warned[r["d"]] = s.warned.get(r["d"], 0) + r["count"]
     no_schema = F.col("error").startswith(NO_SCHEMA)
+    # The statuses and the counts per api key and version in one query (its rows are the
+    # directions, keys, versions and statuses that occur: a few hundred at most), summed here;
+    # the errors and warnings are read again only when there are some.
+    by_version: dict[tuple[Any, Any, Any], list[int]] = {}
+    others = 0
     for r in (
-        both.groupBy("d", "api_key", "api_version")
+        both.groupBy("d", "api_key", "api_version", "status", warned.alias("warned"))
         .agg(
             F.count(F.lit(1)).alias("n"),
             F.count("error").alias("errors"),
             F.count(F.when(no_schema, 1)).alias("no_schema"),
         )
-        .orderBy("d", "api_key", "api_version")
         .collect()
     ):
-        if r["d"] == "request":
-            s.by_version.append((r["api_key"], r["api_version"], r["n"], r["errors"]))
+        if r["status"] is not None:
+            key = (r["d"], r["status"])
+            s.statuses[key] = s.statuses.get(key, 0) + r["n"]
+            if r["warned"]:
+                s.warned[r["d"]] = s.warned.get(r["d"], 0) + r["n"]
+        counts = by_version.setdefault((r["d"], r["api_key"], r["api_version"]), [0, 0, 0])
+        counts[0] += r["n"]
+        counts[1] += r["errors"]
+        counts[2] += r["no_schema"]
+        others += r["errors"] - r["no_schema"]
+    for (d, api_key, api_version), (n, errors, unknown) in sorted(
+        by_version.items(), key=lambda kv: _nulls_first(kv[0])
+    ):
+        if d == "request":
+            s.by_version.append((api_key, api_version, n, errors))
         else:
-            n, errors = s.responses.get(r["api_key"], (0, 0))
-            s.responses[r["api_key"]] = (n + r["n"], errors + r["errors"])
-        if r["no_schema"]:
-            s.no_schema[r["api_key"]] = s.no_schema.get(r["api_key"], 0) + r["no_schema"]
+            n_before, errors_before = s.responses.get(api_key, (0, 0))
+            s.responses[api_key] = (n_before + n, errors_before + errors)
+        if unknown:
+            s.no_schema[api_key] = s.no_schema.get(api_key, 0) + unknown
+    if others:
+        s.top_errors = _top_errors(both, ~no_schema, top)
+    if s.warned:
+        s.top_warnings = _top_warnings(both, warned, top)
+    return s
+
+
+def _top_errors(both: DataFrame, known: Column, top: int) -> list[tuple[str, str, int]]:
+    """The most frequent errors of the rows whose api and version are `known` (a schema read
+    them), by kind."""
     # One line per kind of TLS failure: the client random and the byte count vary per connection.
     kind = F.regexp_replace(
         F.regexp_replace("error", r"client random [0-9a-f]+…", "client random …"),
         r"\(\d+ bytes of (.*) not decrypted\)$",
         "($1)",
     )
-    for r in (
-        both.where(F.col("error").isNotNull() & ~no_schema)
+    return [
+        (r["d"], r["error"], r["count"])
+        for r in both.where(F.col("error").isNotNull() & known)
         .withColumn("error", kind)
         .groupBy("d", "error")
         .count()
         .orderBy(F.desc("count"), "error")
         .limit(top)
         .collect()
-    ):
-        s.top_errors.append((r["d"], r["error"], r["count"]))
-    if s.warned:
-        # One line per kind of warning: byte offsets vary from frame to frame.
-        kind = F.regexp_replace("w", r" \(from byte \d+\)| at byte \d+", "")
-        for r in (
-            both.where(warned)
-            .select("d", "api_key", "api_version", F.explode("warnings").alias("w"))
-            .groupBy("d", "api_key", "api_version", kind.alias("kind"))
-            .count()
-            .orderBy(F.desc("count"), "d", "api_key", "api_version", "kind")
-            .limit(top)
-            .collect()
-        ):
-            s.top_warnings.append((r["d"], r["api_key"], r["api_version"], r["kind"], r["count"]))
-    return s
+    ]
+
+
+def _top_warnings(
+    both: DataFrame, warned: Column, top: int
+) -> list[tuple[str, Any, Any, str, int]]:
+    """The most frequent kinds of warning of the rows read with some."""
+    # One line per kind of warning: byte offsets vary from frame to frame.
+    kind = F.regexp_replace("w", r" \(from byte \d+\)| at byte \d+", "")
+    return [
+        (r["d"], r["api_key"], r["api_version"], r["kind"], r["count"])
+        for r in both.where(warned)
+        .select("d", "api_key", "api_version", F.explode("warnings").alias("w"))
+        .groupBy("d", "api_key", "api_version", kind.alias("kind"))
+        .count()
+        .orderBy(F.desc("count"), "d", "api_key", "api_version", "kind")
+        .limit(top)
+        .collect()
+    ]
