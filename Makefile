@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup native bytecode generate test sweep lint docs clean demo capture fuzz bench bench-scale bench-tls wheel wheel-check
+.PHONY: setup native bytecode jvm-classes generate test sweep lint docs clean demo capture fuzz bench bench-scale bench-tls wheel wheel-check
 
 $(STAMP): pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
@@ -42,9 +42,18 @@ setup: $(STAMP) $(NATIVE_STAMP) bytecode
 generate: $(STAMP)
 	$(BIN)/python -m generator
 
+# The driver JVM's classes kept in an archive (kwire/spark/classes.py) for the suite's JVMs to
+# start from: made once per JDK and Spark by a job on bundled captures (about 35 s), then found.
+JVM_CLASSES := $(VENV)/kwire-jvm-classes
+
+jvm-classes: $(STAMP) $(NATIVE_STAMP) bytecode
+	@$(BIN)/python scripts/jvm_classes.py $(JVM_CLASSES)
+
 # The tests expect the compiled build unless KWIRE_PURE_PYTHON is set (then they test Python alone).
-test: $(STAMP) $(NATIVE_STAMP) bytecode
-	KWIRE_EXPECT_COMPILED=$$([ -n "$$KWIRE_PURE_PYTHON" ] && echo 0 || echo 1) $(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=12 tests
+test: $(STAMP) $(NATIVE_STAMP) bytecode jvm-classes
+	KWIRE_EXPECT_COMPILED=$$([ -n "$$KWIRE_PURE_PYTHON" ] && echo 0 || echo 1) \
+	KWIRE_TEST_JVM_CLASSES=$(JVM_CLASSES) \
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=12 tests
 
 # The exhaustive matrices make test samples: every message and version of every API through the
 # property round trips (40 examples each; make test gives the group family 20) and both peers (25

@@ -9,11 +9,30 @@ from collections.abc import Iterator
 
 import pytest
 
-# kwire's sessions keep the driver JVM's classes in the user's cache between runs
-# (kwire/spark/classes.py): off for the suite, whose jobs would otherwise run differently the
-# first time on a machine (one exit 15 s longer) and write 200 MB under ~/.cache.
-# tests/spark/test_classes.py turns it on, with a cache of its own.
-os.environ["KWIRE_JVM_CLASSES"] = "off"
+
+def _jvm_classes() -> str:
+    """The Java options that map the driver's class archive (kwire/spark/classes.py) that
+    `make test` made in KWIRE_TEST_JVM_CLASSES (scripts/jvm_classes.py), for the tests' session;
+    kwire's own sessions in the suite's processes find it there too (KWIRE_CACHE_DIR). Without
+    that archive, "" and the archive is off: the suite's jobs would otherwise run differently
+    the first time on a machine (one exit 15 s longer, making it) and write 200 MB under
+    ~/.cache. A JVM that maps it starts without loading and verifying Spark's classes again
+    (about 5 of a fresh job's 30 CPU-seconds). tests/spark/test_classes.py tests the archive
+    with a cache of its own."""
+    from kwire.spark import classes
+
+    where = os.environ.get("KWIRE_TEST_JVM_CLASSES")
+    if where:
+        os.environ[classes.ENV_CACHE] = os.path.abspath(where)
+        os.environ.pop(classes.ENV_SWITCH, None)
+        found = classes.plan({})
+        if found.making is None and found.archive is not None:
+            return found.options
+    os.environ[classes.ENV_SWITCH] = "off"
+    return ""
+
+
+JVM_CLASSES = _jvm_classes()
 
 
 @pytest.fixture(scope="session")
@@ -44,7 +63,7 @@ def spark() -> Iterator["SparkSession"]:  # type: ignore[name-defined]  # noqa: 
         .config("spark.rdd.compress", "true")
         # The tests' jobs are small, as the jobs kwire starts this way are: C1 alone took the
         # group, job and fault tests from 145-149 s to 115-120 s on 2 cores (2 runs each).
-        .config("spark.driver.extraJavaOptions", C1_JVM)
+        .config("spark.driver.extraJavaOptions", f"{C1_JVM} {JVM_CLASSES}".strip())
         # and their queries interpreted, as kwire's short jobs run them: on a warm session the
         # 313 kB capture's job took 12.9-14.0 s instead of 16.9-17.3 s, and its JVM half the CPU
         # (11-12 s, not 20-22), which two workers running jobs side by side compete for. The
