@@ -19,7 +19,7 @@ from pathlib import Path
 import pyspark
 
 from kwire.spark.session import C1_JVM
-from tests.lifetime import dies_with_parent
+from tests.lifetime import archive_options, dies_with_parent
 
 
 class ConnectServer:
@@ -39,7 +39,9 @@ class ConnectServer:
         environ = {
             **os.environ,
             "SPARK_HOME": str(spark_home),
-            "SPARK_CONF_DIR": str(home),
+            # Spark's own (absent in pyspark's wheel), as kwire's sessions have it: the first
+            # entry of the JVM's class path, which must be the class archive's (below).
+            "SPARK_CONF_DIR": str(spark_home / "conf"),
             "SPARK_LOG_DIR": str(home),
             "SPARK_PID_DIR": str(home),
             "SPARK_LOCAL_IP": "127.0.0.1",
@@ -64,7 +66,8 @@ class ConnectServer:
                 "--conf", "spark.ui.enabled=false",
                 "--conf", "spark.sql.shuffle.partitions=2",
                 "--conf", f"spark.sql.warehouse.dir={home / 'warehouse'}",
-                "--conf", f"spark.driver.extraJavaOptions={C1_JVM} -Dderby.system.home={home}",
+                "--conf", f"spark.driver.extraJavaOptions={C1_JVM} {archive_options()}"
+                f" -Dderby.system.home={home}",
                 *[x for key, value in (conf or {}).items() for x in ("--conf", f"{key}={value}")],
             ]),
             cwd=home,

@@ -41,7 +41,7 @@ from benchmarks import synth
 from generated import _runtime
 from kwire import job
 from tests import wheelhouse
-from tests.lifetime import dies_with_parent
+from tests.lifetime import archive_options, dies_with_parent
 
 ROOT = Path(__file__).resolve().parents[2]
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
@@ -95,6 +95,9 @@ class Cluster:
             "SPARK_LOCAL_IP": "127.0.0.1",
             "SPARK_NO_DAEMONIZE": "1",
             "PYSPARK_PYTHON": str(self.python),
+            # The master and workers start from the suite's class archive (tests/conftest.py)
+            # when there is one: their class path is the drivers'.
+            "SPARK_DAEMON_JAVA_OPTS": archive_options(),
         }
         self.workers = workers
 
