@@ -33,12 +33,11 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python scripts/jvm_classes.py DIR", file=sys.stderr)
         return 2
-    where = os.path.abspath(argv[1])
-    env = {**os.environ, "KWIRE_CACHE_DIR": where, "KWIRE_JVM_CLASSES": "on"}
-    env.pop("PYSPARK_GATEWAY_PORT", None)
-    os.environ.update(KWIRE_CACHE_DIR=where, KWIRE_JVM_CLASSES="on")
     from kwire.spark import classes
 
+    # Here and in the job below: the archive kept in DIR, whatever the caller's environment says.
+    os.environ.update({classes.ENV_CACHE: os.path.abspath(argv[1]), classes.ENV_SWITCH: "on"})
+    os.environ.pop("PYSPARK_GATEWAY_PORT", None)
     plan = classes.plan({})
     if plan.archive is None:
         print("jvm classes: this JDK or Spark keeps no class archive; the tests start without one")
@@ -49,7 +48,6 @@ def main(argv: list[str]) -> int:
         cmd = [sys.executable, "-m", "kwire", "decode", *map(str, CAPTURES)]
         done = subprocess.run(
             [*cmd, "-o", os.path.join(tmp, "out"), "-q"],
-            env=env,
             cwd=tmp,
             capture_output=True,
             text=True,

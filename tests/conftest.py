@@ -20,14 +20,15 @@ def _jvm_classes() -> str:
     (about 5 of a fresh job's 30 CPU-seconds). tests/spark/test_classes.py tests the archive
     with a cache of its own."""
     from kwire.spark import classes
+    from tests.lifetime import archive_options
 
     where = os.environ.get("KWIRE_TEST_JVM_CLASSES")
     if where:
         os.environ[classes.ENV_CACHE] = os.path.abspath(where)
         os.environ.pop(classes.ENV_SWITCH, None)
-        found = classes.plan({})
-        if found.making is None and found.archive is not None:
-            return found.options
+        found = archive_options()
+        if found:
+            return found
     os.environ[classes.ENV_SWITCH] = "off"
     return ""
 
