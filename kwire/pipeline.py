@@ -431,6 +431,15 @@ def _readable(table: str) -> bool:
     return local_path(table) is None or has_parquet_files(table)
 
 
+def only(df: DataFrame, families: Sequence[str] | None) -> DataFrame:
+    """A decoded table without the columns of the families not in `families` (all of them
+    when None)."""
+    if families is None:
+        return df
+    keep = set(families)
+    return df.select(*[c for c in df.columns if c not in FAMILIES or c in keep])
+
+
 def derived_inputs(spark: SparkSession, src: str, records: bool = True) -> dict[str, DataFrame]:
     """What derived() reads of the decoded tables under `src` (requests, responses and, with
     `records`, records), rows and columns (kwire.groups.build.narrow_inputs, and
@@ -463,6 +472,7 @@ def derived(
     decoded: Sequence[str] = (),
     exploded: Sequence[str] = (),
     inputs_at: str | None = None,
+    families: Sequence[str] | None = None,
 ) -> list[tuple[str, str]]:
     """Adds to `steps` the tables derived from the decoded ones under `src` (once the steps in
     `decoded` have written requests and responses, and those in `exploded` records: none when
@@ -473,7 +483,9 @@ def derived(
     steps write, delivery's two added once written (there are none without records). Run the
     steps (Steps.run) to write them. OUT/share comes with groups/ unless `share` is false.
     `inputs_at`: where derived_inputs()'s requests, responses and records were written, read
-    instead of `src`'s decoded tables (kwire live)."""
+    instead of `src`'s decoded tables (kwire live). `families`: the only ones whose columns
+    the decoded tables' readers keep (kwire live's tables have every family's, mostly
+    null), else all they have."""
 
     tell = tell or _quiet
     read_from = inputs_at or src
@@ -492,7 +504,7 @@ def derived(
 
     def read_inputs() -> None:
         responses = os.path.join(read_from, "responses")
-        inputs["responses"] = _read_without(spark, responses, _NOT_DERIVED)
+        inputs["responses"] = only(_read_without(spark, responses, _NOT_DERIVED), families)
         inputs["records"] = inputs["prod"] = inputs["known"] = inputs["endpoints"] = None
 
     def read_records() -> None:
@@ -511,7 +523,9 @@ def derived(
     written: list[tuple[str, str]] = []
     if groups:
         after_lag = [first] if with_records else []
-        written += group_tables(steps, spark, read_from, dst, inputs, after_lag, share, tell)
+        written += group_tables(
+            steps, spark, read_from, dst, inputs, after_lag, share, tell, families
+        )
     if delivery:
         delivery_tables(steps, spark, dst, inputs, first, groups, share, tell, written)
     return written
@@ -526,16 +540,22 @@ def group_tables(
     after_lag: Sequence[str],
     share: bool,
     tell: Tell,
+    families: Sequence[str] | None = None,
 ) -> list[tuple[str, str]]:
     """Stage groups: the steps that write groups/ (and share/ with `share`) under `dst` from
-    `src`'s requests and derived()'s `inputs`, the lags once the steps `after_lag` have found the
-    records' offsets (kwire.groups.build.add_steps); returns their (name, path)."""
+    `src`'s requests (their `families`' columns, see derived()) and derived()'s `inputs`, the
+    lags once the steps `after_lag` have found the records' offsets
+    (kwire.groups.build.add_steps); returns their (name, path)."""
     from kwire.groups.build import add_steps
+
+    def decoded() -> tuple[DataFrame, DataFrame]:
+        requests = spark.read.parquet(os.path.join(src, "requests"))
+        return only(requests, families), inputs["responses"]
 
     return add_steps(
         steps,
         spark,
-        lambda: (spark.read.parquet(os.path.join(src, "requests")), inputs["responses"]),
+        decoded,
         lambda: (inputs["known"], inputs["endpoints"]),
         dst,
         after=["derived inputs"],

@@ -99,6 +99,27 @@ def _ring_name(source_file: str | None) -> str | None:
     return name.split("-", 1)[1] if name[:12].isdigit() else name
 
 
+def test_rebuild_reads_the_families_its_batches_saw() -> None:
+    from kwire.live.job import rebuild_families
+    from kwire.spark.model import FAMILIES
+
+    logs = [
+        {"frames": 10, "api_keys": [FAMILIES["fetch"], FAMILIES["join_group"]]},
+        {"frames": 0, "api_keys": None},  # an empty batch logs none
+        {"frames": 4, "api_keys": [FAMILIES["heartbeat"]]},
+    ]
+    assert rebuild_families(logs, None, None) == ["fetch", "join_group", "heartbeat"]
+    # The end of the capture's batch, not logged yet.
+    got = rebuild_families(logs, {FAMILIES["produce"]}, None)
+    assert got == ["produce", "fetch", "join_group", "heartbeat"]
+    # --families: those of them that occur.
+    assert rebuild_families(logs, None, ["heartbeat", "sync_group"]) == ["heartbeat"]
+    # A batch with frames logged by an older kwire live: every family (or the chosen ones).
+    older = [*logs, {"frames": 3}]
+    assert rebuild_families(older, None, None) is None
+    assert rebuild_families(older, None, ["heartbeat"]) == ["heartbeat"]
+
+
 def test_live_equals_batch_through_a_crash(tmp_path: Path, spark: Any) -> None:
     from kwire import job
 
@@ -190,6 +211,10 @@ def test_live_equals_batch_through_a_crash(tmp_path: Path, spark: Any) -> None:
     batch_out = tmp_path / "batch"
     args = job.parse_args([str(batch_in), "-o", str(batch_out), "-p", ports, "--no-summary", "-q"])
     job.run(args, spark)
+    # Each batch with frames logged their api keys (the rebuild reads those families' columns).
+    frames = ds.dataset(str(batch_out / "frames.parquet")).to_table(["api_key"])["api_key"]
+    keys = {k for k in frames.to_pylist() if k is not None}
+    assert {k for b in logs if b["frames"] for k in b["api_keys"]} == keys
 
     for table in ("requests", "responses", "records"):
         columns = [
