@@ -525,9 +525,12 @@ spark = (SparkSession.builder.master("local[*]").config("spark.ui.enabled", "fal
          .config("spark.hadoop.parquet.hadoop.vectored.io.enabled", "false").getOrCreate())
 spark.sparkContext.setLogLevel("ERROR")
 tables = ["frames.parquet", "requests", "responses", "records"]
-groups = os.path.join(out, "groups")
-if os.path.isdir(groups):
-    tables += ["groups/" + t for t in sorted(os.listdir(groups))]
+# Every table the job writes: groups/ and share/ (a share capture's OUT/share/deliveries is a
+# row per delivery attempt), then delivery's two.
+for family in ("groups", "share"):
+    where = os.path.join(out, family)
+    if os.path.isdir(where):
+        tables += [family + "/" + t for t in sorted(os.listdir(where)) if not t.startswith((".", "_"))]
 tables += ["delivery", "delivery_summary"]
 times = {}
 for t in tables:

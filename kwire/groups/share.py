@@ -515,7 +515,8 @@ def share_history(
 ) -> dict[str, list[Any]]:
     """The share tables' rows of one group from its events (any order: sorted here): the
     deliveries and records as _Row objects (by far the most rows), the sessions and progress
-    as dicts; either is read by column name (`row["offset"]`)."""
+    as dicts; either is read by column name (`row["offset"]`). `events` is emptied once
+    replayed, so that a large group's events are let go of before its rows are made."""
     g = _Group(group_id, names or {})
     steps: list[tuple[datetime, int, int, str]] = []
     for n, e in enumerate(events):
@@ -535,6 +536,8 @@ def share_history(
         else:
             g.offsets(e)
     g.finish(capture_end)
+    del steps
+    events.clear()
     # Only the replay above looks offsets up (a key per attempt, about 225 MB for 760k).
     g.latest.clear()
     g.mine.clear()
