@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from kwire.groups.delivery import delivery, produced
 
@@ -120,14 +121,19 @@ def _first_commit_by_scan(commits: list[tuple], ask: tuple) -> datetime | None:
     return min(times) if times else None
 
 
+@pytest.mark.parametrize("by_number", [False, True], ids=["groups by name", "groups by number"])
 @pytest.mark.parametrize("how", ["looked up in the tasks", "windows"])
-def test_first_commits_agree_with_a_scan_of_every_commit(spark: SparkSession, how: str) -> None:
+def test_first_commits_agree_with_a_scan_of_every_commit(
+    spark: SparkSession, how: str, by_number: bool
+) -> None:
     """first_commits() on 400 partitions of generated commits: offsets that mostly climb, with
     resets and seeks back, repeats, commits at the same instant, failed commits and commits
     without an offset; records asked about before, at and after each commit's time and offset,
     some with no fetch time. Every answer is the plain scan's, null where it finds none; every
     record asked has its row, and its other columns stay as they were. Both ways: the commits
-    shipped to the tasks (a capture's usual few), and the windows (more than LOOKUP_COMMITS)."""
+    shipped to the tasks (a capture's usual few), and the windows (more than LOOKUP_COMMITS); and
+    with the records naming their group by a number (delivery's `_group`), one group of the
+    commits having none (its commits answer no record)."""
     import random
 
     from kwire.groups.delivery import LOOKUP_COMMITS, first_commits
@@ -169,18 +175,30 @@ def test_first_commits_agree_with_a_scan_of_every_commit(spark: SparkSession, ho
                 )
             )
     asks = list(dict.fromkeys(asks))
-    rows = first_commits(
-        spark.createDataFrame(asks, ASKS), spark.createDataFrame(commits, COMMITS), lookup
-    ).collect()
+    asked = spark.createDataFrame(asks, ASKS)
+    groups = None
+    if by_number:
+        # g6 has no number: its records ask as group 99, which names no group.
+        numbers = [(f"g{n}", 10 + n) for n in range(6)]
+        groups = spark.createDataFrame(numbers, "group_id string, _group int")
+        number = F.coalesce(
+            F.create_map(*[F.lit(x) for pair in numbers for x in pair])[F.col("group_id")],
+            F.lit(99),
+        )
+        asked = asked.select(number.alias("_group"), *[c for c in asked.columns if c != "group_id"])
+    rows = first_commits(asked, spark.createDataFrame(commits, COMMITS), lookup, groups).collect()
+    name = {10 + n: f"g{n}" for n in range(6)} | {99: "g6"}
     got = sorted(
         (
-            (r["group_id"], r["topic"], r["partition"], r["offset"], _utc(r["fetched_at"]))
+            (name[r["_group"]] if by_number else r["group_id"],)
+            + (r["topic"], r["partition"], r["offset"], _utc(r["fetched_at"]))
             + (r["consumer"], _utc(r["committed_at"]))
             for r in rows
         ),
         key=repr,
     )
-    want = sorted((a + (_first_commit_by_scan(commits, a),) for a in asks), key=repr)
+    unnumbered = [c for c in commits if c[1] != "g6"] if by_number else commits
+    want = sorted((a + (_first_commit_by_scan(unnumbered, a),) for a in asks), key=repr)
     answered = sum(1 for w in want if w[-1] is not None)
     assert answered > 1000 and len(want) - answered > 300  # both kinds, many of each
     assert got == want
