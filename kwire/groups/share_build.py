@@ -337,6 +337,9 @@ def finish_share(
         # pick their rows out of every offset the capture knows before any aggregation.
         keys = ["topic", "partition", "offset"]
         wanted = tables["records"].select(*keys).distinct()
+        # Held hash partitioned by the keys into a fixed number of partitions and sorted within
+        # them, in Spark's cache (which keeps both, where a local checkpoint forgets them): both
+        # tables' joins with it then shuffle and sort their own rows alone.
         produced = hold(
             known.at(wanted, small=False)
             .groupBy(*keys)
@@ -344,6 +347,9 @@ def finish_share(
                 F.min("produced_at").alias("_produced_at"),
                 F.min("record_timestamp").alias("_record_timestamp"),
             )
+            .repartition(max(2, 2 * parallelism(wanted.sparkSession)), *keys)
+            .sortWithinPartitions(*keys),
+            local=False,
         )
         held.append(produced)
         d = tables["deliveries"].drop("produced_at", "record_timestamp")
