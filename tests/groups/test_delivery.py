@@ -262,3 +262,37 @@ def test_known_gives_the_offsets_asked_within_each_brokers_cluster(spark: SparkS
         ("c-one", "t", 0, 101, at[0], at[50], at[7]),
         ("c-two", "t", 0, 100, at[10], at[60], at[2]),
     ]
+
+
+def test_a_consumer_is_one_however_many_connections_it_fetched_over(spark: SparkSession) -> None:
+    """One record (topic A, offset 10) fetched four times: client c1 over its first connection at
+    300 ms and, reconnected from another port, again at 200 ms (a retry answered first) and 500 ms;
+    client c2 at 400 ms; and a Fetch response whose request named no client id at 600 ms.
+    Delivery has one row per consumer (cluster, group and client id, not connection), with its
+    first fetch: c1 at 200 ms, c2 at 400 ms, the nameless one at 600 ms."""
+
+    def fetched(port: int, client: str | None, corr: int, ms: int) -> tuple:
+        conn = f"10.0.0.6:{port}->10.0.0.9:9092"
+        head = (conn, "response", 1, corr, client, _at(ms), None, A, 0, 0, "ok", False)
+        return head + (7, 0, 10, 0, _at(0), None, None)
+
+    records = spark.createDataFrame(
+        [
+            _record(1, A, 0),
+            fetched(41000, "c1", 5, 300),
+            fetched(41001, "c1", 1, 200),
+            fetched(41001, "c1", 2, 500),
+            fetched(42000, "c2", 5, 400),
+            fetched(43000, None, 5, 600),
+        ],
+        RECORDS,
+    )
+    responses = spark.createDataFrame(
+        [(CONN, 1, _at(50), 0, ([(None, A, [(0, 0, 10)])],))], RESPONSES
+    )
+    rows = delivery(records, produced(records, responses, None), None).collect()
+    got = sorted(
+        ((r["offset"], r["consumer_client_id"], r["first_fetched_at"]) for r in rows), key=repr
+    )
+    at = {ms: _at(ms).replace(tzinfo=None) for ms in (200, 400, 600)}
+    assert got == sorted([(10, "c1", at[200]), (10, "c2", at[400]), (10, None, at[600])], key=repr)
