@@ -30,7 +30,8 @@ Trace context: `trace_id` and `span_id` from the record headers, as OUT/records 
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
