@@ -24,7 +24,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from kwire.spark.driver import parallelism
+from kwire.spark.driver import derived_partitions
 from kwire.groups.clock import Clock, clock
 from kwire.groups.delivery import Known, names_clusters
 from kwire.groups.described import described
@@ -1088,7 +1088,7 @@ def settings(spark: SparkSession) -> dict[str, str]:
     tables are small next to the frames (protocol events, not records), and Spark's 200 shuffle
     partitions would be hundreds of near-empty tasks per join, window and grouped map."""
     return {
-        "spark.sql.shuffle.partitions": str(max(2, 2 * parallelism(spark))),
+        "spark.sql.shuffle.partitions": str(derived_partitions(spark)),
         # A member listed twice in one SyncGroup: the last entry, as a broker's map keeps it,
         # rather than a failed job.
         "spark.sql.mapKeyDedupPolicy": "LAST_WIN",

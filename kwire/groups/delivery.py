@@ -30,7 +30,6 @@ Trace context: `trace_id` and `span_id` from the record headers, as OUT/records 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Window
@@ -642,11 +641,14 @@ def _look_up_commits(runs: Runs, part: list[str]) -> Any:
             at = pc.fill_null(fetched.cast(pa.int64()), _EARLIEST).to_numpy()
             offset = batch.column("offset")
             offsets = pc.fill_null(offset.cast(pa.int64()), 0).to_numpy()
-            asking = _rows_by_key(batch, part, pc.is_valid(offset))
+            keys = zip(*(batch.column(c).to_pylist() for c in part))
+            asking: dict[tuple[Any, Any, Any], list[int]] = {}
+            for i, (key, valid) in enumerate(zip(keys, pc.is_valid(offset).to_pylist())):
+                if valid and key in runs:
+                    asking.setdefault(key, []).append(i)
             first = np.full(n, never, dtype=np.int64)
-            for key, where in asking:
-                if key not in runs:
-                    continue
+            for key, rows in asking.items():
+                where = np.array(rows, dtype=np.int64)
                 o, t = offsets[where], at[where]
                 best = np.full(len(where), never, dtype=np.int64)
                 for times, offs in runs[key]:
@@ -663,37 +665,6 @@ def _look_up_commits(runs: Runs, part: list[str]) -> Any:
             )
 
     return look_up
-
-
-def _rows_by_key(batch: Any, names: list[str], valid: Any) -> Iterator[tuple[Any, Any]]:
-    """The rows of an Arrow `batch` where `valid` (a boolean array) is true, by the values of its
-    columns `names`: (the values as a tuple, the rows' indices as a numpy array) per distinct
-    tuple, found by dictionary encoding (no Python per row: a partition of millions of records
-    asks for a few hundred keys)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    rows = np.flatnonzero(pc.fill_null(valid, False).to_numpy(zero_copy_only=False))
-    if not len(rows):
-        return
-    taken = batch.take(pa.array(rows))
-    code = np.zeros(len(rows), dtype=np.int64)
-    values = []
-    for name in names:
-        encoded = pc.dictionary_encode(taken.column(name), null_encoding="encode")
-        size = len(encoded.dictionary)
-        code = code * max(size, 1) + encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        values.append((encoded.dictionary.to_pylist(), size))
-    order = np.argsort(code, kind="stable")
-    keys, starts = np.unique(code[order], return_index=True)
-    ends = [*starts[1:], len(order)]
-    for k, start, end in zip(keys.tolist(), starts.tolist(), ends):
-        key = []
-        for dictionary, size in reversed(values):
-            k, i = divmod(k, max(size, 1))
-            key.append(dictionary[i])
-        yield tuple(reversed(key)), rows[order[start:end]]
 
 
 def offsets(

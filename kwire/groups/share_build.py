@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StringType, StructField, StructType
 
-from kwire.spark.driver import parallelism
+from kwire.spark.driver import derived_partitions, parallelism
 from kwire.groups.pairs import paired, write_typed
 from kwire.groups.schema import SHARE_TABLES
 from kwire.spark.collector import few_collections
@@ -347,7 +347,7 @@ def finish_share(
                 F.min("produced_at").alias("_produced_at"),
                 F.min("record_timestamp").alias("_record_timestamp"),
             )
-            .repartition(max(2, 2 * parallelism(wanted.sparkSession)), *keys)
+            .repartition(derived_partitions(wanted.sparkSession), *keys)
             .sortWithinPartitions(*keys),
             local=False,
         )

@@ -68,6 +68,13 @@ def parallelism(spark: SparkSession) -> int:
     return int(known)
 
 
+def derived_partitions(spark: SparkSession) -> int:
+    """Shuffle partitions for the tables derived from the decoded ones (group tables, delivery):
+    two per core, at least two; they are small next to the frames, and Spark's 200 would be
+    hundreds of near-empty tasks per join."""
+    return max(2, 2 * parallelism(spark))
+
+
 def describe_jobs(spark: SparkSession, what: str) -> None:
     """Names the Spark jobs this thread starts from now on ("kwire: <what>"), as Spark's UI,
     its event log and history server show them. Connect has no job descriptions: there the
