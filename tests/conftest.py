@@ -36,6 +36,21 @@ def _jvm_classes() -> str:
 JVM_CLASSES = _jvm_classes()
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest tests first: `make test` distributes with --dist loadgroup, which hands out
+    the xdist groups (largest first) and then the other tests one by one in the order collected.
+    A test of a minute collected near the end (test_cluster.py, test_sink.py) would run alone
+    on one worker while the other sat idle; started early, the many short tests fill in around
+    it. `pytest.mark.long(seconds)`: about what the test takes under `make test` on 2 busy
+    cores (the order is all it is used for)."""
+
+    def seconds(item: pytest.Item) -> float:
+        mark = item.get_closest_marker("long")
+        return float(mark.args[0]) if mark else 0.0
+
+    items.sort(key=seconds, reverse=True)  # stable: the rest keep their order
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator["SparkSession"]:  # type: ignore[name-defined]  # noqa: F821
     from pyspark.sql import SparkSession

@@ -44,6 +44,7 @@ def _inputs(data: bytes, rng: random.Random) -> list[bytes]:
     return out
 
 
+@pytest.mark.long(14)
 @pytest.mark.parametrize("group", GROUPS)
 def test_both_builds_agree_on_the_corpus(
     group: str, corpus: Any, targets: dict[str, Target]

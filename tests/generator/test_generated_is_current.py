@@ -12,12 +12,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from generator.render import compile_schemas
 from tests.sampling import IMPORTED, SWEEP
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.long(28)
 def test_regenerating_reproduces_the_committed_package() -> None:
     """Every module is what the generator makes now: under KWIRE_SWEEP=1 (make sweep) every
     schema's module and compiled-target sources; in make test the hand-written schemas and a

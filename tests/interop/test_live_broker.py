@@ -274,6 +274,7 @@ def _group_conversation(client: Client, group: str, admin: bool) -> None:
         assert [r.group_id for r in deleted.results] == [group]
 
 
+@pytest.mark.long(15)
 def test_tansu_accepts_a_whole_group_conversation(tansu: int) -> None:
     client = Client(tansu)
     _group_conversation(client, "kwire-live", admin=True)

@@ -365,6 +365,7 @@ def test_captures_without_a_tcp_segment_still_give_their_summary(
             assert not any(f.get("error") for f in summary.files)
 
 
+@pytest.mark.long(12)
 def test_the_job_on_a_capture_without_kafka_writes_every_table_empty(
     spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -416,6 +417,7 @@ def test_job_captures_on_spark_as_on_the_driver(spark: SparkSession, tmp_path: P
     assert _multiset(tables["spark"]) == _multiset(tables["driver"])
 
 
+@pytest.mark.long(35)
 def test_job_accounts_for_every_frame_of_a_ring_cut_mid_frame(
     spark: SparkSession, tmp_path: Path
 ) -> None:

@@ -178,6 +178,7 @@ def _kept_for_the_suite() -> Path | None:
     return Path(said.group(1)) if said and Path(said.group(1)).is_file() else None
 
 
+@pytest.mark.long(10)
 @needs_java
 def test_a_second_session_maps_the_classes_the_first_one_kept(tmp_path: Path) -> None:
     """The first session keeps its JVM's classes as it ends, the second maps them. Under `make

@@ -217,6 +217,7 @@ def _rows(spark: SparkSession, path: Path, prefix: tuple[str, str] = ("", "")) -
     return sorted(rows, key=repr)
 
 
+@pytest.mark.long(73)
 def test_cluster_output_equals_local(cluster: Cluster, spark: SparkSession, tmp_path: Path) -> None:
     start = time.monotonic()
     frames = tmp_path / "frames.parquet"

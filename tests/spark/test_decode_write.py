@@ -78,6 +78,7 @@ def _same(spark: SparkSession, ours: Path, theirs: Path) -> None:
     assert (ours / "_SUCCESS").exists() and not (ours / "_temporary").exists()
 
 
+@pytest.mark.long(21)
 @pytest.mark.parametrize("tolerant", [True, False])
 def test_written_by_the_tasks_as_by_sparks_writer(
     spark: SparkSession, frames: DataFrame, tmp_path: Path, tolerant: bool
@@ -102,6 +103,7 @@ def test_written_by_the_tasks_as_by_sparks_writer(
     assert {"ok", "malformed", "redacted", "encrypted", "incomplete"} <= statuses
 
 
+@pytest.mark.long(19)
 def test_every_family_without_the_capture_columns(
     spark: SparkSession, frames: DataFrame, tmp_path: Path
 ) -> None:

@@ -536,6 +536,7 @@ def _rows(path: Path) -> list[str]:
     return sorted(repr(sorted(row.items())) for row in table.to_pylist())
 
 
+@pytest.mark.long(36)
 def test_interpreted_queries_write_what_compiled_ones_write(
     spark: SparkSession, tmp_path: Path
 ) -> None:

@@ -79,7 +79,14 @@ def _row_groups(path: str) -> list[tuple[int, int]]:
     return out
 
 
+@pytest.mark.long(45)
 def test_large_compressible_rows_read_whole(spark: SparkSession, tmp_path: Path) -> None:
+    """Frames written by kwire.spark.sink with their row size known, and records written as they
+    come, then bounded by their largest record (key, value and headers:
+    kwire.spark.explode.row_size), as the job does: a default session reads both whole (one
+    session for both tables: each costs a JVM's start)."""
+    from kwire.spark.explode import row_size
+
     sized, plain = str(tmp_path / "sized"), str(tmp_path / "plain")
     # make test writes and reads RESIZED_ROWS (370 MB), bounded as the full table is; make sweep
     # the full 960 MB beside its control.
@@ -88,8 +95,22 @@ def test_large_compressible_rows_read_whole(spark: SparkSession, tmp_path: Path)
     assert sum(n for n, _ in groups) == RESIZED_ROWS
     assert len(groups) >= 4
     assert max(size for _, size in groups) <= ROW_GROUP_UNCOMPRESSED + ROW_BYTES
-    done = read_whole_in_a_default_session(sized)
+
+    records = str(tmp_path / "records")
+    big = _big_rows(spark, RESIZED_ROWS).select(
+        F.lit(None).cast("binary").alias("key"),
+        F.col("frame").alias("value"),
+        F.array(F.struct(F.lit("h").alias("key"), F.lit(b"v").alias("value"))).alias("headers"),
+    )
+    write_parquet(big.coalesce(1), records)
+    assert resize_row_groups(spark, records, row_size()) is True
+    groups = _row_groups(records)
+    assert sum(n for n, _ in groups) == RESIZED_ROWS
+    assert max(size for _, size in groups) <= 2 * ROW_GROUP_UNCOMPRESSED
+
+    done = read_whole_in_a_default_session(sized, records)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("read whole:") == 2, done.stdout
     if SWEEP:
         # The control: the same rows as Spark writes them are too much for a default session
         # (their row groups, asserted here, are what kills it). A minute of writing them and of
@@ -102,6 +123,7 @@ def test_large_compressible_rows_read_whole(spark: SparkSession, tmp_path: Path)
         assert "read whole" not in control.stdout
 
 
+@pytest.mark.long(11)
 def test_a_table_written_as_it_comes_is_resized(spark: SparkSession, tmp_path: Path) -> None:
     path = str(tmp_path / "frames.parquet")
     _as_spark_writes_them(_big_rows(spark, RESIZED_ROWS), path)
@@ -113,25 +135,3 @@ def test_a_table_written_as_it_comes_is_resized(spark: SparkSession, tmp_path: P
     assert spark.read.parquet(path).count() == RESIZED_ROWS
     # A table whose row groups are already small is left alone.
     assert resize_row_groups(spark, path, "frame_length") is False
-
-
-def test_records_of_large_values_are_resized_by_their_own_size(
-    spark: SparkSession, tmp_path: Path
-) -> None:
-    """OUT/records is written as it comes, then bounded by its largest record (key, value and
-    headers: kwire.spark.explode.row_size), as the job does."""
-    from kwire.spark.explode import row_size
-
-    path = str(tmp_path / "records")
-    big = _big_rows(spark, RESIZED_ROWS).select(
-        F.lit(None).cast("binary").alias("key"),
-        F.col("frame").alias("value"),
-        F.array(F.struct(F.lit("h").alias("key"), F.lit(b"v").alias("value"))).alias("headers"),
-    )
-    write_parquet(big.coalesce(1), path)
-    assert resize_row_groups(spark, path, row_size()) is True
-    groups = _row_groups(path)
-    assert sum(n for n, _ in groups) == RESIZED_ROWS
-    assert max(size for _, size in groups) <= 2 * ROW_GROUP_UNCOMPRESSED
-    done = read_whole_in_a_default_session(path)
-    assert done.returncode == 0, done.stderr[-3000:]

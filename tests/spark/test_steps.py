@@ -166,6 +166,7 @@ except RuntimeError as e:
 """
 
 
+@pytest.mark.long(11)
 def test_a_worker_cancelled_while_writing_prints_no_python_traceback():
     result = subprocess.run(
         [sys.executable, "-c", _CANCELLED_WHILE_WRITING],

@@ -59,6 +59,7 @@ def _summary_tls(path: str, meta: dict[str, Any], keylog: KeyLog) -> Counter[str
     return summary.tls
 
 
+@pytest.mark.long(20)
 def test_the_job_decrypts_and_tells_the_groups_story(
     spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
