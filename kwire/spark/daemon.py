@@ -2,7 +2,7 @@
 to start workers.
 
 kwire's sessions name this module in `spark.python.daemon.module`. It runs pyspark's own daemon
-unchanged but for three things:
+unchanged but for four things:
 - A worker whose last flush fails because the JVM already closed its socket (BrokenPipeError,
   ConnectionResetError) ends without a traceback. That happens to every task cancelled while its
   Python worker is writing, which is how a failed step stops the steps running beside it
@@ -17,6 +17,12 @@ unchanged but for three things:
   imports from one again: 0.8 s for the daemon alone, and more in every worker. A zip from
   anywhere else (a Spark distribution's SPARK_HOME on a cluster) stays where Spark put it.
 - The codecs are imported once, here, so every worker forked from the daemon has them.
+- A worker gives back to the system what its task freed (release_memory) before it waits for
+  the next task: Spark keeps workers for later tasks (spark.python.worker.reuse), and Arrow's
+  memory pool (mimalloc) keeps freed pages until asked. On the churny scale ring the two workers
+  sat at 450-550 MB between tasks, kept from the decoding and explosion passes, while the share
+  groups' pass ran; giving it back took the job's peak from 3.73-3.75 to 3.41-3.47 GB at the
+  same speed (benchmarks/results/history.md).
 
 Executors import this module before any task, so it needs kwire where the executors' Python
 can import it: the ways docs/cluster.md gives to install kwire on a cluster all do.
@@ -78,6 +84,45 @@ def _preload() -> None:
         pass
 
 
+# A worker whose resident memory is above this after its task gives back what it can (below it,
+# the task freed little: a worker with pyarrow and the codecs imported holds 200-280 MB).
+RELEASE_ABOVE = 320 * 1024 * 1024
+
+
+def _resident() -> int | None:
+    """This process's resident memory in bytes (None where /proc is not)."""
+    import os
+
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def release_memory(above: int = RELEASE_ABOVE) -> bool:
+    """After a task, when the worker holds more than `above` bytes: garbage collected, Arrow's
+    pool asked to return its free pages, and glibc's malloc to trim its heap. Returns whether it
+    did; failures are passed over (a worker that keeps its memory still works)."""
+    resident = _resident()
+    if resident is None or resident <= above:
+        return False
+    import ctypes
+    import gc
+
+    gc.collect()
+    pa = sys.modules.get("pyarrow")  # a worker that never imported it has no pool to release
+    try:
+        if pa is not None:
+            pa.default_memory_pool().release_unused()
+        trim = getattr(ctypes.CDLL(None), "malloc_trim", None)  # glibc's; elsewhere none
+        if trim is not None:
+            trim(0)
+    except Exception:
+        pass
+    return True
+
+
 def main() -> None:
     """pyspark's daemon, its forked workers wrapped (unwrapped if this pyspark has no
     `daemon.worker`: its daemon then runs as it is), pyspark from its installed package and the
@@ -96,6 +141,8 @@ def main() -> None:
                 # A non-zero code makes the daemon's child wait for the socket to close, then
                 # exit.
                 return 1
+            finally:
+                release_memory()
 
         daemon.worker = worker  # the name the daemon's manager calls in each forked child
     daemon.manager()

@@ -81,3 +81,48 @@ def test_the_workers_import_the_installed_pyspark(spark: Any) -> None:
     assert row["zips_on_path"] == 0
     assert ".zip" not in row["pyspark"]
     assert Path(row["pyspark"]).parent == Path(pa.__file__).parent.parent / "pyspark"
+
+
+def _resident() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+
+
+def _alloc_and_free(batches: Iterator[Any]) -> Iterator[Any]:
+    """A task that takes about 400 MB from Arrow's pool and frees it, as the decoding passes do:
+    the pool keeps the pages (its resident memory, measured before the task ends, stays up)."""
+    import os
+
+    for _ in batches:
+        held = [pa.array([b"x" * 100] * 20_000, pa.binary()) for _ in range(200)]
+        del held
+        yield pa.RecordBatch.from_pydict({"pid": [os.getpid()], "resident": [_resident()]})
+
+
+def _who(batches: Iterator[Any]) -> Iterator[Any]:
+    import os
+
+    for _ in batches:
+        yield pa.RecordBatch.from_pydict({"pid": [os.getpid()], "resident": [_resident()]})
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="needs /proc (Linux)")
+def test_a_worker_gives_back_what_its_task_freed(spark: Any) -> None:
+    """A worker kept for the next task (Spark reuses them) does not keep the memory its last
+    task freed: the next task on the same worker finds it given back."""
+    schema = "pid long, resident long"
+    freed = spark.range(1, numPartitions=1).mapInArrow(_alloc_and_free, schema).collect()[0]
+    assert freed["resident"] > daemon.RELEASE_ABOVE + 200 * 2**20, freed
+    # Spark hands out idle workers in turn (a queue): ask until the same one runs a task.
+    for _ in range(30):
+        again = spark.range(1, numPartitions=1).mapInArrow(_who, schema).collect()[0]
+        if again["pid"] == freed["pid"]:
+            break
+    else:
+        pytest.fail(f"worker {freed['pid']} never ran a task again")
+    assert again["resident"] < freed["resident"] - 300 * 2**20, (freed, again)
+
+
+def test_release_memory_leaves_a_small_worker_alone() -> None:
+    assert daemon.release_memory(above=1 << 60) is False
+    assert daemon.release_memory(above=0) is True
