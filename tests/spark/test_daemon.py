@@ -83,11 +83,6 @@ def test_the_workers_import_the_installed_pyspark(spark: Any) -> None:
     assert Path(row["pyspark"]).parent == Path(pa.__file__).parent.parent / "pyspark"
 
 
-def _resident() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * 4096
-
-
 def _alloc_and_free(batches: Iterator[Any]) -> Iterator[Any]:
     """A task that takes about 400 MB from Arrow's pool and frees it, as the decoding passes do:
     the pool keeps the pages (its resident memory, measured before the task ends, stays up)."""
@@ -96,14 +91,14 @@ def _alloc_and_free(batches: Iterator[Any]) -> Iterator[Any]:
     for _ in batches:
         held = [pa.array([b"x" * 100] * 20_000, pa.binary()) for _ in range(200)]
         del held
-        yield pa.RecordBatch.from_pydict({"pid": [os.getpid()], "resident": [_resident()]})
+        yield pa.RecordBatch.from_pydict({"pid": [os.getpid()], "resident": [daemon._resident()]})
 
 
 def _who(batches: Iterator[Any]) -> Iterator[Any]:
     import os
 
     for _ in batches:
-        yield pa.RecordBatch.from_pydict({"pid": [os.getpid()], "resident": [_resident()]})
+        yield pa.RecordBatch.from_pydict({"pid": [os.getpid()], "resident": [daemon._resident()]})
 
 
 @pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="needs /proc (Linux)")
