@@ -455,6 +455,12 @@ def test_a_small_local_job_starts_its_jvm_for_a_short_run(tmp_path: Path) -> Non
     assert C1_JVM in session_settings("local[*,4]", short=True)[java]
     assert C1_JVM in session_settings("local[*,4]", batch=True)[java]
     assert C1_JVM not in session_settings("local[*,4]")[java]
+    # Compiled query classes kept for queries planned again (a live run's rebuilds), in every
+    # session kwire starts; the user's setting wins.
+    cache = "spark.sql.codegen.cache.maxEntries"
+    assert int(session_settings("local[*,4]")[cache]) >= 1000
+    assert int(session_settings("spark://127.0.0.1:7077", defaults={})[cache]) >= 1000
+    assert session_settings("local[2]", [(cache, "100")])[cache] == "100"
     cluster = "spark://127.0.0.1:7077"
     # A cluster's driver plans and schedules: C1 for a batch job, the default otherwise.
     assert C1_JVM in session_settings(cluster, batch=True, defaults={})[java]
