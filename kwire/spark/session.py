@@ -129,10 +129,12 @@ C1_JVM = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 # generation stays off with it.
 SHORT_JOB_SQL = {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
-# Compiled query classes a session keeps (Spark's default: 100). The rebuilds of `kwire live`'s
-# derived tables on a 0.68 GB history, four in a row in one session: 25.5, 27.1, 23.4 s after
-# the first with Spark's 100, against 19.8, 17.5, 16.2 s with 2,000; the 532 entries of three
-# rebuilds held 18 MB more of the heap (379 against 361 MB after a collection).
+# Compiled query classes a session keeps (Spark's default: 100). `kwire live` plans the derived
+# tables' queries anew at every rebuild, and one rebuild compiles about 530 classes: with 100,
+# each rebuild compiled them all again. The rebuilds on a 0.68 GB history, four in a row in one
+# session: 25.5, 27.1, 23.4 s after the first with Spark's 100, against 19.8, 17.5, 16.2 s with
+# 2,000; the 532 entries of three rebuilds held 18 MB more of the heap (379 against 361 MB after
+# a collection).
 CODEGEN_CACHE = 2000
 
 
@@ -343,9 +345,8 @@ def session_settings(
         # pyspark's daemon, without the Python traceback it prints for each task cancelled
         # while writing (when a failed step stops the others; kwire/spark/daemon.py).
         "spark.python.daemon.module": "kwire.spark.daemon",
-        # The classes Spark compiles for its queries, kept for the same queries run again:
-        # `kwire live` plans the derived tables' queries anew at every rebuild, and one rebuild
-        # compiles about 530 classes. Spark keeps 100, so each rebuild compiled them all again.
+        # The classes Spark compiles for its queries, kept for the same queries run again
+        # (`kwire live`'s rebuilds; CODEGEN_CACHE says why so many).
         "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE),
     }
     if is_local(master) or "127.0.0.1" in master or "localhost" in master:
