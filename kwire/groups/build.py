@@ -1192,14 +1192,19 @@ def add_steps(
     written = []
     for name in TABLES:
         built_by = "group tables: lag" if name in LAGGED else "group tables"
-        steps.add(f"group tables: {name}", partial(write_one, name), after=[built_by])
+        steps.add(writing_step(f"groups/{name}"), partial(write_one, name), after=[built_by])
         written.append((f"groups/{name}", os.path.join(out, "groups", name)))
     for name in SHARE_TABLES if with_share else ():
-        steps.add(
-            f"share tables: {name}", partial(write_share, name), after=["share tables: joined"]
-        )
+        step = writing_step(f"share/{name}")
+        steps.add(step, partial(write_share, name), after=["share tables: joined"])
         written.append((f"share/{name}", os.path.join(out, "share", name)))
     return written
+
+
+def writing_step(table: str) -> str:
+    """The name of add_steps()'s step that writes `table` ("groups/members", "share/records")."""
+    family, name = table.split("/", 1)
+    return f"{'group' if family == 'groups' else family} tables: {name}"
 
 
 def iter_tables() -> Iterator[str]:

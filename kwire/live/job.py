@@ -33,6 +33,7 @@ import shutil
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -104,6 +105,11 @@ class Paths:
         return os.path.join(self.live, "rebuilds")
 
     @property
+    def through(self) -> str:
+        """The last batch each family of rebuilt tables (groups, share, delivery) includes."""
+        return os.path.join(self.live, "through.json")
+
+    @property
     def snapshots(self) -> str:
         """The inputs a background rebuild reads: hard links to the committed batches' files,
         so that batches committed while it runs do not change what it reads half-way."""
@@ -111,6 +117,10 @@ class Paths:
 
     def staging(self, tag: str) -> str:
         return os.path.join(self.live, "staging", tag)
+
+
+# The family of rebuilt tables a directory of OUT is counted in (tables_through).
+THROUGH = {"delivery_summary": "delivery"}
 
 
 def tag_of(batch_id: int, final: bool = False) -> str:
@@ -601,6 +611,7 @@ class Live:
         seconds: float,
         steps: dict[str, float],
         background: bool,
+        swapped: dict[str, float],
     ) -> None:
         _write_json(
             os.path.join(self.paths.rebuilds, f"{upto}.json"),
@@ -608,6 +619,8 @@ class Live:
                 "upto": upto,
                 "started_at": started,
                 "committed_at": time.time(),
+                # When each family of its tables went in (OUT/groups before the rest).
+                "in_place_at": swapped,
                 "seconds": seconds,
                 "background": background,
                 "group_steps": {k: round(v, 2) for k, v in steps.items()},
@@ -641,6 +654,7 @@ class Live:
         rebuild's log written (OUT/_live/rebuilds). `pending`: the api keys of a batch with
         frames whose log is not written yet (the end of the capture's). Returns the seconds
         it took and each of its steps' own seconds."""
+        from kwire.groups.build import writing_step
         from kwire.pipeline import derived
         from kwire.spark.steps import Steps
 
@@ -660,23 +674,73 @@ class Live:
             inputs_at=inputs_at,
             families=families,
         )
+        # Beside the batches, the group tables and the share tables go in as soon as their own
+        # steps have written them, not when delivery has too (which reads the group tables'
+        # staged files on: they go in as hard links). A rebuild a batch runs (the end of the
+        # capture's) holds the lock the swaps take, and puts all its tables in at its end.
+        swapped: dict[str, float] = {}
+        for family in ("groups", "share") if background else ():
+            writers = [writing_step(name) for name, _ in written if name.startswith(family + "/")]
+            if writers:
+                swap = partial(self._swap_in, staging, [family], tag, swapped, True)
+                steps.add(f"{family}/ in place", swap, after=writers)
         steps.run()
+        rest = sorted({name.split("/")[0] for name, _ in written} - set(swapped))
         with self.background.lock:
-            for name in sorted({name.split("/")[0] for name, _ in written}):
-                target = os.path.join(self.out, name)
-                old = os.path.join(self.paths.live, f"{name}.old")
-                shutil.rmtree(old, ignore_errors=True)
-                if os.path.exists(target):
-                    os.replace(target, old)
-                os.replace(os.path.join(staging, name), target)
-                shutil.rmtree(old, ignore_errors=True)
+            self._swap_in(staging, rest, tag, swapped, False)
             seconds = round(time.monotonic() - t, 2)
-            self._log_rebuild(tag, started, seconds, steps.seconds, background)
+            self._log_rebuild(tag, started, seconds, steps.seconds, background, swapped)
             logs = batch_logs(self.paths)
             if logs and logs[-1]["tag"] >= tag:
                 self.write_manifest(logs[-1]["tag"])  # lists the tables new this rebuild
         shutil.rmtree(staging, ignore_errors=True)
         return seconds, dict(steps.seconds)
+
+    def _swap_in(
+        self, staging: str, names: list[str], tag: str, swapped: dict[str, float], link: bool
+    ) -> None:
+        """Puts the rebuilt tables under `staging`'s directories `names` (groups, share,
+        delivery, delivery_summary) in place of OUT's, each whole, and records them as through
+        batch `tag` (the manifest's `*_through`) and in `swapped`; `link`: hard links of
+        staging's files, which the steps still running go on reading. Takes the lock batches
+        commit under unless its caller holds it (not `link`)."""
+        if not names:
+            return
+        if link:
+            for name in names:
+                fresh = os.path.join(self.paths.live, f"{name}.new")
+                shutil.rmtree(fresh, ignore_errors=True)
+                link_tree(os.path.join(staging, name), fresh, lambda _: True)
+        with self.background.lock if link else nullcontext():
+            for name in names:
+                target = os.path.join(self.out, name)
+                old = os.path.join(self.paths.live, f"{name}.old")
+                shutil.rmtree(old, ignore_errors=True)
+                if os.path.exists(target):
+                    os.replace(target, old)
+                fresh = os.path.join(self.paths.live, f"{name}.new")
+                os.replace(fresh if link else os.path.join(staging, name), target)
+                shutil.rmtree(old, ignore_errors=True)
+                swapped[name] = time.time()
+            through = self.tables_through()
+            through.update({THROUGH.get(name, name): tag for name in names})
+            _write_json(self.paths.through, through)
+            logs = batch_logs(self.paths)
+            if link and logs and logs[-1]["tag"] >= tag:
+                self.write_manifest(logs[-1]["tag"])
+
+    def tables_through(self) -> dict[str, str]:
+        """The last batch each family of rebuilt tables includes ({} before any): from
+        OUT/_live/through.json, or from the last rebuild's log on an OUT begun by an older
+        kwire, whose rebuilds put every table in at once."""
+        try:
+            with open(self.paths.through, encoding="utf-8") as f:
+                return dict(json.load(f))
+        except FileNotFoundError:
+            rebuilt = rebuild_logs(self.paths)
+            return (
+                {f: rebuilt[-1]["upto"] for f in ("groups", "share", "delivery")} if rebuilt else {}
+            )
 
     def write_manifest(self, tag: str) -> None:
         from kwire import __version__
@@ -697,7 +761,7 @@ class Live:
             if os.path.isdir(os.path.join(self.out, name)):
                 tables[name] = name
         logs = batch_logs(self.paths)
-        rebuilt = rebuild_logs(self.paths)
+        through = self.tables_through()
         manifest.write(
             self.out,
             tables,
@@ -708,8 +772,11 @@ class Live:
                 "files": sum(len(b["files"]) for b in logs),
                 "ended": tag.endswith("e"),
                 # The group, share and delivery tables are built beside the batches: the last
-                # batch they include (the decoded tables are through "batch").
-                "groups_through": rebuilt[-1]["upto"] if rebuilt else None,
+                # batch each includes (the decoded tables are through "batch"). A rebuild puts
+                # the group tables in first, so they may be a rebuild ahead of the others.
+                "groups_through": through.get("groups"),
+                "share_through": through.get("share"),
+                "delivery_through": through.get("delivery"),
             },
             families=self.families,
             strict=not self.tolerant,

@@ -196,6 +196,14 @@ def test_live_equals_batch_through_a_crash(tmp_path: Path, spark: Any) -> None:
     assert rebuilds and rebuilds[-1]["upto"] == last_with_frames, rebuilds
     assert rebuilds[-1]["background"], rebuilds
     assert manifest["live"]["groups_through"] == last_with_frames, manifest["live"]
+    assert manifest["live"]["share_through"] == last_with_frames, manifest["live"]
+    assert manifest["live"]["delivery_through"] == last_with_frames, manifest["live"]
+    # A rebuild beside the batches put the group tables in place as soon as they were written,
+    # then the share tables, and delivery's two at its end.
+    in_place = rebuilds[-1]["in_place_at"]
+    assert set(in_place) == {"groups", "share", "delivery", "delivery_summary"}, in_place
+    assert in_place["groups"] <= in_place["delivery"] <= rebuilds[-1]["committed_at"]
+    assert in_place["share"] <= in_place["delivery"]
     assert not (out / "_live" / "snapshots").exists() or not any(
         (out / "_live" / "snapshots").iterdir()
     )
