@@ -209,35 +209,15 @@ def main(argv: list[str] | None = None) -> int:
         "peak_rss_bytes": peak,
         "triggers": rows,
         "trigger_s": {"median": statistics.median(secs), "max": max(secs)} if secs else None,
-        "close_to_visible_s": (
-            {"median": statistics.median(latencies), "p95": p95, "max": max(latencies)}
-            if latencies
-            else None
-        ),
+        "close_to_visible_s": _spread(latencies),
         "close_to_visible_p95_rotations": (
             round(p95 / args.every, 2) if latencies and args.every else None
         ),
-        "close_to_group_tables_s": (
-            {
-                "median": statistics.median(groups_latencies),
-                "p95": g95,
-                "max": max(groups_latencies),
-            }
-            if groups_latencies
-            else None
-        ),
+        "close_to_group_tables_s": _spread(groups_latencies),
         "close_to_group_tables_p95_rotations": (
             round(g95 / args.every, 2) if groups_latencies and args.every else None
         ),
-        "close_to_every_table_s": (
-            {
-                "median": statistics.median(all_latencies),
-                "p95": _p95(all_latencies),
-                "max": max(all_latencies),
-            }
-            if all_latencies
-            else None
-        ),
+        "close_to_every_table_s": _spread(all_latencies),
         "rebuilds": len(rebuilds),
         "thirds": thirds(rows),
         "group_steps": step_growth(rebuilds),
@@ -309,6 +289,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _p95(values: list[float]) -> float:
     return sorted(values)[int(0.95 * (len(values) - 1))] if values else 0.0
+
+
+def _spread(values: list[float]) -> dict[str, float] | None:
+    """The median, p95 and max of `values` (None without any)."""
+    if not values:
+        return None
+    return {"median": statistics.median(values), "p95": _p95(values), "max": max(values)}
 
 
 def _span_us(files: list[Path]) -> int:

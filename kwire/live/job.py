@@ -33,7 +33,6 @@ import shutil
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -682,17 +681,14 @@ class Live:
         for family in ("groups", "share") if background else ():
             writers = [writing_step(name) for name, _ in written if name.startswith(family + "/")]
             if writers:
-                swap = partial(self._swap_in, staging, [family], tag, swapped, True)
+                swap = partial(self._swap_in, staging, [family], tag, swapped, link=True)
                 steps.add(f"{family}/ in place", swap, after=writers)
         steps.run()
         rest = sorted({name.split("/")[0] for name, _ in written} - set(swapped))
         with self.background.lock:
-            self._swap_in(staging, rest, tag, swapped, False)
+            self._swap_in(staging, rest, tag, swapped, link=False)
             seconds = round(time.monotonic() - t, 2)
             self._log_rebuild(tag, started, seconds, steps.seconds, background, swapped)
-            logs = batch_logs(self.paths)
-            if logs and logs[-1]["tag"] >= tag:
-                self.write_manifest(logs[-1]["tag"])  # lists the tables new this rebuild
         shutil.rmtree(staging, ignore_errors=True)
         return seconds, dict(steps.seconds)
 
@@ -700,34 +696,32 @@ class Live:
         self, staging: str, names: list[str], tag: str, swapped: dict[str, float], link: bool
     ) -> None:
         """Puts the rebuilt tables under `staging`'s directories `names` (groups, share,
-        delivery, delivery_summary) in place of OUT's, each whole, and records them as through
-        batch `tag` (the manifest's `*_through`) and in `swapped`; `link`: hard links of
-        staging's files, which the steps still running go on reading. Takes the lock batches
-        commit under unless its caller holds it (not `link`)."""
+        delivery, delivery_summary) in place of OUT's, each whole, under the lock batches commit
+        under; records them as through batch `tag` (the manifest's `*_through`) and in
+        `swapped`. `link`: as hard links of staging's files, which the steps still running go on
+        reading."""
         if not names:
             return
-        if link:
-            for name in names:
-                fresh = os.path.join(self.paths.live, f"{name}.new")
-                shutil.rmtree(fresh, ignore_errors=True)
-                link_tree(os.path.join(staging, name), fresh, lambda _: True)
-        with self.background.lock if link else nullcontext():
+        fresh = {name: os.path.join(self.paths.live, f"{name}.new") for name in names}
+        for name in names if link else ():
+            shutil.rmtree(fresh[name], ignore_errors=True)
+            link_tree(os.path.join(staging, name), fresh[name], lambda _: True)
+        with self.background.lock:
             for name in names:
                 target = os.path.join(self.out, name)
                 old = os.path.join(self.paths.live, f"{name}.old")
                 shutil.rmtree(old, ignore_errors=True)
                 if os.path.exists(target):
                     os.replace(target, old)
-                fresh = os.path.join(self.paths.live, f"{name}.new")
-                os.replace(fresh if link else os.path.join(staging, name), target)
+                os.replace(fresh[name] if link else os.path.join(staging, name), target)
                 shutil.rmtree(old, ignore_errors=True)
                 swapped[name] = time.time()
             through = self.tables_through()
             through.update({THROUGH.get(name, name): tag for name in names})
             _write_json(self.paths.through, through)
             logs = batch_logs(self.paths)
-            if link and logs and logs[-1]["tag"] >= tag:
-                self.write_manifest(logs[-1]["tag"])
+            if logs and logs[-1]["tag"] >= tag:
+                self.write_manifest(logs[-1]["tag"])  # lists the tables new this rebuild
 
     def tables_through(self) -> dict[str, str]:
         """The last batch each family of rebuilt tables includes ({} before any): from
