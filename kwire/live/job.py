@@ -46,7 +46,7 @@ from kwire.spark.driver import is_connect, parallelism
 from kwire.capture.distributed import FRAMES_SCHEMA, SPLIT_BYTES, load_keylog, merge_stats
 from kwire.capture.tls import KeyLogError
 from kwire.capture.summary import Summary
-from kwire.live.carried import CarriedProduced
+from kwire.live.carried import CARRY_FROM_BYTES, CarriedProduced
 from kwire.live.source import MAX_FILES, Registry, closed_files, detect_layout, register_ring
 from kwire.live.track import IDLE_US, LIVE_SCHEMA, track_live
 from kwire.spark.faults import fault_point
@@ -289,6 +289,9 @@ class Live:
     idle_us: int = IDLE_US
     quiet: bool = False
     groups_every: float = 60.0
+    # The narrow records' bytes from which the produced records are carried from one rebuild
+    # to the next (kwire.live.carried.CARRY_FROM_BYTES; the tests set 0: from the first).
+    carry_from_bytes: int = CARRY_FROM_BYTES
     keylogs: list[str] = field(default_factory=list)
     # The session catalog's database the tables are kept in (kwire.spark.catalog), if any.
     database: str | None = None
@@ -680,7 +683,9 @@ class Live:
             # new batches' (the batches' logs name those committed; `tag` may be the end of
             # the capture's, whose log comes after this rebuild).
             committed = {b["tag"] for b in logs if b["frames"]} | {tag}
-            carried = CarriedProduced(self.paths.produced, tag, inputs_at, committed)
+            carried = CarriedProduced(
+                self.paths.produced, tag, inputs_at, committed, self.carry_from_bytes
+            )
         written = derived(
             steps,
             self.spark,

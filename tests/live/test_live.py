@@ -164,7 +164,7 @@ def test_live_equals_batch_through_a_crash(tmp_path: Path, spark: Any) -> None:
     feeder = threading.Thread(target=close_the_rest)
     feeder.start()
     # groups_every=0: a rebuild after the first batch though files wait, so that a later one
-    # carries the produced records from it (kwire.live.carried).
+    # carries the produced records from it (kwire.live.carried; from the first byte).
     live = Live(
         spark,
         str(spool),
@@ -172,6 +172,7 @@ def test_live_equals_batch_through_a_crash(tmp_path: Path, spark: Any) -> None:
         [int(p) for p in ports.split(",")],
         max_files=2,
         groups_every=0,
+        carry_from_bytes=0,
     )
     try:
         live.run(trigger_s=0.5, until_idle=3)
