@@ -43,8 +43,6 @@ from kwire.spark.sink import has_parquet_files, resize_row_groups, write_parquet
 from kwire.spark.steps import Steps
 
 Tell = Callable[[str], None]
-# What gives the produced records from the data records, responses and clusters (derived()).
-Produced = Callable[[DataFrame, DataFrame, "DataFrame | None"], DataFrame]
 
 
 class JobError(Exception):
@@ -475,7 +473,6 @@ def derived(
     exploded: Sequence[str] = (),
     inputs_at: str | None = None,
     families: Sequence[str] | None = None,
-    produced_by: Produced | None = None,
 ) -> list[tuple[str, str]]:
     """Adds to `steps` the tables derived from the decoded ones under `src` (once the steps in
     `decoded` have written requests and responses, and those in `exploded` records: none when
@@ -488,9 +485,7 @@ def derived(
     `inputs_at`: where derived_inputs()'s requests, responses and records were written, read
     instead of `src`'s decoded tables (kwire live). `families`: the only ones whose columns
     the decoded tables' readers keep (kwire live's tables have every family's, mostly
-    null), else all they have. `produced_by`: what gives the produced records from the data
-    records, responses and clusters, instead of kwire.groups.delivery.produced (kwire live's
-    carried rows, kwire.live.carried)."""
+    null), else all they have."""
 
     tell = tell or _quiet
     read_from = inputs_at or src
@@ -514,8 +509,7 @@ def derived(
 
     def read_records() -> None:
         if _readable(records_path):
-            records = spark.read.parquet(records_path)
-            inputs.update(_produced(spark, records, inputs["responses"], produced_by))
+            inputs.update(_produced(spark, spark.read.parquet(records_path), inputs["responses"]))
             held.extend(df for key in ("endpoints", "records", "prod") if (df := inputs[key]))
 
     # The decoded responses, read without what no derived table reads; then, with records, the
@@ -614,12 +608,9 @@ def delivery_tables(
     steps.add("delivery summary", write_summary, after=["delivery"])
 
 
-def _produced(
-    spark: SparkSession, records: DataFrame, responses: DataFrame, by: Produced | None = None
-) -> dict[str, Any]:
+def _produced(spark: SparkSession, records: DataFrame, responses: DataFrame) -> dict[str, Any]:
     """The data records, the produced ones with their offsets, and the broker endpoints'
-    clusters (kwire.groups.delivery), held for the steps that read them; the produced ones
-    given `by` that where it is given (read from files: not held)."""
+    clusters (kwire.groups.delivery), held for the steps that read them."""
     from kwire.groups.delivery import Known, clusters, data_records, produced
 
     # Broker endpoint -> cluster id, for the produced records, the fetched ones and the
@@ -628,9 +619,7 @@ def _produced(
     if endpoints is not None:
         endpoints = hold(endpoints)
     records = hold_per_core(data_records(records))
-    prod = (
-        by(records, responses, endpoints) if by else hold(produced(records, responses, endpoints))
-    )
+    prod = hold(produced(records, responses, endpoints))
     # What the time lags ask of the records' offsets, asked by each for its own (Known).
     known = Known(records, prod, endpoints)
     return {"endpoints": endpoints, "records": records, "prod": prod, "known": known}

@@ -190,21 +190,6 @@ def data_records(records: DataFrame) -> DataFrame:
 def produced(records: DataFrame, responses: DataFrame, endpoints: DataFrame | None) -> DataFrame:
     """One row per record the capture saw produced, with its ack (see the module);
     `endpoints` is clusters(responses)."""
-    return produced_rows(merge_produced(produce_attempts(records, responses, endpoints)))
-
-
-# What makes two attempts one record: an idempotent producer's numbering (merge_produced).
-PRODUCE_KEY = ("cluster", "producer_id", "producer_epoch", "topic", "partition", "sequence")
-
-
-def produce_attempts(
-    records: DataFrame, responses: DataFrame, endpoints: DataFrame | None
-) -> DataFrame:
-    """Each record of each Produce request (an attempt), with its ack: produced()'s columns,
-    `attempts` 1 and `_first` its produced_at, for merge_produced(). A request's records meet
-    its response by connection and correlation id: kwire live's batches hold a request until
-    its response comes (kwire.capture.engine), so a batch's records need only that batch's
-    responses, but for an acks=0 request a broker answers anyway (unanswered_produce())."""
     rq = connection_cluster(_data_records(records, "request", 0), "connection_id", endpoints)
     # A record's offset in the log: the partition's base offset plus its place among the
     # partition's records in the request (batches in order, records in order).
@@ -291,26 +276,12 @@ def produce_attempts(
         *_PRODUCER,
         "cluster",
     )
-    return out.withColumn("attempts", F.lit(1).cast("long")).withColumn(
-        "_first", F.col("produced_at")
-    )
-
-
-def _idempotent() -> Column:
-    return F.coalesce((F.col("producer_id") >= 0) & (F.col("sequence") >= 0), F.lit(False))
-
-
-def merge_produced(attempts: DataFrame) -> DataFrame:
-    """produce_attempts()'s rows, or rows this gave already, as one row per record: an
-    idempotent producer's retries are one record (PRODUCE_KEY), with its first attempt's time
-    (`_first`: the earliest of the rows'), its attempts (the rows' `attempts` summed) and the
-    columns of the attempt acked (one with an offset, the earliest acked, then the earliest
-    sent). Without a producer id each request's records are rows of their own, as sent (one
-    attempt each). The rows keep the columns they came with, so that merging them again with
-    later attempts of the same records (kwire live's carried rows) gives what merging them all
-    at once gives."""
-    key = list(PRODUCE_KEY)
-    rest = [c for c in attempts.columns if c not in (*key, "attempts", "_first")]
+    # An idempotent producer's retries: one record, first attempt's time, the attempt acked
+    # (one with an offset, the earliest acked, then the earliest sent). Without a producer id
+    # each request's records are rows of their own, as sent (one attempt each).
+    idem = F.coalesce((F.col("producer_id") >= 0) & (F.col("sequence") >= 0), F.lit(False))
+    key = ["cluster", "producer_id", "producer_epoch", "topic", "partition", "sequence"]
+    rest = [c for c in out.columns if c not in key]
     # Grouped, not windowed: one hash aggregate, where a window sorted every produced record;
     # a record without a producer id is a group of its own (`_alone`).
     best = F.struct(
@@ -319,51 +290,19 @@ def merge_produced(attempts: DataFrame) -> DataFrame:
         "acked_at",
         "produced_at",
     )
-    alone = F.when(~_idempotent(), F.monotonically_increasing_id())
+    alone = F.when(~idem, F.monotonically_increasing_id())
     return (
-        attempts.withColumn("_alone", alone)
+        out.withColumn("_alone", alone)
         .groupBy(*key, "_alone")
         .agg(
-            F.sum("attempts").alias("attempts"),
-            F.min("_first").alias("_first"),
+            F.min("produced_at").alias("_first"),
+            F.count(F.lit(1)).alias("attempts"),
             F.min_by(F.struct(*rest), best).alias("_best"),
         )
         .select(*key, "_best.*", "attempts", "_first")
-        .select(*attempts.columns)
+        .withColumn("produced_at", F.col("_first"))
+        .select(*out.columns, "attempts")
     )
-
-
-def produced_rows(merged: DataFrame) -> DataFrame:
-    """produced()'s rows from merge_produced()'s: a record's produced_at is its first
-    attempt's."""
-    columns = [c for c in merged.columns if c not in ("attempts", "_first")]
-    return merged.withColumn("produced_at", F.col("_first")).select(*columns, "attempts")
-
-
-def retried(carried: DataFrame, attempts: DataFrame, how: str = "leftsemi") -> DataFrame:
-    """The rows of `carried` (merge_produced()'s) of which `attempts` holds retries: idempotent
-    records of the same PRODUCE_KEY (null clusters alike), to be merged with them again; with
-    `how` "leftanti", the other rows. A record without a producer id is never sent again as
-    itself: its key (no producer id or sequence) matches no retry's."""
-    keys = attempts.where(_idempotent()).select(*PRODUCE_KEY).distinct()
-    keys = keys.select(*[F.col(c).alias(f"_r_{c}") for c in PRODUCE_KEY])
-    same = F.lit(True)
-    for c in PRODUCE_KEY:
-        same = same & F.col(c).eqNullSafe(F.col(f"_r_{c}"))
-    return carried.join(F.broadcast(keys), same, how)
-
-
-def answered_apart(records: DataFrame, responses: DataFrame) -> DataFrame:
-    """The Produce responses among `responses` whose request has no records among `records`
-    (connection_id, correlation_id). Within one of kwire live's batches: an answer to an acks=0
-    request of an earlier batch (some brokers answer them: Tansu), or to a request none of
-    whose records is readable."""
-    answers = rows_of(responses, "produce") if "produce" in responses.columns else None
-    if answers is None:
-        return responses.select("connection_id", "correlation_id").limit(0)
-    asked = _data_records(records, "request", 0).select("connection_id", "correlation_id")
-    answers = answers.select("connection_id", "correlation_id")
-    return answers.join(asked.distinct(), ["connection_id", "correlation_id"], "leftanti")
 
 
 def consumers(

@@ -46,7 +46,6 @@ from kwire.spark.driver import is_connect, parallelism
 from kwire.capture.distributed import FRAMES_SCHEMA, SPLIT_BYTES, load_keylog, merge_stats
 from kwire.capture.tls import KeyLogError
 from kwire.capture.summary import Summary
-from kwire.live.carried import CARRY_FROM_BYTES, CarriedProduced
 from kwire.live.source import MAX_FILES, Registry, closed_files, detect_layout, register_ring
 from kwire.live.track import IDLE_US, LIVE_SCHEMA, track_live
 from kwire.spark.faults import fault_point
@@ -108,11 +107,6 @@ class Paths:
     def through(self) -> str:
         """The last batch each family of rebuilt tables (groups, share, delivery) includes."""
         return os.path.join(self.live, "through.json")
-
-    @property
-    def produced(self) -> str:
-        """The produced records carried from one group rebuild to the next (kwire.live.carried)."""
-        return os.path.join(self.live, "produced")
 
     @property
     def snapshots(self) -> str:
@@ -289,9 +283,6 @@ class Live:
     idle_us: int = IDLE_US
     quiet: bool = False
     groups_every: float = 60.0
-    # The narrow records' bytes from which the produced records are carried from one rebuild
-    # to the next (kwire.live.carried.CARRY_FROM_BYTES; the tests set 0: from the first).
-    carry_from_bytes: int = CARRY_FROM_BYTES
     keylogs: list[str] = field(default_factory=list)
     # The session catalog's database the tables are kept in (kwire.spark.catalog), if any.
     database: str | None = None
@@ -620,7 +611,6 @@ class Live:
         steps: dict[str, float],
         background: bool,
         swapped: dict[str, float],
-        carried: CarriedProduced | None,
     ) -> None:
         _write_json(
             os.path.join(self.paths.rebuilds, f"{upto}.json"),
@@ -633,10 +623,6 @@ class Live:
                 "seconds": seconds,
                 "background": background,
                 "group_steps": {k: round(v, 2) for k, v in steps.items()},
-                # The produced records carried (kwire.live.carried): from which batch, how
-                # many new batches, the files and rows carried, `full` and its reason when
-                # computed from the whole history instead.
-                "produced": carried.log if carried else None,
             },
         )
 
@@ -672,20 +658,10 @@ class Live:
         from kwire.spark.steps import Steps
 
         t, started = time.monotonic(), time.time()
-        logs = batch_logs(self.paths)
-        families = rebuild_families(logs, pending, self.families)
+        families = rebuild_families(batch_logs(self.paths), pending, self.families)
         staging = self.paths.staging(f"{tag}-groups")
         shutil.rmtree(staging, ignore_errors=True)
         steps = Steps(self.spark)
-        carried = None
-        if inputs_at is not None and self.records:
-            # The produced records: the rows carried from the rebuild before, merged with the
-            # new batches' (the batches' logs name those committed; `tag` may be the end of
-            # the capture's, whose log comes after this rebuild).
-            committed = {b["tag"] for b in logs if b["frames"]} | {tag}
-            carried = CarriedProduced(
-                self.paths.produced, tag, inputs_at, committed, self.carry_from_bytes
-            )
         written = derived(
             steps,
             self.spark,
@@ -696,7 +672,6 @@ class Live:
             with_records=self.records,
             inputs_at=inputs_at,
             families=families,
-            produced_by=carried.rows if carried else None,
         )
         # Beside the batches, the group tables and the share tables go in as soon as their own
         # steps have written them, not when delivery has too (which reads the group tables'
@@ -713,7 +688,7 @@ class Live:
         with self.background.lock:
             self._swap_in(staging, rest, tag, swapped, link=False)
             seconds = round(time.monotonic() - t, 2)
-            self._log_rebuild(tag, started, seconds, steps.seconds, background, swapped, carried)
+            self._log_rebuild(tag, started, seconds, steps.seconds, background, swapped)
         shutil.rmtree(staging, ignore_errors=True)
         return seconds, dict(steps.seconds)
 
