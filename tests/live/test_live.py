@@ -120,6 +120,107 @@ def test_rebuild_reads_the_families_its_batches_saw() -> None:
     assert rebuild_families(older, None, ["heartbeat"]) == ["heartbeat"]
 
 
+def _follower(tmp_path: Path) -> Any:
+    from kwire.live.job import Live
+
+    spool = tmp_path / "spool"
+    spool.mkdir(exist_ok=True)
+    return Live(None, str(spool), str(tmp_path / "out"), [9092], layout="spool")  # type: ignore[arg-type]
+
+
+def test_the_next_rebuild_begins_once_the_group_tables_are_in(tmp_path: Path) -> None:
+    """Rebuilds beside the batches overlap: the next begins when the one before has put its
+    group tables in (and goes on with share and delivery), never three at once, and the loop
+    ends only when every rebuild has; a failure stops it (the next batch raises it)."""
+    live = _follower(tmp_path)
+    said: list[tuple[str, int]] = []
+    lock = threading.Lock()
+    running: set[int] = set()
+    most = [0]
+    count = [0]
+    fail_at: set[int] = set()
+
+    def rebuild_once(snapshot: bool, groups_in: threading.Event | None = None) -> None:
+        assert snapshot and groups_in is not None
+        with lock:
+            count[0] += 1
+            n = count[0]
+            running.add(n)
+            most[0] = max(most[0], len(running))
+            said.append(("begin", n))
+        try:
+            time.sleep(0.05)
+            with lock:
+                said.append(("groups in", n))
+            groups_in.set()
+            time.sleep(0.3 if n % 2 else 0.02)  # share and delivery: some long, some short
+            if n in fail_at:
+                raise RuntimeError(f"rebuild {n} failed")
+            with lock:
+                said.append(("end", n))
+        finally:
+            with lock:
+                running.discard(n)
+
+    dues = iter([True, True, True, False, False])
+    live._rebuild_once = rebuild_once
+    live._groups_due = lambda: next(dues)
+    bg = live.background
+    bg.thread = threading.current_thread()  # what start_rebuild sets
+    live._rebuild_loop()
+    assert bg.thread is None and bg.error is None
+    assert count[0] == 4 and most[0] == 2, (count, most, said)
+    assert said[-1][0] == "end" and not running, said  # the loop waited for the last
+    at = {event: i for i, event in enumerate(said)}
+    for n in range(2, 5):
+        assert at[("groups in", n - 1)] < at[("begin", n)], said
+    # Rebuild 1's share and delivery ran on while rebuild 2 built its group tables.
+    assert at[("begin", 2)] < at[("end", 1)], said
+    for n in range(3, 5):
+        assert at[("end", n - 2)] < at[("begin", n)], said
+
+    # Rebuild 1 fails after its group tables went in: the one begun beside it ends, no other
+    # begins, and the error is kept for the next batch.
+    said.clear()
+    count[0] = 0
+    fail_at.add(1)
+    dues = iter([True, True, True])
+    live._groups_due = lambda: next(dues)
+    bg.thread = threading.current_thread()
+    live._rebuild_loop()
+    assert count[0] == 2 and not running, said
+    assert bg.thread is None and "rebuild 1 failed" in str(bg.error)
+
+
+def test_a_rebuild_never_puts_in_tables_older_than_a_later_ones(tmp_path: Path) -> None:
+    """Two rebuilds at once: the later may put its share tables or delivery in first; the
+    earlier then leaves them as they are."""
+    live = _follower(tmp_path)
+    out = Path(live.out)
+    out.mkdir()
+
+    def staged(tag: str) -> str:
+        staging = tmp_path / "staging" / tag
+        for name in ("groups", "delivery"):
+            (staging / name).mkdir(parents=True)
+            (staging / name / "part-0.parquet").write_text(tag)
+        return str(staging)
+
+    new, old = staged("000000006"), staged("000000005")
+    swapped: dict[str, float] = {}
+    live._swap_in(new, ["delivery"], "000000006", swapped, link=False)
+    assert (out / "delivery" / "part-0.parquet").read_text() == "000000006"
+    live._swap_in(old, ["groups"], "000000005", swapped, link=True)
+    swapped.clear()
+    live._swap_in(old, ["delivery"], "000000005", swapped, link=False)
+    assert swapped == {}
+    assert (out / "delivery" / "part-0.parquet").read_text() == "000000006"
+    assert (out / "groups" / "part-0.parquet").read_text() == "000000005"
+    assert live.tables_through() == {"delivery": "000000006", "groups": "000000005"}
+    left = sorted(p.name for p in Path(live.paths.live).iterdir())
+    assert not [n for n in left if n.endswith((".new", ".old"))], left
+
+
 def test_live_equals_batch_through_a_crash(tmp_path: Path, spark: Any) -> None:
     from kwire import job
 

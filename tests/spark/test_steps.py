@@ -177,3 +177,46 @@ def test_a_worker_cancelled_while_writing_prints_no_python_traceback():
     assert result.returncode == 0, result.stderr[-3000:]
     assert "raised: the failing step" in result.stderr, result.stderr[-3000:]
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
+
+
+def test_settings_held_by_two_runs_at_once_stay_until_both_end(spark):
+    """Two Steps runs at once with the same settings (kwire live's overlapping rebuilds):
+    the one that ends first leaves them for the other's queries; nested, the inner's end
+    gives back the outer's; the last end puts back what was there before."""
+    key = "spark.sql.shuffle.partitions"
+    before = spark.conf.get(key)
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen: list[str] = []
+
+    def first() -> None:
+        first_in.set()
+        second_in.wait(60)
+
+    def second() -> None:
+        second_in.set()
+        first_out.wait(60)
+        seen.append(spark.conf.get(key))  # after the first run ended
+
+    runs = []
+    for body in (first, second):
+        steps = Steps(spark)
+        steps.configure({key: "7"})
+        steps.add("step", body)
+        runs.append(steps)
+    one = threading.Thread(target=lambda: (runs[0].run(), first_out.set()))
+    one.start()
+    assert first_in.wait(60)
+    two = threading.Thread(target=runs[1].run)
+    two.start()
+    one.join(60)
+    two.join(60)
+    assert seen == ["7"]
+    assert spark.conf.get(key) == before
+
+    from kwire.spark.session import with_conf
+
+    with with_conf(spark, {key: "5"}):
+        with with_conf(spark, {key: "3"}):
+            assert spark.conf.get(key) == "3"
+        assert spark.conf.get(key) == "5"
+    assert spark.conf.get(key) == before
