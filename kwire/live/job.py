@@ -524,8 +524,8 @@ class Live:
 
     def _groups_due(self, final: bool = False, pending: int = 0) -> bool:
         """Whether to build the group tables again: when frames came since the last build
-        (`pending`: the frames of a batch not yet logged), and no closed file is waiting: a
-        ring that fell behind catches up first, building them now and then
+        (`pending`: the frames of a batch not yet logged), unless the reader is behind the
+        ring (_behind): a ring that fell behind catches up first, building them now and then
         (`groups_every`), then its stories are built once more."""
         logs = batch_logs(self.paths)
         rebuilt = rebuild_logs(self.paths)
@@ -539,8 +539,7 @@ class Live:
             return False
         if final:
             return True
-        done = max((f["seq"] for b in logs for f in b["files"]), default=0)
-        if not self._waiting(done):
+        if not self._behind():
             return True
         # Behind: still build now and then, so a ring that rotates faster than a batch with its
         # group tables takes still gets current stories.
@@ -682,6 +681,21 @@ class Live:
                 "group_steps": {k: round(v, 2) for k, v in steps.items()},
             },
         )
+
+    def _behind(self) -> bool:
+        """Whether the reader fell behind the ring: more than one closed file waits that no
+        batch has taken. The files of a batch running now, and one file for the next batch
+        (a file that closed while a batch ran, at a rotation about as long as a batch), are
+        keeping up: counted as behind, a rebuild could begin only at a batch's commit that
+        found nothing waiting, and the group tables waited for one."""
+        registry = Registry(self.paths.registry)
+        include = os.path.exists(self.paths.final)
+        untaken = [
+            f
+            for f in closed_files(self.ring, self.layout, include_newest=include)
+            if (f["path"], f["inode"], f["size"], f["mtime_ns"]) not in registry.known
+        ]
+        return len(untaken) > 1
 
     def _waiting(self, done: int) -> bool:
         """Whether closed files wait beyond file number `done`."""
