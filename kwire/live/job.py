@@ -35,7 +35,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable
+from typing import Any
 
 import pyarrow as pa
 from pyspark import StorageLevel
@@ -208,17 +208,14 @@ def link_tree(src: str, dst: str, keep: Any) -> int:
 
 
 class _Background:
-    """The group rebuilds running beside the batches (Live._rebuild_loop's thread), the lock
-    that keeps a batch's commit, a rebuild's snapshot and the tables' swap apart, the last
-    batch a rebuild begun reads (`begun`), the snapshots rebuilds read now (`reading`), and a
-    failed rebuild's error (raised by the next batch)."""
+    """The group rebuild running beside the batches (one at a time), the lock that keeps a
+    batch's commit, a rebuild's snapshot and the tables' swap apart, and a failed rebuild's
+    error (raised by the next batch)."""
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.thread: threading.Thread | None = None
         self.error: BaseException | None = None
-        self.begun = ""
-        self.reading: set[str] = set()
 
     def join(self) -> None:
         thread = self.thread
@@ -229,11 +226,6 @@ class _Background:
         if self.error is not None:
             error, self.error = self.error, None
             raise LiveError(f"the group tables' rebuild failed: {error}") from error
-
-
-def _then_set(run: Callable[[], Any], event: threading.Event) -> None:
-    run()
-    event.set()
 
 
 def _write_json(path: str, body: Any) -> None:
@@ -524,22 +516,22 @@ class Live:
 
     def _groups_due(self, final: bool = False, pending: int = 0) -> bool:
         """Whether to build the group tables again: when frames came since the last build
-        (`pending`: the frames of a batch not yet logged), unless the reader is behind the
-        ring (_behind): a ring that fell behind catches up first, building them now and then
+        (`pending`: the frames of a batch not yet logged), and no closed file is waiting: a
+        ring that fell behind catches up first, building them now and then
         (`groups_every`), then its stories are built once more."""
         logs = batch_logs(self.paths)
         rebuilt = rebuild_logs(self.paths)
         upto = rebuilt[-1]["upto"] if rebuilt else ""
         # An OUT begun by an older kwire live: its batch logs say which batches built them.
         older = [b["tag"] for b in logs if b["seconds"].get("groups") is not None]
-        # A rebuild still running reads the batches through `begun`.
-        upto = max([upto, self.background.begun, *older[-1:]])
+        upto = max([upto, *older[-1:]])
         since = [b for b in logs if b["tag"] > upto]
         if not pending and not any(b["frames"] for b in since):
             return False
         if final:
             return True
-        if not self._behind():
+        done = max((f["seq"] for b in logs for f in b["files"]), default=0)
+        if not self._waiting(done):
             return True
         # Behind: still build now and then, so a ring that rotates faster than a batch with its
         # group tables takes still gets current stories.
@@ -567,78 +559,36 @@ class Live:
         self._rebuild_once(snapshot=False)
 
     def _rebuild_loop(self) -> None:
-        """The background rebuilds: again while frames came since the last began. The next
-        begins once the group tables of the one before are in place (OUT/groups, what an
-        operator looks at first), while that one goes on with the share tables and delivery:
-        two at most at a time, each in a thread of its own, so a file's group tables wait for
-        the group steps of the rebuild running when its batch commits, not for its delivery.
-        A failure is kept for the next batch to raise, and no rebuild begins after it."""
+        """The background rebuild: again while frames came since it began; a failure is kept
+        for the next batch to raise."""
         bg = self.background
-        running: list[threading.Thread] = []
-        errors: list[BaseException] = []
-
-        def one(groups_in: threading.Event) -> None:
-            try:
-                self._rebuild_once(snapshot=True, groups_in=groups_in)
-            except BaseException as e:  # noqa: BLE001 - kept for the next batch (LiveError)
-                errors.append(e)
-            finally:
-                groups_in.set()
-
         try:
             while True:
-                groups_in = threading.Event()
-                thread = threading.Thread(
-                    target=partial(one, groups_in),
-                    name="kwire-live-rebuild",
-                    daemon=True,
-                )
-                thread.start()
-                groups_in.wait()
-                for done in running:  # the one before: two at a time at most
-                    done.join()
-                running = [thread]
+                self._rebuild_once(snapshot=True)
                 with bg.lock:
-                    if not errors and self._groups_due():
-                        continue
-                thread.join()
-                with bg.lock:
-                    if not errors and self._groups_due():
-                        running = []
-                        continue
-                    if errors:
-                        bg.error = errors[0]
-                    bg.thread = None
-                    return
+                    if not self._groups_due():
+                        bg.thread = None
+                        return
         except BaseException as e:  # noqa: BLE001 - raised by the next batch (LiveError)
-            for thread in running:
-                thread.join()
             with bg.lock:
-                bg.error = errors[0] if errors else e
+                bg.error = e
                 bg.thread = None
 
-    def _rebuild_once(self, snapshot: bool, groups_in: threading.Event | None = None) -> None:
+    def _rebuild_once(self, snapshot: bool) -> None:
         """One rebuild from every batch committed now; `snapshot`: from hard links to their
         inputs (batches commit beside it), else from the inputs (or the decoded tables, on an
-        OUT whose older batches kept none) as they are. `groups_in`: set once its group tables
-        are in place (rebuild_groups)."""
+        OUT whose older batches kept none) as they are."""
         paths = self.paths
-        bg = self.background
-        with bg.lock:
+        with self.background.lock:
             logs = batch_logs(paths)
             if not logs:
                 return
             upto = logs[-1]["tag"]
-            bg.begun = max(bg.begun, upto)
             whole = all(b.get("inputs") for b in logs if b["frames"])
             inputs_at = paths.inputs if whole else None
             if whole and snapshot:
                 tags = {b["tag"] for b in logs}
-                # A crashed run's snapshots go; the rebuild still running keeps its own.
-                for old in os.listdir(paths.snapshots) if os.path.isdir(paths.snapshots) else ():
-                    if old not in bg.reading:
-                        shutil.rmtree(os.path.join(paths.snapshots, old), ignore_errors=True)
-                bg.reading.add(upto)
+                shutil.rmtree(paths.snapshots, ignore_errors=True)
                 inputs_at = os.path.join(paths.snapshots, upto)
                 for name in DERIVED_INPUTS:
                     link_tree(
@@ -646,15 +596,9 @@ class Live:
                         os.path.join(inputs_at, name),
                         lambda n: n.endswith(".parquet") and n[1:].split("-", 1)[0] in tags,
                     )
-        try:
-            seconds, _ = self.rebuild_groups(
-                upto, inputs_at, background=snapshot, groups_in=groups_in
-            )
-        finally:
-            if inputs_at and inputs_at != paths.inputs:
-                shutil.rmtree(inputs_at, ignore_errors=True)
-                with bg.lock:
-                    bg.reading.discard(upto)
+        seconds, _ = self.rebuild_groups(upto, inputs_at, background=snapshot)
+        if inputs_at and inputs_at != paths.inputs:
+            shutil.rmtree(inputs_at, ignore_errors=True)
         if not self.quiet:
             batch = int(upto.rstrip("e"))
             say(f"group tables through batch {batch}: {seconds:.1f} s")
@@ -682,21 +626,6 @@ class Live:
             },
         )
 
-    def _behind(self) -> bool:
-        """Whether the reader fell behind the ring: more than one closed file waits that no
-        batch has taken. The files of a batch running now, and one file for the next batch
-        (a file that closed while a batch ran, at a rotation about as long as a batch), are
-        keeping up: counted as behind, a rebuild could begin only at a batch's commit that
-        found nothing waiting, and the group tables waited for one."""
-        registry = Registry(self.paths.registry)
-        include = os.path.exists(self.paths.final)
-        untaken = [
-            f
-            for f in closed_files(self.ring, self.layout, include_newest=include)
-            if (f["path"], f["inode"], f["size"], f["mtime_ns"]) not in registry.known
-        ]
-        return len(untaken) > 1
-
     def _waiting(self, done: int) -> bool:
         """Whether closed files wait beyond file number `done`."""
         registry = Registry(self.paths.registry)
@@ -717,15 +646,13 @@ class Live:
         inputs_at: str | None,
         background: bool,
         pending: set[int] | None = None,
-        groups_in: threading.Event | None = None,
     ) -> tuple[float, dict[str, float]]:
         """The group tables, and delivery when records are kept, from the committed history
         through batch `tag` (`inputs_at`: where the batches' narrow inputs are, else the
         decoded tables): written to a staging directory, then each swapped in whole, and the
         rebuild's log written (OUT/_live/rebuilds). `pending`: the api keys of a batch with
-        frames whose log is not written yet (the end of the capture's). `groups_in`: set once
-        OUT/groups is in place (the next rebuild may then begin). Returns the seconds it took
-        and each of its steps' own seconds."""
+        frames whose log is not written yet (the end of the capture's). Returns the seconds
+        it took and each of its steps' own seconds."""
         from kwire.groups.build import writing_step
         from kwire.pipeline import derived
         from kwire.spark.steps import Steps
@@ -755,8 +682,6 @@ class Live:
             writers = [writing_step(name) for name, _ in written if name.startswith(family + "/")]
             if writers:
                 swap = partial(self._swap_in, staging, [family], tag, swapped, link=True)
-                if family == "groups" and groups_in is not None:
-                    swap = partial(_then_set, swap, groups_in)
                 steps.add(f"{family}/ in place", swap, after=writers)
         steps.run()
         rest = sorted({name.split("/")[0] for name, _ in written} - set(swapped))
@@ -774,20 +699,15 @@ class Live:
         delivery, delivery_summary) in place of OUT's, each whole, under the lock batches commit
         under; records them as through batch `tag` (the manifest's `*_through`) and in
         `swapped`. `link`: as hard links of staging's files, which the steps still running go on
-        reading. A family a later rebuild put in already (two run at once) is left as it is."""
+        reading."""
         if not names:
             return
-        fresh = {name: os.path.join(self.paths.live, f"{name}.{tag}.new") for name in names}
+        fresh = {name: os.path.join(self.paths.live, f"{name}.new") for name in names}
         for name in names if link else ():
             shutil.rmtree(fresh[name], ignore_errors=True)
             link_tree(os.path.join(staging, name), fresh[name], lambda _: True)
         with self.background.lock:
-            through = self.tables_through()
-            newer = {name for name in names if through.get(THROUGH.get(name, name), "") > tag}
             for name in names:
-                if name in newer:
-                    shutil.rmtree(fresh[name], ignore_errors=True)
-                    continue
                 target = os.path.join(self.out, name)
                 old = os.path.join(self.paths.live, f"{name}.old")
                 shutil.rmtree(old, ignore_errors=True)
@@ -796,9 +716,7 @@ class Live:
                 os.replace(fresh[name] if link else os.path.join(staging, name), target)
                 shutil.rmtree(old, ignore_errors=True)
                 swapped[name] = time.time()
-            names = [name for name in names if name not in newer]
-            if not names:
-                return
+            through = self.tables_through()
             through.update({THROUGH.get(name, name): tag for name in names})
             _write_json(self.paths.through, through)
             logs = batch_logs(self.paths)

@@ -15,7 +15,6 @@ import contextlib
 import logging
 import os
 import sys
-import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
@@ -73,43 +72,21 @@ def hold(df: DataFrame, local: bool | None = None) -> DataFrame:
     return df.persist(StorageLevel.MEMORY_AND_DISK)
 
 
-# with_conf's holders of a session's setting: (session, key) -> (the value before the first,
-# [(holder, the value it set), ...] in the order they set it).
-_HELD_CONF: dict[tuple[int, str], tuple[str | None, list[tuple[object, str]]]] = {}
-_HELD_CONF_LOCK = threading.Lock()
-
-
 @contextlib.contextmanager
 def with_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
     """The session's SQL settings changed for the queries run inside, then put back as they
-    were (unset when they were not set). Settings are the session's, not a thread's: while
-    others hold a setting too (nested, or another thread's steps: two of kwire live's rebuilds
-    at once), leaving gives it the value the latest of them set, and only the last to leave
-    puts back the value from before the first."""
-    me = object()
-    with _HELD_CONF_LOCK:
-        for key, value in settings.items():
-            slot = (id(spark), key)
-            if slot not in _HELD_CONF:
-                _HELD_CONF[slot] = (spark.conf.get(key, None), [])
-            _HELD_CONF[slot][1].append((me, value))
-            spark.conf.set(key, value)
+    were (unset when they were not set)."""
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        with _HELD_CONF_LOCK:
-            for key in settings:
-                slot = (id(spark), key)
-                before, holders = _HELD_CONF[slot]
-                holders[:] = [h for h in holders if h[0] is not me]
-                if holders:
-                    spark.conf.set(key, holders[-1][1])
-                    continue
-                del _HELD_CONF[slot]
-                if before is None:
-                    spark.conf.unset(key)
-                else:
-                    spark.conf.set(key, before)
+        for key, old in before.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
 
 
 def hold_per_core(df: DataFrame) -> DataFrame:
