@@ -993,7 +993,7 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> None:
             raise LiveError(str(e)) from None
     elif spark is None:
         say(f"starting Spark on {args.master}")
-        spark = build_session(args.master, "kwire-live", args.conf, tell=say)
+        spark = build_session(args.master, "kwire-live", args.conf, tell=say, live=True)
     live = Live(
         spark,
         os.path.abspath(args.ring),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
@@ -128,6 +129,21 @@ C1_JVM = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 # (internal, the one its tests run every expression both ways with); whole-stage code
 # generation stays off with it.
 SHORT_JOB_SQL = {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+# `kwire live` on a local master: the same queries planned and run again at every rebuild, for
+# hours, on cores the batches need too. C2 compiles only code that stays hot (tier-4 thresholds
+# ten times Java's), and the parallel collector takes less CPU than G1's concurrent threads: a
+# rebuild spent 4.8-8.2 CPU-s in C2 and about 4 in G1 (2026-12-04). On the live benchmark (a
+# 0.61 GB ring cut into 40 files, one closed every 10 s; benchmarks/results/history.md,
+# 2026-12-05), interleaved with runs without them, two each: the group tables included a file
+# 19.9, 20.5 s after its close at the median and 31.3, 37.1 s at p95, against 23.2, 28.6 and
+# 40.5, 56.0 s; rows at p95 10.9, 12.1 against 12.7, 15.6 s; 27, 24 rebuilds against 22, 18;
+# peak 3.55, 3.56 against 3.55, 3.52 GB. A batch job keeps C1 alone (C1_JVM).
+# A collector chosen in spark-defaults.conf stays (the JVM refuses two).
+LIVE_GC = "-XX:+UseParallelGC"
+LIVE_JVM = (
+    "-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
+    "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000"
+)
 
 # Compiled query classes a session keeps (Spark's default: 100). `kwire live` plans the derived
 # tables' queries anew at every rebuild, and one rebuild compiles about 530 classes: with 100,
@@ -147,15 +163,16 @@ def build_session(
     tell: Callable[[str], None] | None = None,
     batch: bool = False,
     remote: str | None = None,
+    live: bool = False,
 ) -> SparkSession:
     """Starts (or joins) a session on `master` with WARN logs (see the module's docstring for how
     executors get kwire). `batch`: the session runs one job and ends (`kwire decode`), so the
     driver's JVM compiles with C1 alone (C1_JVM), and so do small executors on a cluster (at
     most SMALL_EXECUTOR_CORES in spark.executor.cores). `short`: a batch job expected to take
     seconds of JVM work (a small input), whose queries also run interpreted (SHORT_JOB_SQL).
-    Sessions that live on (notebooks, `kwire live`, the tests') keep the JVM's default tiers
-    unless `short`. `tell` hears when this run keeps the JVM's classes for later ones
-    (kwire/spark/classes.py). `remote`: a Spark Connect server's URL (connect_session), and
+    Sessions that live on (notebooks, the tests') keep the JVM's default tiers unless `short`;
+    `live` (`kwire live`) on a local master adds LIVE_GC and LIVE_JVM. `tell` hears when this
+    run keeps the JVM's classes for later ones (kwire/spark/classes.py). `remote`: a Spark Connect server's URL (connect_session), and
     `master` is the server's business."""
     if remote:
         return connect_session(remote, conf, short)
@@ -168,7 +185,7 @@ def build_session(
     from kwire.spark import classes
     from kwire.spark.jvmnames import keep_jvm_names
 
-    settings = session_settings(master, conf, short, batch)
+    settings = session_settings(master, conf, short, batch, live=live)
     # The driver JVM's classes from an archive of an earlier run, or written for the next
     # (kwire/spark/classes.py); only for a JVM this session starts.
     fresh = SparkContext._active_spark_context is None
@@ -314,6 +331,7 @@ def session_settings(
     short: bool = False,
     batch: bool = False,
     defaults: dict[str, str] | None = None,
+    live: bool = False,
 ) -> dict[str, str]:
     """The settings build_session() starts a session with: kwire's, then `conf` over them.
     Java options kwire adds go before those of `defaults` (spark_defaults(), read when None),
@@ -369,6 +387,9 @@ def session_settings(
             if int(cores) <= SMALL_EXECUTOR_CORES:
                 theirs = given.get(EXECUTOR_JAVA, found.get(EXECUTOR_JAVA, ""))
                 given[EXECUTOR_JAVA] = f"{C1_JVM} {theirs}".strip()
+    elif live and is_local(master):
+        chosen = re.search(r"-XX:\+Use\w+GC\b", found.get(DRIVER_JAVA, ""))
+        settings[DRIVER_JAVA] += " " + (LIVE_JVM if chosen else f"{LIVE_GC} {LIVE_JVM}")
     if found.get(DRIVER_JAVA):
         settings[DRIVER_JAVA] += " " + found[DRIVER_JAVA]
     settings.update(given)

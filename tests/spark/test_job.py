@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import struct
 from typing import Any
@@ -424,6 +425,34 @@ def test_hold_caches_on_a_cluster(spark: SparkSession) -> None:
     assert sum(r.x for r in held.collect()) == sum(range(1, 51))
     release(held)
     assert not held.is_cached
+
+
+def test_a_live_session_gives_c2_hot_code_alone_and_the_parallel_collector() -> None:
+    """`kwire live` on a local master: C2 for code that stays hot and the parallel collector,
+    flags the JVM starts with; not for other sessions nor a cluster's driver; a collector the
+    site's spark-defaults.conf chose stays (two make the JVM refuse to start)."""
+    import shlex
+    import shutil
+    import subprocess
+
+    from kwire.spark.session import C1_JVM, LIVE_GC, LIVE_JVM, session_settings
+
+    java = "spark.driver.extraJavaOptions"
+    live = session_settings("local[2]", live=True, defaults={})[java]
+    assert LIVE_GC in live and LIVE_JVM in live and C1_JVM not in live
+    assert LIVE_JVM not in session_settings("local[2]", defaults={})[java]
+    assert LIVE_JVM not in session_settings("spark://127.0.0.1:7077", live=True, defaults={})[java]
+    site = session_settings("local[2]", live=True, defaults={java: "-XX:+UseG1GC"})[java]
+    assert LIVE_GC not in site and LIVE_JVM in site and site.endswith("-XX:+UseG1GC")
+    binary = shutil.which("java", path=os.path.join(os.environ.get("JAVA_HOME", ""), "bin"))
+    binary = binary or shutil.which("java")
+    if binary is None:
+        pytest.skip("no java binary found to start")
+    for flags, starts in ((live, True), (site, True), (f"{live} -XX:+UseG1GC", False)):
+        done = subprocess.run(
+            [binary, *shlex.split(flags), "-version"], capture_output=True, text=True
+        )
+        assert (done.returncode == 0) == starts, (flags, done.stderr)
 
 
 def test_a_small_local_job_starts_its_jvm_for_a_short_run(tmp_path: Path) -> None:
