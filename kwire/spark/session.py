@@ -133,11 +133,11 @@ SHORT_JOB_SQL = {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 # hours, on cores the batches need too. C2 compiles only code that stays hot (tier-4 thresholds
 # ten times Java's), and the parallel collector takes less CPU than G1's concurrent threads: a
 # rebuild spent 4.8-8.2 CPU-s in C2 and about 4 in G1 (2026-12-04). On the live benchmark (a
-# 0.61 GB ring cut into 40 files, one closed every 10 s; benchmarks/results/history.md,
-# 2026-12-05), interleaved with runs without them, two each: the group tables included a file
-# 19.9, 20.5 s after its close at the median and 31.3, 37.1 s at p95, against 23.2, 28.6 and
-# 40.5, 56.0 s; rows at p95 10.9, 12.1 against 12.7, 15.6 s; 27, 24 rebuilds against 22, 18;
-# peak 3.55, 3.56 against 3.55, 3.52 GB. A batch job keeps C1 alone (C1_JVM).
+# 0.67 GB ring cut into 40 files, one closed every 10 s; benchmarks/results/history.md,
+# 2026-12-05), interleaved with runs without them, three each: the group tables included a
+# file 19.9-21.6 s after its close at the median and 31.3-39.8 s at p95, against 23.2-31.0 and
+# 40.5-56.0 s; rows at p95 10.9-12.8 against 12.7-15.6 s; 23-27 rebuilds against 18-22; peak
+# 3.55-3.59 against 3.52-3.60 GB. A batch job keeps C1 alone (C1_JVM).
 # A collector chosen in spark-defaults.conf stays (the JVM refuses two).
 LIVE_GC = "-XX:+UseParallelGC"
 LIVE_JVM = (
