@@ -172,8 +172,8 @@ def build_session(
     seconds of JVM work (a small input), whose queries also run interpreted (SHORT_JOB_SQL).
     Sessions that live on (notebooks, the tests') keep the JVM's default tiers unless `short`;
     `live` (`kwire live`) on a local master adds LIVE_GC and LIVE_JVM. `tell` hears when this
-    run keeps the JVM's classes for later ones (kwire/spark/classes.py). `remote`: a Spark Connect server's URL (connect_session), and
-    `master` is the server's business."""
+    run keeps the JVM's classes for later ones (kwire/spark/classes.py). `remote`: a Spark
+    Connect server's URL (connect_session), and `master` is the server's business."""
     if remote:
         return connect_session(remote, conf, short)
     # Executors run the Python that runs the driver (it has pyarrow and the same pyspark) unless
