@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import struct
 from typing import Any
@@ -432,9 +431,9 @@ def test_a_live_session_gives_c2_hot_code_alone_and_the_parallel_collector() -> 
     flags the JVM starts with; not for other sessions nor a cluster's driver; a collector the
     site's spark-defaults.conf chose stays (two make the JVM refuse to start)."""
     import shlex
-    import shutil
     import subprocess
 
+    from kwire.spark.classes import _java
     from kwire.spark.session import C1_JVM, LIVE_GC, LIVE_JVM, session_settings
 
     java = "spark.driver.extraJavaOptions"
@@ -444,8 +443,7 @@ def test_a_live_session_gives_c2_hot_code_alone_and_the_parallel_collector() -> 
     assert LIVE_JVM not in session_settings("spark://127.0.0.1:7077", live=True, defaults={})[java]
     site = session_settings("local[2]", live=True, defaults={java: "-XX:+UseG1GC"})[java]
     assert LIVE_GC not in site and LIVE_JVM in site and site.endswith("-XX:+UseG1GC")
-    binary = shutil.which("java", path=os.path.join(os.environ.get("JAVA_HOME", ""), "bin"))
-    binary = binary or shutil.which("java")
+    binary = _java()  # the java spark-submit runs
     if binary is None:
         pytest.skip("no java binary found to start")
     for flags, starts in ((live, True), (site, True), (f"{live} -XX:+UseG1GC", False)):
