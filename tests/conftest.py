@@ -55,7 +55,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def spark() -> Iterator["SparkSession"]:  # type: ignore[name-defined]  # noqa: F821
     from pyspark.sql import SparkSession
 
-    from kwire.spark.session import C1_JVM, SHORT_JOB_SQL
+    from kwire.spark.session import C1_JVM, LOCAL_GC, SHORT_JOB_SQL
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # The S3 tests read from a local S3-compatible server (moto's), which takes any key. The
@@ -79,7 +79,9 @@ def spark() -> Iterator["SparkSession"]:  # type: ignore[name-defined]  # noqa: 
         .config("spark.rdd.compress", "true")
         # The tests' jobs are small, as the jobs kwire starts this way are: C1 alone took the
         # group, job and fault tests from 145-149 s to 115-120 s on 2 cores (2 runs each).
-        .config("spark.driver.extraJavaOptions", f"{C1_JVM} {JVM_CLASSES}".strip())
+        # and the parallel collector, as kwire's local sessions have it: G1 once ran this
+        # session out of heap with hundreds of MB free in pieces (kwire.spark.session.LOCAL_GC).
+        .config("spark.driver.extraJavaOptions", f"{LOCAL_GC} {C1_JVM} {JVM_CLASSES}".strip())
         # and their queries interpreted, as kwire's short jobs run them: on a warm session the
         # 313 kB capture's job took 12.9-14.0 s instead of 16.9-17.3 s, and its JVM half the CPU
         # (11-12 s, not 20-22), which two workers running jobs side by side compete for. The

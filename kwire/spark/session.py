@@ -131,15 +131,27 @@ C1_JVM = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 SHORT_JOB_SQL = {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 # `kwire live` on a local master: the same queries planned and run again at every rebuild, for
 # hours, on cores the batches need too. C2 compiles only code that stays hot (tier-4 thresholds
-# ten times Java's), and the parallel collector takes less CPU than G1's concurrent threads: a
-# rebuild spent 4.8-8.2 CPU-s in C2 and about 4 in G1 (2026-12-04). On the live benchmark (a
+# ten times Java's): a rebuild spent 4.8-8.2 CPU-s in C2 (2026-12-04). On the live benchmark (a
 # 0.67 GB ring cut into 40 files, one closed every 10 s; benchmarks/results/history.md,
-# 2026-12-05), interleaved with runs without them, three each: the group tables included a
-# file 19.9-21.6 s after its close at the median and 31.3-39.8 s at p95, against 23.2-31.0 and
-# 40.5-56.0 s; rows at p95 10.9-12.8 against 12.7-15.6 s; 23-27 rebuilds against 18-22; peak
-# 3.55-3.59 against 3.52-3.60 GB. A batch job keeps C1 alone (C1_JVM).
-# A collector chosen in spark-defaults.conf stays (the JVM refuses two).
-LIVE_GC = "-XX:+UseParallelGC"
+# 2026-12-05), with the parallel collector (LOCAL_GC), interleaved with runs without either, three
+# each: the group tables included a file 19.9-21.6 s after its close at the median and
+# 31.3-39.8 s at p95, against 23.2-31.0 and 40.5-56.0 s; rows at p95 10.9-12.8 against 12.7-15.6
+# s; 23-27 rebuilds against 18-22; peak 3.55-3.59 against 3.52-3.60 GB. A batch job keeps C1
+# alone (C1_JVM).
+# Every session kwire starts on a local master runs its tasks in the driver's JVM, a 1 GB heap
+# shared by the driver's plans, the block manager and the tasks' rows: the parallel collector.
+# G1 never moves an object of half a region (1 MB here) or more, and Spark makes many: each
+# broadcast join's hash relation holds a page of spark.buffer.pageSize (8 MB on this heap),
+# kept in the block manager until the driver's collector frees its handle, and a large frame
+# (a Fetch response of 24 MB) is copied into arrays twice its size. The tests' session, after a
+# few jobs, ran out of heap twice on a busy host, most likely with its free memory in pieces
+# between such arrays (not confirmed by a map of the heap); the parallel collector compacts
+# everything. It also costs less CPU than G1's
+# concurrent threads (a live rebuild spent about 4 CPU-s in G1): the churny ring's batch job
+# (1.3 GB, benchmarks/results/history.md, 2026-12-05 third session) took 150.2, 139.7 s and
+# peaked at 3.28, 3.41 GB with it, against 161.5, 152.2 s and 3.54, 3.51 GB with G1
+# (interleaved). A collector chosen in spark-defaults.conf stays (the JVM refuses two).
+LOCAL_GC = "-XX:+UseParallelGC"
 LIVE_JVM = (
     "-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
     "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000"
@@ -171,7 +183,8 @@ def build_session(
     most SMALL_EXECUTOR_CORES in spark.executor.cores). `short`: a batch job expected to take
     seconds of JVM work (a small input), whose queries also run interpreted (SHORT_JOB_SQL).
     Sessions that live on (notebooks, the tests') keep the JVM's default tiers unless `short`;
-    `live` (`kwire live`) on a local master adds LIVE_GC and LIVE_JVM. `tell` hears when this
+    `live` (`kwire live`) on a local master adds LIVE_JVM. On a local master the parallel
+    collector (LOCAL_GC) unless spark-defaults.conf chose one. `tell` hears when this
     run keeps the JVM's classes for later ones (kwire/spark/classes.py). `remote`: a Spark
     Connect server's URL (connect_session), and `master` is the server's business."""
     if remote:
@@ -378,6 +391,8 @@ def session_settings(
         settings["spark.driver.memory"] = DRIVER_MEMORY
         if short:
             settings.update(SHORT_JOB_SQL)
+    if is_local(master) and not _collector_chosen(found):
+        settings[DRIVER_JAVA] += " " + LOCAL_GC
     if short or batch:
         # On a local master the tasks' JVM too; on a cluster the driver's, which plans and
         # schedules but runs no task.
@@ -388,12 +403,20 @@ def session_settings(
                 theirs = given.get(EXECUTOR_JAVA, found.get(EXECUTOR_JAVA, ""))
                 given[EXECUTOR_JAVA] = f"{C1_JVM} {theirs}".strip()
     elif live and is_local(master):
-        chosen = re.search(r"-XX:\+Use\w+GC\b", found.get(DRIVER_JAVA, ""))
-        settings[DRIVER_JAVA] += " " + (LIVE_JVM if chosen else f"{LIVE_GC} {LIVE_JVM}")
+        settings[DRIVER_JAVA] += " " + LIVE_JVM
     if found.get(DRIVER_JAVA):
         settings[DRIVER_JAVA] += " " + found[DRIVER_JAVA]
     settings.update(given)
     return settings
+
+
+def _collector_chosen(defaults: dict[str, str]) -> bool:
+    """Whether the driver's JVM gets a collector from elsewhere: spark-defaults.conf's java
+    options, or the environment's JAVA_TOOL_OPTIONS or JDK_JAVA_OPTIONS (the JVM refuses to
+    start with two)."""
+    places = [defaults.get(DRIVER_JAVA, ""), defaults.get("spark.driver.defaultJavaOptions", "")]
+    places += [os.environ.get(name, "") for name in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS")]
+    return any(re.search(r"-XX:\+Use\w+GC\b", place) for place in places)
 
 
 def executors_c1(settings: dict[str, str]) -> bool:

@@ -426,27 +426,41 @@ def test_hold_caches_on_a_cluster(spark: SparkSession) -> None:
     assert not held.is_cached
 
 
-def test_a_live_session_gives_c2_hot_code_alone_and_the_parallel_collector() -> None:
-    """`kwire live` on a local master: C2 for code that stays hot and the parallel collector,
-    flags the JVM starts with; not for other sessions nor a cluster's driver; a collector the
-    site's spark-defaults.conf chose stays (two make the JVM refuse to start)."""
+def test_local_sessions_take_the_parallel_collector_and_live_c2_for_hot_code_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every session kwire starts on a local master gets the parallel collector, and `kwire
+    live` C2 for code that stays hot: flags the JVM starts with. Not a cluster's driver; a
+    collector chosen in the site's spark-defaults.conf or in JAVA_TOOL_OPTIONS stays (two make
+    the JVM refuse to start)."""
     import shlex
     import subprocess
 
     from kwire.spark.classes import _java
-    from kwire.spark.session import C1_JVM, LIVE_GC, LIVE_JVM, session_settings
+    from kwire.spark.session import C1_JVM, LIVE_JVM, LOCAL_GC, session_settings
 
+    monkeypatch.delenv("JAVA_TOOL_OPTIONS", raising=False)
+    monkeypatch.delenv("JDK_JAVA_OPTIONS", raising=False)
     java = "spark.driver.extraJavaOptions"
     live = session_settings("local[2]", live=True, defaults={})[java]
-    assert LIVE_GC in live and LIVE_JVM in live and C1_JVM not in live
-    assert LIVE_JVM not in session_settings("local[2]", defaults={})[java]
-    assert LIVE_JVM not in session_settings("spark://127.0.0.1:7077", live=True, defaults={})[java]
+    assert LOCAL_GC in live and LIVE_JVM in live and C1_JVM not in live
+    for batch, short in ((True, False), (False, True), (False, False)):
+        local = session_settings("local[2]", batch=batch, short=short, defaults={})[java]
+        assert LOCAL_GC in local and LIVE_JVM not in local, (batch, short)
+    cluster = "spark://127.0.0.1:7077"
+    assert LOCAL_GC not in session_settings(cluster, live=True, batch=True, defaults={})[java]
+    assert LIVE_JVM not in session_settings(cluster, live=True, defaults={})[java]
     site = session_settings("local[2]", live=True, defaults={java: "-XX:+UseG1GC"})[java]
-    assert LIVE_GC not in site and LIVE_JVM in site and site.endswith("-XX:+UseG1GC")
+    assert LOCAL_GC not in site and LIVE_JVM in site and site.endswith("-XX:+UseG1GC")
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-Xss4m -XX:+UseSerialGC")
+    assert LOCAL_GC not in session_settings("local[2]", batch=True, defaults={})[java]
+    monkeypatch.delenv("JAVA_TOOL_OPTIONS")
     binary = _java()  # the java spark-submit runs
     if binary is None:
         pytest.skip("no java binary found to start")
-    for flags, starts in ((live, True), (site, True), (f"{live} -XX:+UseG1GC", False)):
+    batch = session_settings("local[2]", batch=True, defaults={})[java]
+    runs = ((live, True), (batch, True), (site, True), (f"{live} -XX:+UseG1GC", False))
+    for flags, starts in runs:
         done = subprocess.run(
             [binary, *shlex.split(flags), "-version"], capture_output=True, text=True
         )
