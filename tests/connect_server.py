@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pyspark
 
-from kwire.spark.session import C1_JVM
+from kwire.spark.session import C1_JVM, LOCAL_GC
 from tests.lifetime import archive_options, dies_with_parent
 
 
@@ -66,7 +66,9 @@ class ConnectServer:
                 "--conf", "spark.ui.enabled=false",
                 "--conf", "spark.sql.shuffle.partitions=2",
                 "--conf", f"spark.sql.warehouse.dir={home / 'warehouse'}",
-                "--conf", f"spark.driver.extraJavaOptions={C1_JVM} {archive_options()}"
+                # A local master: its tasks run in its JVM, collected as kwire's local
+                # sessions' are (kwire.spark.session.LOCAL_GC).
+                "--conf", f"spark.driver.extraJavaOptions={LOCAL_GC} {C1_JVM} {archive_options()}"
                 f" -Dderby.system.home={home}",
                 *[x for key, value in (conf or {}).items() for x in ("--conf", f"{key}={value}")],
             ]),
