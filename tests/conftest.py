@@ -79,8 +79,8 @@ def spark() -> Iterator["SparkSession"]:  # type: ignore[name-defined]  # noqa: 
         .config("spark.rdd.compress", "true")
         # The tests' jobs are small, as the jobs kwire starts this way are: C1 alone took the
         # group, job and fault tests from 145-149 s to 115-120 s on 2 cores (2 runs each).
-        # and the parallel collector, as kwire's local sessions have it: G1 once ran this
-        # session out of heap with hundreds of MB free in pieces (kwire.spark.session.LOCAL_GC).
+        # and the parallel collector, as kwire's local sessions have it: under G1 this session
+        # ran out of heap twice on a busy host, most likely in pieces (session.LOCAL_GC says).
         .config("spark.driver.extraJavaOptions", f"{LOCAL_GC} {C1_JVM} {JVM_CLASSES}".strip())
         # and their queries interpreted, as kwire's short jobs run them: on a warm session the
         # 313 kB capture's job took 12.9-14.0 s instead of 16.9-17.3 s, and its JVM half the CPU

@@ -146,11 +146,11 @@ SHORT_JOB_SQL = {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 # (a Fetch response of 24 MB) is copied into arrays twice its size. The tests' session, after a
 # few jobs, ran out of heap twice on a busy host, most likely with its free memory in pieces
 # between such arrays (not confirmed by a map of the heap); the parallel collector compacts
-# everything. It also costs less CPU than G1's
-# concurrent threads (a live rebuild spent about 4 CPU-s in G1): the churny ring's batch job
-# (1.3 GB, benchmarks/results/history.md, 2026-12-05 third session) took 150.2, 139.7 s and
-# peaked at 3.28, 3.41 GB with it, against 161.5, 152.2 s and 3.54, 3.51 GB with G1
-# (interleaved). A collector chosen in spark-defaults.conf stays (the JVM refuses two).
+# everything. It also costs less CPU than G1's concurrent threads (a live rebuild spent about 4
+# CPU-s in G1): the churny ring's batch job (1.3 GB, benchmarks/results/history.md, 2026-12-05
+# third session) took 150.2, 139.7 s and peaked at 3.28, 3.41 GB with it, against 161.5, 152.2 s
+# and 3.54, 3.51 GB with G1 (interleaved). A collector chosen elsewhere stays (the JVM refuses
+# two): _collector_chosen().
 LOCAL_GC = "-XX:+UseParallelGC"
 LIVE_JVM = (
     "-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
@@ -184,7 +184,7 @@ def build_session(
     seconds of JVM work (a small input), whose queries also run interpreted (SHORT_JOB_SQL).
     Sessions that live on (notebooks, the tests') keep the JVM's default tiers unless `short`;
     `live` (`kwire live`) on a local master adds LIVE_JVM. On a local master the parallel
-    collector (LOCAL_GC) unless spark-defaults.conf chose one. `tell` hears when this
+    collector (LOCAL_GC) unless one is chosen elsewhere (_collector_chosen). `tell` hears when this
     run keeps the JVM's classes for later ones (kwire/spark/classes.py). `remote`: a Spark
     Connect server's URL (connect_session), and `master` is the server's business."""
     if remote:

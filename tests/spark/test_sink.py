@@ -87,12 +87,10 @@ def test_large_compressible_rows_read_whole(spark: SparkSession, tmp_path: Path)
     session for both tables: each costs a JVM's start)."""
     from kwire.spark.explode import row_size
 
-    # The session is shared with the worker's other tests: what they cached goes, and a full
-    # collection compacts what they left, as a job's own JVM would start. (Once, under a busy
-    # host, the 27 MB arrays the reader asks for found no room in a fragmented 1 GB heap left
-    # by a hundred tests before: OutOfMemoryError, and the worker's JVM gone.)
+    # The session is shared with the worker's other tests: what they cached goes, as a job's
+    # own JVM would start without it. (The heap those tests leave in pieces is compacted by the
+    # session's collector, kwire.spark.session.LOCAL_GC.)
     spark.catalog.clearCache()
-    spark.sparkContext._jvm.java.lang.System.gc()  # type: ignore[union-attr]
     sized, plain = str(tmp_path / "sized"), str(tmp_path / "plain")
     # make test writes and reads RESIZED_ROWS (370 MB), bounded as the full table is; make sweep
     # the full 960 MB beside its control.
