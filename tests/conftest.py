@@ -55,7 +55,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def spark() -> Iterator["SparkSession"]:  # type: ignore[name-defined]  # noqa: F821
     from pyspark.sql import SparkSession
 
-    from kwire.spark.session import C1_JVM, LOCAL_GC, SHORT_JOB_SQL
+    from kwire.spark.session import C1_JVM, LOCAL_GC, SHORT_JOB_SQL, jvm_environment
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # The S3 tests read from a local S3-compatible server (moto's), which takes any key. The
@@ -65,6 +65,8 @@ def spark() -> Iterator["SparkSession"]:  # type: ignore[name-defined]  # noqa: 
         os.environ.setdefault(key, "kwire-test")
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+    # glibc's arenas capped, as in the JVMs kwire starts on a local master (session.ARENAS).
+    os.environ.update(jvm_environment("local[2]"))
     session = (
         SparkSession.builder.master("local[2]")
         .appName("kwire-udfs-tests")

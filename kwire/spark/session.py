@@ -152,6 +152,18 @@ SHORT_JOB_SQL = {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 # and 3.54, 3.51 GB with G1 (interleaved). A collector chosen elsewhere stays (the JVM refuses
 # two): _collector_chosen().
 LOCAL_GC = "-XX:+UseParallelGC"
+# glibc's malloc gives threads that allocate at once arenas of their own, up to eight per core,
+# and each keeps the pages freed in it: the driver's JVM runs some 400 threads (Spark's pools,
+# Netty, Parquet's and the codecs' native buffers), and on the churny ring (1.3 GB of small
+# records) its RSS held about 220 MB in arenas (the largest 43-59 MB) beside its 1 GB heap. On a
+# local master (the JVM runs every task; the Python workers it starts inherit it) kwire caps
+# them at one per core, at least two: on 2 cores the batch job's JVM peaked at 1.59, 1.62 GB
+# against 1.74, 1.74 GB in the same time (136.7, 138.9 s against 141.7, 138.6 s, interleaved),
+# and `kwire live` following that ring peaked at 3.86-3.95 GB for the whole process tree against
+# 3.99-4.05 GB with glibc's default (three runs each, interleaved; its latencies within the runs'
+# swing; benchmarks/results/history.md, 2026-12-05, fourth session). A value in the environment
+# stays.
+ARENAS = "MALLOC_ARENA_MAX"
 LIVE_JVM = (
     "-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
     "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000"
@@ -202,6 +214,9 @@ def build_session(
     # The driver JVM's classes from an archive of an earlier run, or written for the next
     # (kwire/spark/classes.py); only for a JVM this session starts.
     fresh = SparkContext._active_spark_context is None
+    if fresh:
+        # The JVM started below (and its Python workers) inherits this process's environment.
+        os.environ.update(jvm_environment(master))
     archive = classes.plan(settings) if fresh else classes.Plan()
     if archive.options:
         given = settings.get("spark.driver.extraJavaOptions", "")
@@ -408,6 +423,15 @@ def session_settings(
         settings[DRIVER_JAVA] += " " + found[DRIVER_JAVA]
     settings.update(given)
     return settings
+
+
+def jvm_environment(master: str) -> dict[str, str]:
+    """What a JVM kwire starts on `master` needs in its environment that this process's lacks:
+    on a local master glibc's arenas capped at one per core, at least two (ARENAS), unless the
+    environment sets them."""
+    if not is_local(master) or ARENAS in os.environ:
+        return {}
+    return {ARENAS: str(max(2, os.cpu_count() or 2))}
 
 
 def _collector_chosen(defaults: dict[str, str]) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import struct
 from typing import Any
@@ -465,6 +466,36 @@ def test_local_sessions_take_the_parallel_collector_and_live_c2_for_hot_code_alo
             [binary, *shlex.split(flags), "-version"], capture_output=True, text=True
         )
         assert (done.returncode == 0) == starts, (flags, done.stderr)
+
+
+def test_local_jvms_and_their_python_workers_start_with_glibcs_arenas_capped(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A JVM kwire starts on a local master, and the Python workers it starts, get
+    MALLOC_ARENA_MAX (kwire.spark.session.ARENAS: one per core, at least two) unless the
+    environment sets it already; a cluster's are not touched. The tests' session starts its JVM
+    the way build_session does."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
+
+    from kwire.spark.session import jvm_environment
+
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    cores = max(2, os.cpu_count() or 2)
+    assert jvm_environment("local[*,4]") == {"MALLOC_ARENA_MAX": str(cores)}
+    assert jvm_environment("spark://127.0.0.1:7077") == {}
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "8")
+    assert jvm_environment("local[2]") == {}  # the user's stays
+    monkeypatch.undo()
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        jvm = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+    # One per core unless whoever ran the tests set their own (conftest applies
+    # jvm_environment too).
+    want = os.environ["MALLOC_ARENA_MAX"]
+    assert jvm.get(b"MALLOC_ARENA_MAX") == want.encode(), "the tests' JVM started without it"
+    arenas = F.udf(lambda _: os.environ.get("MALLOC_ARENA_MAX"), StringType())
+    assert spark.range(1).select(arenas("id")).first()[0] == want
 
 
 def test_a_small_local_job_starts_its_jvm_for_a_short_run(tmp_path: Path) -> None:
