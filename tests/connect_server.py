@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pyspark
 
-from kwire.spark.session import C1_JVM, LOCAL_GC
+from kwire.spark.session import C1_JVM, LOCAL_GC, jvm_environment
 from tests.lifetime import archive_options, dies_with_parent
 
 
@@ -46,6 +46,8 @@ class ConnectServer:
             "SPARK_PID_DIR": str(home),
             "SPARK_LOCAL_IP": "127.0.0.1",
             "PYSPARK_PYTHON": sys.executable,
+            # A local master's JVM, with the environment kwire gives one (glibc's arenas).
+            **jvm_environment(f"local[{cores}]"),
             **(env or {}),
         }
         submit = spark_home / "bin" / "spark-submit"

@@ -480,13 +480,13 @@ def test_local_jvms_and_their_python_workers_start_with_glibcs_arenas_capped(
 
     from kwire.spark.session import jvm_environment
 
-    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
-    cores = max(2, os.cpu_count() or 2)
-    assert jvm_environment("local[*,4]") == {"MALLOC_ARENA_MAX": str(cores)}
-    assert jvm_environment("spark://127.0.0.1:7077") == {}
-    monkeypatch.setenv("MALLOC_ARENA_MAX", "8")
-    assert jvm_environment("local[2]") == {}  # the user's stays
-    monkeypatch.undo()
+    with monkeypatch.context() as env:
+        env.delenv("MALLOC_ARENA_MAX", raising=False)
+        cores = max(2, os.cpu_count() or 2)
+        assert jvm_environment("local[*,4]") == {"MALLOC_ARENA_MAX": str(cores)}
+        assert jvm_environment("spark://127.0.0.1:7077") == {}
+        env.setenv("MALLOC_ARENA_MAX", "8")
+        assert jvm_environment("local[2]") == {}  # the user's stays
     pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
     with open(f"/proc/{pid}/environ", "rb") as f:
         jvm = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
