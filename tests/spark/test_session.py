@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import subprocess
 import types
+from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
@@ -105,3 +106,49 @@ def test_py4js_log_of_a_lost_connection_is_dropped_and_other_errors_kept(
         if not had:
             root.removeFilter(session._LOST_JVM_FILTER)
     assert [r.exc_info[0] for r in caplog.records if r.exc_info] == [ValueError]
+
+
+def test_the_shipped_package_imports_from_its_bytecode(tmp_path: Path) -> None:
+    """kwire_zip() (what a Spark Connect server lacking kwire is sent) carries each module's
+    bytecode beside its source: a Python worker importing from it compiles nothing, and
+    decodes as this process does. Bytecode of another Python version (another magic number)
+    is passed over for the source."""
+    import sys
+    import zipfile
+    from importlib.util import MAGIC_NUMBER
+
+    path = session.kwire_zip(str(tmp_path))
+    names = set(zipfile.ZipFile(path).namelist())
+    sources = {n for n in names if n.endswith(".py")}
+    assert "kwire/spark/decode.py" in sources and "generated/__init__.py" in sources
+    assert {n[:-1] for n in names if n.endswith(".pyc")} == sources
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]); sys.dont_write_bytecode = True\n"
+        "import generated, kwire.spark.decode\n"
+        "from generated import heartbeat_request as h\n"
+        "print(kwire.spark.decode.__file__)\n"
+        "print(h.HeartbeatRequest.decode(bytes.fromhex('0001610000000100016d'), 0))\n"
+    )
+
+    def run(zip_path: str) -> list[str]:
+        done = subprocess.run(
+            [sys.executable, "-c", probe, zip_path], capture_output=True, text=True, cwd=tmp_path
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stdout.splitlines()
+
+    where, decoded = run(path)
+    assert where.split()[0].endswith(".zip/kwire/spark/decode.pyc"), where
+    assert "group_id='a'" in decoded and "member_id='m'" in decoded, decoded
+    # The same zip with the bytecode's magic number of no Python: the sources are compiled.
+    other = tmp_path / "other.zip"
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(other, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename.endswith(".pyc"):
+                assert data[:4] == MAGIC_NUMBER
+                data = b"\x00\x00\r\n" + data[4:]
+            dst.writestr(info, data)
+    where, again = run(str(other))
+    assert where.split()[0].endswith(".zip/kwire/spark/decode.py"), where
+    assert again == decoded
