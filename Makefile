@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup native bytecode jvm-classes generate test sweep lint docs clean demo capture fuzz bench bench-scale bench-tls wheel wheel-check
+.PHONY: setup native bytecode jvm-classes kafka-jar generate test sweep lint docs clean demo capture fuzz bench bench-scale bench-tls wheel wheel-check
 
 $(STAMP): pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
@@ -49,10 +49,26 @@ JVM_CLASSES := $(VENV)/kwire-jvm-classes
 jvm-classes: $(STAMP) $(NATIVE_STAMP) bytecode
 	@$(BIN)/python scripts/jvm_classes.py $(JVM_CLASSES)
 
+# Kafka's own kafka-clients jar (the release scripts/capture/kafka/pom.xml names) and the slf4j
+# API it logs through, from Maven Central into the venv: tests/schemas/test_schema_facts.py reads
+# every API version's wire layout out of Kafka's generated Java classes and compares ours with it.
+KAFKA_VERSION := $(shell sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' scripts/capture/kafka/pom.xml)
+KAFKA_JAR_DIR := $(VENV)/kafka-clients
+KAFKA_JAR := $(KAFKA_JAR_DIR)/kafka-clients-$(KAFKA_VERSION).jar
+
+$(KAFKA_JAR): scripts/capture/kafka/pom.xml
+	@mkdir -p $(KAFKA_JAR_DIR)
+	mvn -q -B dependency:copy -Dartifact=org.slf4j:slf4j-api:1.7.36 -DoutputDirectory=$(KAFKA_JAR_DIR)
+	mvn -q -B dependency:copy -Dartifact=org.apache.kafka:kafka-clients:$(KAFKA_VERSION) \
+		-DoutputDirectory=$(KAFKA_JAR_DIR)
+	@touch $(KAFKA_JAR)
+
+kafka-jar: $(KAFKA_JAR)
+
 # The tests expect the compiled build unless KWIRE_PURE_PYTHON is set (then they test Python alone).
-test: $(STAMP) $(NATIVE_STAMP) bytecode jvm-classes
+test: $(STAMP) $(NATIVE_STAMP) bytecode jvm-classes $(KAFKA_JAR)
 	KWIRE_EXPECT_COMPILED=$$([ -n "$$KWIRE_PURE_PYTHON" ] && echo 0 || echo 1) \
-	KWIRE_TEST_JVM_CLASSES=$(JVM_CLASSES) \
+	KWIRE_TEST_JVM_CLASSES=$(JVM_CLASSES) KWIRE_KAFKA_CLIENTS_JAR=$(KAFKA_JAR) \
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=12 tests
 
 # The exhaustive matrices make test samples: every message and version of every API through the

@@ -8,10 +8,11 @@ each cover only part of that range:
 * the 2024-10 reference snapshot in ``../shared/reference-schemas`` (optional) still has the
   old versions;
 * kio's generated per-version dataclasses (a test dependency) are a third, independent view;
-* Kafka 4.4's kafka-clients jar (optional: scripts/capture/kafka/target/dependency, or the jar
-  KWIRE_KAFKA_CLIENTS_JAR names; read through scripts/schemas/jar_facts.py with java) knows the
-  newest versions and APIs (KAFKA_44 below lists them for when it is absent); every version it
-  speaks must have our wire layout.
+* Kafka 4.4's kafka-clients jar (the jar KWIRE_KAFKA_CLIENTS_JAR names: `make test` fetches it
+  from Maven Central into the venv; else scripts/capture/kafka/target/dependency, which `make
+  capture` fills; read through scripts/schemas/jar_facts.py with java) knows the newest versions
+  and APIs (KAFKA_44 below lists them for when it is absent); every version it speaks must have
+  our wire layout.
 
 For every version an upstream file covers, the fields present in that version, in wire order,
 must agree with ours on everything that reaches the wire (type and struct name, nullability,
