@@ -496,7 +496,7 @@ def kwire_zip(into: str) -> str:
     Each module's source comes with its bytecode for this interpreter beside it (`name.pyc`,
     where zipimport looks first; PEP 552's unchecked hash form, valid whatever the entries'
     times): Python writes no bytecode cache for a zip, so every Python worker of the server
-    would otherwise compile every module it imports again, the codecs' 200 among them (2.5 CPU
+    would otherwise compile every module it imports again, the codecs' 200 among them (2.4 CPU
     seconds a worker, against 0.7 with the bytecode: benchmarks/results/history.md). A server
     whose Python is another version finds another magic number in the bytecode and compiles
     the source, as without it."""
@@ -524,9 +524,10 @@ def kwire_zip(into: str) -> str:
                 info = zipfile.ZipInfo(rel.as_posix(), date_time=(1980, 1, 1, 0, 0, 0))
                 z.writestr(info, data, zipfile.ZIP_DEFLATED)
                 if path.suffix == ".py":
-                    compiled = _unchecked_pyc(
-                        compile(data, info.filename, "exec"), source_hash(data)
-                    )
+                    # Unoptimized, as the source would run without -O (zipimport has no
+                    # .opt-1.pyc).
+                    code = compile(data, info.filename, "exec", optimize=0)
+                    compiled = _unchecked_pyc(code, source_hash(data))
                     info = zipfile.ZipInfo(rel.with_suffix(".pyc").as_posix(), info.date_time)
                     z.writestr(info, compiled, zipfile.ZIP_DEFLATED)
     data = buffer.getvalue()
