@@ -502,15 +502,19 @@ def kwire_zip(into: str) -> str:
     the source, as without it."""
     import hashlib
     import io
+    import py_compile
+    import tempfile
     import zipfile
-    from importlib.util import source_hash
 
     import generated
 
     buffer = io.BytesIO()
     # kwire's package: two levels up from this module (kwire/spark/session.py).
     packages = (Path(__file__).resolve().parents[1], Path(str(generated.__file__)).resolve().parent)
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
+    with (
+        zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z,
+        tempfile.TemporaryDirectory(prefix="kwire-pyc-") as scratch,
+    ):
         for root in packages:
             for path in sorted(root.rglob("*")):
                 rel = path.relative_to(root.parent)
@@ -520,30 +524,27 @@ def kwire_zip(into: str) -> str:
                     or path.suffix in (".so", ".pyd", ".pyx", ".pxd", ".c", ".pyc")
                 ):
                     continue
-                data = path.read_bytes()
                 info = zipfile.ZipInfo(rel.as_posix(), date_time=(1980, 1, 1, 0, 0, 0))
-                z.writestr(info, data, zipfile.ZIP_DEFLATED)
+                z.writestr(info, path.read_bytes(), zipfile.ZIP_DEFLATED)
                 if path.suffix == ".py":
                     # Unoptimized, as the source would run without -O (zipimport has no
                     # .opt-1.pyc).
-                    code = compile(data, info.filename, "exec", optimize=0)
-                    compiled = _unchecked_pyc(code, source_hash(data))
+                    pyc = os.path.join(scratch, "module.pyc")
+                    py_compile.compile(
+                        str(path),
+                        cfile=pyc,
+                        dfile=info.filename,
+                        doraise=True,
+                        optimize=0,
+                        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+                    )
                     info = zipfile.ZipInfo(rel.with_suffix(".pyc").as_posix(), info.date_time)
-                    z.writestr(info, compiled, zipfile.ZIP_DEFLATED)
+                    z.writestr(info, Path(pyc).read_bytes(), zipfile.ZIP_DEFLATED)
     data = buffer.getvalue()
     target = os.path.join(into, f"kwire-{hashlib.sha256(data).hexdigest()[:16]}.zip")
     with open(target, "wb") as f:
         f.write(data)
     return target
-
-
-def _unchecked_pyc(code: Any, source_hash: bytes) -> bytes:
-    """`code` as a .pyc file of PEP 552's unchecked hash form (what py_compile writes with
-    PycInvalidationMode.UNCHECKED_HASH): the magic number, flags 0b01, the source's hash."""
-    import marshal
-    from importlib.util import MAGIC_NUMBER
-
-    return MAGIC_NUMBER + (1).to_bytes(4, "little") + source_hash + marshal.dumps(code)
 
 
 def ship_kwire(spark: SparkSession) -> str:
