@@ -1,14 +1,14 @@
-"""OUT/groups/: the consumer groups' tables, built with Spark from the decoded tables.
+"""OUT/groups/: the consumer groups' tables, built from the decoded tables.
 
-Requests are paired with their responses by a join (connection, correlation id, the response
-after the request; a window keeps the first). Then:
-- `commits`, `progress`, `latency`, `clients`, `coordinators` are Spark SQL over the pairs
-  (explodes, joins, windows, percentiles);
-- `generations`, `members`, `assignments`, `assignment_changes` need a group's events in order:
-  the protocol events (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-  ConsumerGroupHeartbeat) are narrowed to small rows and each group's are read in order by
-  kwire.groups.history on an executor (`groupBy(group_id).applyInPandas`), so the work spreads over the
-  cluster by group and nothing is collected on the driver but topic names.
+The group protocol's frames (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, the
+KIP-848, share and streams heartbeats, FindCoordinator, ApiVersions) are few: they are collected
+once and paired with their answers, narrowed to events (EVENTS) and read group by group in order
+by kwire.groups.history, on the driver (kwire.groups.protocol), giving `generations`, `members`,
+`assignments` and `assignment_changes`. Then `commits`, `progress`, `latency`, `clients`,
+`coordinators` and `described` are Spark SQL over those pairs and events and the decoded tables
+(explodes, joins, windows, percentiles), where the frames they read are many (every Fetch answer's
+log end offsets, every record's offset). The share groups' data frames are paired here in Spark
+(pair_all) for their own pass (kwire.groups.share_build).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from kwire.groups.delivery import Known, names_clusters
 from kwire.groups.described import described
 from kwire.groups.errors import ERROR_AT
 from kwire.groups.pairs import _error_name
-from kwire.groups.history import history
+from kwire.groups import protocol
 from kwire.spark.faults import fault_point
 from kwire.spark.session import hold, hold_per_core, release
 from kwire.spark.steps import Steps
@@ -49,11 +49,14 @@ EVENTS = (
 REBALANCE_APIS = (11, 14)  # JoinGroup, SyncGroup: their latency is the group's wait
 
 
-def pair_all(requests: DataFrame, responses: DataFrame) -> DataFrame:
-    """The group APIs' requests, each with its response: one join and one window for all of
-    them (per API they would be a dozen stages of near-empty tasks). Columns: the request's,
-    `req_<api>` and `resp_<api>` structs, and the response's time, latency and status."""
-    apis = [a for a in _GROUP_APIS if a in requests.columns]
+def pair_all(
+    requests: DataFrame, responses: DataFrame, families: Sequence[str] | None = None
+) -> DataFrame:
+    """The group APIs' requests (those of `families` when given), each with its response: one
+    join and one window for all of them (per API they would be a dozen stages of near-empty
+    tasks). Columns: the request's, `req_<api>` and `resp_<api>` structs, and the response's
+    time, latency and status."""
+    apis = [a for a in (families or _GROUP_APIS) if a in requests.columns]
     if not apis:
         return requests.limit(0)
     any_api = F.lit(False)
@@ -128,245 +131,6 @@ def _software(requests: DataFrame) -> DataFrame:
     )
 
 
-_EVENT_TYPES = [tuple(f.split(" ")) for f in EVENTS.split(", ")]
-
-
-def _event(pairs: DataFrame, family: str, kind: str, **columns: Any) -> DataFrame:
-    """One family's events in EVENTS' columns: the given expressions, the pair's own columns
-    (ts, resp_ts, connection, client), and typed nulls for the rest."""
-    df = paired(pairs, family)
-    own = {"group_id": F.col("req.group_id"), "kind": F.lit(kind)}
-    for name in ("ts", "resp_ts", "connection_id", "client_addr", "client_id"):
-        own[name] = F.col(name)
-    own.update(columns)
-    return df.select(
-        *[own.get(name, F.lit(None)).cast(kind_).alias(name) for name, kind_ in _EVENT_TYPES[:-1]]
-        + [own.get("detail", F.lit(None)).cast("string").alias("detail")]
-    )
-
-
-def _topic_map(entries: Any, key: str, value: str) -> Any:
-    """[{key, partitions}] -> map(key -> sorted distinct partitions), empty for null. A topic
-    listed twice has the union of its entries' partitions, as Kafka's ConsumerProtocol reads an
-    assignment into one list of partitions (a map would refuse the second key)."""
-    es = F.coalesce(entries, F.array())
-    keys = F.filter(F.array_distinct(F.transform(es, lambda t: t[key])), lambda k: k.isNotNull())
-    return F.map_from_entries(
-        F.transform(
-            keys,
-            lambda k: F.struct(
-                k,
-                F.array_sort(
-                    F.array_distinct(
-                        F.flatten(
-                            F.transform(
-                                F.filter(es, lambda e: e[key] == k),
-                                lambda e: F.coalesce(e[value], F.array()),
-                            )
-                        )
-                    )
-                ),
-            ),
-        )
-    )
-
-
-def _epoch_heartbeat(
-    pairs: DataFrame, family: str, kind: str, detail_assignor: Column, **own: Column
-) -> DataFrame:
-    """The events of a KIP-848-style heartbeat family (consumer and share groups): member
-    epochs, and the assignment answered as topic id -> partitions; `own` adds the family's own
-    columns. (The raw error is read only for the classic APIs: null here, but for the shape.)"""
-    assignment = _topic_map(F.col("resp.assignment.topic_partitions"), "topic_id", "partitions")
-    columns: dict[str, Column] = {
-        "member_id": F.coalesce(F.col("resp.member_id"), F.col("req.member_id")),
-        "req_member_id": F.col("req.member_id"),
-        "generation": F.col("resp.member_epoch"),
-        "req_generation": F.col("req.member_epoch"),
-        "error": F.coalesce(F.col("resp.error_code"), F.col("resp_raw_error")),
-        "detail": F.to_json(
-            F.struct(
-                F.when(F.col("resp.assignment").isNotNull(), assignment).alias("assignment_ids"),
-                detail_assignor.alias("assignor"),
-            )
-        ),
-    }
-    columns.update(own)
-    return _event(pairs, family, kind, **columns)
-
-
-def events(requests: DataFrame, pairs: DataFrame) -> DataFrame:
-    """The protocol events of every group, narrowed to EVENTS (software is joined last)."""
-    parts: list[DataFrame] = []
-    if _has(requests, "join_group"):
-        topics = F.col("req.protocols")[0]["consumer_subscription"]["topics"]
-        members = F.transform("resp.members", lambda m: m["member_id"])
-        parts.append(
-            _event(
-                pairs,
-                "join_group",
-                "join",
-                member_id=F.col("resp.member_id"),
-                req_member_id=F.col("req.member_id"),
-                instance_id=F.col("req.group_instance_id"),
-                generation=F.col("resp.generation_id"),
-                error=F.coalesce(F.col("resp.error_code"), F.col("resp_raw_error")),
-                leader=F.col("resp.leader"),
-                assignor=F.col("resp.protocol_name"),
-                session_timeout_ms=F.col("req.session_timeout_ms"),
-                rebalance_timeout_ms=F.col("req.rebalance_timeout_ms"),
-                reason=F.col("req.reason"),
-                detail=F.to_json(F.struct(topics.alias("topics"), members.alias("members"))),
-            )
-        )
-    if _has(requests, "sync_group"):
-        per_member = F.map_from_entries(
-            F.transform(
-                F.coalesce(F.col("req.assignments"), F.array()),
-                lambda a: F.struct(
-                    a["member_id"],
-                    _topic_map(
-                        a["consumer_assignment"]["assigned_partitions"], "topic", "partitions"
-                    ),
-                ),
-            )
-        )
-        own = _topic_map(
-            F.col("resp.consumer_assignment.assigned_partitions"), "topic", "partitions"
-        )
-        has_own = F.col("resp.consumer_assignment").isNotNull()
-        parts.append(
-            _event(
-                pairs,
-                "sync_group",
-                "sync",
-                member_id=F.col("req.member_id"),
-                req_member_id=F.col("req.member_id"),
-                instance_id=F.col("req.group_instance_id"),
-                generation=F.col("req.generation_id"),
-                req_generation=F.col("req.generation_id"),
-                error=F.coalesce(F.col("resp.error_code"), F.col("resp_raw_error")),
-                assignor=F.col("req.protocol_name"),
-                detail=F.to_json(
-                    F.struct(per_member.alias("assignments"), F.when(has_own, own).alias("own"))
-                ),
-            )
-        )
-    for family, kind, generation in (
-        ("heartbeat", "heartbeat", "req.generation_id"),
-        ("offset_commit", "commit", "req.generation_id_or_member_epoch"),
-    ):
-        if _has(requests, family):
-            parts.append(
-                _event(
-                    pairs,
-                    family,
-                    kind,
-                    member_id=F.col("req.member_id"),
-                    req_member_id=F.col("req.member_id"),
-                    instance_id=F.col("req.group_instance_id"),
-                    generation=F.col(generation),
-                    req_generation=F.col(generation),
-                    error=(
-                        F.coalesce(F.col("resp.error_code"), F.col("resp_raw_error"))
-                        if kind == "heartbeat"
-                        else F.lit(None)
-                    ),
-                )
-            )
-    if _has(requests, "leave_group"):
-        # v0-2 name one member_id; v3+ a list of members, each with its reason.
-        leaving = F.when(
-            F.size(F.coalesce(F.col("req.members"), F.array())) > 0,
-            F.transform("req.members", lambda m: F.array(m["member_id"], m["reason"])),
-        ).otherwise(F.array(F.array(F.col("req.member_id"), F.lit(None).cast("string"))))
-        first = F.col("req.members")[0]
-        parts.append(
-            _event(
-                pairs,
-                "leave_group",
-                "leave",
-                member_id=F.coalesce(F.col("req.member_id"), first["member_id"]),
-                req_member_id=F.col("req.member_id"),
-                instance_id=first["group_instance_id"],
-                error=F.coalesce(F.col("resp.error_code"), F.col("resp_raw_error")),
-                reason=first["reason"],
-                detail=F.to_json(F.struct(leaving.alias("leaving"))),
-            )
-        )
-    if _has(requests, "consumer_group_heartbeat"):
-        parts.append(
-            _epoch_heartbeat(
-                pairs,
-                "consumer_group_heartbeat",
-                "cgh",
-                F.col("req.server_assignor"),
-                instance_id=F.col("req.instance_id"),
-                assignor=F.col("req.server_assignor"),
-                rebalance_timeout_ms=F.col("req.rebalance_timeout_ms"),
-            )
-        )
-    if _has(requests, "share_group_heartbeat"):
-        # Share groups (KIP-932): member epochs as KIP-848's, topic ids named like them; the
-        # broker's assignor is the simple one.
-        parts.append(_epoch_heartbeat(pairs, "share_group_heartbeat", "sgh", F.lit("simple")))
-    if _has(requests, "streams_group_heartbeat"):
-        # Streams groups (KIP-1071): the tasks a member was given, as subtopology -> partitions
-        # under "active:<id>", "standby:<id>" and "warmup:<id>".
-        def tasks(kind: str) -> Any:
-            return F.transform(
-                F.coalesce(F.col(f"resp.{kind}_tasks"), F.array()),
-                lambda t: F.struct(
-                    F.concat(F.lit(f"{kind}:"), t["subtopology_id"]).alias("k"),
-                    F.array_sort(t["partitions"]).alias("v"),
-                ),
-            )
-
-        given = F.map_from_entries(F.concat(tasks("active"), tasks("standby"), tasks("warmup")))
-        parts.append(
-            _event(
-                pairs,
-                "streams_group_heartbeat",
-                "stgh",
-                member_id=F.coalesce(F.col("resp.member_id"), F.col("req.member_id")),
-                req_member_id=F.col("req.member_id"),
-                instance_id=F.col("req.instance_id"),
-                generation=F.col("resp.member_epoch"),
-                req_generation=F.col("req.member_epoch"),
-                error=F.coalesce(F.col("resp.error_code"), F.col("resp_raw_error")),
-                rebalance_timeout_ms=F.col("req.rebalance_timeout_ms"),
-                detail=F.to_json(
-                    F.struct(
-                        F.when(F.col("resp.active_tasks").isNotNull(), given).alias("assignment"),
-                        F.col("req.topology.epoch").alias("topology_epoch"),
-                        F.col("req.process_id").alias("process_id"),
-                        F.transform(
-                            F.coalesce(F.col("resp.status"), F.array()),
-                            lambda x: F.struct(
-                                x["status_code"].alias("code"), x["status_detail"].alias("detail")
-                            ),
-                        ).alias("status"),
-                    )
-                ),
-            )
-        )
-    spark = requests.sparkSession
-    if not parts:
-        return spark.createDataFrame([], EVENTS)
-    out = parts[0]
-    for p in parts[1:]:
-        out = out.unionByName(p)
-    # The software column comes from the connection's ApiVersions request.
-    out = out.drop("software").join(_software(requests), "connection_id", "left")
-    # One partition set keyed by group: the union of the families would otherwise carry every
-    # family's shuffle partitions side by side.
-    return (
-        out.select(*[name for name, _ in _EVENT_TYPES])
-        .where(F.col("group_id").isNotNull())
-        .repartition("group_id")
-    )
-
-
 def topic_names(responses: DataFrame) -> dict[str, str]:
     """Topic id -> name from the Metadata responses of the capture (a small collect)."""
     if not _has(responses, "metadata"):
@@ -385,49 +149,6 @@ def topic_names(responses: DataFrame) -> dict[str, str]:
 PER_GROUP = ("generations", "members", "assignments", "assignment_changes")
 # One pass per group gives all four tables as (table, row as JSON); times as epoch µs.
 HISTORY_ROWS = "table string, row string"
-_INT_EVENTS = (
-    "generation",
-    "req_generation",
-    "error",
-    "session_timeout_ms",
-    "rebalance_timeout_ms",
-)
-
-
-def _histories(names: dict[str, str], ends: Clock) -> Any:
-    def run(pdf: pd.DataFrame) -> pd.DataFrame:
-        import json
-
-        fault_point("groups")
-
-        pdf = pdf.sort_values(["ts", "kind"], kind="stable")
-        rows: list[dict[str, Any]] = [
-            {str(k): (None if _missing(v) else v) for k, v in r.items()}
-            for r in pdf.to_dict("records")
-        ]
-        for r in rows:
-            for key in _INT_EVENTS:
-                # pandas holds nullable ints as floats
-                if r.get(key) is not None:
-                    r[key] = int(r[key])
-            for key in ("ts", "resp_ts"):
-                if r.get(key) is not None:
-                    r[key] = pd.Timestamp(r[key]).to_pydatetime()
-            if r["kind"] in ("cgh", "sgh") and r.get("detail"):
-                d = json.loads(r["detail"])
-                ids = d.pop("assignment_ids", None)
-                if ids is not None:
-                    d["assignment"] = {names.get(k, k): v for k, v in ids.items()}
-                r["detail"] = json.dumps(d)
-        told = history(rows[0]["group_id"], rows, ends.of(rows[0]["group_id"]))
-        out = [
-            (table, json.dumps({k: _json_value(v) for k, v in row.items()}))
-            for table in PER_GROUP
-            for row in told[table]
-        ]
-        return pd.DataFrame(out, columns=["table", "row"])
-
-    return run
 
 
 def _from_history(rows: DataFrame, table: str) -> DataFrame:
@@ -441,7 +162,8 @@ class Basis:
 
     requests: DataFrame
     responses: DataFrame
-    pairs: DataFrame
+    pairs: DataFrame  # the group protocol's (kwire.groups.protocol.PROTOCOL_APIS)
+    share_pairs: DataFrame  # the share groups' data frames (_SHARE_APIS)
     ev: DataFrame
     names: dict[str, str]
     clock: Clock
@@ -464,22 +186,33 @@ def build_base(
     requests = hold_per_core(_narrow_requests(requests))
     read_responses = responses
     responses = hold_per_core(_narrow_responses(responses))
-    pairs = hold(pair_all(requests, responses))
-    ev = hold(events(requests, pairs))
-    held += [requests, responses, pairs, ev]
+    held += [requests, responses]
+    spark = requests.sparkSession
+    # The group protocol's frames, paired, their events and each group's history on the driver
+    # (kwire.groups.protocol): a few thousand rows, where Spark's queries cost their fixed price.
+    rq, rs, apis = protocol.collect(requests, responses)
+    paired_rows = protocol.pair(rq, rs, apis)
+    ev_rows = protocol.events(paired_rows, protocol.software(rq))
+    del rq, rs
+    pairs = spark.createDataFrame(paired_rows) if apis else requests.limit(0)
+    ev = protocol.frame(spark, ev_rows, EVENTS)
+    # The share groups' data frames, paired in Spark for their pass (kwire.groups.share_build):
+    # there are as many as the records their consumers took. Computed when that pass asks.
+    share_pairs = hold(pair_all(requests, responses, _SHARE_APIS))
+    held.append(share_pairs)
     names = topic_names(responses)
     ends = clock(requests, responses, ev)
-    told = ev.groupBy("group_id").applyInPandas(_histories(names, ends), HISTORY_ROWS)
-    told = hold(told)
-    held.append(told)
-    tables: dict[str, DataFrame] = {table: _from_history(told, table) for table in PER_GROUP}
+    told = protocol.histories(ev_rows, names, ends)
+    del ev_rows
+    told_df = protocol.frame(spark, [{"table": t, "row": r} for t, r in told], HISTORY_ROWS)
+    tables: dict[str, DataFrame] = {table: _from_history(told_df, table) for table in PER_GROUP}
     tables["latency"] = latency(responses)
     tables["clients"] = clients(requests, ev)
     tables["coordinators"] = coordinators(requests, pairs)
     # From the decoded answers as read (partitioned by api key: their files alone), not the
     # held frames, which the coordinator's answers would widen for every other table.
     tables["described"] = described(read_responses, names)
-    return tables, Basis(requests, responses, pairs, ev, names, ends)
+    return tables, Basis(requests, responses, pairs, share_pairs, ev, names, ends)
 
 
 def build_lagged(
@@ -551,6 +284,8 @@ _GROUP_APIS = (
     "share_acknowledge",
     "describe_share_group_offsets",
 )
+# The share groups' data frames: their pass pairs them in Spark (build_base).
+_SHARE_APIS = ("share_fetch", "share_acknowledge", "describe_share_group_offsets")
 _REQUEST_COLUMNS = frozenset(_BASE + _GROUP_APIS + ("list_offsets",))
 
 
@@ -1156,7 +891,7 @@ def add_steps(
         from kwire.groups.share_build import told_share
 
         basis = steps.result("group tables")[1]
-        return told_share(basis.pairs, basis.names, basis.clock, cached)
+        return told_share(basis.share_pairs, basis.names, basis.clock, cached)
 
     def finish_share_tables() -> dict[str, DataFrame] | None:
         from kwire.groups.share_build import finish_share

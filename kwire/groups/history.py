@@ -1,5 +1,5 @@
 """One consumer group's history from its protocol events, in plain Python (run per group on the
-executors by kwire.groups.build, and directly by the tests).
+driver by kwire.groups.protocol, and directly by the tests).
 
 Input: the group's events in time order, each a dict with the columns of kwire.groups.build.EVENTS
 (kind is one of join, sync, heartbeat, leave, commit, cgh). Output: rows of the `generations`,

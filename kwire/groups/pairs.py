@@ -1,5 +1,6 @@
 """What the group tables' builders share: a family's requests with their answers, and per-group
-rows carried through Spark as JSON (built in plain Python on the executors, typed back here)."""
+rows carried through Spark as JSON (built in plain Python, on the executors or the driver, typed
+back here)."""
 
 from __future__ import annotations
 

@@ -272,7 +272,7 @@ def _run(names: dict[str, str], ends: Clock) -> Any:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from kwire.groups.share import share_history
 
-        fault_point("groups")
+        fault_point("share")
         rows: list[dict[str, Any]] = []
         for batch in batches:
             for e in batch.to_pylist():

@@ -19,7 +19,9 @@ import os
 import signal
 from pathlib import Path
 
-PLACES = ("capture", "decode-requests", "decode-responses", "records", "groups")
+# "share": the share groups' pass (kwire.groups.share_build), the group tables' one step still
+# in Python workers (each group's history runs on the driver: kwire.groups.protocol).
+PLACES = ("capture", "decode-requests", "decode-responses", "records", "share")
 # kwire live's driver, between two tables' commits of a micro-batch (PLACE only: the driver).
 LIVE_PLACES = ("live-commit",)
 

@@ -143,23 +143,20 @@ def test_latency_notes_rebalance_waits_and_clients_name_their_software(out: Path
     assert {"g-classic", "g-kpy"} <= groups
 
 
-def test_a_topic_listed_twice_in_an_assignment_has_the_union_of_its_partitions(spark) -> None:  # type: ignore[no-untyped-def]
+def test_a_topic_listed_twice_in_an_assignment_has_the_union_of_its_partitions() -> None:
     """Kafka's ConsumerProtocol reads an assignment into one list of partitions, so a topic in
     two entries is both entries' partitions (a Spark map refused the second key and failed the
     job on a 5 GB capture)."""
-    from pyspark.sql import functions as F
+    from kwire.groups.protocol import _topic_map
 
-    from kwire.groups.build import _topic_map
-
-    df = spark.createDataFrame(
-        [([("t", [1, 0]), ("u", [2]), ("t", [3, 1]), (None, [9])],), (None,)],
-        "a array<struct<topic:string,partitions:array<int>>>",
-    )
-    got = [
-        r["m"]
-        for r in df.select(_topic_map(F.col("a"), "topic", "partitions").alias("m")).collect()
+    entries = [
+        {"topic": "t", "partitions": [1, 0]},
+        {"topic": "u", "partitions": [2]},
+        {"topic": "t", "partitions": [3, 1]},
+        {"topic": None, "partitions": [9]},
     ]
-    assert got == [{"t": [0, 1, 3], "u": [2]}, {}]
+    assert _topic_map(entries, "topic", "partitions") == {"t": [0, 1, 3], "u": [2]}
+    assert _topic_map(None, "topic", "partitions") == {}
 
 
 def test_commits_name_topics_given_by_id(spark) -> None:  # type: ignore[no-untyped-def]
@@ -185,7 +182,8 @@ def test_commits_name_topics_given_by_id(spark) -> None:  # type: ignore[no-unty
     from generated.offset_commit_request import OffsetCommitRequestTopic as ReqTopic
     from generated.offset_commit_response import OffsetCommitResponsePartition as RespPart
     from generated.offset_commit_response import OffsetCommitResponseTopic as RespTopic
-    from kwire.groups.build import commits, pair_all
+    from kwire.groups import protocol
+    from kwire.groups.build import commits
     from kwire.spark.api import decode_requests, decode_responses
 
     named, unnamed = uuid.UUID(int=0x1234), uuid.UUID(int=0x5678)
@@ -224,6 +222,7 @@ def test_commits_name_topics_given_by_id(spark) -> None:  # type: ignore[no-unty
     rs = decode_responses(
         spark.createDataFrame(responses, f"{where}, api_key short, api_version short, frame binary")
     ).withColumn("latency_us", F.lit(1000))
-    rows = commits(rq, pair_all(rq, rs), {kafka_uuid(named): "payments"}).collect()
+    pairs = spark.createDataFrame(protocol.pair(*protocol.collect(rq, rs)))
+    rows = commits(rq, pairs, {kafka_uuid(named): "payments"}).collect()
     got = sorted((r["offset"], r["topic"], r["error"]) for r in rows)
     assert got == [(5, "orders", None), (7, "payments", None), (9, kafka_uuid(unnamed), None)]

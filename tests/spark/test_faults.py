@@ -2,7 +2,7 @@
 
 - A job killed midway leaves no manifest: `kwire groups` and `kwire report` refuse that OUT in
   one line; run again over its remains with --overwrite, it is the module's reference.
-- Python workers SIGKILLed (as the OOM killer does) mid-decode, mid-records and mid-groups cost
+- Python workers SIGKILLed (as the OOM killer does) mid-decode, mid-records and in the share groups' pass cost
   a task retry on the default local master (local[*,4]), and the output on a fresh OUT equals
   the reference table for table: a fault that lost or doubled rows, or a re-run over remains
   that kept stale files, fails there. The kills are real: kwire.spark.faults has each place's
@@ -35,8 +35,13 @@ from tests.checks import out_tables as _tables
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "capture"
-# A classic group with its rebalances, and records from kafka-python: every stage has work.
-CAPTURES = [DATA / "mock_group_classic.pcap", DATA / "mock_records_kafka_python.pcap"]
+# A classic group with its rebalances, records from kafka-python and share consumers: every stage
+# has work, the share groups' pass (a place of its own) included.
+CAPTURES = [
+    DATA / "mock_group_classic.pcap",
+    DATA / "mock_records_kafka_python.pcap",
+    DATA / "mock_share_locks.pcap",
+]
 # The jobs here are about faults, not OUT/delivery (tests/spark/test_job.py checks that).
 QUIET = ("--no-summary", "--no-delivery", "-q")
 DEADLINE_S = 400  # a guard against a hung job, not a speed check

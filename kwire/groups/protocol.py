@@ -1,0 +1,476 @@
+"""The group protocol's pass on the driver: the group APIs' requests paired with their answers,
+their events (kwire.groups.build.EVENTS) and each group's history (kwire.groups.history), in
+plain Python over the rows collected once from Spark.
+
+Why on the driver: these frames are a capture's fewest (JoinGroup, SyncGroup, heartbeats,
+commits, FindCoordinator: a few thousand even on a ring of gigabytes, against millions of
+records), and in Spark each of the steps that made them (the pairing join, the events' union of
+a dozen families, each group's history in a Python worker) cost a query's fixed price, about a
+second warm, on a capture of any size. Here one collect of the requests and one of the answers
+of these families replace them; what reads the results in Spark (clients, coordinators, commits
+and their lags, each group's end of the capture) gets them as frames made from these rows.
+
+The share groups' data frames (ShareFetch, ShareAcknowledge, DescribeShareGroupOffsets) are not
+here: they come with every record a share consumer takes, and their pass stays on the executors
+(kwire.groups.share_build).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from kwire.groups.clock import Clock
+from kwire.groups.history import history
+from kwire.groups.pairs import _json_value
+
+# The families paired here (kwire.groups.build._GROUP_APIS without the share groups' data).
+PROTOCOL_APIS = (
+    "join_group",
+    "sync_group",
+    "heartbeat",
+    "leave_group",
+    "offset_commit",
+    "consumer_group_heartbeat",
+    "share_group_heartbeat",
+    "streams_group_heartbeat",
+    "find_coordinator",
+    "api_versions",
+)
+PER_GROUP = ("generations", "members", "assignments", "assignment_changes")
+# The request's columns a pair keeps (kwire.groups.build.pair_all's, in its order).
+_REQUEST = (
+    ("connection_id", "connection_id"),
+    ("client_addr", "client_addr"),
+    ("client_port", "client_port"),
+    ("broker_addr", "broker_addr"),
+    ("broker_port", "broker_port"),
+    ("client_id", "client_id"),
+    ("correlation_id", "correlation_id"),
+    ("api_version", "version"),
+    ("ts_first", "ts"),
+)
+_RESPONSE = (
+    ("ts_first", "resp_ts"),
+    ("latency_us", "latency_us"),
+    ("status", "resp_status"),
+)
+
+
+def _naive(ts: datetime | None) -> datetime | None:
+    """A timestamp as the history reads it: naive UTC."""
+    if ts is None or ts.tzinfo is None:
+        return ts
+    return ts.astimezone(timezone.utc).replace(tzinfo=None)
+
+
+def _any_of(df: DataFrame, columns: Sequence[str]) -> Any:
+    test = F.lit(False)
+    for c in columns:
+        test = test | F.col(c).isNotNull()
+    return test
+
+
+def collect(requests: DataFrame, responses: DataFrame) -> tuple[pa.Table, pa.Table, list[str]]:
+    """The requests of the protocol's families and their answers (the narrowed, held decoded
+    tables' rows and columns they need), as Arrow tables on the driver, and the families the
+    requests have."""
+    apis = [a for a in PROTOCOL_APIS if a in requests.columns]
+    if not apis:
+        return pa.table({}), pa.table({}), []
+    rq = requests.where(_any_of(requests, apis)).select(
+        *[F.col(c) for c, _ in _REQUEST], *[F.col(a) for a in apis]
+    )
+    present = [a for a in apis if a in responses.columns]
+    raw = ["raw_error"] if "raw_error" in responses.columns else []
+    rs = responses.where(_any_of(responses, present + raw)).select(
+        "connection_id",
+        "correlation_id",
+        *[F.col(c) for c, _ in _RESPONSE],
+        *[F.col(c).cast("int") for c in raw],
+        *present,
+    )
+    return rq.toArrow(), rs.toArrow(), apis
+
+
+def pair(rq: pa.Table, rs: pa.Table, apis: Sequence[str]) -> pa.Table:
+    """Each request with its answer, as kwire.groups.build.pair_all pairs them: on the same
+    connection and correlation id, the first answer at or after the request (one row per
+    connection, correlation id and request time). Columns: the request's (renamed as
+    pair_all's), `req_<api>` and `resp_<api>` structs, the answer's time, latency, status and
+    raw error code."""
+    if not apis:
+        return pa.table({})
+    answers: dict[tuple[Any, Any], list[tuple[int, int]]] = {}
+    if rs.num_rows:
+        conn = rs.column("connection_id").to_pylist()
+        corr = rs.column("correlation_id").to_pylist()
+        at = rs.column("ts_first").cast(pa.int64()).to_pylist()
+        for i, key in enumerate(zip(conn, corr)):
+            if at[i] is not None:
+                answers.setdefault(key, []).append((at[i], i))
+        for found in answers.values():
+            found.sort()
+    conn = rq.column("connection_id").to_pylist()
+    corr = rq.column("correlation_id").to_pylist()
+    at = rq.column("ts_first").cast(pa.int64()).to_pylist()
+    seen: set[tuple[Any, Any, Any]] = set()
+    keep: list[int] = []
+    answer: list[int | None] = []
+    for i, key in enumerate(zip(conn, corr)):
+        once = (key[0], key[1], at[i])
+        if once in seen:  # pair_all's window keeps one row per (connection, correlation, time)
+            continue
+        seen.add(once)
+        keep.append(i)
+        # A null time joins nothing (pair_all's join condition is then null).
+        first = None
+        if at[i] is not None:
+            first = next((j for t, j in answers.get(key, ()) if t >= at[i]), None)
+        answer.append(first)
+    req = rq.take(pa.array(keep, pa.int64()))
+    picks = pa.array(answer, pa.int64())
+    columns: dict[str, pa.ChunkedArray | pa.Array] = {}
+    for source, name in _REQUEST:
+        columns[name] = req.column(source)
+    for a in apis:
+        columns[f"req_{a}"] = req.column(a)
+    for source, name in _RESPONSE:
+        columns[name] = rs.column(source).take(picks) if rs.num_rows else pa.nulls(len(keep))
+    raw = "raw_error" in rs.column_names
+    columns["resp_raw_error"] = (
+        rs.column("raw_error").take(picks) if raw else pa.nulls(len(keep), pa.int32())
+    )
+    for a in apis:
+        if a in rs.column_names:
+            columns[f"resp_{a}"] = rs.column(a).take(picks)
+        else:
+            columns[f"resp_{a}"] = pa.nulls(len(keep))
+    if not rs.num_rows:
+        columns["resp_ts"] = pa.nulls(len(keep), pa.timestamp("us", tz="UTC"))
+        columns["latency_us"] = pa.nulls(len(keep), pa.int64())
+        columns["resp_status"] = pa.nulls(len(keep), pa.string())
+    return pa.table(columns)
+
+
+def _paired(pairs: pa.Table, family: str) -> list[dict[str, Any]]:
+    """A family's pairs as dicts: the pair's own columns, `req` and `resp`."""
+    if f"req_{family}" not in pairs.column_names:
+        return []
+    mask = pairs.column(f"req_{family}").is_valid()
+    own = [
+        "connection_id",
+        "client_addr",
+        "client_id",
+        "ts",
+        "resp_ts",
+        "resp_raw_error",
+        f"req_{family}",
+        f"resp_{family}",
+    ]
+    rows = pairs.select(own).filter(mask).to_pylist()
+    for r in rows:
+        r["req"] = r.pop(f"req_{family}") or {}
+        r["resp"] = r.pop(f"resp_{family}")
+        r["ts"] = _naive(r["ts"])
+        r["resp_ts"] = _naive(r["resp_ts"])
+    return rows
+
+
+def _topic_map(entries: list[dict[str, Any]] | None, key: str, value: str) -> dict[str, list]:
+    """[{key, partitions}] -> {key: sorted distinct partitions}, keys in their first order (a
+    topic listed twice has the union of its entries' partitions, as Kafka's ConsumerProtocol
+    reads an assignment into one list)."""
+    out: dict[str, set] = {}
+    for e in entries or []:
+        k = e.get(key)
+        if k is None:
+            continue
+        out.setdefault(k, set()).update(e.get(value) or [])
+    return {k: sorted(v, key=lambda p: (p is None, p)) for k, v in out.items()}
+
+
+def _json(detail: dict[str, Any]) -> str:
+    """As Spark's to_json writes a struct: its null fields left out."""
+    return json.dumps({k: v for k, v in detail.items() if v is not None}, separators=(",", ":"))
+
+
+def _error(r: dict[str, Any]) -> int | None:
+    resp = r["resp"]
+    code = resp.get("error_code") if resp is not None else None
+    return code if code is not None else r["resp_raw_error"]
+
+
+def _get(d: dict[str, Any] | None, *path: Any) -> Any:
+    for p in path:
+        if d is None:
+            return None
+        if isinstance(p, int):
+            d = d[p] if isinstance(d, list) and len(d) > p else None
+        else:
+            d = d.get(p)
+    return d
+
+
+def _event(r: dict[str, Any], kind: str, **own: Any) -> dict[str, Any]:
+    return {
+        "group_id": r["req"].get("group_id"),
+        "kind": kind,
+        "ts": r["ts"],
+        "resp_ts": r["resp_ts"],
+        "connection_id": r["connection_id"],
+        "client_addr": r["client_addr"],
+        "client_id": r["client_id"],
+        **own,
+    }
+
+
+def _epoch_heartbeat(
+    r: dict[str, Any], kind: str, detail_assignor: Any, **own: Any
+) -> dict[str, Any]:
+    req, resp = r["req"], r["resp"]
+    assignment = _get(resp, "assignment")
+    detail = {
+        "assignment_ids": (
+            None
+            if assignment is None
+            else _topic_map(assignment.get("topic_partitions"), "topic_id", "partitions")
+        ),
+        "assignor": detail_assignor,
+    }
+    return _event(
+        r,
+        kind,
+        member_id=_coalesce(_get(resp, "member_id"), req.get("member_id")),
+        req_member_id=req.get("member_id"),
+        generation=_get(resp, "member_epoch"),
+        req_generation=req.get("member_epoch"),
+        error=_error(r),
+        detail=_json(detail),
+        **own,
+    )
+
+
+def _streams(r: dict[str, Any]) -> dict[str, Any]:
+    req, resp = r["req"], r["resp"]
+    given: dict[str, list] = {}
+    for kind in ("active", "standby", "warmup"):
+        for t in _get(resp, f"{kind}_tasks") or []:
+            given[f"{kind}:{t.get('subtopology_id')}"] = sorted(
+                t.get("partitions") or [], key=lambda p: (p is None, p)
+            )
+    status = [
+        {k: v for k, v in (("code", x.get("status_code")), ("detail", x.get("status_detail")))
+         if v is not None}
+        for x in _get(resp, "status") or []
+    ]  # fmt: skip
+    detail = {
+        "assignment": given if _get(resp, "active_tasks") is not None else None,
+        "topology_epoch": _get(req, "topology", "epoch"),
+        "process_id": req.get("process_id"),
+        "status": status,
+    }
+    return _event(
+        r,
+        "stgh",
+        member_id=_coalesce(_get(resp, "member_id"), req.get("member_id")),
+        req_member_id=req.get("member_id"),
+        instance_id=req.get("instance_id"),
+        generation=_get(resp, "member_epoch"),
+        req_generation=req.get("member_epoch"),
+        error=_error(r),
+        rebalance_timeout_ms=req.get("rebalance_timeout_ms"),
+        detail=_json(detail),
+    )
+
+
+def _coalesce(*values: Any) -> Any:
+    return next((v for v in values if v is not None), None)
+
+
+def _join(r: dict[str, Any]) -> dict[str, Any]:
+    req, resp = r["req"], r["resp"]
+    members = _get(resp, "members")
+    detail = {
+        "topics": _get(req, "protocols", 0, "consumer_subscription", "topics"),
+        "members": None if members is None else [m.get("member_id") for m in members],
+    }
+    return _event(
+        r,
+        "join",
+        member_id=_get(resp, "member_id"),
+        req_member_id=req.get("member_id"),
+        instance_id=req.get("group_instance_id"),
+        generation=_get(resp, "generation_id"),
+        error=_error(r),
+        leader=_get(resp, "leader"),
+        assignor=_get(resp, "protocol_name"),
+        session_timeout_ms=req.get("session_timeout_ms"),
+        rebalance_timeout_ms=req.get("rebalance_timeout_ms"),
+        reason=req.get("reason"),
+        detail=_json(detail),
+    )
+
+
+def _sync(r: dict[str, Any]) -> dict[str, Any]:
+    req, resp = r["req"], r["resp"]
+    per_member = {
+        a.get("member_id"): _topic_map(
+            _get(a, "consumer_assignment", "assigned_partitions"), "topic", "partitions"
+        )
+        for a in req.get("assignments") or []
+    }
+    own = _get(resp, "consumer_assignment")
+    detail = {
+        "assignments": per_member,
+        "own": None if own is None else _topic_map(
+            own.get("assigned_partitions"), "topic", "partitions"
+        ),
+    }  # fmt: skip
+    return _event(
+        r,
+        "sync",
+        member_id=req.get("member_id"),
+        req_member_id=req.get("member_id"),
+        instance_id=req.get("group_instance_id"),
+        generation=req.get("generation_id"),
+        req_generation=req.get("generation_id"),
+        error=_error(r),
+        assignor=req.get("protocol_name"),
+        detail=_json(detail),
+    )
+
+
+def _leave(r: dict[str, Any]) -> dict[str, Any]:
+    req = r["req"]
+    members = req.get("members") or []
+    # v0-2 name one member_id; v3+ a list of members, each with its reason.
+    if members:
+        leaving = [[m.get("member_id"), m.get("reason")] for m in members]
+    else:
+        leaving = [[req.get("member_id"), None]]
+    first = _get(req, "members", 0)
+    return _event(
+        r,
+        "leave",
+        member_id=_coalesce(req.get("member_id"), _get(first, "member_id")),
+        req_member_id=req.get("member_id"),
+        instance_id=_get(first, "group_instance_id"),
+        error=_error(r),
+        reason=_get(first, "reason"),
+        detail=_json({"leaving": leaving}),
+    )
+
+
+def _simple(r: dict[str, Any], kind: str, generation: str) -> dict[str, Any]:
+    req = r["req"]
+    return _event(
+        r,
+        kind,
+        member_id=req.get("member_id"),
+        req_member_id=req.get("member_id"),
+        instance_id=req.get("group_instance_id"),
+        generation=req.get(generation),
+        req_generation=req.get(generation),
+        error=_error(r) if kind == "heartbeat" else None,
+    )
+
+
+def software(rq: pa.Table) -> dict[str, str]:
+    """connection_id -> 'name version' from its ApiVersions v3+ request (the first seen)."""
+    if "api_versions" not in rq.column_names:
+        return {}
+    out: dict[str, str] = {}
+    asked = rq.select(["connection_id", "api_versions"]).filter(
+        rq.column("api_versions").is_valid()
+    )
+    for r in asked.to_pylist():
+        name = r["api_versions"].get("client_software_name")
+        if name is None or r["connection_id"] in out:
+            continue
+        version = r["api_versions"].get("client_software_version")
+        out[r["connection_id"]] = name if version is None else f"{name} {version}"
+    return out
+
+
+def events(pairs: pa.Table, soft: dict[str, str]) -> list[dict[str, Any]]:
+    """Every group's protocol events (kwire.groups.build.EVENTS' columns), in the pairs' order
+    family by family; those without a group id left out."""
+    made: list[dict[str, Any]] = []
+    for r in _paired(pairs, "join_group"):
+        made.append(_join(r))
+    for r in _paired(pairs, "sync_group"):
+        made.append(_sync(r))
+    for r in _paired(pairs, "heartbeat"):
+        made.append(_simple(r, "heartbeat", "generation_id"))
+    for r in _paired(pairs, "offset_commit"):
+        made.append(_simple(r, "commit", "generation_id_or_member_epoch"))
+    for r in _paired(pairs, "leave_group"):
+        made.append(_leave(r))
+    for r in _paired(pairs, "consumer_group_heartbeat"):
+        req = r["req"]
+        made.append(
+            _epoch_heartbeat(
+                r,
+                "cgh",
+                req.get("server_assignor"),
+                instance_id=req.get("instance_id"),
+                assignor=req.get("server_assignor"),
+                rebalance_timeout_ms=req.get("rebalance_timeout_ms"),
+            )
+        )
+    # Share groups (KIP-932): member epochs as KIP-848's; the broker's assignor is the simple one.
+    for r in _paired(pairs, "share_group_heartbeat"):
+        made.append(_epoch_heartbeat(r, "sgh", "simple"))
+    for r in _paired(pairs, "streams_group_heartbeat"):
+        made.append(_streams(r))
+    out = []
+    for e in made:
+        if e["group_id"] is None:
+            continue
+        e["software"] = soft.get(e["connection_id"])
+        out.append(e)
+    return out
+
+
+def histories(
+    ev: Iterable[dict[str, Any]], names: dict[str, str], ends: Clock
+) -> list[tuple[str, str]]:
+    """Each group's history (kwire.groups.history) as (table, row as JSON; times as epoch µs)."""
+    per_group: dict[str, list[dict[str, Any]]] = {}
+    for e in ev:
+        per_group.setdefault(e["group_id"], []).append(e)
+    out: list[tuple[str, str]] = []
+    for group_id in sorted(per_group):
+        rows = sorted(per_group[group_id], key=lambda r: (r["ts"] is None, r["ts"] or 0, r["kind"]))
+        rows = [dict(r) for r in rows]
+        for r in rows:
+            if r["kind"] in ("cgh", "sgh") and r.get("detail"):
+                d = json.loads(r["detail"])
+                ids = d.pop("assignment_ids", None)
+                if ids is not None:
+                    d["assignment"] = {names.get(k, k): v for k, v in ids.items()}
+                r["detail"] = json.dumps(d)
+        told = history(group_id, rows, ends.of(group_id))
+        out += [
+            (table, json.dumps({k: _json_value(v) for k, v in row.items()}))
+            for table in PER_GROUP
+            for row in told[table]
+        ]
+    return out
+
+
+def frame(spark: SparkSession, rows: list[dict[str, Any]], ddl: str) -> DataFrame:
+    """`rows` (dicts, times naive UTC) as a Spark frame of schema `ddl`."""
+    schema = spark.createDataFrame([], ddl).schema
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    arrow = to_arrow_schema(schema, timezone="UTC", prefers_large_types=False)
+    table = pa.Table.from_pylist(rows, schema=arrow) if rows else arrow.empty_table()
+    return spark.createDataFrame(table, schema)
