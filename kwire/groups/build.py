@@ -2,7 +2,7 @@
 
 The group protocol's frames (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, the
 KIP-848, share and streams heartbeats, FindCoordinator, ApiVersions) are few: they are collected
-once and paired with their answers, narrowed to events (EVENTS) and read group by group in order
+once and paired with their answers, narrowed to events (kwire.groups.protocol.EVENTS) and read group by group in order
 by kwire.groups.history, on the driver (kwire.groups.protocol), giving `generations`, `members`,
 `assignments` and `assignment_changes`. Then `commits`, `progress`, `latency`, `clients`,
 `coordinators` and `described` are Spark SQL over those pairs and events and the decoded tables
@@ -20,32 +20,21 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from kwire.spark.driver import derived_partitions
-from kwire.groups.clock import Clock, clock
+from kwire.groups.clock import Clock, clock, connections, endpoint_clusters
 from kwire.groups.delivery import Known, names_clusters
 from kwire.groups.described import described
 from kwire.groups.errors import ERROR_AT
-from kwire.groups.pairs import _error_name
 from kwire.groups import protocol
-from kwire.spark.faults import fault_point
 from kwire.spark.session import hold, hold_per_core, release
 from kwire.spark.steps import Steps
-from kwire.groups.pairs import _from_rows, _json_value, _missing, _named, paired, write_typed
+from kwire.groups.pairs import _from_rows, _named, write_typed
 from kwire.groups.schema import SHARE_TABLES, TABLES
-from pyspark.sql.types import LongType, StructField, StructType, TimestampType
+from pyspark.sql.types import StructType
 
-# Columns of the narrowed protocol events handed to kwire.groups.history.
-EVENTS = (
-    "group_id string, kind string, ts timestamp, resp_ts timestamp, connection_id string, "
-    "client_addr string, client_id string, software string, member_id string, "
-    "req_member_id string, instance_id string, generation int, req_generation int, error int, "
-    "leader string, assignor string, session_timeout_ms int, rebalance_timeout_ms int, "
-    "reason string, detail string"
-)
 REBALANCE_APIS = (11, 14)  # JoinGroup, SyncGroup: their latency is the group's wait
 
 
@@ -112,25 +101,6 @@ def _has(df: DataFrame, family: str) -> bool:
     return family in df.columns
 
 
-def _software(requests: DataFrame) -> DataFrame:
-    """client_addr, client_port -> 'name version' from ApiVersions v3+ requests."""
-    if not _has(requests, "api_versions"):
-        return requests.sparkSession.createDataFrame([], "connection_id string, software string")
-    return (
-        requests.where(F.col("api_versions.client_software_name").isNotNull())
-        .groupBy("connection_id")
-        .agg(
-            F.first(
-                F.concat_ws(
-                    " ",
-                    F.col("api_versions.client_software_name"),
-                    F.col("api_versions.client_software_version"),
-                )
-            ).alias("software")
-        )
-    )
-
-
 def topic_names(responses: DataFrame) -> dict[str, str]:
     """Topic id -> name from the Metadata responses of the capture (a small collect)."""
     if not _has(responses, "metadata"):
@@ -162,9 +132,9 @@ class Basis:
 
     requests: DataFrame
     responses: DataFrame
-    pairs: DataFrame  # the group protocol's (kwire.groups.protocol.PROTOCOL_APIS)
-    share_pairs: DataFrame  # the share groups' data frames (_SHARE_APIS)
-    ev: DataFrame
+    share_pairs: DataFrame  # the share groups' data frames, paired (_SHARE_APIS)
+    committed: DataFrame  # the commits table's rows without their lags
+    group_end: DataFrame  # each group's last protocol traffic (group_id, end_ts)
     names: dict[str, str]
     clock: Clock
 
@@ -188,31 +158,38 @@ def build_base(
     responses = hold_per_core(_narrow_responses(responses))
     held += [requests, responses]
     spark = requests.sparkSession
-    # The group protocol's frames, paired, their events and each group's history on the driver
-    # (kwire.groups.protocol): a few thousand rows, where Spark's queries cost their fixed price.
-    rq, rs, apis = protocol.collect(requests, responses)
-    paired_rows = protocol.pair(rq, rs, apis)
-    ev_rows = protocol.events(paired_rows, protocol.software(rq))
-    del rq, rs
-    pairs = spark.createDataFrame(paired_rows) if apis else requests.limit(0)
-    ev = protocol.frame(spark, ev_rows, EVENTS)
     # The share groups' data frames, paired in Spark for their pass (kwire.groups.share_build):
     # there are as many as the records their consumers took. Computed when that pass asks.
     share_pairs = hold(pair_all(requests, responses, _SHARE_APIS))
     held.append(share_pairs)
     names = topic_names(responses)
-    ends = clock(requests, responses, ev)
-    told = protocol.histories(ev_rows, names, ends)
-    del ev_rows
-    told_df = protocol.frame(spark, [{"table": t, "row": r} for t, r in told], HISTORY_ROWS)
+    # The group protocol's frames, paired, their events, each group's history, commits and
+    # coordinators, on the driver (kwire.groups.protocol): a few thousand rows, where each of
+    # Spark's queries costs its fixed price. Each connection's requests in a row, collected too:
+    # each group's end of the capture and the clients table.
+    rq, rs, apis = protocol.collect(requests, responses)
+    paired_rows = protocol.pair(rq, rs, apis)
+    soft = protocol.software(rq)
+    del rq, rs
+    ev = protocol.events(paired_rows, soft)
+    conns = connections(requests)
+    ends = clock(conns, endpoint_clusters(responses), ev)
+    told = protocol.histories(ev, names, ends)
+
+    def made(rows: list[dict[str, Any]], schema: str | StructType) -> DataFrame:
+        return protocol.frame(spark, rows, schema)
+
+    told_df = made([{"table": t, "row": r} for t, r in told], HISTORY_ROWS)
     tables: dict[str, DataFrame] = {table: _from_history(told_df, table) for table in PER_GROUP}
     tables["latency"] = latency(responses)
-    tables["clients"] = clients(requests, ev)
-    tables["coordinators"] = coordinators(requests, pairs)
+    tables["clients"] = made(protocol.clients(conns, soft, ev), TABLES["clients"])
+    tables["coordinators"] = made(protocol.coordinators(paired_rows), TABLES["coordinators"])
     # From the decoded answers as read (partitioned by api key: their files alone), not the
     # held frames, which the coordinator's answers would widen for every other table.
     tables["described"] = described(read_responses, names)
-    return tables, Basis(requests, responses, pairs, share_pairs, ev, names, ends)
+    committed = made(protocol.commits(paired_rows, names), _COMMITS)
+    group_end = made(protocol.group_ends(ev), "group_id string, end_ts timestamp")
+    return tables, Basis(requests, responses, share_pairs, committed, group_end, names, ends)
 
 
 def build_lagged(
@@ -232,9 +209,9 @@ def build_lagged(
     held.append(seen)
     log_ends = seen if known is not None else None
     asked = None
-    # Held: progress reads it again, and what is known of the records at its offsets.
-    committed = hold(commits(requests, basis.pairs, names))
-    held.append(committed)
+    # Made on the driver (kwire.groups.protocol.commits): progress reads it again, and what is
+    # known of the records at its offsets.
+    committed = basis.committed
     if known is not None:
         # The records at the committed offsets (progress's last ones among them), held: the
         # commits' lags and progress's read them.
@@ -242,9 +219,8 @@ def build_lagged(
         held.append(asked)
     done = hold(commit_lag(committed, asked, endpoints, log_ends))
     held.append(done)
-    ends = basis.ev.groupBy("group_id").agg(F.max(F.coalesce("resp_ts", "ts")).alias("end_ts"))
     latest = latest_log_ends(seen)
-    lag = end_lag(progress(done, latest, ends), asked, endpoints, basis.clock)
+    lag = end_lag(progress(done, latest, basis.group_end), asked, endpoints, basis.clock)
     return {"commits": done, "progress": lag, LOG_ENDS: latest}
 
 
@@ -283,6 +259,10 @@ _GROUP_APIS = (
     "share_fetch",
     "share_acknowledge",
     "describe_share_group_offsets",
+)
+# The commits table's columns but the lags (commit_lag adds them).
+_COMMITS = StructType(
+    [f for f in TABLES["commits"] if f.name not in ("time_lag_ms", "timestamp_lag_ms")]
 )
 # The share groups' data frames: their pass pairs them in Spark (build_base).
 _SHARE_APIS = ("share_fetch", "share_acknowledge", "describe_share_group_offsets")
@@ -416,37 +396,6 @@ def _raw_error() -> Any:
         is_it = (F.col("status") == "malformed") & (F.col("api_key") == key)
         out = F.when(is_it & (F.length("frame") >= pos + 1), code).otherwise(out)
     return out
-
-
-def commits(requests: DataFrame, pairs: DataFrame, names: dict[str, str]) -> DataFrame:
-    """One row per partition of each OffsetCommit request, with its answer's error. Version
-    10 names topics by id (`topic`: see _named)."""
-    if not _has(requests, "offset_commit"):
-        # The columns below, without the lags commit_lag adds.
-        lags = ("time_lag_ms", "timestamp_lag_ms")
-        schema = StructType([f for f in TABLES["commits"] if f.name not in lags])
-        return requests.sparkSession.createDataFrame([], schema)
-    c = paired(pairs, "offset_commit")
-    t = c.select("*", F.posexplode("req.topics").alias("ti", "topic"))
-    p = t.select("*", F.posexplode("topic.partitions").alias("pi", "part"))
-    resp_err = F.col("resp.topics")[F.col("ti")]["partitions"][F.col("pi")]["error_code"]
-    return p.select(
-        F.col("ts"),
-        F.col("req.group_id").alias("group_id"),
-        F.col("req.member_id").alias("member_id"),
-        F.col("req.group_instance_id").alias("group_instance_id"),
-        F.col("req.generation_id_or_member_epoch").alias("generation"),
-        _named(F.col("topic.name"), F.col("topic.topic_id"), names).alias("topic"),
-        F.col("part.partition_index").alias("partition"),
-        F.col("part.committed_offset").alias("offset"),
-        F.col("part.committed_leader_epoch").alias("leader_epoch"),
-        F.col("part.committed_metadata").alias("metadata"),
-        F.when(F.col("resp").isNull(), F.lit("no response"))
-        .otherwise(_error_name(resp_err))
-        .alias("error"),
-        F.col("latency_us"),
-        F.concat_ws(":", "broker_addr", F.col("broker_port").cast("string")).alias("coordinator"),
-    )
 
 
 def _no_lag(df: DataFrame) -> DataFrame:
@@ -724,90 +673,6 @@ def latency(responses: DataFrame) -> DataFrame:
                 F.lit("rebalance wait: the group's time, not the broker's"),
             ).alias("note"),
         )
-    )
-
-
-def clients(requests: DataFrame, ev: DataFrame) -> DataFrame:
-    soft = _software(requests)
-    conns = requests.groupBy("connection_id", "client_addr", "client_port").agg(
-        F.first("client_id", ignorenulls=True).alias("client_id"),
-        F.min("ts_first").alias("first_seen"),
-        F.max("ts_last").alias("last_seen"),
-    )
-    members = ev.groupBy("connection_id").agg(
-        F.sort_array(F.collect_set("member_id")).alias("member_ids"),
-        F.sort_array(F.collect_set("group_id")).alias("group_ids"),
-    )
-    return (
-        conns.join(soft, "connection_id", "left")
-        .join(members, "connection_id", "left")
-        .select(
-            "connection_id",
-            "client_addr",
-            "client_port",
-            "client_id",
-            F.split("software", " ", 2)[0].alias("software_name"),
-            F.split("software", " ", 2)[1].alias("software_version"),
-            "first_seen",
-            "last_seen",
-            F.coalesce("member_ids", F.array().cast("array<string>")).alias("member_ids"),
-            F.coalesce("group_ids", F.array().cast("array<string>")).alias("group_ids"),
-        )
-    )
-
-
-def coordinators(requests: DataFrame, pairs: DataFrame) -> DataFrame:
-    spark = requests.sparkSession
-    if not _has(requests, "find_coordinator"):
-        return spark.createDataFrame([], TABLES["coordinators"])
-    fc = paired(pairs, "find_coordinator").where("resp IS NOT NULL")
-    old = fc.where("req.key IS NOT NULL AND req.key_type = 0").select(
-        "resp_ts",
-        F.col("req.key").alias("group_id"),
-        F.col("resp.node_id").alias("node_id"),
-        F.col("resp.host").alias("host"),
-        F.col("resp.port").alias("port"),
-        F.col("resp.error_code").alias("error"),
-    )
-    new = (
-        fc.where("resp.coordinators IS NOT NULL AND coalesce(req.key_type, 0) = 0")
-        .select("resp_ts", F.explode("resp.coordinators").alias("c"))
-        .select(
-            "resp_ts",
-            F.col("c.key").alias("group_id"),
-            F.col("c.node_id").alias("node_id"),
-            F.col("c.host").alias("host"),
-            F.col("c.port").alias("port"),
-            F.col("c.error_code").alias("error"),
-        )
-    )
-    found = old.unionByName(new)
-    w = Window.partitionBy("group_id").orderBy("resp_ts")
-    changes = (
-        found.where("error = 0")
-        .withColumn("prev", F.lag("node_id").over(w))
-        .where("prev IS NULL OR prev != node_id")
-        .withColumn("to_ts", F.lead("resp_ts").over(w))
-    )
-    errors = found.groupBy("group_id").agg(
-        F.sum(F.when(F.col("error") == 16, 1).otherwise(0)).alias("not_coordinator_errors"),
-        (
-            (
-                F.max(F.when(F.col("error") == 14, F.col("resp_ts")).cast("double"))
-                - F.min(F.when(F.col("error") == 14, F.col("resp_ts")).cast("double"))
-            )
-            * 1000.0
-        ).alias("load_in_progress_ms"),
-    )
-    return changes.join(errors, "group_id", "left").select(
-        "group_id",
-        "node_id",
-        "host",
-        "port",
-        F.col("resp_ts").alias("from_ts"),
-        "to_ts",
-        F.coalesce("not_coordinator_errors", F.lit(0)).cast("long").alias("not_coordinator_errors"),
-        F.col("load_in_progress_ms").cast("double"),
     )
 
 

@@ -4,13 +4,16 @@ capture")."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from kwire.groups.delivery import broker_endpoint, clusters, with_cluster
+from kwire.groups.delivery import clusters
 
 
 @dataclass(frozen=True)
@@ -32,44 +35,69 @@ def _naive_utc(micros: int | None) -> datetime | None:
     return None if micros is None else datetime(1970, 1, 1) + timedelta(microseconds=micros)
 
 
-def clock(requests: DataFrame, responses: DataFrame, ev: DataFrame) -> Clock:
-    """Each group's end of the capture (Clock), from the held requests and events: one pass
-    over the requests gives the last of all and the last per cluster, one over the group
-    events says which clusters each group met."""
-    endpoints = clusters(responses)
-    # Per connection first: a ring's requests are millions, its connections thousands.
-    frames = (
-        requests.groupBy("connection_id")
-        .agg(F.max("ts_last").alias("ts_last"))
-        .select(broker_endpoint("connection_id").alias("_ep"), "ts_last")
-    )
-    ends = (
-        with_cluster(frames, F.col("_ep"), endpoints, "_cluster")
-        .rollup("_cluster")
-        .agg(F.unix_micros(F.max("ts_last")).alias("end"), F.grouping("_cluster").alias("all"))
+_ENDPOINT = re.compile(r"->\[?(.*?)\]?:(\d+)(#\d+)?$")
+
+
+def endpoint(connection_id: str | None) -> str:
+    """A connection's broker end, "host:port", from its id ("client->broker[#n]"), as
+    kwire.groups.delivery.broker_endpoint reads it in Spark (":" when the id is not one)."""
+    m = _ENDPOINT.search(connection_id or "")
+    return f"{m.group(1)}:{m.group(2)}" if m else ":"
+
+
+def connections(requests: DataFrame) -> list[dict[str, Any]]:
+    """Each connection's requests in one row (a ring's requests are millions, its connections
+    thousands): connection_id, client_addr, client_port, client_id (its first non-null),
+    first_seen and last_seen (naive UTC), collected."""
+    rows = (
+        requests.groupBy("connection_id", "client_addr", "client_port")
+        .agg(
+            F.first("client_id", ignorenulls=True).alias("client_id"),
+            F.unix_micros(F.min("ts_first")).alias("first_seen"),
+            F.unix_micros(F.max("ts_last")).alias("last_seen"),
+        )
         .collect()
     )
-    end = next((_naive_utc(r["end"]) for r in ends if r["all"]), None)
-    of_cluster = {
-        r["_cluster"]: _naive_utc(r["end"])
-        for r in ends
-        if not r["all"] and r["_cluster"] is not None and r["end"] is not None
-    }
+    out = []
+    for r in rows:
+        row = r.asDict()
+        row["first_seen"] = _naive_utc(row["first_seen"])
+        row["last_seen"] = _naive_utc(row["last_seen"])
+        out.append(row)
+    return out
+
+
+def endpoint_clusters(responses: DataFrame) -> dict[str, str]:
+    """Broker "host:port" -> cluster id (kwire.groups.delivery.clusters), collected."""
+    endpoints = clusters(responses)
+    if endpoints is None:
+        return {}
+    return {r["_ep"]: r["cluster"] for r in endpoints.collect() if r["cluster"] is not None}
+
+
+def clock(
+    conns: list[dict[str, Any]], endpoints: dict[str, str], ev: Iterable[dict[str, Any]]
+) -> Clock:
+    """Each group's end of the capture (Clock), from each connection's last request
+    (connections()), the brokers' clusters (endpoint_clusters()) and the group events (which
+    connections each group's frames went over)."""
+    end: datetime | None = None
+    of_cluster: dict[str, datetime] = {}
+    for c in conns:
+        at = c["last_seen"]
+        if at is None:
+            continue
+        end = at if end is None or at > end else end
+        cluster = endpoints.get(endpoint(c["connection_id"]))
+        if cluster is not None and (cluster not in of_cluster or at > of_cluster[cluster]):
+            of_cluster[cluster] = at
     if end is None or not of_cluster:
         return Clock(end, {})
-    met = (
-        ev.select("group_id", "connection_id")
-        .distinct()
-        .select("group_id", broker_endpoint("connection_id").alias("_ep"))
-    )
     groups: dict[str, datetime] = {}
-    for r in (
-        with_cluster(met, F.col("_ep"), endpoints, "_cluster")
-        .select("group_id", "_cluster")
-        .distinct()
-        .collect()
-    ):
-        at = of_cluster.get(r["_cluster"])
-        if at is not None and (r["group_id"] not in groups or at > groups[r["group_id"]]):
-            groups[r["group_id"]] = at
+    for e in ev:
+        cluster = endpoints.get(endpoint(e["connection_id"]))
+        at = of_cluster.get(cluster) if cluster is not None else None
+        g = e["group_id"]
+        if at is not None and (g not in groups or at > groups[g]):
+            groups[g] = at
     return Clock(end, groups)

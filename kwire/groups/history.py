@@ -1,7 +1,7 @@
 """One consumer group's history from its protocol events, in plain Python (run per group on the
 driver by kwire.groups.protocol, and directly by the tests).
 
-Input: the group's events in time order, each a dict with the columns of kwire.groups.build.EVENTS
+Input: the group's events in time order, each a dict with the keys of kwire.groups.protocol.EVENTS
 (kind is one of join, sync, heartbeat, leave, commit, cgh). Output: rows of the `generations`,
 `members`, `assignments` and `assignment_changes` tables (kwire/groups/schema.py).
 

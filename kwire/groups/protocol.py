@@ -1,5 +1,5 @@
 """The group protocol's pass on the driver: the group APIs' requests paired with their answers,
-their events (kwire.groups.build.EVENTS) and each group's history (kwire.groups.history), in
+their events (EVENTS) and each group's history (kwire.groups.history), in
 plain Python over the rows collected once from Spark.
 
 Why on the driver: these frames are a capture's fewest (JoinGroup, SyncGroup, heartbeats,
@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from kwire.groups.clock import Clock
+from kwire.groups.errors import error_name
 from kwire.groups.history import history
 from kwire.groups.pairs import _json_value
 
@@ -44,6 +46,31 @@ PROTOCOL_APIS = (
     "api_versions",
 )
 PER_GROUP = ("generations", "members", "assignments", "assignment_changes")
+# What an event says (events()), the keys of the dicts kwire.groups.history reads: the request's
+# time and its answer's, where it came from, the member and generation asked and answered, the
+# error, the rebalance's own fields, and a JSON `detail` of what varies by kind.
+EVENTS = (
+    "group_id",
+    "kind",
+    "ts",
+    "resp_ts",
+    "connection_id",
+    "client_addr",
+    "client_id",
+    "software",
+    "member_id",
+    "req_member_id",
+    "instance_id",
+    "generation",
+    "req_generation",
+    "error",
+    "leader",
+    "assignor",
+    "session_timeout_ms",
+    "rebalance_timeout_ms",
+    "reason",
+    "detail",
+)
 # The request's columns a pair keeps (kwire.groups.build.pair_all's, in its order).
 _REQUEST = (
     ("connection_id", "connection_id"),
@@ -159,23 +186,32 @@ def pair(rq: pa.Table, rs: pa.Table, apis: Sequence[str]) -> pa.Table:
     return pa.table(columns)
 
 
-def _paired(pairs: pa.Table, family: str) -> list[dict[str, Any]]:
-    """A family's pairs as dicts: the pair's own columns, `req` and `resp`."""
+_OWN = ("connection_id", "client_addr", "client_id", "ts", "resp_ts", "resp_raw_error")
+
+
+# Every column of a pair but the families' structs.
+_BASE = tuple(name for _, name in _REQUEST + _RESPONSE) + ("resp_raw_error",)
+
+
+def _paired_all(pairs: pa.Table, family: str) -> list[dict[str, Any]]:
+    """_paired() with every column of the pair."""
+    return _paired(pairs, family, _BASE)
+
+
+def _paired(pairs: pa.Table, family: str, own: Sequence[str] = _OWN) -> list[dict[str, Any]]:
+    """A family's pairs as dicts: the pair's `own` columns, `req` and `resp`."""
     if f"req_{family}" not in pairs.column_names:
         return []
     mask = pairs.column(f"req_{family}").is_valid()
     own = [
-        "connection_id",
-        "client_addr",
-        "client_id",
-        "ts",
-        "resp_ts",
-        "resp_raw_error",
+        *own,
         f"req_{family}",
         f"resp_{family}",
     ]
-    rows = pairs.select(own).filter(mask).to_pylist()
+    rows = pairs.select([c for c in own if c in pairs.column_names]).filter(mask).to_pylist()
     for r in rows:
+        for c in own:
+            r.setdefault(c, None)
         r["req"] = r.pop(f"req_{family}") or {}
         r["resp"] = r.pop(f"resp_{family}")
         r["ts"] = _naive(r["ts"])
@@ -400,8 +436,8 @@ def software(rq: pa.Table) -> dict[str, str]:
 
 
 def events(pairs: pa.Table, soft: dict[str, str]) -> list[dict[str, Any]]:
-    """Every group's protocol events (kwire.groups.build.EVENTS' columns), in the pairs' order
-    family by family; those without a group id left out."""
+    """Every group's protocol events (dicts with the keys EVENTS), in the pairs' order family
+    by family; those without a group id left out."""
     made: list[dict[str, Any]] = []
     for r in _paired(pairs, "join_group"):
         made.append(_join(r))
@@ -435,7 +471,7 @@ def events(pairs: pa.Table, soft: dict[str, str]) -> list[dict[str, Any]]:
         if e["group_id"] is None:
             continue
         e["software"] = soft.get(e["connection_id"])
-        out.append(e)
+        out.append({key: e.get(key) for key in EVENTS})
     return out
 
 
@@ -466,11 +502,152 @@ def histories(
     return out
 
 
-def frame(spark: SparkSession, rows: list[dict[str, Any]], ddl: str) -> DataFrame:
-    """`rows` (dicts, times naive UTC) as a Spark frame of schema `ddl`."""
-    schema = spark.createDataFrame([], ddl).schema
+def frame(spark: SparkSession, rows: list[dict[str, Any]], ddl: str | StructType) -> DataFrame:
+    """`rows` (dicts, times naive UTC) as a Spark frame of schema `ddl` (a StructType, or its
+    DDL text)."""
+    schema = ddl if isinstance(ddl, StructType) else spark.createDataFrame([], ddl).schema
     from pyspark.sql.pandas.types import to_arrow_schema
 
     arrow = to_arrow_schema(schema, timezone="UTC", prefers_large_types=False)
     table = pa.Table.from_pylist(rows, schema=arrow) if rows else arrow.empty_table()
     return spark.createDataFrame(table, schema)
+
+
+def _named(name: str | None, topic_id: str | None, names: dict[str, str]) -> str | None:
+    """As kwire.groups.pairs._named: the frame's name, else the capture's Metadata's for the id,
+    else the id."""
+    if name is not None:
+        return name
+    if topic_id is not None and topic_id in names:
+        return names[topic_id]
+    return topic_id
+
+
+def commits(pairs: pa.Table, names: dict[str, str]) -> list[dict[str, Any]]:
+    """One row per partition of each OffsetCommit request, with its answer's error (the
+    commits table's columns but the lags). Version 10 names topics by id (`topic`: _named)."""
+    out: list[dict[str, Any]] = []
+    for r in _paired_all(pairs, "offset_commit"):
+        req, resp = r["req"], r["resp"]
+        coordinator = ":".join(
+            str(x) for x in (r["broker_addr"], r["broker_port"]) if x is not None
+        )
+        for ti, topic in enumerate(req.get("topics") or []):
+            named = _named(topic.get("name"), topic.get("topic_id"), names)
+            for pi, part in enumerate(topic.get("partitions") or []):
+                error: str | None
+                if resp is None:
+                    error = "no response"
+                else:
+                    answered = _get(resp, "topics", ti, "partitions", pi)
+                    error = error_name(_get(answered, "error_code"))
+                out.append(
+                    {
+                        "ts": r["ts"],
+                        "group_id": req.get("group_id"),
+                        "member_id": req.get("member_id"),
+                        "group_instance_id": req.get("group_instance_id"),
+                        "generation": req.get("generation_id_or_member_epoch"),
+                        "topic": named,
+                        "partition": part.get("partition_index"),
+                        "offset": part.get("committed_offset"),
+                        "leader_epoch": part.get("committed_leader_epoch"),
+                        "metadata": part.get("committed_metadata"),
+                        "error": error,
+                        "latency_us": r["latency_us"],
+                        "coordinator": coordinator,
+                    }
+                )
+    return out
+
+
+def _micros(ts: datetime) -> int:
+    return (ts - datetime(1970, 1, 1)) // timedelta(microseconds=1)
+
+
+def coordinators(pairs: pa.Table) -> list[dict[str, Any]]:
+    """Which broker coordinated each group when, from FindCoordinator answers (v0-3 name one
+    key, v4+ a list of coordinators; transaction coordinators left out): a row per change of
+    node, with the group's NOT_COORDINATOR answers and how long COORDINATOR_LOAD_IN_PROGRESS
+    lasted (first to last such answer)."""
+    found: list[tuple[datetime, str | None, dict[str, Any]]] = []
+    for r in _paired_all(pairs, "find_coordinator"):
+        req, resp = r["req"], r["resp"]
+        if resp is None:
+            continue
+        if req.get("key") is not None and req.get("key_type") == 0:
+            found.append((r["resp_ts"], req.get("key"), resp))
+        if resp.get("coordinators") is not None and (req.get("key_type") or 0) == 0:
+            for c in resp["coordinators"]:
+                found.append((r["resp_ts"], c.get("key"), c))
+    per_group: dict[Any, list[tuple[datetime, dict[str, Any]]]] = {}
+    for at, group, answer in found:
+        per_group.setdefault(group, []).append((at, answer))
+    out: list[dict[str, Any]] = []
+    for group, answers in per_group.items():
+        not_coordinator = sum(1 for _, a in answers if a.get("error_code") == 16)
+        loading = [_micros(at) for at, a in answers if a.get("error_code") == 14 and at is not None]
+        load_ms = (max(loading) / 1e6 - min(loading) / 1e6) * 1000.0 if loading else None
+        ok = sorted(
+            ((at, a) for at, a in answers if a.get("error_code") == 0),
+            key=lambda x: (x[0] is not None, x[0] or datetime.min),
+        )
+        changes: list[tuple[datetime, dict[str, Any]]] = []
+        prev: Any = None
+        for i, (at, a) in enumerate(ok):
+            node = a.get("node_id")
+            if i == 0 or prev is None or (node is not None and node != prev):
+                changes.append((at, a))
+            prev = node
+        for i, (at, a) in enumerate(changes):
+            out.append(
+                {
+                    "group_id": group,
+                    "node_id": a.get("node_id"),
+                    "host": a.get("host"),
+                    "port": a.get("port"),
+                    "from_ts": at,
+                    "to_ts": changes[i + 1][0] if i + 1 < len(changes) else None,
+                    "not_coordinator_errors": not_coordinator,
+                    "load_in_progress_ms": load_ms,
+                }
+            )
+    return out
+
+
+def group_ends(ev: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each group's last protocol traffic (its events' answers, else requests): end_ts."""
+    ends: dict[str, datetime] = {}
+    for e in ev:
+        at = e["resp_ts"] if e["resp_ts"] is not None else e["ts"]
+        if at is not None and (e["group_id"] not in ends or at > ends[e["group_id"]]):
+            ends[e["group_id"]] = at
+    return [{"group_id": g, "end_ts": at} for g, at in ends.items()]
+
+
+def clients(
+    conns: list[dict[str, Any]], soft: dict[str, str], ev: Iterable[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The clients table: each connection (kwire.groups.clock.connections) with its client's
+    software (software()) and the members and groups its frames carried."""
+    members: dict[str, set[str]] = {}
+    groups: dict[str, set[str]] = {}
+    for e in ev:
+        conn = e["connection_id"]
+        if e["member_id"] is not None:
+            members.setdefault(conn, set()).add(e["member_id"])
+        groups.setdefault(conn, set()).add(e["group_id"])
+    out = []
+    for c in conns:
+        said = soft.get(c["connection_id"])
+        name, _, version = said.partition(" ") if said is not None else (None, "", "")
+        out.append(
+            {
+                **c,
+                "software_name": name,
+                "software_version": version if said is not None and " " in said else None,
+                "member_ids": sorted(members.get(c["connection_id"], ())),
+                "group_ids": sorted(groups.get(c["connection_id"], ())),
+            }
+        )
+    return out

@@ -183,7 +183,6 @@ def test_commits_name_topics_given_by_id(spark) -> None:  # type: ignore[no-unty
     from generated.offset_commit_response import OffsetCommitResponsePartition as RespPart
     from generated.offset_commit_response import OffsetCommitResponseTopic as RespTopic
     from kwire.groups import protocol
-    from kwire.groups.build import commits
     from kwire.spark.api import decode_requests, decode_responses
 
     named, unnamed = uuid.UUID(int=0x1234), uuid.UUID(int=0x5678)
@@ -222,7 +221,8 @@ def test_commits_name_topics_given_by_id(spark) -> None:  # type: ignore[no-unty
     rs = decode_responses(
         spark.createDataFrame(responses, f"{where}, api_key short, api_version short, frame binary")
     ).withColumn("latency_us", F.lit(1000))
-    pairs = spark.createDataFrame(protocol.pair(*protocol.collect(rq, rs)))
-    rows = commits(rq, pairs, {kafka_uuid(named): "payments"}).collect()
+    rows = protocol.commits(
+        protocol.pair(*protocol.collect(rq, rs)), {kafka_uuid(named): "payments"}
+    )
     got = sorted((r["offset"], r["topic"], r["error"]) for r in rows)
     assert got == [(5, "orders", None), (7, "payments", None), (9, kafka_uuid(unnamed), None)]
