@@ -46,6 +46,7 @@ from kwire.spark.driver import is_connect, parallelism
 from kwire.capture.distributed import FRAMES_SCHEMA, SPLIT_BYTES, load_keylog, merge_stats
 from kwire.capture.tls import KeyLogError
 from kwire.capture.summary import Summary
+from kwire.live import inputs
 from kwire.live.source import MAX_FILES, Registry, closed_files, detect_layout, register_ring
 from kwire.live.track import IDLE_US, LIVE_SCHEMA, track_live
 from kwire.spark.faults import fault_point
@@ -591,17 +592,46 @@ class Live:
                 shutil.rmtree(paths.snapshots, ignore_errors=True)
                 inputs_at = os.path.join(paths.snapshots, upto)
                 for name in DERIVED_INPUTS:
-                    link_tree(
-                        os.path.join(paths.inputs, name),
-                        os.path.join(inputs_at, name),
-                        lambda n: n.endswith(".parquet") and n[1:].split("-", 1)[0] in tags,
-                    )
+                    table = os.path.join(paths.inputs, name)
+                    # The committed batches' files (kwire.live.inputs: merged ones hold only
+                    # committed batches), none that a merged file covers.
+                    taken = {
+                        p.name
+                        for p in inputs.live_parts(table)
+                        if p.name.startswith("m") or p.first in tags
+                    }
+                    link_tree(table, os.path.join(inputs_at, name), taken.__contains__)
         seconds, _ = self.rebuild_groups(upto, inputs_at, background=snapshot)
         if inputs_at and inputs_at != paths.inputs:
             shutil.rmtree(inputs_at, ignore_errors=True)
+        if snapshot:
+            self._merge_inputs()
         if not self.quiet:
             batch = int(upto.rstrip("e"))
             say(f"group tables through batch {batch}: {seconds:.1f} s")
+
+    def _merge_inputs(self) -> None:
+        """The committed batches' inputs merged, FANOUT files at a time (kwire.live.inputs), so
+        that the next rebuilds read a few files per table, not one per batch. In the rebuild's
+        thread, after it: the merge's Spark job runs beside the batches, the move into place
+        under the lock their commits take."""
+        from kwire.spark.sink import write_parquet
+
+        paths = self.paths
+        committed = {b["tag"] for b in batch_logs(paths)}
+        spark = self.spark
+
+        def write(files: list[str], into: str) -> None:
+            write_parquet(spark.read.parquet(*files).coalesce(1), into)
+
+        def locked(swap: Any) -> None:
+            with self.background.lock:
+                swap()
+
+        for name in DERIVED_INPUTS:
+            table = os.path.join(paths.inputs, name)
+            while (group := inputs.due(table, committed)) is not None:
+                inputs.merge(table, group, write, paths.staging(f"merge-{name}"), locked)
 
     def _log_rebuild(
         self,
@@ -824,6 +854,8 @@ class Live:
             say(f"{self.out} ended at batch {ended[-1]['batch']}; following on from there")
         if os.path.exists(paths.final):
             os.remove(paths.final)
+        for name in DERIVED_INPUTS:  # a merge that a crash interrupted (kwire.live.inputs)
+            inputs.tidy(os.path.join(paths.inputs, name))
         query = (
             self.stream()
             .writeStream.foreachBatch(lambda df, i: self.process(df, i))
