@@ -1,14 +1,15 @@
 """OUT/groups/: the consumer groups' tables, built from the decoded tables.
 
 The group protocol's frames (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, the
-KIP-848, share and streams heartbeats, FindCoordinator, ApiVersions) are few: they are collected
-once and paired with their answers, narrowed to events (kwire.groups.protocol.EVENTS) and read group by group in order
-by kwire.groups.history, on the driver (kwire.groups.protocol), giving `generations`, `members`,
-`assignments` and `assignment_changes`. Then `commits`, `progress`, `latency`, `clients`,
-`coordinators` and `described` are Spark SQL over those pairs and events and the decoded tables
-(explodes, joins, windows, percentiles), where the frames they read are many (every Fetch answer's
-log end offsets, every record's offset). The share groups' data frames are paired here in Spark
-(pair_all) for their own pass (kwire.groups.share_build).
+KIP-848, share and streams heartbeats, FindCoordinator, ApiVersions) and the Metadata answers
+are few: they are collected once and, on the driver (kwire.groups.protocol), paired with their
+answers, narrowed to events and read group by group in order by kwire.groups.history
+(`generations`, `members`, `assignments`, `assignment_changes`), and made into `coordinators`,
+`clients` (with each connection's requests in one collected row) and the commits. What reads
+many rows stays Spark SQL: the commits' lags and `progress` (every Fetch answer's log end
+offsets, every record's offset), `latency` (percentiles of every answer), `described`. The
+share groups' data frames are paired here in Spark (pair_all) for their own pass
+(kwire.groups.share_build).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from kwire.spark.driver import derived_partitions
-from kwire.groups.clock import Clock, clock, connections, endpoint_clusters
+from kwire.groups.clock import Clock, clock, connections
 from kwire.groups.delivery import Known, names_clusters
 from kwire.groups.described import described
 from kwire.groups.errors import ERROR_AT
@@ -101,21 +102,6 @@ def _has(df: DataFrame, family: str) -> bool:
     return family in df.columns
 
 
-def topic_names(responses: DataFrame) -> dict[str, str]:
-    """Topic id -> name from the Metadata responses of the capture (a small collect)."""
-    if not _has(responses, "metadata"):
-        return {}
-    rows = (
-        responses.where(F.col("metadata").isNotNull())
-        .select(F.explode("metadata.topics").alias("t"))
-        .select("t.topic_id", "t.name")
-        .where("name IS NOT NULL AND topic_id IS NOT NULL")
-        .distinct()
-        .collect()
-    )
-    return {r["topic_id"]: r["name"] for r in rows}
-
-
 PER_GROUP = ("generations", "members", "assignments", "assignment_changes")
 # One pass per group gives all four tables as (table, row as JSON); times as epoch µs.
 HISTORY_ROWS = "table string, row string"
@@ -162,18 +148,18 @@ def build_base(
     # there are as many as the records their consumers took. Computed when that pass asks.
     share_pairs = hold(pair_all(requests, responses, _SHARE_APIS))
     held.append(share_pairs)
-    names = topic_names(responses)
     # The group protocol's frames, paired, their events, each group's history, commits and
     # coordinators, on the driver (kwire.groups.protocol): a few thousand rows, where each of
     # Spark's queries costs its fixed price. Each connection's requests in a row, collected too:
     # each group's end of the capture and the clients table.
     rq, rs, apis = protocol.collect(requests, responses)
+    names, endpoints = protocol.metadata(rs)
     paired_rows = protocol.pair(rq, rs, apis)
     soft = protocol.software(rq)
     del rq, rs
     ev = protocol.events(paired_rows, soft)
     conns = connections(requests)
-    ends = clock(conns, endpoint_clusters(responses), ev)
+    ends = clock(conns, endpoints, ev)
     told = protocol.histories(ev, names, ends)
 
     def made(rows: list[dict[str, Any]], schema: str | StructType) -> DataFrame:

@@ -13,8 +13,6 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from kwire.groups.delivery import clusters
-
 
 @dataclass(frozen=True)
 class Clock:
@@ -67,20 +65,12 @@ def connections(requests: DataFrame) -> list[dict[str, Any]]:
     return out
 
 
-def endpoint_clusters(responses: DataFrame) -> dict[str, str]:
-    """Broker "host:port" -> cluster id (kwire.groups.delivery.clusters), collected."""
-    endpoints = clusters(responses)
-    if endpoints is None:
-        return {}
-    return {r["_ep"]: r["cluster"] for r in endpoints.collect() if r["cluster"] is not None}
-
-
 def clock(
     conns: list[dict[str, Any]], endpoints: dict[str, str], ev: Iterable[dict[str, Any]]
 ) -> Clock:
     """Each group's end of the capture (Clock), from each connection's last request
-    (connections()), the brokers' clusters (endpoint_clusters()) and the group events (which
-    connections each group's frames went over)."""
+    (connections()), the brokers' clusters (kwire.groups.protocol.metadata()) and the group
+    events (which connections each group's frames went over)."""
     end: datetime | None = None
     of_cluster: dict[str, datetime] = {}
     for c in conns:

@@ -23,6 +23,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
@@ -116,14 +117,40 @@ def collect(requests: DataFrame, responses: DataFrame) -> tuple[pa.Table, pa.Tab
     )
     present = [a for a in apis if a in responses.columns]
     raw = ["raw_error"] if "raw_error" in responses.columns else []
-    rs = responses.where(_any_of(responses, present + raw)).select(
+    # And the Metadata answers (topic names, the brokers' clusters: metadata()).
+    meta = ["metadata"] if "metadata" in responses.columns else []
+    rs = responses.where(_any_of(responses, present + raw + meta)).select(
         "connection_id",
         "correlation_id",
         *[F.col(c) for c, _ in _RESPONSE],
         *[F.col(c).cast("int") for c in raw],
         *present,
+        *meta,
     )
     return rq.toArrow(), rs.toArrow(), apis
+
+
+def metadata(rs: pa.Table) -> tuple[dict[str, str], dict[str, str]]:
+    """From the collected Metadata answers (collect()): topic id -> name, and broker
+    "host:port" -> cluster id (the least, where answers differ; kwire.groups.delivery.clusters
+    makes the same in Spark for the records' steps)."""
+    names: dict[str, str] = {}
+    endpoints: dict[str, str] = {}
+    if "metadata" not in rs.column_names:
+        return names, endpoints
+    answers = rs.column("metadata")
+    for m in answers.filter(answers.is_valid()).to_pylist():
+        for t in m.get("topics") or []:
+            if t.get("topic_id") is not None and t.get("name") is not None:
+                names[t["topic_id"]] = t["name"]
+        cluster = m.get("cluster_id")
+        if cluster is None:
+            continue
+        for b in m.get("brokers") or []:
+            at = ":".join(str(x) for x in (b.get("host"), b.get("port")) if x is not None)
+            if at not in endpoints or cluster < endpoints[at]:
+                endpoints[at] = cluster
+    return names, endpoints
 
 
 def pair(rq: pa.Table, rs: pa.Table, apis: Sequence[str]) -> pa.Table:
@@ -134,6 +161,12 @@ def pair(rq: pa.Table, rs: pa.Table, apis: Sequence[str]) -> pa.Table:
     raw error code."""
     if not apis:
         return pa.table({})
+    # The answers of these families (collect() took the Metadata answers too).
+    mask = pa.array([False] * rs.num_rows)
+    for c in [f for f in apis if f in rs.column_names] + ["raw_error"]:
+        if c in rs.column_names:
+            mask = pc.or_(mask, rs.column(c).is_valid())
+    rs = rs.filter(mask)
     answers: dict[tuple[Any, Any], list[tuple[int, int]]] = {}
     if rs.num_rows:
         conn = rs.column("connection_id").to_pylist()

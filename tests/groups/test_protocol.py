@@ -121,10 +121,8 @@ def test_coordinators_are_periods_of_one_node_with_the_errors_between() -> None:
     pairs = _find_coordinator(
         [(0, 1, 0), (1000, 1, 0), (2000, -1, 14), (2500, -1, 14), (3000, 2, 0), (4000, -1, 16)]
     )
-    got = [
-        (r["node_id"], r["from_ts"], r["to_ts"], r["not_coordinator_errors"], r["load_in_progress_ms"])
-        for r in protocol.coordinators(pairs)
-    ]  # fmt: skip
+    keys = ("node_id", "from_ts", "to_ts", "not_coordinator_errors", "load_in_progress_ms")
+    got = [tuple(r[k] for k in keys) for r in protocol.coordinators(pairs)]
     assert got == [(1, _at(0), _at(3000), 1, 500.0), (2, _at(3000), None, 1, 500.0)]
 
 

@@ -29,9 +29,8 @@ def _now(swap: Callable[[], None]) -> None:
 
 
 def _rows(table: Path) -> list[int]:
-    return sorted(
-        b for p in inputs.live_parts(str(table)) for b in pq.read_table(table / p.name)["batch"].to_pylist()
-    )  # fmt: skip
+    read = [pq.read_table(table / p.name) for p in inputs.live_parts(str(table))]
+    return sorted(b for t in read for b in t["batch"].to_pylist())
 
 
 def _merge_all(table: Path, committed: set[str], scratch: Path) -> list[str]:
