@@ -102,7 +102,7 @@ def _has(df: DataFrame, family: str) -> bool:
     return family in df.columns
 
 
-PER_GROUP = ("generations", "members", "assignments", "assignment_changes")
+PER_GROUP = protocol.PER_GROUP
 # One pass per group gives all four tables as (table, row as JSON); times as epoch µs.
 HISTORY_ROWS = "table string, row string"
 
@@ -230,28 +230,14 @@ _BASE = (
     "error",
     "warnings",
 )
-_GROUP_APIS = (
-    "join_group",
-    "sync_group",
-    "heartbeat",
-    "leave_group",
-    "offset_commit",
-    "consumer_group_heartbeat",
-    "share_group_heartbeat",
-    "streams_group_heartbeat",
-    "find_coordinator",
-    "api_versions",
-    # Share groups' records (OUT/share): narrowed below, never their records.
-    "share_fetch",
-    "share_acknowledge",
-    "describe_share_group_offsets",
-)
+# The share groups' data frames: their pass pairs them in Spark (build_base).
+_SHARE_APIS = ("share_fetch", "share_acknowledge", "describe_share_group_offsets")
+# Share groups' records (OUT/share): narrowed below, never their records.
+_GROUP_APIS = protocol.PROTOCOL_APIS + _SHARE_APIS
 # The commits table's columns but the lags (commit_lag adds them).
 _COMMITS = StructType(
     [f for f in TABLES["commits"] if f.name not in ("time_lag_ms", "timestamp_lag_ms")]
 )
-# The share groups' data frames: their pass pairs them in Spark (build_base).
-_SHARE_APIS = ("share_fetch", "share_acknowledge", "describe_share_group_offsets")
 _REQUEST_COLUMNS = frozenset(_BASE + _GROUP_APIS + ("list_offsets",))
 
 
