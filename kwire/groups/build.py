@@ -39,14 +39,11 @@ from pyspark.sql.types import StructType
 REBALANCE_APIS = (11, 14)  # JoinGroup, SyncGroup: their latency is the group's wait
 
 
-def pair_all(
-    requests: DataFrame, responses: DataFrame, families: Sequence[str] | None = None
-) -> DataFrame:
-    """The group APIs' requests (those of `families` when given), each with its response: one
-    join and one window for all of them (per API they would be a dozen stages of near-empty
-    tasks). Columns: the request's, `req_<api>` and `resp_<api>` structs, and the response's
-    time, latency and status."""
-    apis = [a for a in (families or _GROUP_APIS) if a in requests.columns]
+def pair_all(requests: DataFrame, responses: DataFrame, families: Sequence[str]) -> DataFrame:
+    """The requests of `families`, each with its response: one join and one window for all of
+    them (per API they would be stages of near-empty tasks). Columns: the request's,
+    `req_<api>` and `resp_<api>` structs, and the response's time, latency and status."""
+    apis = [a for a in families if a in requests.columns]
     if not apis:
         return requests.limit(0)
     any_api = F.lit(False)

@@ -13,6 +13,8 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from kwire.groups.delivery import BROKER_END
+
 
 @dataclass(frozen=True)
 class Clock:
@@ -33,7 +35,7 @@ def _naive_utc(micros: int | None) -> datetime | None:
     return None if micros is None else datetime(1970, 1, 1) + timedelta(microseconds=micros)
 
 
-_ENDPOINT = re.compile(r"->\[?(.*?)\]?:(\d+)(#\d+)?$")
+_ENDPOINT = re.compile(BROKER_END)
 
 
 def endpoint(connection_id: str | None) -> str:

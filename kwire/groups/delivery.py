@@ -38,10 +38,13 @@ from pyspark.sql.types import IntegerType, StringType, StructField, StructType, 
 
 from kwire.spark.model import rows_of
 
+# A connection id's broker end ("client->broker[#n]"): host, port.
+BROKER_END = r"->\[?(.*?)\]?:(\d+)(#\d+)?$"
+
 
 def broker_endpoint(connection_id: str) -> Column:
     """A connection's broker end, "host:port", from its id ("client->broker[#n]")."""
-    m = r"->\[?(.*?)\]?:(\d+)(#\d+)?$"
+    m = BROKER_END
     return F.concat_ws(
         ":", F.regexp_extract(connection_id, m, 1), F.regexp_extract(connection_id, m, 2)
     )

@@ -201,8 +201,9 @@ def pair(rq: pa.Table, rs: pa.Table, apis: Sequence[str]) -> pa.Table:
         columns[name] = req.column(source)
     for a in apis:
         columns[f"req_{a}"] = req.column(a)
+    # (An unanswered request's index is null: its answer's columns are null, typed.)
     for source, name in _RESPONSE:
-        columns[name] = rs.column(source).take(picks) if rs.num_rows else pa.nulls(len(keep))
+        columns[name] = rs.column(source).take(picks)
     raw = "raw_error" in rs.column_names
     columns["resp_raw_error"] = (
         rs.column("raw_error").take(picks) if raw else pa.nulls(len(keep), pa.int32())
@@ -212,10 +213,6 @@ def pair(rq: pa.Table, rs: pa.Table, apis: Sequence[str]) -> pa.Table:
             columns[f"resp_{a}"] = rs.column(a).take(picks)
         else:
             columns[f"resp_{a}"] = pa.nulls(len(keep))
-    if not rs.num_rows:
-        columns["resp_ts"] = pa.nulls(len(keep), pa.timestamp("us", tz="UTC"))
-        columns["latency_us"] = pa.nulls(len(keep), pa.int64())
-        columns["resp_status"] = pa.nulls(len(keep), pa.string())
     return pa.table(columns)
 
 
